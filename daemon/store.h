@@ -1,0 +1,92 @@
+/* store.h: the write side of gentraced's storage (SQLite, zstd).
+ *
+ * The store owns one SQLite connection and one thread. The ingest loop hands
+ * it complete, validated generations with store_submit(); the store thread
+ * commits them in batched transactions (WAL; synchronous=NORMAL, or FULL with
+ * --sync full) and reports each one through the done callback, *on the store
+ * thread*, after its transaction committed; the loop side turns that into an
+ * ACK via uv_async. Kept behind this small interface so a shared backend
+ * (object storage + PostgreSQL catalog) can replace it.
+ *
+ * Thread: store_open/store_close from the main thread; store_submit,
+ * store_last_gen, store_note_rejected and store_stats_get from any thread.
+ */
+#ifndef STORE_H
+#define STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+#include "store_pin.h"
+
+typedef struct store store;
+
+typedef struct store_config {
+  const char *path;          /* database file */
+  int sync_full;             /* 1: synchronous=FULL (power-loss safe) */
+  int64_t retain_ns;         /* 0 = keep forever */
+  uint64_t max_db_bytes;     /* 0 = unlimited; main db + WAL */
+  int zstd_level;            /* default 3 */
+  uint32_t batch_max;        /* generations per transaction, default 64 */
+  uint32_t test_delay_ms;    /* sleep before each commit (tests: slow store) */
+  store_pins *pins;          /* retention never deletes seq >= pinned min */
+} store_config;
+
+/* A complete generation handed to the store. Ownership of the struct and
+ * payload moves to the store at store_submit and comes back in done(). */
+typedef struct store_gen {
+  uint8_t session[16];
+  /* identity, copied from HELLO (owned, NUL-terminated) */
+  char *service, *host, *agent_version;
+  char *tags_json; /* JSON object text, e.g. {"az":"b"} */
+  uint64_t pid, process_start_ns;
+  uint64_t gen;
+  int64_t start_ns, end_ns;        /* wall clock from the CLOCK record */
+  gtp_gen_end end;                 /* manifest + ledger */
+  uint8_t *payload;                /* GEN_START + body + GEN_END, malloc'd */
+  size_t len;
+  void *cookie;                    /* the caller's, untouched */
+  /* filled by the store before done(): */
+  int result;       /* 0 committed, 1 duplicate (already stored: ACK it),
+                       GTP_E_DISKFULL, or another negative code */
+  int64_t seq;      /* commit sequence (feed cursor), 0 if not stored */
+  uint64_t stored_bytes;
+} store_gen;
+
+/* Called on the store thread after the transaction holding g committed or
+ * failed. The callee owns g (free with store_gen_free). */
+typedef void (*store_done_fn)(void *ctx, store_gen *g);
+
+/* Opens (creating or migrating) the database and starts the store thread.
+ * On error returns a negative code and sets *cause to a malloc'd message. */
+int store_open(const store_config *cfg, store_done_fn done, void *ctx,
+               store **out, char **cause);
+/* Commits everything queued, stops the thread, closes the database. */
+void store_close(store *s);
+
+/* Queues g; never blocks on disk. Returns 0, or GTP_E_SHUTDOWN after close
+ * began (g still belongs to the caller then). */
+int store_submit(store *s, store_gen *g);
+
+/* Last committed gen of a session from an in-memory index (loaded at open,
+ * updated at commit): 1 and *gen set, or 0 if the session has none. */
+int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen);
+
+/* Counts a generation the daemon rejected (ledger "rejected" per session). */
+void store_note_rejected(store *s, const uint8_t session[16], uint64_t events);
+
+void store_gen_free(store_gen *g);
+
+typedef struct store_stats {
+  uint64_t queued_gens, queued_bytes;   /* waiting for the store thread */
+  uint64_t committed_gens, committed_bytes, duplicate_gens;
+  uint64_t transactions, commit_ns_total, commit_ns_max;
+  uint64_t retention_deleted_gens;
+  uint64_t db_bytes;                    /* main db + WAL, last measured */
+  int disk_full;                        /* 1 while ingest must pause */
+} store_stats;
+
+void store_stats_get(store *s, store_stats *out);
+
+#endif /* STORE_H */

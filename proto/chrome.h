@@ -1,0 +1,60 @@
+/* chrome.h: streaming writer of Chrome Trace Event JSON (Perfetto loads it).
+ * One writer shared by `gentrace convert --to chrome` and the HTTP
+ * `format=chrome` export. Mapping (DESIGN.md "Chrome / Perfetto export"):
+ *
+ *   {"traceEvents":[ ... ],"metadata":{"gentrace_start_ns":"…", ...}}
+ *   one synthetic pid per session (1, 2, ... in order of first appearance)
+ *   with a process_name metadata event "service (host pid)"; tid = agent
+ *   thread id with thread_name metadata from THREAD_NAME events; regions B/E
+ *   (a region still open at the end is closed at the window end); instants i;
+ *   counters C with args.value; logs i with name = category and
+ *   args.message; tasks b/e with id = task id (cat "task"); LOST markers and
+ *   the ledger of each generation as i named gentrace.lost with args.count;
+ *   ts in microseconds (fractional, 3 decimals) from the window start.
+ *
+ * Memory: the writer keeps per (session, thread) open-region depths and the
+ * session -> pid map, allocated with malloc and bounded by the number of
+ * threads and sessions seen; everything else streams straight to the sink.
+ */
+#ifndef GTP_CHROME_H
+#define GTP_CHROME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sink: returns 0, or a negative code that aborts the conversion and is
+ * returned by the writer call that hit it. */
+typedef int (*gtp_sink_fn)(void *ctx, const void *p, size_t n);
+
+typedef struct gtp_chrome gtp_chrome; /* opaque */
+
+/* window_start_ns: unix ns that ts 0 stands for; 0 = the start of the first
+ * generation written. window_end_ns: where open regions are closed; 0 = the
+ * latest event or generation end seen. Returns NULL on ENOMEM. */
+gtp_chrome *gtp_chrome_new(gtp_sink_fn sink, void *ctx, int64_t window_start_ns,
+                           int64_t window_end_ns);
+/* Writes the opening of the document (idempotent; called by the others). */
+int gtp_chrome_begin(gtp_chrome *c);
+/* Writes every event of one parsed generation. Generations of one session
+ * should come in order; sessions may interleave. */
+int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g);
+/* Closes open regions, writes metadata and the closing brackets. */
+int gtp_chrome_end(gtp_chrome *c);
+/* Frees the writer (does not call end). NULL is fine. */
+void gtp_chrome_free(gtp_chrome *c);
+
+/* Appends s as a JSON string body (no quotes) with escaping: quote, backslash,
+ * control characters as \uXXXX, invalid UTF-8 bytes as \ufffd. Shared with
+ * web/ for JSON answers. Returns 0 or the sink's error. */
+int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,57 @@
+#!/bin/sh
+# setup.sh: one-step set-up on a fresh Debian 12 machine, and a fast no-op
+# when nothing changed. Installs the Debian packages the build and the tests
+# need (as root, or with sudo; otherwise says what to install), then runs
+# autoreconf, configure (into ./build) and make.
+#
+#   ./setup.sh            install what is missing, configure, build
+#   BUILD=dir ./setup.sh  build somewhere else (configure flags: CONFIGURE_FLAGS)
+set -eu
+cd "$(dirname "$0")"
+BUILD=${BUILD:-build}
+CONFIGURE_FLAGS=${CONFIGURE_FLAGS:-}
+
+PKGS="build-essential autoconf automake libtool pkg-config \
+libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
+curl sqlite3 python3 clang libclang-rt-14-dev"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+if [ -n "$missing" ]; then
+	echo "setup.sh: installing Debian packages:$missing"
+	if [ "$(id -u)" = 0 ]; then SUDO=""
+	elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"
+	else
+		echo "setup.sh: not root and no sudo; please install:$missing" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	# A fresh machine has empty package lists: update once, then install.
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq --no-install-recommends $missing </dev/null
+fi
+
+# Regenerate only when an autotools input is newer than configure.
+need_autoreconf=0
+[ -x configure ] || need_autoreconf=1
+if [ $need_autoreconf = 0 ]; then
+	for f in configure.ac Makefile.am */Makefile.inc tests/*/Makefile.inc; do
+		[ "$f" -nt configure ] && need_autoreconf=1 && break
+	done
+fi
+if [ $need_autoreconf = 1 ]; then
+	echo "setup.sh: autoreconf"
+	autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+fi
+
+mkdir -p "$BUILD"
+if [ ! -f "$BUILD/Makefile" ] || [ configure -nt "$BUILD/config.status" ]; then
+	echo "setup.sh: configure in $BUILD/ $CONFIGURE_FLAGS"
+	(cd "$BUILD" && ../configure -q $CONFIGURE_FLAGS)
+fi
+make -s -C "$BUILD" -j"$(nproc)"
+echo "setup.sh: build ready in $BUILD/ (make demo | make check)"

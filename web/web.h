@@ -1,0 +1,51 @@
+/* web.h: the HTTP server of gentraced (libmicrohttpd, its own threads).
+ *
+ * daemon/main.c is the only caller: it starts the server after the store is
+ * open, passes callbacks for what only the daemon knows (metrics text, health,
+ * live connection state), and notifies commits so /v1/feed waiters wake at
+ * once. Reads go through store_read.h connections owned by web/.
+ */
+#ifndef WEB_H
+#define WEB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+#include "store_pin.h"
+
+typedef struct web_server web_server;
+
+typedef struct web_config {
+  const char *host;          /* listen address, e.g. "127.0.0.1" */
+  uint16_t port;             /* 0 = pick a free port */
+  const char *db_path;       /* opened read-only */
+  const char *read_token;    /* NULL = no auth for reads */
+  uint64_t max_window_bytes; /* default 1 GiB */
+  unsigned max_connections;  /* default 256 */
+  unsigned per_ip_connections; /* default 32 */
+  unsigned timeout_s;        /* idle connection timeout, default 30 */
+  unsigned threads;          /* default 4 */
+  store_pins *pins;
+  /* Appends the daemon's Prometheus metrics to out. Any thread. */
+  void (*metrics)(void *ctx, gtp_wbuf *out);
+  /* 1 if ready and healthy; may fill reason (static string) if not. */
+  int (*healthy)(void *ctx, const char **reason);
+  /* 1 if the session (32 hex) has a live agent connection. Any thread. */
+  int (*connected)(void *ctx, const char *session);
+  void *ctx;
+} web_config;
+
+/* Fills defaults for everything but db_path. */
+void web_config_init(web_config *cfg);
+
+/* Starts listening; *port gets the bound port. On error sets *cause
+ * (malloc'd) and returns a negative code. */
+int web_start(const web_config *cfg, web_server **out, uint16_t *port,
+              char **cause);
+/* Stops accepting, ends running requests, frees everything. */
+void web_stop(web_server *w);
+/* A generation with this seq committed: wake /v1/feed waiters. Any thread. */
+void web_notify_commit(web_server *w, int64_t seq);
+
+#endif
