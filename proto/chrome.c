@@ -1,0 +1,826 @@
+/* chrome.c: streaming Chrome Trace Event JSON writer (see chrome.h).
+ *
+ * Design notes.
+ *
+ * The writer turns parsed generations into one JSON document that is pushed
+ * through the caller's sink while it is produced: the HTTP server streams a
+ * window of any size to a client, so nothing proportional to the number of
+ * events may be held. What is held:
+ *
+ *   - a 16 KiB output buffer, flushed to the sink whenever it fills (so the
+ *     sink sees reasonably sized chunks, not one call per token);
+ *   - one entry per session seen (synthetic pid, identity copies for the
+ *     metadata block, counters) and, below it, one entry per thread (open
+ *     region depth, last thread name);
+ *   - a bounded table of open tasks so an 'e' can repeat its 'b' name.
+ *
+ * Invariants.
+ *
+ *  1. Once err is set (a sink failure or ENOMEM) every call MUST be a no-op
+ *     that returns err, otherwise a half-written document would continue
+ *     after a hole and look valid to the client.
+ *  2. A region END MUST only be emitted when the thread's depth is > 0, and
+ *     every depth left > 0 MUST be closed by gtp_chrome_end, otherwise
+ *     viewers mis-nest every later slice of that thread.
+ *  3. The first event MUST be written without a leading comma and every
+ *     later one with one (field `nevents`), otherwise the array is not JSON.
+ *  4. The window start MUST be fixed before the first event is formatted
+ *     (it is the origin of every ts); when the caller passes 0 it is taken
+ *     from the first generation handed to gtp_chrome_gen.
+ *  5. Every string that comes from a trace MUST go through json_escape,
+ *     otherwise hostile names could break out of the JSON string.
+ *
+ * States: NEW -> (begin) OPEN -> (end) ENDED. gtp_chrome_gen begins
+ * implicitly; nothing is written after ENDED.
+ */
+#include "chrome.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "varint.h"
+
+#define GTP__CHROME_BUF (16u << 10)
+/* Open tasks remembered for their names. Past this many the 'e' of a task
+ * is still written, without a name (viewers match b/e by cat and id). */
+#define GTP__CHROME_TASKS_MAX (1u << 16)
+
+typedef struct chrome_thread {
+  uint64_t tid;
+  uint64_t depth; /* open regions (invariant 2) */
+  char *name;     /* last THREAD_NAME written, owned, NUL-terminated */
+  size_t name_len;
+} chrome_thread;
+
+typedef struct chrome_session {
+  uint8_t id[16];
+  uint64_t pid;         /* synthetic, 1-based */
+  char *service, *host; /* owned copies for the metadata block */
+  size_t service_len, host_len;
+  uint64_t os_pid;
+  uint64_t generations, events, lost;
+  chrome_thread *threads;
+  size_t nthreads, cap_threads;
+} chrome_session;
+
+typedef struct chrome_task {
+  uint64_t pid, id; /* pid 0 = empty slot */
+  char *name;
+  size_t name_len;
+  bool tomb; /* deleted slot, keeps probe chains intact */
+} chrome_task;
+
+struct gtp_chrome {
+  gtp_sink_fn sink;
+  void *ctx;
+  int err; /* invariant 1 */
+  enum { CH_NEW, CH_OPEN, CH_ENDED } state;
+
+  int64_t win_start, win_end; /* 0 = not given by the caller */
+  bool have_start;
+  int64_t max_ns;   /* latest event or generation end seen */
+  uint64_t nevents; /* JSON array elements written (invariant 3) */
+
+  chrome_session *sessions;
+  size_t nsessions, cap_sessions;
+
+  chrome_task *tasks;           /* open addressing, power-of-two size */
+  size_t tasks_cap, tasks_used; /* used counts tombstones too */
+  size_t tasks_live;
+  bool tasks_overflowed; /* some b was not remembered */
+
+  size_t len;
+  char buf[GTP__CHROME_BUF];
+};
+
+/* ------------------------------------------------------------ output */
+
+static int ch_flush(gtp_chrome *c) {
+  if (c->err)
+    return c->err;
+  if (c->len) {
+    int rc = c->sink(c->ctx, c->buf, c->len);
+    c->len = 0;
+    if (rc < 0)
+      c->err = rc;
+  }
+  return c->err;
+}
+
+static void ch_put(gtp_chrome *c, const void *p, size_t n) {
+  if (c->err)
+    return;
+  if (n > sizeof c->buf - c->len) {
+    if (ch_flush(c))
+      return;
+    if (n >= sizeof c->buf) {
+      int rc = c->sink(c->ctx, p, n);
+      if (rc < 0)
+        c->err = rc;
+      return;
+    }
+  }
+  memcpy(c->buf + c->len, p, n);
+  c->len += n;
+}
+
+static void ch_puts(gtp_chrome *c, const char *s) {
+  ch_put(c, s, strlen(s));
+}
+
+static int ch_sink(void *ctx, const void *p, size_t n) {
+  gtp_chrome *c = ctx;
+  ch_put(c, p, n);
+  return c->err;
+}
+
+static size_t fmt_u64(char *out, uint64_t v) {
+  char tmp[20];
+  size_t n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  for (size_t i = 0; i < n; i++)
+    out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+static void ch_u64(gtp_chrome *c, uint64_t v) {
+  char b[20];
+  ch_put(c, b, fmt_u64(b, v));
+}
+
+static void ch_i64(gtp_chrome *c, int64_t v) {
+  if (v < 0) {
+    ch_put(c, "-", 1);
+    ch_u64(c, (uint64_t)0 - (uint64_t)v);
+  } else {
+    ch_u64(c, (uint64_t)v);
+  }
+}
+
+/* ts in microseconds with exactly 3 decimals: the ns offset printed as
+ * integer us, '.', ns remainder. Exact, unlike a double. */
+static void ch_ts(gtp_chrome *c, int64_t wall_ns) {
+  int64_t rel = wall_ns - c->win_start;
+  uint64_t mag = rel < 0 ? (uint64_t)0 - (uint64_t)rel : (uint64_t)rel;
+  char b[32];
+  size_t n = 0;
+  if (rel < 0)
+    b[n++] = '-';
+  n += fmt_u64(b + n, mag / 1000);
+  unsigned frac = (unsigned)(mag % 1000);
+  b[n++] = '.';
+  b[n++] = (char)('0' + frac / 100);
+  b[n++] = (char)('0' + frac / 10 % 10);
+  b[n++] = (char)('0' + frac % 10);
+  ch_put(c, b, n);
+}
+
+static void ch_str(gtp_chrome *c, const char *s, size_t n) {
+  ch_put(c, "\"", 1);
+  if (!c->err)
+    gtp_json_escape(ch_sink, c, s, n);
+  ch_put(c, "\"", 1);
+}
+
+static void ch_hex(gtp_chrome *c, uint64_t v) {
+  char b[24];
+  int n = snprintf(b, sizeof b, "\"0x%llx\"", (unsigned long long)v);
+  ch_put(c, b, (size_t)n);
+}
+
+/* Starts one traceEvents element (invariant 3). */
+static void ch_elem(gtp_chrome *c) {
+  if (c->nevents++)
+    ch_put(c, ",\n", 2);
+}
+
+/* -------------------------------------------------------- JSON escape */
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if the bytes there
+ * are not one: overlong forms, surrogates and code points past U+10FFFF are
+ * invalid (RFC 3629), as are truncated sequences. */
+static size_t utf8_seq(const uint8_t *p, size_t n, uint32_t *cp) {
+  uint8_t b = p[0];
+  size_t need;
+  uint32_t v, min;
+  if (b < 0x80) {
+    *cp = b;
+    return 1;
+  } else if (b >= 0xc2 && b <= 0xdf) {
+    need = 2, v = b & 0x1f, min = 0x80;
+  } else if (b >= 0xe0 && b <= 0xef) {
+    need = 3, v = b & 0x0f, min = 0x800;
+  } else if (b >= 0xf0 && b <= 0xf4) {
+    need = 4, v = b & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (n < need)
+    return 0;
+  for (size_t i = 1; i < need; i++) {
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+    v = v << 6 | (p[i] & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+    return 0;
+  *cp = v;
+  return need;
+}
+
+int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n) {
+  static const char hexd[] = "0123456789abcdef";
+  const uint8_t *p = (const uint8_t *)s, *end = p + n;
+  const uint8_t *run = p; /* start of bytes that pass through unchanged */
+  int rc;
+  while (p < end) {
+    char esc[8];
+    size_t elen = 0, adv = 1;
+    uint32_t cp;
+    if (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') {
+      p++;
+      continue;
+    }
+    if (*p == '"' || *p == '\\') {
+      esc[0] = '\\', esc[1] = (char)*p, elen = 2;
+    } else if (*p < 0x20) {
+      memcpy(esc, "\\u00", 4);
+      esc[4] = hexd[*p >> 4], esc[5] = hexd[*p & 15], elen = 6;
+    } else {
+      adv = utf8_seq(p, (size_t)(end - p), &cp);
+      if (adv == 0) {
+        /* One replacement per bad byte: simple, and resynchronises at the
+         * next byte that can start a sequence. */
+        memcpy(esc, "\\ufffd", 6), elen = 6, adv = 1;
+      } else if (cp == 0x2028 || cp == 0x2029) {
+        /* Valid JSON, but a line terminator to JavaScript: escaped so the
+         * output can be embedded in a script. */
+        memcpy(esc, cp == 0x2028 ? "\\u2028" : "\\u2029", 6), elen = 6;
+      } else {
+        p += adv;
+        continue;
+      }
+    }
+    if (p > run && (rc = sink(ctx, run, (size_t)(p - run))) < 0)
+      return rc;
+    if ((rc = sink(ctx, esc, elen)) < 0)
+      return rc;
+    p += adv;
+    run = p;
+  }
+  if (p > run && (rc = sink(ctx, run, (size_t)(p - run))) < 0)
+    return rc;
+  return 0;
+}
+
+/* ------------------------------------------------------ state tables */
+
+static char *dup_bytes(const char *p, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    if (n)
+      memcpy(d, p, n);
+    d[n] = 0;
+  }
+  return d;
+}
+
+static chrome_session *session_get(gtp_chrome *c, const gtp_gen *g,
+                                   bool *is_new) {
+  *is_new = false;
+  for (size_t i = 0; i < c->nsessions; i++)
+    if (!memcmp(c->sessions[i].id, g->start.session, 16))
+      return &c->sessions[i];
+  *is_new = true;
+  if (c->nsessions == c->cap_sessions) {
+    size_t cap = c->cap_sessions ? c->cap_sessions * 2 : 4;
+    chrome_session *s = realloc(c->sessions, cap * sizeof *s);
+    if (!s) {
+      c->err = -ENOMEM;
+      return NULL;
+    }
+    c->sessions = s;
+    c->cap_sessions = cap;
+  }
+  chrome_session *s = &c->sessions[c->nsessions];
+  memset(s, 0, sizeof *s);
+  memcpy(s->id, g->start.session, 16);
+  s->service = dup_bytes(g->start.service.ptr, g->start.service.len);
+  s->host = dup_bytes(g->start.host.ptr, g->start.host.len);
+  if (!s->service || !s->host) {
+    free(s->service);
+    free(s->host);
+    c->err = -ENOMEM;
+    return NULL;
+  }
+  s->service_len = g->start.service.len;
+  s->host_len = g->start.host.len;
+  s->os_pid = g->start.pid;
+  s->pid = ++c->nsessions;
+  return s;
+}
+
+static chrome_thread *thread_get(gtp_chrome *c, chrome_session *s,
+                                 uint64_t tid) {
+  /* Linear scan from the end: batches of one thread tend to come together
+   * and thread counts per session are modest. */
+  for (size_t i = s->nthreads; i-- > 0;)
+    if (s->threads[i].tid == tid)
+      return &s->threads[i];
+  if (s->nthreads == s->cap_threads) {
+    size_t cap = s->cap_threads ? s->cap_threads * 2 : 8;
+    chrome_thread *t = realloc(s->threads, cap * sizeof *t);
+    if (!t) {
+      c->err = -ENOMEM;
+      return NULL;
+    }
+    s->threads = t;
+    s->cap_threads = cap;
+  }
+  chrome_thread *t = &s->threads[s->nthreads++];
+  memset(t, 0, sizeof *t);
+  t->tid = tid;
+  return t;
+}
+
+static uint64_t task_hash(uint64_t pid, uint64_t id) {
+  uint64_t h = id * 0x9e3779b97f4a7c15ull ^ pid * 0xc2b2ae3d27d4eb4full;
+  return h ^ h >> 29;
+}
+
+static chrome_task *task_find(gtp_chrome *c, uint64_t pid, uint64_t id) {
+  if (!c->tasks_cap)
+    return NULL;
+  size_t mask = c->tasks_cap - 1;
+  for (size_t i = task_hash(pid, id) & mask;; i = (i + 1) & mask) {
+    chrome_task *t = &c->tasks[i];
+    if (t->pid == 0 && !t->tomb)
+      return NULL;
+    if (t->pid == pid && t->id == id)
+      return t;
+  }
+}
+
+static int task_rehash(gtp_chrome *c, size_t cap) {
+  chrome_task *nt = calloc(cap, sizeof *nt);
+  if (!nt)
+    return -ENOMEM;
+  for (size_t i = 0; i < c->tasks_cap; i++) {
+    chrome_task *t = &c->tasks[i];
+    if (!t->pid)
+      continue;
+    size_t j = task_hash(t->pid, t->id) & (cap - 1);
+    while (nt[j].pid)
+      j = (j + 1) & (cap - 1);
+    nt[j] = *t;
+  }
+  free(c->tasks);
+  c->tasks = nt;
+  c->tasks_cap = cap;
+  c->tasks_used = c->tasks_live;
+  return 0;
+}
+
+/* Remembers an open task's name. Failure to remember is not an error of
+ * the conversion: the e is then written without a name. */
+static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
+  chrome_task *t = task_find(c, pid, id);
+  if (t) { /* task id reused while open: keep the newest name */
+    char *n = dup_bytes(name.ptr, name.len);
+    if (n) {
+      free(t->name);
+      t->name = n;
+      t->name_len = name.len;
+    }
+    return;
+  }
+  if (c->tasks_live >= GTP__CHROME_TASKS_MAX) {
+    c->tasks_overflowed = true;
+    return;
+  }
+  /* Keep the load (tombstones included) under 1/2 so probes stay short and
+   * a probe always meets an empty slot; a rehash drops the tombstones and
+   * leaves the load at most 1/4, so rehashes stay rare. */
+  if ((c->tasks_used + 1) * 2 > c->tasks_cap) {
+    size_t cap = c->tasks_cap ? c->tasks_cap : 64;
+    while ((c->tasks_live + 1) * 4 > cap)
+      cap *= 2;
+    if (task_rehash(c, cap)) {
+      c->tasks_overflowed = true;
+      return;
+    }
+  }
+  char *n = dup_bytes(name.ptr, name.len);
+  if (!n) {
+    c->tasks_overflowed = true;
+    return;
+  }
+  size_t mask = c->tasks_cap - 1;
+  size_t i = task_hash(pid, id) & mask;
+  while (c->tasks[i].pid)
+    i = (i + 1) & mask;
+  if (!c->tasks[i].tomb)
+    c->tasks_used++;
+  c->tasks[i] =
+      (chrome_task){.pid = pid, .id = id, .name = n, .name_len = name.len};
+  c->tasks_live++;
+}
+
+/* ------------------------------------------------------------ events */
+
+static void ev_head(gtp_chrome *c, const char *ph, uint64_t pid, uint64_t tid,
+                    int64_t wall) {
+  ch_puts(c, ",\"ph\":\"");
+  ch_puts(c, ph);
+  ch_puts(c, "\",\"ts\":");
+  ch_ts(c, wall);
+  ch_puts(c, ",\"pid\":");
+  ch_u64(c, pid);
+  ch_puts(c, ",\"tid\":");
+  ch_u64(c, tid);
+}
+
+/* args.stack: the pcs of stack-table entry id as hex strings. An unknown id
+ * (the writer lost it, or hostile input) gives an empty list. */
+static void ev_stack(gtp_chrome *c, const gtp_gen *g, uint64_t id) {
+  ch_puts(c, "\"stack\":[");
+  const gtp_stack_ent *st = gtp_gen_stack(g, id);
+  if (st) {
+    const uint8_t *p = st->frames, *end = st->frames + st->frames_len;
+    for (uint32_t i = 0; i < st->nframes; i++) {
+      uint64_t pc;
+      if (gtp_uvarint_get(&p, end, &pc))
+        break;
+      if (i)
+        ch_put(c, ",", 1);
+      ch_hex(c, pc);
+    }
+  }
+  ch_puts(c, "]");
+}
+
+static void meta_thread_name(gtp_chrome *c, uint64_t pid, chrome_thread *t,
+                             gtp_str name) {
+  if (t->name && t->name_len == name.len &&
+      !memcmp(t->name, name.ptr, name.len))
+    return; /* unchanged: one metadata event is enough */
+  char *n = dup_bytes(name.ptr, name.len);
+  if (!n) {
+    c->err = -ENOMEM;
+    return;
+  }
+  free(t->name);
+  t->name = n;
+  t->name_len = name.len;
+  ch_elem(c);
+  ch_puts(c, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
+  ch_u64(c, pid);
+  ch_puts(c, ",\"tid\":");
+  ch_u64(c, t->tid);
+  ch_puts(c, ",\"args\":{\"name\":");
+  ch_str(c, name.ptr, name.len);
+  ch_puts(c, "}}");
+}
+
+static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
+                        chrome_thread *t, const gtp_event *ev) {
+  int64_t wall = gtp_gen_wall_ns(g, ev->ticks);
+  if (wall > c->max_ns)
+    c->max_ns = wall;
+  gtp_str name = {0};
+  switch (ev->type) {
+  case GTP_EV_REGION_BEGIN:
+  case GTP_EV_REGION_BEGIN_STACK:
+  case GTP_EV_INSTANT:
+  case GTP_EV_INSTANT_STACK:
+  case GTP_EV_COUNTER:
+  case GTP_EV_LOG:
+  case GTP_EV_LOG_STACK:
+  case GTP_EV_THREAD_NAME:
+    name = gtp_gen_string(g, ev->args[0]);
+    break;
+  case GTP_EV_TASK_BEGIN:
+    name = gtp_gen_string(g, ev->args[2]);
+    break;
+  default:
+    break;
+  }
+  if (!name.ptr)
+    name.len = 0;
+
+  switch (ev->type) {
+  case GTP_EV_REGION_BEGIN:
+  case GTP_EV_REGION_BEGIN_STACK:
+    t->depth++;
+    ch_elem(c);
+    ch_puts(c, "{\"name\":");
+    ch_str(c, name.ptr, name.len);
+    ev_head(c, "B", s->pid, t->tid, wall);
+    if (ev->type == GTP_EV_REGION_BEGIN_STACK) {
+      ch_puts(c, ",\"args\":{");
+      ev_stack(c, g, ev->args[1]);
+      ch_puts(c, "}");
+    }
+    ch_puts(c, "}");
+    break;
+  case GTP_EV_REGION_END:
+    if (t->depth == 0)
+      return; /* invariant 2: its BEGIN is outside what we were given */
+    t->depth--;
+    ch_elem(c);
+    ch_puts(c, "{");
+    ev_head(c, "E", s->pid, t->tid, wall);
+    ch_puts(c, "}");
+    break;
+  case GTP_EV_INSTANT:
+  case GTP_EV_INSTANT_STACK:
+    ch_elem(c);
+    ch_puts(c, "{\"name\":");
+    ch_str(c, name.ptr, name.len);
+    ev_head(c, "i", s->pid, t->tid, wall);
+    ch_puts(c, ",\"s\":\"t\"");
+    if (ev->type == GTP_EV_INSTANT_STACK) {
+      ch_puts(c, ",\"args\":{");
+      ev_stack(c, g, ev->args[1]);
+      ch_puts(c, "}");
+    }
+    ch_puts(c, "}");
+    break;
+  case GTP_EV_COUNTER:
+    ch_elem(c);
+    ch_puts(c, "{\"name\":");
+    ch_str(c, name.ptr, name.len);
+    ev_head(c, "C", s->pid, t->tid, wall);
+    ch_puts(c, ",\"args\":{\"value\":");
+    ch_i64(c, (int64_t)ev->args[1]);
+    ch_puts(c, "}}");
+    break;
+  case GTP_EV_LOG:
+  case GTP_EV_LOG_STACK:
+    ch_elem(c);
+    ch_puts(c, "{\"name\":");
+    ch_str(c, name.ptr, name.len);
+    ch_puts(c, ",\"cat\":\"log\"");
+    ev_head(c, "i", s->pid, t->tid, wall);
+    ch_puts(c, ",\"s\":\"t\",\"args\":{\"message\":");
+    ch_str(c, (const char *)ev->msg, ev->msg ? ev->msg_len : 0);
+    if (ev->type == GTP_EV_LOG_STACK) {
+      ch_puts(c, ",");
+      ev_stack(c, g, ev->args[1]);
+    }
+    ch_puts(c, "}}");
+    break;
+  case GTP_EV_TASK_BEGIN:
+    task_open(c, s->pid, ev->args[0], name);
+    ch_elem(c);
+    ch_puts(c, "{\"name\":");
+    ch_str(c, name.ptr, name.len);
+    ch_puts(c, ",\"cat\":\"task\",\"id\":");
+    ch_hex(c, ev->args[0]);
+    ev_head(c, "b", s->pid, t->tid, wall);
+    ch_puts(c, ",\"args\":{\"task\":");
+    ch_u64(c, ev->args[0]);
+    ch_puts(c, ",\"parent\":");
+    ch_u64(c, ev->args[1]);
+    ch_puts(c, "}}");
+    break;
+  case GTP_EV_TASK_END: {
+    chrome_task *tk = task_find(c, s->pid, ev->args[0]);
+    if (!tk && !c->tasks_overflowed)
+      return; /* its begin is outside the window: an e alone is noise */
+    ch_elem(c);
+    ch_puts(c, "{");
+    if (tk) {
+      ch_puts(c, "\"name\":");
+      ch_str(c, tk->name, tk->name_len);
+      ch_puts(c, ",");
+      free(tk->name);
+      *tk = (chrome_task){.tomb = true};
+      c->tasks_live--;
+    }
+    ch_puts(c, "\"cat\":\"task\",\"id\":");
+    ch_hex(c, ev->args[0]);
+    ev_head(c, "e", s->pid, t->tid, wall);
+    ch_puts(c, "}");
+    break;
+  }
+  case GTP_EV_THREAD_NAME:
+    meta_thread_name(c, s->pid, t, name);
+    break;
+  case GTP_EV_LOST:
+    s->lost += ev->args[0];
+    ch_elem(c);
+    ch_puts(c, "{\"name\":\"gentrace.lost\"");
+    ev_head(c, "i", s->pid, t->tid, wall);
+    ch_puts(c, ",\"s\":\"t\",\"args\":{\"count\":");
+    ch_u64(c, ev->args[0]);
+    ch_puts(c, "}}");
+    break;
+  default:
+    /* A type the reader knows but this writer does not (newer minor):
+     * skipped rather than guessed at. */
+    break;
+  }
+}
+
+/* ------------------------------------------------------------ public */
+
+gtp_chrome *gtp_chrome_new(gtp_sink_fn sink, void *ctx, int64_t window_start_ns,
+                           int64_t window_end_ns) {
+  if (!sink)
+    return NULL;
+  gtp_chrome *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->sink = sink;
+  c->ctx = ctx;
+  c->win_start = window_start_ns;
+  c->have_start = window_start_ns != 0;
+  c->win_end = window_end_ns;
+  c->max_ns = INT64_MIN;
+  return c;
+}
+
+int gtp_chrome_begin(gtp_chrome *c) {
+  if (c->err || c->state != CH_NEW)
+    return c->err ? c->err : (c->state == CH_ENDED ? GTP_E_STATE : 0);
+  c->state = CH_OPEN;
+  ch_puts(c, "{\"traceEvents\":[\n");
+  return c->err;
+}
+
+int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
+  int rc = gtp_chrome_begin(c);
+  if (rc)
+    return rc;
+  if (c->state != CH_OPEN)
+    return GTP_E_STATE;
+  if (!c->have_start) { /* invariant 4 */
+    c->win_start = gtp_gen_wall_ns(g, g->clock.start_ticks);
+    c->have_start = true;
+  }
+  bool is_new;
+  chrome_session *s = session_get(c, g, &is_new);
+  if (!s)
+    return c->err;
+  if (is_new) {
+    char label[64];
+    ch_elem(c);
+    ch_puts(c, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+    ch_u64(c, s->pid);
+    ch_puts(c, ",\"tid\":0,\"args\":{\"name\":\"");
+    gtp_json_escape(ch_sink, c, s->service, s->service_len);
+    ch_puts(c, " (");
+    gtp_json_escape(ch_sink, c, s->host, s->host_len);
+    snprintf(label, sizeof label, " %llu)\"}}", (unsigned long long)s->os_pid);
+    ch_puts(c, label);
+  }
+  s->generations++;
+
+  size_t cursor = 0;
+  gtp_batch b;
+  while (!c->err && (rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
+    chrome_thread *t = thread_get(c, s, b.thread);
+    if (!t)
+      return c->err;
+    gtp_event_iter it;
+    gtp_event ev;
+    gtp_event_iter_init(&it, &b);
+    while (!c->err && (rc = gtp_event_next(&it, &ev)) == 1) {
+      s->events++;
+      write_event(c, g, s, t, &ev);
+    }
+    if (rc < 0 && !c->err)
+      return rc; /* parsed generations are valid, so this is hostile input */
+  }
+  if (c->err)
+    return c->err;
+  if (rc < 0)
+    return rc;
+
+  int64_t gen_end = gtp_gen_wall_ns(g, g->clock.end_ticks);
+  if (gen_end > c->max_ns)
+    c->max_ns = gen_end;
+  uint64_t lost = g->end.dropped + g->end.evicted + g->end.rejected;
+  if (lost > 0) {
+    /* The ledger counts what was lost before this generation was sealed;
+     * shown at the generation's start, process-wide (no thread lost it). */
+    s->lost += lost;
+    ch_elem(c);
+    ch_puts(c, "{\"name\":\"gentrace.lost\"");
+    ev_head(c, "i", s->pid, 0, gtp_gen_wall_ns(g, g->clock.start_ticks));
+    ch_puts(c, ",\"s\":\"p\",\"args\":{\"count\":");
+    ch_u64(c, lost);
+    ch_puts(c, ",\"dropped\":");
+    ch_u64(c, g->end.dropped);
+    ch_puts(c, ",\"evicted\":");
+    ch_u64(c, g->end.evicted);
+    ch_puts(c, ",\"rejected\":");
+    ch_u64(c, g->end.rejected);
+    ch_puts(c, ",\"gen\":");
+    ch_u64(c, g->start.gen);
+    ch_puts(c, "}}");
+  }
+  return ch_flush(c) ? c->err : 0;
+}
+
+static void ch_rfc3339(gtp_chrome *c, int64_t ns) {
+  int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+  if (frac < 0) {
+    frac += 1000000000;
+    sec--;
+  }
+  time_t t = (time_t)sec;
+  struct tm tm;
+  char b[64];
+  if (!gmtime_r(&t, &tm)) {
+    ch_puts(c, "\"\"");
+    return;
+  }
+  size_t n = strftime(b, sizeof b, "\"%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(b + n, sizeof b - n, ".%09lldZ\"", (long long)frac);
+  ch_puts(c, b);
+}
+
+int gtp_chrome_end(gtp_chrome *c) {
+  int rc = gtp_chrome_begin(c);
+  if (rc)
+    return rc;
+  if (c->state != CH_OPEN)
+    return GTP_E_STATE;
+  int64_t end = c->win_end
+                    ? c->win_end
+                    : (c->max_ns == INT64_MIN ? c->win_start : c->max_ns);
+  /* Invariant 2: close what is still open, innermost first per thread. */
+  for (size_t i = 0; i < c->nsessions; i++) {
+    chrome_session *s = &c->sessions[i];
+    for (size_t j = 0; j < s->nthreads; j++) {
+      chrome_thread *t = &s->threads[j];
+      for (; t->depth > 0 && !c->err; t->depth--) {
+        ch_elem(c);
+        ch_puts(c, "{");
+        ev_head(c, "E", s->pid, t->tid, end);
+        ch_puts(c, ",\"args\":{\"gentrace.closed_at_window_end\":true}}");
+      }
+    }
+  }
+  ch_puts(c, "\n],\"metadata\":{\"gentrace_start_ns\":\"");
+  ch_i64(c, c->win_start);
+  ch_puts(c, "\",\"gentrace_start\":");
+  ch_rfc3339(c, c->win_start);
+  ch_puts(c, ",\"gentrace_end_ns\":\"");
+  ch_i64(c, end);
+  ch_puts(c, "\",\"gentrace_end\":");
+  ch_rfc3339(c, end);
+  ch_puts(c, ",\"sessions\":[");
+  for (size_t i = 0; i < c->nsessions; i++) {
+    chrome_session *s = &c->sessions[i];
+    char hex[33];
+    gtp_session_hex(s->id, hex);
+    ch_puts(c, i ? ",{\"session\":\"" : "{\"session\":\"");
+    ch_puts(c, hex);
+    ch_puts(c, "\",\"pid\":");
+    ch_u64(c, s->pid);
+    ch_puts(c, ",\"service\":");
+    ch_str(c, s->service, s->service_len);
+    ch_puts(c, ",\"host\":");
+    ch_str(c, s->host, s->host_len);
+    ch_puts(c, ",\"os_pid\":");
+    ch_u64(c, s->os_pid);
+    ch_puts(c, ",\"generations\":");
+    ch_u64(c, s->generations);
+    ch_puts(c, ",\"events\":");
+    ch_u64(c, s->events);
+    ch_puts(c, ",\"lost\":");
+    ch_u64(c, s->lost);
+    ch_puts(c, "}");
+  }
+  ch_puts(c, "]},\"displayTimeUnit\":\"ns\"}\n");
+  c->state = CH_ENDED;
+  return ch_flush(c);
+}
+
+void gtp_chrome_free(gtp_chrome *c) {
+  if (!c)
+    return;
+  for (size_t i = 0; i < c->nsessions; i++) {
+    chrome_session *s = &c->sessions[i];
+    for (size_t j = 0; j < s->nthreads; j++)
+      free(s->threads[j].name);
+    free(s->threads);
+    free(s->service);
+    free(s->host);
+  }
+  free(c->sessions);
+  for (size_t i = 0; i < c->tasks_cap; i++)
+    free(c->tasks[i].name);
+  free(c->tasks);
+  free(c);
+}
