@@ -1,0 +1,566 @@
+/* conf.c: defaults, flags and config file of gentraced.
+ *
+ * One table (`opts`) describes every setting once: its flag/key name, how
+ * its value parses, where it lands in struct conf, and its --help text, so
+ * the flags, the file keys and the help cannot drift apart.
+ *
+ * Invariants:
+ *  1. A value given on the command line MUST win over the file, whatever
+ *     their order on the command line, otherwise `--config F --db X` and
+ *     `--db X --config F` would differ. The file is applied first, then the
+ *     command line; the file skips keys in cli_mask_ as well so a later
+ *     conf_parse_text call cannot undo a flag either.
+ *  2. Every error message MUST name where the problem is (flag, or
+ *     file:line) and what it is, otherwise operators cannot fix their
+ *     config from the log.
+ */
+#include "config.h"
+
+#include "conf.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "gtp_error.h"
+
+enum opt_kind {
+  OPT_ADDR,
+  OPT_STR,
+  OPT_SIZE,
+  OPT_DURATION,
+  OPT_UINT,
+  OPT_SYNC,
+  OPT_CONFIG
+};
+
+typedef struct opt {
+  const char *name;
+  enum opt_kind kind;
+  size_t off;
+  uint64_t min, max; /* bounds for SIZE/UINT/DURATION (ns); max 0 = none */
+  const char *arg;   /* NULL = hidden from --help */
+  const char *help;
+} opt;
+
+#define O(f) offsetof(conf, f)
+static const opt opts[] = {
+    {"agent-listen", OPT_ADDR, O(agent_listen), 0, 0, "HOST:PORT",
+     "Where agents connect (default 127.0.0.1:7170; port 0 picks one)."},
+    {"http-listen", OPT_ADDR, O(http_listen), 0, 0, "HOST:PORT",
+     "HTTP API, metrics and dashboard (default 127.0.0.1:7171)."},
+    {"db", OPT_STR, O(db), 0, 0, "PATH",
+     "SQLite database file (default ./gentrace.db)."},
+    {"token", OPT_STR, O(token), 0, 0, "TOKEN",
+     "Token agents must send in HELLO (default: none)."},
+    {"read-token", OPT_STR, O(read_token), 0, 0, "TOKEN",
+     "Bearer token HTTP readers must send (default: none)."},
+    {"retain", OPT_DURATION, O(retain_ns), 0, 0, "DURATION",
+     "Delete generations older than this, e.g. 7d (default: keep)."},
+    {"max-db-size", OPT_SIZE, O(max_db_size), 0, 0, "SIZE",
+     "Delete oldest generations above this size, WAL included, e.g. 10G "
+     "(default: unlimited)."},
+    {"sync", OPT_SYNC, O(sync_full), 0, 0, "normal|full",
+     "normal survives a crash of the process; full also survives power "
+     "loss (default normal)."},
+    {"max-window-bytes", OPT_SIZE, O(max_window_bytes), 1, 0, "SIZE",
+     "Largest trace window one HTTP request may download (default 1G)."},
+    {"log", OPT_STR, O(log), 0, 0, "FILE",
+     "Log file, reopened on SIGHUP (default stderr)."},
+    {"config", OPT_CONFIG, O(config), 0, 0, "FILE",
+     "Read settings from FILE: `key = value` lines, flag names as keys."},
+    {"max-connections", OPT_UINT, O(max_connections), 1, 1000000, "N",
+     "Agent connections at once (default 16384)."},
+    {"max-conn-buffer", OPT_SIZE, O(max_conn_buffer), 4096, 0, "SIZE",
+     "Bytes buffered per agent connection before its reads pause "
+     "(default 64M)."},
+    {"max-buffer", OPT_SIZE, O(max_buffer), 4096, 0, "SIZE",
+     "Bytes buffered in total before all reads pause (default 512M)."},
+    {"max-frame", OPT_SIZE, O(max_frame), 64, GTP_FRAME_MAX, "SIZE",
+     "Largest frame accepted; a larger one closes the connection "
+     "(default 1M, at most 1M)."},
+    {"max-gen-size", OPT_SIZE, O(max_gen_size), 1024, GTP_GEN_MAX_BYTES, "SIZE",
+     "Largest generation accepted (default 64M, at most 256M)."},
+    {"handshake-timeout", OPT_DURATION, O(handshake_timeout_ns), 1000000, 0,
+     "DURATION", "Time an agent has to complete HELLO (default 10s)."},
+    {"idle-timeout", OPT_DURATION, O(idle_timeout_ns), 1000000, 0, "DURATION",
+     "Silence after which an agent is disconnected; announced to agents "
+     "(default 60s)."},
+    {"http-max-connections", OPT_UINT, O(http_max_connections), 1, 100000, "N",
+     "HTTP connections at once (default 256)."},
+    {"http-per-ip-connections", OPT_UINT, O(http_per_ip_connections), 1, 100000,
+     "N", "HTTP connections per client address (default 32)."},
+    {"http-timeout", OPT_DURATION, O(http_timeout_ns), 1000000000, 0,
+     "DURATION", "Idle HTTP connection timeout (default 30s)."},
+    {"http-threads", OPT_UINT, O(http_threads), 1, 256, "N",
+     "HTTP worker threads (default 4)."},
+    {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
+     NULL},
+};
+#undef O
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static int fail(char **cause, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int fail(char **cause, const char *fmt, ...) {
+  if (cause != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(cause, fmt, ap) < 0)
+      *cause = NULL;
+    va_end(ap);
+  }
+  return GTP_E_BADARG;
+}
+
+static int set_str(char **dst, const char *v) {
+  char *d = strdup(v);
+  if (d == NULL)
+    return -ENOMEM;
+  free(*dst);
+  *dst = d;
+  return 0;
+}
+
+void conf_init(conf *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->agent_listen.host, sizeof c->agent_listen.host, "127.0.0.1");
+  c->agent_listen.port = 7170;
+  snprintf(c->http_listen.host, sizeof c->http_listen.host, "127.0.0.1");
+  c->http_listen.port = 7171;
+  c->db = strdup("./gentrace.db");
+  c->max_window_bytes = 1ull << 30;
+  c->max_connections = 16384;
+  c->max_conn_buffer = 64ull << 20;
+  c->max_buffer = 512ull << 20;
+  c->max_frame = GTP_FRAME_MAX;
+  c->max_gen_size = 64ull << 20;
+  c->handshake_timeout_ns = 10ll * 1000000000;
+  c->idle_timeout_ns = 60ll * 1000000000;
+  c->http_max_connections = 256;
+  c->http_per_ip_connections = 32;
+  c->http_timeout_ns = 30ll * 1000000000;
+  c->http_threads = 4;
+}
+
+void conf_fini(conf *c) {
+  free(c->db);
+  free(c->token);
+  free(c->read_token);
+  free(c->log);
+  free(c->config);
+  memset(c, 0, sizeof *c);
+}
+
+/* Parses "123" + suffix; returns the number and leaves *endp at the suffix. */
+static int parse_digits(const char *s, uint64_t *v, const char **endp) {
+  uint64_t n = 0;
+  const char *p = s;
+  if (*p < '0' || *p > '9')
+    return GTP_E_BADARG;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (n > (UINT64_MAX - 9) / 10)
+      return GTP_E_BADARG;
+    n = n * 10 + (uint64_t)(*p - '0');
+  }
+  *v = n;
+  *endp = p;
+  return 0;
+}
+
+int conf_parse_size(const char *s, uint64_t *out) {
+  uint64_t n, mul = 1;
+  const char *p;
+  if (s == NULL || parse_digits(s, &n, &p) < 0)
+    return GTP_E_BADARG;
+  switch (*p) {
+  case 'k':
+  case 'K':
+    mul = 1ull << 10;
+    p++;
+    break;
+  case 'm':
+  case 'M':
+    mul = 1ull << 20;
+    p++;
+    break;
+  case 'g':
+  case 'G':
+    mul = 1ull << 30;
+    p++;
+    break;
+  case 't':
+  case 'T':
+    mul = 1ull << 40;
+    p++;
+    break;
+  default:
+    break;
+  }
+  if (mul > 1 && *p == 'i')
+    p++;
+  if (*p == 'b' || *p == 'B')
+    p++;
+  if (*p != '\0')
+    return GTP_E_BADARG;
+  if (n > UINT64_MAX / mul)
+    return GTP_E_BADARG;
+  *out = n * mul;
+  return 0;
+}
+
+int conf_parse_duration(const char *s, int64_t *out_ns) {
+  uint64_t n, mul;
+  const char *p;
+  if (s == NULL || parse_digits(s, &n, &p) < 0)
+    return GTP_E_BADARG;
+  if (*p == '\0' || strcmp(p, "s") == 0)
+    mul = 1000000000ull;
+  else if (strcmp(p, "ns") == 0)
+    mul = 1;
+  else if (strcmp(p, "us") == 0)
+    mul = 1000ull;
+  else if (strcmp(p, "ms") == 0)
+    mul = 1000000ull;
+  else if (strcmp(p, "m") == 0)
+    mul = 60ull * 1000000000ull;
+  else if (strcmp(p, "h") == 0)
+    mul = 3600ull * 1000000000ull;
+  else if (strcmp(p, "d") == 0)
+    mul = 86400ull * 1000000000ull;
+  else
+    return GTP_E_BADARG;
+  if (n > (uint64_t)INT64_MAX / mul)
+    return GTP_E_BADARG;
+  *out_ns = (int64_t)(n * mul);
+  return 0;
+}
+
+int conf_parse_addr(const char *s, conf_addr *out) {
+  const char *colon, *host = s;
+  size_t hlen;
+  if (s == NULL)
+    return GTP_E_BADARG;
+  if (s[0] == '[') {
+    const char *close = strchr(s, ']');
+    if (close == NULL || close[1] != ':')
+      return GTP_E_BADARG;
+    host = s + 1;
+    hlen = (size_t)(close - host);
+    colon = close + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (colon == NULL)
+      return GTP_E_BADARG;
+    hlen = (size_t)(colon - s);
+    if (memchr(s, ':', hlen) != NULL) /* bare IPv6 needs brackets */
+      return GTP_E_BADARG;
+  }
+  uint64_t port;
+  const char *end;
+  if (parse_digits(colon + 1, &port, &end) < 0 || *end != '\0' || port > 65535)
+    return GTP_E_BADARG;
+  if (hlen >= CONF_HOST_MAX)
+    return GTP_E_BADARG;
+  if (hlen == 0) {
+    snprintf(out->host, sizeof out->host, "127.0.0.1");
+  } else {
+    memcpy(out->host, host, hlen);
+    out->host[hlen] = '\0';
+  }
+  out->port = (uint16_t)port;
+  return 0;
+}
+
+void conf_addr_format(const conf_addr *a, char *buf, unsigned size) {
+  if (strchr(a->host, ':') != NULL)
+    snprintf(buf, size, "[%s]:%u", a->host, a->port);
+  else
+    snprintf(buf, size, "%s:%u", a->host, a->port);
+}
+
+static const opt *find_opt(const char *name, size_t len) {
+  for (size_t i = 0; i < NOPTS; i++)
+    if (strlen(opts[i].name) == len && memcmp(opts[i].name, name, len) == 0)
+      return &opts[i];
+  return NULL;
+}
+
+/* Applies one value. `where` names the source for messages ("--db",
+ * "f.conf:3: db"). */
+static int apply(conf *c, const opt *o, const char *v, const char *where,
+                 char **cause) {
+  void *dst = (char *)c + o->off;
+  uint64_t u = 0;
+  int64_t d;
+  switch (o->kind) {
+  case OPT_ADDR:
+    if (conf_parse_addr(v, dst) < 0)
+      return fail(cause, "%s: bad address \"%s\" (want HOST:PORT)", where, v);
+    return 0;
+  case OPT_STR:
+  case OPT_CONFIG:
+    if (*v == '\0' && o->kind == OPT_CONFIG)
+      return fail(cause, "%s: empty file name", where);
+    if (set_str(dst, v) < 0)
+      return fail(cause, "%s: out of memory", where);
+    return 0;
+  case OPT_SYNC:
+    if (strcmp(v, "normal") == 0)
+      *(int *)dst = 0;
+    else if (strcmp(v, "full") == 0)
+      *(int *)dst = 1;
+    else
+      return fail(cause, "%s: \"%s\" is not normal or full", where, v);
+    return 0;
+  case OPT_SIZE:
+    if (conf_parse_size(v, &u) < 0)
+      return fail(cause, "%s: bad size \"%s\" (e.g. 64K, 512M, 10G)", where, v);
+    break;
+  case OPT_UINT: {
+    const char *end;
+    if (parse_digits(v, &u, &end) < 0 || *end != '\0')
+      return fail(cause, "%s: \"%s\" is not a whole number", where, v);
+    break;
+  }
+  case OPT_DURATION:
+    if (conf_parse_duration(v, &d) < 0)
+      return fail(cause, "%s: bad duration \"%s\" (e.g. 30s, 5m, 1h, 7d)",
+                  where, v);
+    u = (uint64_t)d;
+    break;
+  }
+  if (u < o->min || (o->max != 0 && u > o->max)) {
+    if (o->max != 0)
+      return fail(cause, "%s: %s is out of range (%" PRIu64 "..%" PRIu64 "%s)",
+                  where, v, o->min, o->max,
+                  o->kind == OPT_DURATION ? " ns" : "");
+    return fail(cause, "%s: %s is below the minimum %" PRIu64 "%s", where, v,
+                o->min, o->kind == OPT_DURATION ? " ns" : "");
+  }
+  if (o->kind == OPT_DURATION)
+    *(int64_t *)dst = (int64_t)u;
+  else
+    *(uint64_t *)dst = u;
+  return 0;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t')
+    s++;
+  char *e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+    *--e = '\0';
+  return s;
+}
+
+int conf_parse_text(conf *c, const char *name, const char *text, char **cause) {
+  char *copy = strdup(text);
+  if (copy == NULL)
+    return fail(cause, "%s: out of memory", name);
+  int rc = 0;
+  unsigned lineno = 0;
+  char *line = copy;
+  while (line != NULL) {
+    char *next = strchr(line, '\n');
+    if (next != NULL)
+      *next++ = '\0';
+    lineno++;
+    char *hash = strchr(line, '#');
+    /* A # starts a comment only at the start of a line or after blanks, so
+     * tokens may contain '#'. */
+    if (hash != NULL && (hash == line || hash[-1] == ' ' || hash[-1] == '\t'))
+      *hash = '\0';
+    char *l = trim(line);
+    if (*l != '\0') {
+      char *eq = strchr(l, '=');
+      if (eq == NULL) {
+        rc = fail(cause, "%s:%u: expected `key = value`, got \"%s\"", name,
+                  lineno, l);
+        break;
+      }
+      *eq = '\0';
+      char *key = trim(l), *val = trim(eq + 1);
+      size_t vl = strlen(val);
+      if (vl >= 2 && ((val[0] == '"' && val[vl - 1] == '"') ||
+                      (val[0] == '\'' && val[vl - 1] == '\''))) {
+        val[vl - 1] = '\0';
+        val++;
+      }
+      const opt *o = find_opt(key, strlen(key));
+      if (o == NULL) {
+        rc = fail(cause, "%s:%u: unknown key \"%s\"", name, lineno, key);
+        break;
+      }
+      if (o->kind == OPT_CONFIG) {
+        rc = fail(cause, "%s:%u: config files cannot include others", name,
+                  lineno);
+        break;
+      }
+      if (!(c->cli_mask_ & (1ull << (o - opts)))) {
+        char where[512];
+        snprintf(where, sizeof where, "%s:%u: %s", name, lineno, o->name);
+        rc = apply(c, o, val, where, cause);
+        if (rc < 0)
+          break;
+      }
+    }
+    line = next;
+  }
+  free(copy);
+  return rc;
+}
+
+int conf_load_file(conf *c, const char *path, char **cause) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    int e = errno;
+    fail(cause, "%s: %s", path, strerror(e));
+    return -e;
+  }
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  int rc = 0;
+  while (buf != NULL) {
+    size_t n = fread(buf + len, 1, cap - len - 1, f);
+    len += n;
+    if (len < cap - 1)
+      break;
+    if (cap >= (1u << 20)) {
+      rc = fail(cause, "%s: file larger than 1 MiB", path);
+      break;
+    }
+    char *nb = realloc(buf, cap * 2);
+    if (nb == NULL) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = nb;
+    cap *= 2;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (buf == NULL)
+    return fail(cause, "%s: out of memory", path);
+  if (rc == 0 && err)
+    rc = fail(cause, "%s: read error", path);
+  if (rc == 0) {
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len) != NULL)
+      rc = fail(cause, "%s: binary file (NUL byte)", path);
+    else
+      rc = conf_parse_text(c, path, buf, cause);
+  }
+  free(buf);
+  return rc;
+}
+
+/* Splits "--name=value" / "--name value". Returns the option (NULL if
+ * unknown) and sets *val (NULL when the value is the next argument). */
+static const opt *split_flag(const char *arg, const char **val) {
+  const char *name = arg + 2;
+  const char *eq = strchr(name, '=');
+  *val = eq != NULL ? eq + 1 : NULL;
+  return find_opt(name, eq != NULL ? (size_t)(eq - name) : strlen(name));
+}
+
+int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
+  /* Pass 1: flags that end parsing, syntax, and which keys the command line
+   * sets (invariant 1). */
+  const char *cfg = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+      return CONF_HELP;
+    if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0)
+      return CONF_VERSION;
+    if (strncmp(a, "--", 2) != 0)
+      return fail(cause, "unexpected argument \"%s\" (see --help)", a);
+    const opt *o = split_flag(a, &v);
+    if (o == NULL)
+      return fail(cause, "unknown flag \"%s\" (see --help)", a);
+    if (v == NULL) {
+      if (i + 1 >= argc)
+        return fail(cause, "--%s needs a value", o->name);
+      v = argv[++i];
+    }
+    c->cli_mask_ |= 1ull << (o - opts);
+    if (o->kind == OPT_CONFIG)
+      cfg = v;
+  }
+  if (cfg != NULL) {
+    int rc = conf_load_file(c, cfg, cause);
+    if (rc < 0)
+      return rc;
+  }
+  /* Pass 2: apply the command line. */
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    const opt *o = split_flag(argv[i], &v);
+    if (v == NULL)
+      v = argv[++i];
+    char where[128];
+    snprintf(where, sizeof where, "--%s", o->name);
+    int rc = apply(c, o, v, where, cause);
+    if (rc < 0)
+      return rc;
+  }
+  return CONF_RUN;
+}
+
+const char *conf_usage(void) {
+  static char text[8192];
+  if (text[0] != '\0')
+    return text;
+  size_t n = (size_t)snprintf(
+      text, sizeof text,
+      "NAME\n"
+      "    gentraced - gentrace collector: agents in, trace windows out\n"
+      "\n"
+      "SYNOPSIS\n"
+      "    gentraced [--config FILE] [OPTION]...\n"
+      "\n"
+      "DESCRIPTION\n"
+      "    Accepts generations from gentrace agents over TCP, validates and\n"
+      "    stores them in SQLite, and serves them over HTTP (JSON metadata,\n"
+      "    trace windows, a live feed, Prometheus /metrics, /healthz, and a\n"
+      "    dashboard at /). Logs one logfmt line per event; once both ports\n"
+      "    are bound it logs `listening agent=HOST:PORT http=HOST:PORT`.\n"
+      "\n"
+      "OPTIONS\n");
+  for (size_t i = 0; i < NOPTS && n < sizeof text; i++) {
+    if (opts[i].arg == NULL)
+      continue;
+    n +=
+        (size_t)snprintf(text + n, sizeof text - n, "    --%s %s\n        %s\n",
+                         opts[i].name, opts[i].arg, opts[i].help);
+  }
+  if (n < sizeof text)
+    snprintf(
+        text + n, sizeof text - n,
+        "    --help\n        Show this text.\n"
+        "    --version\n        Show the version.\n"
+        "\n"
+        "    SIZE is a number with an optional K, M, G or T suffix (powers of\n"
+        "    1024). DURATION is a number with ms, s, m, h or d (bare = s).\n"
+        "\n"
+        "CONFIG FILE\n"
+        "    One `key = value` per line, keys are the flag names without\n"
+        "    dashes, # starts a comment. Flags on the command line win.\n"
+        "\n"
+        "SIGNALS\n"
+        "    SIGTERM, SIGINT  stop accepting, commit and acknowledge complete\n"
+        "                     generations, say GOODBYE to agents, exit 0.\n"
+        "    SIGHUP           reopen the log file.\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 after a clean shutdown, 1 on a runtime error, 2 on bad "
+        "usage.\n");
+  return text;
+}

@@ -1,0 +1,193 @@
+/* log.c: logfmt lines, thread-safe, reopenable.
+ *
+ * Invariants:
+ *  1. A line MUST reach the fd in one write(2) made under `lock`, otherwise
+ *     lines from the loop, the store thread and HTTP threads interleave
+ *     mid-line and the log cannot be parsed.
+ *  2. log_reopen MUST open the new file before closing the old one, otherwise
+ *     a failed reopen (disk full, permissions) would leave us with no log.
+ *  3. The logger MUST never fail its caller: lines that do not fit the line
+ *     buffer are truncated, write errors are ignored.
+ */
+#include "config.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOG_LINE_MAX 4096
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* Protected by lock. */
+static int log_fd = 2;
+static char *log_path;
+static enum log_level min_level = LOG_INFO;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+static int open_file(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  return fd < 0 ? -errno : fd;
+}
+
+int log_open(const char *path) {
+  if (path == NULL || strcmp(path, "-") == 0)
+    return 0;
+  int fd = open_file(path);
+  if (fd < 0)
+    return fd;
+  char *dup = strdup(path);
+  if (dup == NULL) {
+    close(fd);
+    return -ENOMEM;
+  }
+  pthread_mutex_lock(&lock);
+  if (log_fd > 2)
+    close(log_fd);
+  log_fd = fd;
+  free(log_path);
+  log_path = dup;
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+
+int log_reopen(void) {
+  int rc = 0;
+  pthread_mutex_lock(&lock);
+  if (log_path != NULL) {
+    int fd = open_file(log_path);
+    if (fd < 0) {
+      rc = fd;
+    } else {
+      close(log_fd);
+      log_fd = fd;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+void log_close(void) {
+  pthread_mutex_lock(&lock);
+  if (log_fd > 2)
+    close(log_fd);
+  log_fd = 2;
+  free(log_path);
+  log_path = NULL;
+  pthread_mutex_unlock(&lock);
+}
+
+void log_set_level(enum log_level lvl) {
+  pthread_mutex_lock(&lock);
+  min_level = lvl;
+  pthread_mutex_unlock(&lock);
+}
+
+static int needs_quote(const char *s) {
+  if (*s == '\0')
+    return 1;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c >= 0x7f)
+      return 1;
+  }
+  return 0;
+}
+
+char *log_quote(char *buf, unsigned size, const char *s) {
+  if (size == 0)
+    return buf;
+  if (s == NULL)
+    s = "";
+  if (!needs_quote(s)) {
+    size_t n = strlen(s);
+    if (n < size) {
+      memcpy(buf, s, n + 1);
+      return buf;
+    }
+  }
+  /* Quoted: room for the closing quote, "..." and NUL is kept back so a
+   * truncated value still parses. */
+  unsigned o = 0;
+  if (size < 8) {
+    buf[0] = '\0';
+    return buf;
+  }
+  buf[o++] = '"';
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    char esc[8];
+    unsigned n;
+    if (c == '"' || c == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)c;
+      n = 2;
+    } else if (c == '\n') {
+      memcpy(esc, "\\n", 2);
+      n = 2;
+    } else if (c < ' ' || c == 0x7f) {
+      n = (unsigned)snprintf(esc, sizeof esc, "\\x%02x", c);
+    } else {
+      esc[0] = (char)c;
+      n = 1;
+    }
+    if (o + n + 5 > size) {
+      memcpy(buf + o, "...", 3);
+      o += 3;
+      break;
+    }
+    memcpy(buf + o, esc, n);
+    o += n;
+  }
+  buf[o++] = '"';
+  buf[o] = '\0';
+  return buf;
+}
+
+void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
+  char line[LOG_LINE_MAX];
+  char qmsg[512];
+  struct timespec ts;
+  struct tm tm;
+
+  if (lvl < LOG_DEBUG || lvl > LOG_ERROR)
+    lvl = LOG_ERROR;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  gmtime_r(&ts.tv_sec, &tm);
+  int n = snprintf(line, sizeof line,
+                   "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=%s",
+                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                   tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[lvl],
+                   log_quote(qmsg, sizeof qmsg, msg));
+  if (n < 0)
+    return;
+  size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  if (fields != NULL && *fields != '\0' && len + 2 < sizeof line) {
+    va_list ap;
+    line[len++] = ' ';
+    va_start(ap, fields);
+    n = vsnprintf(line + len, sizeof line - len, fields, ap);
+    va_end(ap);
+    if (n > 0)
+      len += (size_t)n < sizeof line - len ? (size_t)n : sizeof line - len - 1;
+  }
+  if (len >= sizeof line - 1)
+    len = sizeof line - 2;
+  line[len++] = '\n';
+
+  pthread_mutex_lock(&lock);
+  if (lvl >= min_level) {
+    ssize_t w;
+    do {
+      w = write(log_fd, line, len);
+    } while (w < 0 && errno == EINTR);
+  }
+  pthread_mutex_unlock(&lock);
+}
