@@ -17,6 +17,13 @@ extern "C" {
  * gtp_crc32c(0, "123456789", 9) == 0xE3069283. */
 uint32_t gtp_crc32c(uint32_t crc, const void *p, size_t n);
 
+/* Internal, for tests and benchmarks: the table path alone, the SSE4.2 path
+ * alone (falls back to the table path when the CPU lacks SSE4.2), and whether
+ * the CPU has it. Same contract as gtp_crc32c. */
+uint32_t gtp__crc32c_sw(uint32_t crc, const void *p, size_t n);
+uint32_t gtp__crc32c_hw(uint32_t crc, const void *p, size_t n);
+int gtp__crc32c_have_hw(void);
+
 #ifdef __cplusplus
 }
 #endif
