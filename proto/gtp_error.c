@@ -1,4 +1,8 @@
 /* gtp_error.c: names and messages for the codes of gtp_error.h. */
+/* strerrordesc_np and strerrorname_np are GNU extensions (glibc >= 2.32). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "gtp_error.h"
 
 #include <errno.h>
