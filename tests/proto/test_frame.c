@@ -364,6 +364,12 @@ static void test_frame_welcome__round_trip_with_and_without_last(void **s) {
   assert_int_equal(out.version, 7);
   assert_int_equal(out.has_last, 0);
   assert_int_equal(out.last_gen, 0); /* not announced, not reported */
+
+  /* A peer that sends a last_gen without has_last: ignored, not reported. */
+  const uint8_t raw[] = {1, 0, 5, 0, 0};
+  assert_int_equal(gtp_frame_welcome_decode(raw, sizeof raw, &out), 0);
+  assert_int_equal(out.has_last, 0);
+  assert_int_equal(out.last_gen, 0);
   gtp_wbuf_fini(&b);
 }
 
