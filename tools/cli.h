@@ -1,0 +1,111 @@
+/* cli.h: what the gentrace subcommands share: exit codes, input loading,
+ * atomic output, error messages, time formatting and a tiny option parser.
+ *
+ * Exit status contract (DESIGN.md "CLI"): 0 ok, 1 bad input or failed
+ * output, 2 usage. Messages go to stderr prefixed "gentrace: ".
+ */
+#ifndef GT_TOOLS_CLI_H
+#define GT_TOOLS_CLI_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+enum { CLI_OK = 0, CLI_BAD_INPUT = 1, CLI_USAGE = 2 };
+
+/* Largest input read from a pipe. Files are mapped and not limited. */
+#define CLI_STDIN_MAX ((size_t)4 << 30)
+
+/* ------------------------------------------------------------- input */
+
+/* One whole input: a file mapped read-only, or a pipe/stdin read into
+ * memory. name is what the user typed ("-" for stdin), borrowed. */
+typedef struct cli_input {
+  const char *name;
+  const uint8_t *data;
+  size_t len;
+  void *map;     /* mmap base (data == map) or NULL */
+  uint8_t *heap; /* malloc'd copy (data == heap) or NULL */
+} cli_input;
+
+/* Loads name ("-" = stdin). On failure prints "gentrace: NAME: reason"
+ * and returns a negative code. */
+int cli_input_open(cli_input *in, const char *name);
+void cli_input_close(cli_input *in);
+
+/* Prints "gentrace: NAME: offset N: problem" for a decode error. */
+void cli_bad_input(const char *name, size_t offset, int code);
+
+/* ------------------------------------------------------------ output */
+
+/* Buffered output to stdout, or to -o FILE through a temporary file in the
+ * same directory renamed over FILE on success, so a failure never leaves a
+ * half-written FILE behind. */
+typedef struct cli_output {
+  int fd;
+  const char *path; /* -o FILE or NULL (stdout); borrowed */
+  char *tmp;        /* temporary path while writing to FILE; owned */
+  int err;          /* first write error (-errno); later writes no-ops */
+  size_t len;
+  char buf[64 << 10];
+} cli_output;
+
+/* path NULL or "-" = stdout. Returns 0 or -errno (message printed). */
+int cli_output_open(cli_output *o, const char *path);
+void cli_output_write(cli_output *o, const void *p, size_t n);
+void cli_output_puts(cli_output *o, const char *s);
+void cli_output_printf(cli_output *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* ok: flush, fsync-free close and rename into place; returns 0 or -errno
+ * (message printed). !ok: discard (temporary file removed). Always frees. */
+int cli_output_close(cli_output *o, bool ok);
+/* gtp_sink_fn adapter (ctx = cli_output *). */
+int cli_output_sink(void *ctx, const void *p, size_t n);
+
+/* -------------------------------------------------------------- misc */
+
+/* "2026-11-22T03:04:05.123456789Z" (31 chars + NUL). */
+void cli_rfc3339(int64_t unix_ns, char out[40]);
+
+/* Escapes bytes for one-line text output: backslash, tab, newline, CR and
+ * other control or non-ASCII-printable bytes as \\, \t, \n, \r, \xHH; with
+ * quote also '"' as \". Valid UTF-8 passes unchanged. */
+void cli_output_escaped(cli_output *o, const char *p, size_t n, bool quote);
+
+/* Options common to every subcommand, parsed by cli_parse. */
+typedef struct cli_opts {
+  const char *out; /* -o FILE */
+  const char *to;  /* --to FORMAT (convert) */
+  bool json;       /* --json (stat) */
+  bool help;
+  int nargs;
+  char **args; /* positional arguments (borrowed from argv) */
+} cli_opts;
+
+/* Flags a subcommand accepts beyond -o and --help. */
+enum { CLI_F_TO = 1, CLI_F_JSON = 2 };
+
+/* Parses argv[1..] of a subcommand; "--" ends options, a lone "-" is a
+ * positional argument (stdin). On a usage error prints it plus a hint and
+ * returns -1. */
+int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
+              cli_opts *o);
+void cli_opts_free(cli_opts *o);
+void cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Subcommands: argc/argv start at the subcommand name. Return the exit
+ * status. */
+int cmd_dump(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+
+/* Help texts (help.c). */
+extern const char cli_help_main[], cli_help_dump[], cli_help_stat[],
+    cli_help_convert[], cli_help_cat[];
+
+#endif

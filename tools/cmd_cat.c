@@ -1,0 +1,196 @@
+/* cmd_cat.c: `gentrace cat FILE...`, merges trace files into one.
+ *
+ * Every generation of every input is parsed and validated (manifest, CRC,
+ * every event decodable) before a byte is written, so the output is either
+ * a whole valid file or nothing. The output is the file header once, then
+ * the generations ordered by wall-clock start (ties: session, generation
+ * number), each (session, gen) once: the first copy met in argument order
+ * wins. Generations are copied byte for byte; unknown top-level records
+ * between generations are not carried over.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct gen_ref {
+  int64_t start_ns;
+  uint8_t session[16];
+  uint64_t gen;
+  size_t input, offset, size; /* where the bytes are */
+  size_t order;               /* argument order, then file order */
+  bool dup;
+} gen_ref;
+
+static int by_identity(const void *a, const void *b) {
+  const gen_ref *x = a, *y = b;
+  int c = memcmp(x->session, y->session, 16);
+  if (c)
+    return c;
+  if (x->gen != y->gen)
+    return x->gen < y->gen ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int by_time(const void *a, const void *b) {
+  const gen_ref *x = a, *y = b;
+  if (x->start_ns != y->start_ns)
+    return x->start_ns < y->start_ns ? -1 : 1;
+  int c = memcmp(x->session, y->session, 16);
+  if (c)
+    return c;
+  if (x->gen != y->gen)
+    return x->gen < y->gen ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Every event of g must decode: cat promises a valid file, and the reader
+ * validates the manifest but not the events inside the batches. */
+static int check_events(const gtp_gen *g, const uint8_t *data,
+                        size_t *err_off) {
+  size_t cursor = 0;
+  gtp_batch b;
+  int rc;
+  while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
+    gtp_event_iter it;
+    gtp_event ev;
+    gtp_event_iter_init(&it, &b);
+    for (;;) {
+      const uint8_t *at = it.p;
+      rc = gtp_event_next(&it, &ev);
+      if (rc == 0)
+        break;
+      if (rc < 0) {
+        *err_off = (size_t)(at - data);
+        return rc;
+      }
+    }
+  }
+  if (rc < 0)
+    *err_off = (size_t)(g->base - data);
+  return rc;
+}
+
+int cmd_cat(int argc, char **argv) {
+  cli_opts opt;
+  if (cli_parse("cat", argc, argv, 0, &opt))
+    return CLI_USAGE;
+  if (opt.help) {
+    fputs(cli_help_cat, stdout);
+    cli_opts_free(&opt);
+    return CLI_OK;
+  }
+  if (opt.nargs < 1) {
+    cli_usage_error("cat", "expected at least one FILE");
+    cli_opts_free(&opt);
+    return CLI_USAGE;
+  }
+  int nstdin = 0;
+  for (int i = 0; i < opt.nargs; i++)
+    nstdin += !strcmp(opt.args[i], "-");
+  if (nstdin > 1) {
+    cli_usage_error("cat", "stdin (-) can be read only once");
+    cli_opts_free(&opt);
+    return CLI_USAGE;
+  }
+
+  int status = CLI_BAD_INPUT, rc;
+  size_t nin = 0, nrefs = 0, cap = 0;
+  gen_ref *refs = NULL;
+  cli_input *ins = calloc((size_t)opt.nargs, sizeof *ins);
+  cli_output *o = malloc(sizeof *o);
+  if (!ins || !o) {
+    fprintf(stderr, "gentrace: out of memory\n");
+    goto out;
+  }
+  for (; nin < (size_t)opt.nargs; nin++) {
+    cli_input *in = &ins[nin];
+    if (cli_input_open(in, opt.args[nin]))
+      goto out;
+    gtp_file_reader r;
+    rc = gtp_file_reader_init(&r, in->data, in->len);
+    if (rc < 0) {
+      cli_bad_input(in->name, 0, rc);
+      nin++;
+      goto out;
+    }
+    for (;;) {
+      gtp_gen g;
+      size_t at = r.offset;
+      rc = gtp_file_reader_next(&r, &g);
+      if (rc == 0)
+        break;
+      if (rc < 0) {
+        cli_bad_input(in->name, r.offset, rc);
+        nin++;
+        goto out;
+      }
+      size_t err_off = at;
+      rc = check_events(&g, in->data, &err_off);
+      if (rc < 0) {
+        gtp_gen_fini(&g);
+        cli_bad_input(in->name, err_off, rc);
+        nin++;
+        goto out;
+      }
+      if (nrefs == cap) {
+        size_t nc = cap ? cap * 2 : 64;
+        gen_ref *nr = realloc(refs, nc * sizeof *nr);
+        if (!nr) {
+          gtp_gen_fini(&g);
+          fprintf(stderr, "gentrace: out of memory\n");
+          nin++;
+          goto out;
+        }
+        refs = nr;
+        cap = nc;
+      }
+      gen_ref *ref = &refs[nrefs];
+      ref->start_ns = gtp_gen_wall_ns(&g, g.clock.start_ticks);
+      memcpy(ref->session, g.start.session, 16);
+      ref->gen = g.start.gen;
+      ref->input = nin;
+      ref->offset = (size_t)(g.base - in->data);
+      ref->size = g.size;
+      ref->order = nrefs;
+      ref->dup = false;
+      nrefs++;
+      gtp_gen_fini(&g);
+    }
+  }
+
+  /* Duplicates: same (session, gen); the copy met first is kept. */
+  if (nrefs)
+    qsort(refs, nrefs, sizeof *refs, by_identity);
+  for (size_t i = 1; i < nrefs; i++)
+    if (!memcmp(refs[i].session, refs[i - 1].session, 16) &&
+        refs[i].gen == refs[i - 1].gen)
+      refs[i].dup = true;
+  if (nrefs)
+    qsort(refs, nrefs, sizeof *refs, by_time);
+
+  if (cli_output_open(o, opt.out)) {
+    free(o);
+    o = NULL;
+    goto out;
+  }
+  uint8_t hdr[GTP_FILE_HEADER_SIZE];
+  gtp_file_header_write(hdr);
+  cli_output_write(o, hdr, sizeof hdr);
+  for (size_t i = 0; i < nrefs; i++)
+    if (!refs[i].dup)
+      cli_output_write(o, ins[refs[i].input].data + refs[i].offset,
+                       refs[i].size);
+  status = cli_output_close(o, true) ? CLI_BAD_INPUT : CLI_OK;
+
+out:
+  for (size_t i = 0; i < nin; i++)
+    cli_input_close(&ins[i]);
+  free(ins);
+  free(o);
+  free(refs);
+  cli_opts_free(&opt);
+  return status;
+}

@@ -1,0 +1,92 @@
+/* cmd_convert.c: `gentrace convert --to chrome FILE|-`, through the one
+ * Chrome writer of proto/chrome.c (the same bytes the HTTP export sends).
+ * The window is the input's own span: ts 0 is the first generation's start,
+ * regions still open at the end are closed at the latest time seen.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chrome.h"
+#include "cli.h"
+
+int cmd_convert(int argc, char **argv) {
+  cli_opts opt;
+  if (cli_parse("convert", argc, argv, CLI_F_TO, &opt))
+    return CLI_USAGE;
+  if (opt.help) {
+    fputs(cli_help_convert, stdout);
+    cli_opts_free(&opt);
+    return CLI_OK;
+  }
+  if (opt.to && strcmp(opt.to, "chrome") && strcmp(opt.to, "perfetto")) {
+    cli_usage_error(
+        "convert", "unknown format '%s' (supported: chrome, perfetto)", opt.to);
+    cli_opts_free(&opt);
+    return CLI_USAGE;
+  }
+  if (opt.nargs != 1) {
+    cli_usage_error("convert", "expected one FILE (or - for stdin)");
+    cli_opts_free(&opt);
+    return CLI_USAGE;
+  }
+  int status = CLI_BAD_INPUT, rc;
+  gtp_chrome *ch = NULL;
+  cli_input in;
+  cli_output *o = malloc(sizeof *o);
+  if (!o)
+    goto fail_alloc;
+  if (cli_input_open(&in, opt.args[0]))
+    goto fail_input;
+  if (cli_output_open(o, opt.out))
+    goto fail_output;
+  ch = gtp_chrome_new(cli_output_sink, o, 0, 0);
+  if (!ch) {
+    fprintf(stderr, "gentrace: out of memory\n");
+    goto done;
+  }
+
+  gtp_file_reader r;
+  rc = gtp_file_reader_init(&r, in.data, in.len);
+  if (rc < 0) {
+    cli_bad_input(in.name, 0, rc);
+    goto done;
+  }
+  for (;;) {
+    gtp_gen g;
+    size_t at = r.offset;
+    rc = gtp_file_reader_next(&r, &g);
+    if (rc == 0)
+      break;
+    if (rc < 0) {
+      cli_bad_input(in.name, r.offset, rc);
+      goto done;
+    }
+    rc = gtp_chrome_gen(ch, &g);
+    gtp_gen_fini(&g);
+    if (rc < 0) {
+      if (o->err)
+        goto done; /* the output failed: reported by close */
+      cli_bad_input(in.name, at, rc);
+      goto done;
+    }
+  }
+  rc = gtp_chrome_end(ch);
+  if (rc < 0 && !o->err) {
+    fprintf(stderr, "gentrace: %s: %s\n", in.name, gtp_strerror(rc));
+    goto done;
+  }
+  status = CLI_OK;
+done:
+  gtp_chrome_free(ch);
+  /* With an output error, close reports it and discards the file. */
+  if (cli_output_close(o, status == CLI_OK || o->err))
+    status = CLI_BAD_INPUT;
+fail_output:
+  cli_input_close(&in);
+fail_input:
+  free(o);
+fail_alloc:
+  cli_opts_free(&opt);
+  return status;
+}

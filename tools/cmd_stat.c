@@ -1,0 +1,347 @@
+/* cmd_stat.c: `gentrace stat [--json] FILE|-`, a summary per session and
+ * generation: time span, events by kind, bytes and loss ledger, then totals.
+ *
+ * The summary is gathered first (one small record per generation, sessions
+ * in order of first appearance) and printed after the whole input decoded,
+ * so a damaged input prints nothing but the error.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chrome.h"
+#include "cli.h"
+
+typedef struct counts {
+  uint64_t events, bytes, batches;
+  uint64_t kinds[GTP_EV_COUNT_];
+  uint64_t dropped, evicted, rejected, lost_marked;
+  int64_t start_ns, end_ns;
+} counts;
+
+typedef struct gen_stat {
+  uint64_t gen;
+  counts c;
+} gen_stat;
+
+typedef struct sess_stat {
+  uint8_t id[16];
+  gtp_str service, host, agent; /* borrowed from the input */
+  uint64_t pid;
+  gen_stat *gens;
+  size_t ngens, cap;
+  counts c;
+} sess_stat;
+
+static void counts_add(counts *to, const counts *c, bool first) {
+  to->events += c->events;
+  to->bytes += c->bytes;
+  to->batches += c->batches;
+  for (int k = 0; k < GTP_EV_COUNT_; k++)
+    to->kinds[k] += c->kinds[k];
+  to->dropped += c->dropped;
+  to->evicted += c->evicted;
+  to->rejected += c->rejected;
+  to->lost_marked += c->lost_marked;
+  if (first || c->start_ns < to->start_ns)
+    to->start_ns = c->start_ns;
+  if (first || c->end_ns > to->end_ns)
+    to->end_ns = c->end_ns;
+}
+
+/* Counts one generation's events; a decode error sets *err_off. */
+static int gen_count(const cli_input *in, const gtp_gen *g, counts *c,
+                     size_t *err_off) {
+  memset(c, 0, sizeof *c);
+  c->bytes = g->size;
+  c->start_ns = gtp_gen_wall_ns(g, g->clock.start_ticks);
+  c->end_ns = gtp_gen_wall_ns(g, g->clock.end_ticks);
+  c->dropped = g->end.dropped;
+  c->evicted = g->end.evicted;
+  c->rejected = g->end.rejected;
+  size_t cursor = 0;
+  gtp_batch b;
+  int rc;
+  while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
+    gtp_event_iter it;
+    gtp_event ev;
+    c->batches++;
+    gtp_event_iter_init(&it, &b);
+    for (;;) {
+      const uint8_t *at = it.p;
+      rc = gtp_event_next(&it, &ev);
+      if (rc == 0)
+        break;
+      if (rc < 0) {
+        *err_off = (size_t)(at - in->data);
+        return rc;
+      }
+      c->events++;
+      if (ev.type < GTP_EV_COUNT_)
+        c->kinds[ev.type]++;
+      if (ev.type == GTP_EV_LOST)
+        c->lost_marked += ev.args[0];
+    }
+  }
+  if (rc < 0)
+    *err_off = (size_t)(g->base - in->data);
+  return rc < 0 ? rc : 0;
+}
+
+static sess_stat *sess_get(sess_stat **ss, size_t *n, size_t *cap,
+                           const gtp_gen *g) {
+  for (size_t i = 0; i < *n; i++)
+    if (!memcmp((*ss)[i].id, g->start.session, 16))
+      return &(*ss)[i];
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 4;
+    sess_stat *ns = realloc(*ss, nc * sizeof *ns);
+    if (!ns)
+      return NULL;
+    *ss = ns;
+    *cap = nc;
+  }
+  sess_stat *s = &(*ss)[(*n)++];
+  memset(s, 0, sizeof *s);
+  memcpy(s->id, g->start.session, 16);
+  s->service = g->start.service;
+  s->host = g->start.host;
+  s->agent = g->start.agent_version;
+  s->pid = g->start.pid;
+  return s;
+}
+
+static void text_kinds(cli_output *o, const counts *c, const char *indent) {
+  for (int k = 1; k < GTP_EV_COUNT_; k++) {
+    const gtp_event_info *info = gtp_event_info_get((uint8_t)k);
+    if (c->kinds[k] && info)
+      cli_output_printf(o, "%s%-20s %12llu\n", indent, info->name,
+                        (unsigned long long)c->kinds[k]);
+  }
+}
+
+static void text_duration(char *out, size_t n, int64_t ns) {
+  snprintf(out, n, "%lld.%06llds", (long long)(ns / 1000000000),
+           (long long)((ns < 0 ? -ns : ns) % 1000000000 / 1000));
+}
+
+static void print_text(cli_output *o, sess_stat *ss, size_t n,
+                       const counts *tot, size_t ngens) {
+  for (size_t i = 0; i < n; i++) {
+    sess_stat *s = &ss[i];
+    char hex[33];
+    gtp_session_hex(s->id, hex);
+    cli_output_printf(o, "session %s  service=", hex);
+    cli_output_escaped(o, s->service.ptr, s->service.len, false);
+    cli_output_puts(o, " host=");
+    cli_output_escaped(o, s->host.ptr, s->host.len, false);
+    cli_output_printf(o, " pid=%llu agent=", (unsigned long long)s->pid);
+    cli_output_escaped(o, s->agent.ptr, s->agent.len, false);
+    cli_output_puts(o, "\n");
+    cli_output_printf(o, "  %8s  %-30s  %12s  %10s  %10s  %8s  %8s  %8s\n",
+                      "gen", "start (UTC)", "duration", "events", "bytes",
+                      "dropped", "evicted", "rejected");
+    for (size_t j = 0; j < s->ngens; j++) {
+      gen_stat *g = &s->gens[j];
+      char ts[40], dur[32];
+      cli_rfc3339(g->c.start_ns, ts);
+      text_duration(dur, sizeof dur, g->c.end_ns - g->c.start_ns);
+      cli_output_printf(
+          o, "  %8llu  %-30s  %12s  %10llu  %10llu  %8llu  %8llu  %8llu\n",
+          (unsigned long long)g->gen, ts, dur, (unsigned long long)g->c.events,
+          (unsigned long long)g->c.bytes, (unsigned long long)g->c.dropped,
+          (unsigned long long)g->c.evicted, (unsigned long long)g->c.rejected);
+    }
+    char a[40], b[40];
+    cli_rfc3339(s->c.start_ns, a);
+    cli_rfc3339(s->c.end_ns, b);
+    cli_output_printf(
+        o,
+        "  span %s .. %s  generations=%zu events=%llu "
+        "bytes=%llu lost=%llu\n",
+        a, b, s->ngens, (unsigned long long)s->c.events,
+        (unsigned long long)s->c.bytes,
+        (unsigned long long)(s->c.dropped + s->c.evicted + s->c.rejected));
+    text_kinds(o, &s->c, "    ");
+    cli_output_puts(o, "\n");
+  }
+  cli_output_printf(o,
+                    "total  sessions=%zu generations=%zu events=%llu "
+                    "bytes=%llu\n",
+                    n, ngens, (unsigned long long)tot->events,
+                    (unsigned long long)tot->bytes);
+  cli_output_printf(
+      o,
+      "  lost=%llu (dropped=%llu evicted=%llu rejected=%llu) "
+      "lost_markers=%llu\n",
+      (unsigned long long)(tot->dropped + tot->evicted + tot->rejected),
+      (unsigned long long)tot->dropped, (unsigned long long)tot->evicted,
+      (unsigned long long)tot->rejected, (unsigned long long)tot->lost_marked);
+  if (ngens) {
+    char a[40], b[40], dur[32];
+    cli_rfc3339(tot->start_ns, a);
+    cli_rfc3339(tot->end_ns, b);
+    text_duration(dur, sizeof dur, tot->end_ns - tot->start_ns);
+    cli_output_printf(o, "  span %s .. %s (%s)\n", a, b, dur);
+  }
+  text_kinds(o, tot, "    ");
+}
+
+static void json_str(cli_output *o, const char *p, size_t n) {
+  cli_output_write(o, "\"", 1);
+  gtp_json_escape(cli_output_sink, o, p, n);
+  cli_output_write(o, "\"", 1);
+}
+
+static void json_counts(cli_output *o, const counts *c) {
+  char a[40], b[40];
+  cli_rfc3339(c->start_ns, a);
+  cli_rfc3339(c->end_ns, b);
+  cli_output_printf(
+      o,
+      "\"start\":\"%s\",\"end\":\"%s\",\"start_ns\":\"%lld\","
+      "\"end_ns\":\"%lld\",\"events\":%llu,\"bytes\":%llu,"
+      "\"batches\":%llu,\"dropped\":%llu,\"evicted\":%llu,"
+      "\"rejected\":%llu,\"lost\":%llu,\"lost_markers\":%llu,"
+      "\"kinds\":{",
+      a, b, (long long)c->start_ns, (long long)c->end_ns,
+      (unsigned long long)c->events, (unsigned long long)c->bytes,
+      (unsigned long long)c->batches, (unsigned long long)c->dropped,
+      (unsigned long long)c->evicted, (unsigned long long)c->rejected,
+      (unsigned long long)(c->dropped + c->evicted + c->rejected),
+      (unsigned long long)c->lost_marked);
+  bool first = true;
+  for (int k = 1; k < GTP_EV_COUNT_; k++) {
+    const gtp_event_info *info = gtp_event_info_get((uint8_t)k);
+    if (!info)
+      continue;
+    cli_output_printf(o, "%s\"%s\":%llu", first ? "" : ",", info->name,
+                      (unsigned long long)c->kinds[k]);
+    first = false;
+  }
+  cli_output_puts(o, "}");
+}
+
+static void print_json(cli_output *o, sess_stat *ss, size_t n,
+                       const counts *tot, size_t ngens) {
+  cli_output_puts(o, "{\"sessions\":[");
+  for (size_t i = 0; i < n; i++) {
+    sess_stat *s = &ss[i];
+    char hex[33];
+    gtp_session_hex(s->id, hex);
+    cli_output_printf(o, "%s\n{\"session\":\"%s\",\"service\":", i ? "," : "",
+                      hex);
+    json_str(o, s->service.ptr, s->service.len);
+    cli_output_puts(o, ",\"host\":");
+    json_str(o, s->host.ptr, s->host.len);
+    cli_output_printf(
+        o, ",\"pid\":%llu,\"agent_version\":", (unsigned long long)s->pid);
+    json_str(o, s->agent.ptr, s->agent.len);
+    cli_output_printf(o, ",\"generation_count\":%zu,", s->ngens);
+    json_counts(o, &s->c);
+    cli_output_puts(o, ",\"generations\":[");
+    for (size_t j = 0; j < s->ngens; j++) {
+      cli_output_printf(o, "%s\n {\"gen\":%llu,", j ? "," : "",
+                        (unsigned long long)s->gens[j].gen);
+      json_counts(o, &s->gens[j].c);
+      cli_output_puts(o, "}");
+    }
+    cli_output_puts(o, "]}");
+  }
+  cli_output_printf(o, "],\n\"totals\":{\"sessions\":%zu,\"generations\":%zu,",
+                    n, ngens);
+  json_counts(o, tot);
+  cli_output_puts(o, "}}\n");
+}
+
+int cmd_stat(int argc, char **argv) {
+  cli_opts opt;
+  if (cli_parse("stat", argc, argv, CLI_F_JSON, &opt))
+    return CLI_USAGE;
+  if (opt.help) {
+    fputs(cli_help_stat, stdout);
+    cli_opts_free(&opt);
+    return CLI_OK;
+  }
+  if (opt.nargs != 1) {
+    cli_usage_error("stat", "expected one FILE (or - for stdin)");
+    cli_opts_free(&opt);
+    return CLI_USAGE;
+  }
+  int status = CLI_BAD_INPUT, rc;
+  sess_stat *ss = NULL;
+  size_t nss = 0, capss = 0, ngens = 0;
+  counts tot;
+  memset(&tot, 0, sizeof tot);
+  cli_input in;
+  cli_output *o = malloc(sizeof *o);
+  if (!o)
+    goto fail_alloc;
+  if (cli_input_open(&in, opt.args[0]))
+    goto fail_input;
+
+  gtp_file_reader r;
+  rc = gtp_file_reader_init(&r, in.data, in.len);
+  if (rc < 0) {
+    cli_bad_input(in.name, 0, rc);
+    goto fail_read;
+  }
+  for (;;) {
+    gtp_gen g;
+    size_t at = r.offset;
+    rc = gtp_file_reader_next(&r, &g);
+    if (rc == 0)
+      break;
+    if (rc < 0) {
+      cli_bad_input(in.name, r.offset, rc);
+      goto fail_read;
+    }
+    gen_stat gs = {.gen = g.start.gen};
+    size_t err_off = at;
+    rc = gen_count(&in, &g, &gs.c, &err_off);
+    sess_stat *s = rc < 0 ? NULL : sess_get(&ss, &nss, &capss, &g);
+    gtp_gen_fini(&g);
+    if (rc < 0) {
+      cli_bad_input(in.name, err_off, rc);
+      goto fail_read;
+    }
+    if (!s)
+      goto fail_oom;
+    if (s->ngens == s->cap) {
+      size_t nc = s->cap ? s->cap * 2 : 16;
+      gen_stat *ng = realloc(s->gens, nc * sizeof *ng);
+      if (!ng)
+        goto fail_oom;
+      s->gens = ng;
+      s->cap = nc;
+    }
+    s->gens[s->ngens++] = gs;
+    counts_add(&s->c, &gs.c, s->ngens == 1);
+    counts_add(&tot, &gs.c, ngens == 0);
+    ngens++;
+  }
+
+  if (cli_output_open(o, opt.out))
+    goto fail_read;
+  if (opt.json)
+    print_json(o, ss, nss, &tot, ngens);
+  else
+    print_text(o, ss, nss, &tot, ngens);
+  status = cli_output_close(o, true) ? CLI_BAD_INPUT : CLI_OK;
+  goto fail_read;
+
+fail_oom:
+  fprintf(stderr, "gentrace: %s: %s\n", in.name, gtp_strerror(-ENOMEM));
+fail_read:
+  /* Session identities borrow from the input: free them before it. */
+  for (size_t i = 0; i < nss; i++)
+    free(ss[i].gens);
+  free(ss);
+  cli_input_close(&in);
+fail_input:
+  free(o);
+fail_alloc:
+  cli_opts_free(&opt);
+  return status;
+}

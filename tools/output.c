@@ -1,0 +1,234 @@
+/* output.c: buffered, atomic output for the CLI, and text formatting.
+ *
+ * Invariants.
+ *  1. With -o FILE, bytes MUST only ever be written to a temporary file in
+ *     FILE's directory, renamed over FILE after the last byte was written
+ *     and the descriptor closed without error, otherwise a failed run (bad
+ *     input halfway, disk full) would leave a truncated FILE that looks like
+ *     a result.
+ *  2. After the first write error every write MUST be a no-op and close
+ *     MUST report it, otherwise output could have a hole in the middle.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int cli_output_open(cli_output *o, const char *path) {
+  o->fd = STDOUT_FILENO;
+  o->path = NULL;
+  o->tmp = NULL;
+  o->err = 0;
+  o->len = 0;
+  if (!path || !strcmp(path, "-"))
+    return 0;
+  o->path = path;
+  size_t n = strlen(path);
+  o->tmp = malloc(n + sizeof ".tmp.XXXXXX");
+  if (!o->tmp) {
+    fprintf(stderr, "gentrace: %s: %s\n", path, gtp_strerror(-ENOMEM));
+    return -ENOMEM;
+  }
+  memcpy(o->tmp, path, n);
+  memcpy(o->tmp + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
+  int fd = mkostemp(o->tmp, O_CLOEXEC);
+  if (fd < 0) {
+    int e = -errno;
+    fprintf(stderr, "gentrace: %s: %s\n", path, gtp_strerror(e));
+    free(o->tmp);
+    o->tmp = NULL;
+    return e;
+  }
+  /* mkstemp creates 0600; a result file gets the usual 0666 & ~umask. */
+  mode_t um = umask(0);
+  umask(um);
+  fchmod(fd, 0666 & ~um);
+  o->fd = fd;
+  return 0;
+}
+
+static void flush(cli_output *o) {
+  size_t off = 0;
+  while (!o->err && off < o->len) {
+    ssize_t n = write(o->fd, o->buf + off, o->len - off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      o->err = -errno;
+      break;
+    }
+    off += (size_t)n;
+  }
+  o->len = 0;
+}
+
+void cli_output_write(cli_output *o, const void *p, size_t n) {
+  if (o->err)
+    return;
+  if (n > sizeof o->buf - o->len) {
+    flush(o);
+    if (n >= sizeof o->buf) {
+      const char *c = p;
+      while (!o->err && n) {
+        ssize_t w = write(o->fd, c, n);
+        if (w < 0) {
+          if (errno != EINTR)
+            o->err = -errno;
+          continue;
+        }
+        c += w;
+        n -= (size_t)w;
+      }
+      return;
+    }
+  }
+  memcpy(o->buf + o->len, p, n);
+  o->len += n;
+}
+
+void cli_output_puts(cli_output *o, const char *s) {
+  cli_output_write(o, s, strlen(s));
+}
+
+void cli_output_printf(cli_output *o, const char *fmt, ...) {
+  char small[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  if ((size_t)n < sizeof small) {
+    cli_output_write(o, small, (size_t)n);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  if (!big) {
+    o->err = -ENOMEM;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  cli_output_write(o, big, (size_t)n);
+  free(big);
+}
+
+int cli_output_sink(void *ctx, const void *p, size_t n) {
+  cli_output *o = ctx;
+  cli_output_write(o, p, n);
+  return o->err;
+}
+
+int cli_output_close(cli_output *o, bool ok) {
+  int rc = 0;
+  if (ok)
+    flush(o);
+  rc = o->err;
+  if (o->tmp) {
+    if (close(o->fd) < 0 && !rc)
+      rc = -errno;
+    if (ok && !rc && rename(o->tmp, o->path) < 0)
+      rc = -errno;
+    if (!ok || rc)
+      unlink(o->tmp);
+    free(o->tmp);
+    o->tmp = NULL;
+  }
+  if (ok && rc)
+    fprintf(stderr, "gentrace: %s: %s\n", o->path ? o->path : "stdout",
+            gtp_strerror(rc));
+  return rc;
+}
+
+void cli_rfc3339(int64_t ns, char out[40]) {
+  int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+  if (frac < 0) {
+    frac += 1000000000;
+    sec--;
+  }
+  time_t t = (time_t)sec;
+  struct tm tm;
+  if (!gmtime_r(&t, &tm)) {
+    snprintf(out, 40, "@%lld", (long long)ns);
+    return;
+  }
+  size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + n, 40 - n, ".%09lldZ", (long long)frac);
+}
+
+/* Length of a valid UTF-8 sequence at p that is not a C1 control, or 0. */
+static size_t utf8_ok(const unsigned char *p, size_t n) {
+  size_t need;
+  uint32_t v, min;
+  if (p[0] >= 0xc2 && p[0] <= 0xdf)
+    need = 2, v = p[0] & 0x1f, min = 0xa0; /* 0x80-0x9f: C1 controls */
+  else if (p[0] >= 0xe0 && p[0] <= 0xef)
+    need = 3, v = p[0] & 0x0f, min = 0x800;
+  else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+    need = 4, v = p[0] & 0x07, min = 0x10000;
+  else
+    return 0;
+  if (n < need)
+    return 0;
+  for (size_t i = 1; i < need; i++) {
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+    v = v << 6 | (p[i] & 0x3f);
+  }
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+    return 0;
+  return need;
+}
+
+void cli_output_escaped(cli_output *o, const char *s, size_t n, bool quote) {
+  const unsigned char *p = (const unsigned char *)s, *end = p + n;
+  const unsigned char *run = p;
+  while (p < end) {
+    unsigned char c = *p;
+    char esc[5];
+    size_t elen = 0;
+    if (c >= 0x20 && c < 0x7f && c != '\\' && !(quote && c == '"')) {
+      p++;
+      continue;
+    }
+    if (c >= 0x80) {
+      size_t k = utf8_ok(p, (size_t)(end - p));
+      if (k) {
+        p += k;
+        continue;
+      }
+    }
+    switch (c) {
+    case '\\':
+    case '"':
+      esc[0] = '\\', esc[1] = (char)c, elen = 2;
+      break;
+    case '\t':
+      memcpy(esc, "\\t", 2), elen = 2;
+      break;
+    case '\n':
+      memcpy(esc, "\\n", 2), elen = 2;
+      break;
+    case '\r':
+      memcpy(esc, "\\r", 2), elen = 2;
+      break;
+    default:
+      snprintf(esc, sizeof esc, "\\x%02x", c);
+      elen = 4;
+    }
+    cli_output_write(o, run, (size_t)(p - run));
+    cli_output_write(o, esc, elen);
+    p++;
+    run = p;
+  }
+  cli_output_write(o, run, (size_t)(p - run));
+}
