@@ -17,15 +17,15 @@
 typedef struct web_server web_server;
 
 typedef struct web_config {
-  const char *host;          /* listen address, e.g. "127.0.0.1" */
-  uint16_t port;             /* 0 = pick a free port */
-  const char *db_path;       /* opened read-only */
-  const char *read_token;    /* NULL = no auth for reads */
-  uint64_t max_window_bytes; /* default 1 GiB */
-  unsigned max_connections;  /* default 256 */
+  const char *host;            /* listen address, e.g. "127.0.0.1" */
+  uint16_t port;               /* 0 = pick a free port */
+  const char *db_path;         /* opened read-only */
+  const char *read_token;      /* NULL = no auth for reads */
+  uint64_t max_window_bytes;   /* default 1 GiB */
+  unsigned max_connections;    /* default 256 */
   unsigned per_ip_connections; /* default 32 */
-  unsigned timeout_s;        /* idle connection timeout, default 30 */
-  unsigned threads;          /* default 4 */
+  unsigned timeout_s;          /* idle connection timeout, default 30 */
+  unsigned threads;            /* default 4 */
   store_pins *pins;
   /* Appends the daemon's Prometheus metrics to out. Any thread. */
   void (*metrics)(void *ctx, gtp_wbuf *out);
@@ -34,6 +34,11 @@ typedef struct web_config {
   /* 1 if the session (32 hex) has a live agent connection. Any thread. */
   int (*connected)(void *ctx, const char *session);
   void *ctx;
+  /* Added after the first version (compatible: web_config_init sets NULL).
+   * One log line: level 0 info, 1 warn, 2 error; msg is logfmt key=value
+   * pairs starting with msg="...". NULL = web writes logfmt to stderr.
+   * Any thread. */
+  void (*log)(void *ctx, int level, const char *msg);
 } web_config;
 
 /* Fills defaults for everything but db_path. */

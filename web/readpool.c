@@ -1,0 +1,131 @@
+/* readpool.c: bounded pool of read-only store connections.
+ *
+ * Owns: every store_reader it opened (idle ones in `idle`, lent ones
+ * counted in `open - nidle`).
+ * Invariants:
+ *  1. open MUST NOT exceed size, otherwise a burst of requests would open
+ *     unbounded SQLite connections (file descriptors, page caches).
+ *  2. A borrowed reader MUST come back through readpool_put before
+ *     readpool_free, otherwise it leaks with its connection.
+ *  3. Waiters wait on `cond` with a deadline, never forever, so a stuck
+ *     reader turns into 503s instead of a hung server.
+ */
+#include "config.h"
+
+#include "readpool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gtp_error.h"
+
+struct readpool {
+  char *path; /* written once before use */
+  unsigned size;
+  /* Protected by lock. */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  store_reader **idle;
+  unsigned nidle;
+  unsigned open;
+};
+
+int readpool_new(const char *path, unsigned size, readpool **out,
+                 char **cause) {
+  int rc = -ENOMEM;
+  if (size == 0)
+    size = 1;
+  readpool *p = calloc(1, sizeof *p);
+  if (!p)
+    goto fail_alloc;
+  p->size = size;
+  p->path = strdup(path);
+  p->idle = calloc(size, sizeof *p->idle);
+  if (!p->path || !p->idle)
+    goto fail_fields;
+  store_reader *r;
+  rc = store_reader_open(path, &r, cause);
+  if (rc < 0)
+    goto fail_fields;
+  p->idle[p->nidle++] = r;
+  p->open = 1;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&p->lock, NULL);
+  *out = p;
+  return 0;
+
+fail_fields:
+  free(p->idle);
+  free(p->path);
+  free(p);
+fail_alloc:
+  if (rc == -ENOMEM && cause && !*cause)
+    *cause = strdup("out of memory");
+  return rc;
+}
+
+void readpool_free(readpool *p) {
+  if (!p)
+    return;
+  for (unsigned i = 0; i < p->nidle; i++)
+    store_reader_close(p->idle[i]);
+  pthread_cond_destroy(&p->cond);
+  pthread_mutex_destroy(&p->lock);
+  free(p->idle);
+  free(p->path);
+  free(p);
+}
+
+int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += wait_ms / 1000;
+  deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    if (p->nidle > 0) {
+      *out = p->idle[--p->nidle];
+      pthread_mutex_unlock(&p->lock);
+      return 0;
+    }
+    if (p->open < p->size) {
+      /* Reserve the slot before dropping the lock (invariant 1), open
+       * outside it: opening touches the disk. */
+      p->open++;
+      pthread_mutex_unlock(&p->lock);
+      char *cause = NULL;
+      int rc = store_reader_open(p->path, out, &cause);
+      free(cause);
+      if (rc < 0) {
+        pthread_mutex_lock(&p->lock);
+        p->open--;
+        pthread_cond_signal(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+      }
+      return rc;
+    }
+    if (pthread_cond_timedwait(&p->cond, &p->lock, &deadline) == ETIMEDOUT &&
+        p->nidle == 0) {
+      pthread_mutex_unlock(&p->lock);
+      return GTP_E_LIMIT;
+    }
+  }
+}
+
+void readpool_put(readpool *p, store_reader *r) {
+  pthread_mutex_lock(&p->lock);
+  p->idle[p->nidle++] = r;
+  pthread_cond_signal(&p->cond);
+  pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,114 @@
+/* web_internal.h: what the files of web/ share (not for the daemon). */
+#ifndef WEB_INTERNAL_H
+#define WEB_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "readpool.h"
+#include "web.h"
+
+/* Status codes counted one by one in /metrics; the rest go to "other". */
+#define WEB_CODES(XX)                                                          \
+  XX(200) XX(204) XX(400) XX(401) XX(404) XX(405) XX(413) XX(500) XX(503)
+enum {
+#define WEB_CODE_IDX_(c) WEB_CODE_##c,
+  WEB_CODES(WEB_CODE_IDX_)
+#undef WEB_CODE_IDX_
+      WEB_CODE_OTHER,
+  WEB_NCODES
+};
+
+/* How long a request waits for a free store reader before it gets 503. */
+#define WEB_POOL_WAIT_MS 5000
+/* Bounds a listing can never exceed, whatever the parameters say. */
+#define WEB_LIST_LIMIT_MAX 100000
+#define WEB_FEED_LIMIT_MAX 10000
+#define WEB_FEED_LIMIT_DEFAULT 1000
+#define WEB_FEED_WAIT_MAX_S 60
+/* A window lists at most this many generations (8 bytes each in memory)
+ * even when their bytes are under max_window_bytes. */
+#define WEB_WINDOW_GENS_MAX 1000000
+
+struct web_server {
+  /* Written once in web_start, read-only afterwards. */
+  web_config cfg; /* strings below are our copies */
+  char *host, *db_path, *read_token;
+  size_t read_token_len;
+  unsigned max_downloads;
+  struct MHD_Daemon *mhd;
+  readpool *pool;
+
+  /* Protected by feed_lock: the feed's wake-up state. */
+  pthread_mutex_t feed_lock;
+  pthread_cond_t feed_cond; /* CLOCK_MONOTONIC */
+  int64_t last_seq;         /* highest seq announced or seen */
+
+  /* Atomics: counters and flags read by any thread. Relaxed order is
+   * enough: they are statistics, or (stopping) a hint re-checked under
+   * feed_lock where it matters. */
+  atomic_int stopping;
+  atomic_uint_fast64_t requests[WEB_NCODES];
+  atomic_uint_fast64_t bytes_sent;
+  atomic_uint_fast64_t skipped_gens;
+  atomic_int active_downloads;
+  atomic_int feed_waiters;
+};
+
+/* One request being answered. Lives on the handler's stack. */
+typedef struct web_req {
+  web_server *w;
+  struct MHD_Connection *conn;
+  const char *url;
+  int64_t now_ns;
+  enum MHD_Result ret; /* result of the response queued by an error path */
+} web_req;
+
+/* Log one line (logfmt body after the level): through cfg.log if set, else
+ * stderr. */
+void web_log(web_server *w, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Adds CORS and common headers, counts the status, queues. Thread: the
+ * connection's. */
+enum MHD_Result web_queue(web_req *r, unsigned status,
+                          struct MHD_Response *resp);
+/* Queues body (malloc'd; taken) with that content type. */
+enum MHD_Result web_reply(web_req *r, unsigned status, const char *ctype,
+                          char *body, size_t len);
+enum MHD_Result web_reply_json(web_req *r, unsigned status, json *j);
+/* {"error":code,"message":...}; also stores the result in r->ret. */
+enum MHD_Result web_error(web_req *r, unsigned status, const char *code,
+                          const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Query parameters. web_args_check answers 400 (and returns -1) if the
+ * query holds a name outside `allowed` (NULL-terminated; "token" is always
+ * allowed). The typed getters return 1 if present and valid, 0 if absent,
+ * -1 after answering 400 for a bad value. */
+const char *web_arg(web_req *r, const char *name);
+int web_args_check(web_req *r, const char *const *allowed);
+int web_arg_time(web_req *r, const char *name, int64_t *out);
+int web_arg_dur(web_req *r, const char *name, int64_t *out);
+int web_arg_u64(web_req *r, const char *name, uint64_t min, uint64_t max,
+                uint64_t *out);
+/* 32 lowercase/uppercase hex digits -> lowercase copy in out. */
+int web_arg_session(web_req *r, const char *name, char out[33]);
+int web_session_valid(const char *s, char out[33]);
+
+/* Borrow a reader or answer 503 / 500 (returns NULL then). */
+store_reader *web_reader_get(web_req *r);
+void web_reader_put(web_req *r, store_reader *sr);
+
+/* Endpoints (web_list.c, web_trace.c, web_feed.c). */
+enum MHD_Result web_agents(web_req *r);
+enum MHD_Result web_session_gens(web_req *r, const char *session);
+enum MHD_Result web_session_gen(web_req *r, const char *session,
+                                const char *gen);
+enum MHD_Result web_trace(web_req *r);
+enum MHD_Result web_feed(web_req *r);
+
+#endif

@@ -1,0 +1,618 @@
+/* web_trace.c: trace downloads: /v1/trace (a window) and
+ * /v1/agents/{session}/generations/{gen} (one generation), as gentrace
+ * files or Chrome JSON, streamed one generation at a time.
+ *
+ * A download (struct dl) is created by the handler after a short listing
+ * and then driven by MHD's content-reader callback on the connection's
+ * thread until the end or until the client goes away; MHD frees it through
+ * dl_free.
+ *
+ * States: HEADER (file header / JSON opening pending in `out`) -> GENS
+ * (one generation at a time: seqs[next]) -> TRAILER (Chrome closing) ->
+ * DONE. dl_read moves between them whenever `out` has been fully sent.
+ *
+ * Invariants:
+ *  1. The pin MUST be at or below the lowest seq still to send (minrem[next])
+ *     from before the listing until dl_free, otherwise retention could
+ *     delete a listed generation before it is sent.
+ *  2. `out` MUST hold at most the encoding of one generation (plus the
+ *     header or trailer), otherwise memory would grow with the window.
+ *  3. A store reader MUST be borrowed only for one payload read and never
+ *     while waiting for the client, otherwise slow clients would starve the
+ *     pool and hold a read transaction open (starving checkpoints).
+ *  4. active_downloads MUST be incremented exactly when a dl exists and
+ *     decremented in dl_free, otherwise the overload limit drifts.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chrome.h"
+#include "gtp_error.h"
+#include "httptime.h"
+#include "store_pin.h"
+#include "web_internal.h"
+
+/* Bytes MHD asks for at most per read callback; large enough that a
+ * multi-megabyte generation goes out in a few writes. */
+#define DL_BLOCK (256u << 10)
+
+enum dl_state { DL_HEADER, DL_GENS, DL_TRAILER, DL_DONE };
+
+typedef struct dl {
+  web_server *w;
+  int chrome;
+  enum dl_state state;
+  int64_t *seqs;   /* listed generations in send order */
+  int64_t *minrem; /* minrem[i] = min(seqs[i..n-1]) */
+  size_t n, next;
+  int pin;      /* store_pins handle, -1 if none */
+  gtp_wbuf out; /* bytes still to send: out.data[off..len) */
+  size_t off;
+  gtp_wbuf raw; /* chrome: one generation's stored bytes */
+  gtp_chrome *ch;
+  uint64_t skipped;
+  char what[80]; /* for log lines */
+} dl;
+
+static int out_sink(void *ctx, const void *p, size_t n) {
+  gtp_wbuf *b = ctx;
+  gtp_wbuf_put(b, p, n);
+  return b->err;
+}
+
+static void dl_free(void *cls) {
+  dl *d = cls;
+  if (d->pin >= 0 && d->w->cfg.pins)
+    store_pins_remove(d->w->cfg.pins, d->pin);
+  if (d->skipped)
+    web_log(d->w, 1,
+            "msg=\"download skipped generations deleted after listing\" "
+            "what=\"%s\" skipped=%" PRIu64,
+            d->what, d->skipped);
+  gtp_chrome_free(d->ch);
+  gtp_wbuf_fini(&d->out);
+  gtp_wbuf_fini(&d->raw);
+  free(d->seqs);
+  free(d->minrem);
+  atomic_fetch_sub_explicit(&d->w->active_downloads, 1, memory_order_relaxed);
+  free(d);
+}
+
+/* Fills d->out with the next generation. 0 = something queued or skipped,
+ * < 0 = the stream must abort. Thread: the connection's. */
+static int dl_load(dl *d) {
+  web_server *w = d->w;
+  size_t i = d->next++;
+  if (d->pin >= 0 && w->cfg.pins)
+    store_pins_move(w->cfg.pins, d->pin, d->minrem[i]);
+  store_reader *sr;
+  int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
+  if (rc < 0)
+    return rc;
+  gtp_wbuf *dst = d->chrome ? &d->raw : &d->out;
+  gtp_wbuf_reset(dst);
+  rc = store_read_payload(sr, d->seqs[i], dst);
+  readpool_put(w->pool, sr); /* invariant 3: before any client I/O */
+  if (rc == GTP_E_NOTFOUND) {
+    /* Deleted between listing and now (the pin should prevent it): the
+     * file stays valid without it, but the headers already promised it, so
+     * count and log it. */
+    d->skipped++;
+    atomic_fetch_add_explicit(&w->skipped_gens, 1, memory_order_relaxed);
+    gtp_wbuf_reset(dst);
+    return 0;
+  }
+  if (rc < 0)
+    return rc;
+  if (!d->chrome)
+    return d->out.err;
+  gtp_gen g;
+  size_t used;
+  rc = gtp_gen_parse(d->raw.data, d->raw.len, &g, &used);
+  if (rc < 0)
+    return rc;
+  rc = gtp_chrome_gen(d->ch, &g);
+  gtp_gen_fini(&g);
+  return rc < 0 ? rc : d->out.err;
+}
+
+static ssize_t dl_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  dl *d = cls;
+  for (;;) {
+    if (d->off < d->out.len) {
+      size_t n = d->out.len - d->off;
+      if (n > max)
+        n = max;
+      memcpy(buf, d->out.data + d->off, n);
+      d->off += n;
+      atomic_fetch_add_explicit(&d->w->bytes_sent, n, memory_order_relaxed);
+      return (ssize_t)n;
+    }
+    if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    gtp_wbuf_reset(&d->out);
+    d->off = 0;
+    int rc = 0;
+    switch (d->state) {
+    case DL_HEADER:
+    case DL_GENS:
+      d->state = DL_GENS;
+      if (d->next < d->n) {
+        rc = dl_load(d);
+        break;
+      }
+      d->state = DL_TRAILER;
+      if (d->chrome)
+        rc = gtp_chrome_end(d->ch);
+      break;
+    case DL_TRAILER:
+      d->state = DL_DONE;
+      /* Give a large generation's memory back before the end. */
+      gtp_wbuf_fini(&d->raw);
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    case DL_DONE:
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    if (rc < 0) {
+      /* Mid-stream the status line is gone: the only honest signal left is
+       * an aborted transfer (curl reports it), never a silently short
+       * file. */
+      web_log(d->w, 2,
+              "msg=\"download aborted\" what=\"%s\" gen_index=%zu "
+              "error=%s",
+              d->what, d->next, gtp_errname(rc));
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+  }
+}
+
+/* Allocates a download; takes seqs (malloc'd, n entries). Registers the
+ * pin given (pin = -1: none). NULL on ENOMEM (seqs freed, pin kept). */
+static dl *dl_new(web_server *w, int chrome, int64_t *seqs, size_t n, int pin,
+                  int64_t span_start, int64_t span_end) {
+  dl *d = calloc(1, sizeof *d);
+  int64_t *minrem = malloc((n ? n : 1) * sizeof *minrem);
+  if (!d || !minrem)
+    goto fail;
+  d->w = w;
+  d->chrome = chrome;
+  d->seqs = seqs;
+  d->minrem = minrem;
+  d->n = n;
+  d->pin = pin;
+  for (size_t i = n; i-- > 0;)
+    minrem[i] = i + 1 < n && minrem[i + 1] < seqs[i] ? minrem[i + 1] : seqs[i];
+  /* Limits: the stored generation is at most GTP_GEN_MAX_BYTES; its Chrome
+   * rendering is larger (text), so leave that buffer 8x room. */
+  gtp_wbuf_init(&d->out, chrome ? 8 * (size_t)GTP_GEN_MAX_BYTES : 0);
+  gtp_wbuf_init(&d->raw, 0);
+  if (chrome) {
+    d->ch = gtp_chrome_new(out_sink, &d->out, span_start, span_end);
+    if (!d->ch || gtp_chrome_begin(d->ch) < 0)
+      goto fail_all;
+  } else {
+    gtp_put_file_header(&d->out);
+    if (d->out.err)
+      goto fail_all;
+  }
+  atomic_fetch_add_explicit(&w->active_downloads, 1, memory_order_relaxed);
+  return d;
+
+fail_all:
+  gtp_chrome_free(d->ch);
+  gtp_wbuf_fini(&d->out);
+  gtp_wbuf_fini(&d->raw);
+fail:
+  free(minrem);
+  free(d);
+  free(seqs);
+  return NULL;
+}
+
+/* Turns the filename stem into something safe inside a quoted
+ * Content-Disposition value. */
+static void safe_name(char *dst, size_t cap, const char *src) {
+  size_t i = 0;
+  for (; src && *src && i + 1 < cap; src++) {
+    char c = *src;
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+             (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    dst[i++] = ok ? c : '_';
+  }
+  dst[i] = 0;
+  if (i == 0)
+    snprintf(dst, cap, "trace");
+}
+
+typedef struct dl_info {
+  const char *stem; /* service or session, for the file name */
+  int64_t name_ns;  /* time in the file name */
+  uint64_t gens, sessions, lost;
+  int64_t span_start, span_end;
+} dl_info;
+
+/* Builds and queues the streaming response. Takes seqs and the pin. */
+static enum MHD_Result dl_respond(web_req *r, int chrome, int64_t *seqs,
+                                  size_t n, int pin, const dl_info *info,
+                                  const char *what) {
+  web_server *w = r->w;
+  dl *d = dl_new(w, chrome, seqs, n, pin, info->span_start, info->span_end);
+  if (!d) {
+    if (pin >= 0 && w->cfg.pins)
+      store_pins_remove(w->cfg.pins, pin);
+    return web_error(r, 500, "internal", "out of memory");
+  }
+  snprintf(d->what, sizeof d->what, "%s", what);
+  struct MHD_Response *resp = MHD_create_response_from_callback(
+      MHD_SIZE_UNKNOWN, DL_BLOCK, dl_read, d, dl_free);
+  if (!resp) {
+    dl_free(d);
+    return MHD_NO;
+  }
+  char v[64], stem[96], fname[160], ts[17];
+  MHD_add_response_header(resp, "Content-Type",
+                          chrome ? "application/json"
+                                 : "application/octet-stream");
+  safe_name(stem, sizeof stem, info->stem);
+  httptime_format_compact(info->name_ns, ts);
+  snprintf(fname, sizeof fname, "attachment; filename=\"%s-%s.%s\"", stem, ts,
+           chrome ? "json" : "gentrace");
+  MHD_add_response_header(resp, "Content-Disposition", fname);
+  snprintf(v, sizeof v, "%" PRIu64, info->gens);
+  MHD_add_response_header(resp, "X-Gentrace-Generations", v);
+  snprintf(v, sizeof v, "%" PRIu64, info->sessions);
+  MHD_add_response_header(resp, "X-Gentrace-Sessions", v);
+  snprintf(v, sizeof v, "%" PRIu64, info->lost);
+  MHD_add_response_header(resp, "X-Gentrace-Lost-Events", v);
+  if (info->gens) {
+    /* The exact span covered: whole generations, so usually wider than
+     * the window asked for. */
+    char t[HTTPTIME_RFC3339_LEN];
+    httptime_format(info->span_start, t);
+    MHD_add_response_header(resp, "X-Gentrace-Start", t);
+    httptime_format(info->span_end, t);
+    MHD_add_response_header(resp, "X-Gentrace-End", t);
+    snprintf(v, sizeof v, "%" PRId64, info->span_start);
+    MHD_add_response_header(resp, "X-Gentrace-Start-Ns", v);
+    snprintf(v, sizeof v, "%" PRId64, info->span_end);
+    MHD_add_response_header(resp, "X-Gentrace-End-Ns", v);
+  }
+  return web_queue(r, 200, resp);
+}
+
+static int parse_format(web_req *r, int *chrome) {
+  const char *f = web_arg(r, "format");
+  *chrome = 0;
+  if (!f || strcmp(f, "gentrace") == 0)
+    return 0;
+  if (strcmp(f, "chrome") == 0) {
+    *chrome = 1;
+    return 0;
+  }
+  web_error(r, 400, "bad_parameter", "format: expected gentrace or chrome");
+  return -1;
+}
+
+static int overloaded(web_req *r) {
+  if ((unsigned)atomic_load_explicit(
+          &r->w->active_downloads, memory_order_relaxed) < r->w->max_downloads)
+    return 0;
+  web_error(r, 503, "overloaded",
+            "too many downloads running (%u); retry shortly",
+            r->w->max_downloads);
+  return 1;
+}
+
+/* ---------------------------------------------------------- the window */
+
+/* Sessions seen while listing: a small open-addressing set of 32-hex ids,
+ * only to count them for X-Gentrace-Sessions. */
+typedef struct sess_set {
+  char (*ids)[33];
+  size_t cap, n;
+  int err;
+} sess_set;
+
+static uint64_t hash_hex(const char *s) {
+  uint64_t h = 1469598103934665603u;
+  for (; *s; s++)
+    h = (h ^ (uint8_t)*s) * 1099511628211u;
+  return h;
+}
+
+static void sess_add(sess_set *s, const char *id) {
+  if (s->err || !id)
+    return;
+  if (2 * (s->n + 1) > s->cap) {
+    size_t ncap = s->cap ? 2 * s->cap : 64;
+    char(*nids)[33] = calloc(ncap, sizeof *nids);
+    if (!nids) {
+      s->err = 1;
+      return;
+    }
+    for (size_t i = 0; i < s->cap; i++) {
+      if (!s->ids[i][0])
+        continue;
+      size_t k = hash_hex(s->ids[i]) & (ncap - 1);
+      while (nids[k][0])
+        k = (k + 1) & (ncap - 1);
+      memcpy(nids[k], s->ids[i], 33);
+    }
+    free(s->ids);
+    s->ids = nids;
+    s->cap = ncap;
+  }
+  size_t k = hash_hex(id) & (s->cap - 1);
+  while (s->ids[k][0]) {
+    if (strncmp(s->ids[k], id, 32) == 0)
+      return;
+    k = (k + 1) & (s->cap - 1);
+  }
+  snprintf(s->ids[k], 33, "%s", id);
+  s->n++;
+}
+
+typedef struct win_ctx {
+  int64_t *seqs;
+  size_t n, cap;
+  uint64_t bytes, max_bytes, lost;
+  int64_t span_start, span_end;
+  sess_set sessions;
+  char service[GTP_IDENT_STR_MAX + 1];
+  int too_big, oom;
+} win_ctx;
+
+static int win_row(void *cls, const store_gen_row *g) {
+  win_ctx *c = cls;
+  c->bytes += g->bytes;
+  /* Stop listing as soon as the answer is known to be 413: keeps both the
+   * listing time and its memory bounded by the limit. */
+  if (c->bytes > c->max_bytes || c->n >= WEB_WINDOW_GENS_MAX) {
+    c->too_big = 1;
+    return 1;
+  }
+  if (c->n == c->cap) {
+    size_t ncap = c->cap ? 2 * c->cap : 256;
+    int64_t *ns = realloc(c->seqs, ncap * sizeof *ns);
+    if (!ns) {
+      c->oom = 1;
+      return 1;
+    }
+    c->seqs = ns;
+    c->cap = ncap;
+  }
+  c->seqs[c->n++] = g->seq;
+  c->lost += g->dropped + g->evicted + g->rejected;
+  if (c->n == 1 || g->start_ns < c->span_start)
+    c->span_start = g->start_ns;
+  if (c->n == 1 || g->end_ns > c->span_end)
+    c->span_end = g->end_ns;
+  if (c->n == 1 && g->service)
+    snprintf(c->service, sizeof c->service, "%s", g->service);
+  sess_add(&c->sessions, g->session);
+  return c->sessions.err ? (c->oom = 1) : 0;
+}
+
+static void fmt_size(char *out, size_t cap, uint64_t b) {
+  if (b >= (UINT64_C(1) << 30))
+    snprintf(out, cap, "%.1f GiB", (double)b / (1u << 30));
+  else if (b >= (1u << 20))
+    snprintf(out, cap, "%.1f MiB", (double)b / (1u << 20));
+  else
+    snprintf(out, cap, "%" PRIu64 " bytes", b);
+}
+
+enum MHD_Result web_trace(web_req *r) {
+  static const char *const allowed[] = {"session", "service", "host",   "from",
+                                        "to",      "last",    "format", NULL};
+  if (web_args_check(r, allowed))
+    return r->ret;
+  web_server *w = r->w;
+  char sid[33];
+  int has_session, chrome;
+  int64_t from = 0, to = 0, last = 0;
+  int has_from, has_to, has_last;
+  if ((has_session = web_arg_session(r, "session", sid)) < 0 ||
+      (has_from = web_arg_time(r, "from", &from)) < 0 ||
+      (has_to = web_arg_time(r, "to", &to)) < 0 ||
+      (has_last = web_arg_dur(r, "last", &last)) < 0 ||
+      parse_format(r, &chrome) < 0)
+    return r->ret;
+  const char *service = web_arg(r, "service");
+  const char *host = web_arg(r, "host");
+  if (!has_session && !service)
+    return web_error(r, 400, "bad_parameter",
+                     "session or service: one is required (session=ID, or "
+                     "service=NAME with optional host=NAME)");
+  if (has_session && (service || host))
+    return web_error(r, 400, "bad_parameter",
+                     "session: give either session= or service=/host=, "
+                     "not both");
+  if (has_last && (has_from || has_to))
+    return web_error(r, 400, "bad_parameter",
+                     "last: give either last= or from=/to=, not both");
+  if (has_last) {
+    to = r->now_ns;
+    from = to - last > 0 ? to - last : 0;
+  } else if (has_from || has_to) {
+    if (!has_from)
+      return web_error(r, 400, "bad_parameter",
+                       "from: required with to= (or use last=DURATION)");
+    if (!has_to)
+      to = r->now_ns;
+  } else {
+    /* Nothing said: the last minute, the most common question. */
+    to = r->now_ns;
+    from = to - 60 * INT64_C(1000000000);
+  }
+  if (from >= to)
+    return web_error(r, 400, "bad_parameter",
+                     "from: must be before to (the window is [from, to))");
+  if (overloaded(r))
+    return r->ret;
+
+  /* Invariant 1: pin everything before listing (min seq 0), then raise the
+   * pin to what the listing found. */
+  int pin = -1;
+  if (w->cfg.pins) {
+    pin = store_pins_add(w->cfg.pins, 0);
+    if (pin < 0)
+      return web_error(r, 503, "overloaded",
+                       "too many downloads pinned; retry shortly");
+  }
+  store_reader *sr = web_reader_get(r);
+  if (!sr) {
+    if (pin >= 0)
+      store_pins_remove(w->cfg.pins, pin);
+    return r->ret;
+  }
+  win_ctx *c = calloc(1, sizeof *c);
+  if (!c) {
+    web_reader_put(r, sr);
+    if (pin >= 0)
+      store_pins_remove(w->cfg.pins, pin);
+    return web_error(r, 500, "internal", "out of memory");
+  }
+  c->max_bytes = w->cfg.max_window_bytes;
+  store_window_query q = {has_session ? sid : NULL,
+                          has_session ? NULL : service,
+                          has_session ? NULL : host, from, to};
+  int rc = store_read_window(sr, &q, win_row, c);
+  web_reader_put(r, sr);
+  enum MHD_Result ret;
+  if (rc < 0 || c->oom) {
+    ret = web_error(r, 500, "internal", "listing the window failed: %s",
+                    gtp_strerror(rc < 0 ? rc : -ENOMEM));
+  } else if (c->too_big) {
+    char lim[32];
+    fmt_size(lim, sizeof lim, c->max_bytes);
+    ret = web_error(
+        r, 413, "window_too_large",
+        "the window holds more than %s of trace (the --max-window-bytes "
+        "limit); narrow it: a shorter window (last=10s, or from=/to= closer "
+        "together), one agent with session=, or one machine with host=",
+        lim);
+  } else {
+    dl_info info = {0};
+    info.stem = has_session ? (c->service[0] ? c->service : sid) : service;
+    info.name_ns = from;
+    info.gens = c->n;
+    info.sessions = c->sessions.n;
+    info.lost = c->lost;
+    info.span_start = c->n ? c->span_start : from;
+    info.span_end = c->n ? c->span_end : to;
+    if (pin >= 0 && c->n == 0) {
+      store_pins_remove(w->cfg.pins, pin);
+      pin = -1;
+    }
+    char what[80];
+    snprintf(what, sizeof what, "window %.64s", info.stem);
+    ret = dl_respond(r, chrome, c->seqs, c->n, pin, &info, what);
+    c->seqs = NULL; /* taken */
+    pin = -1;       /* taken */
+  }
+  if (pin >= 0)
+    store_pins_remove(w->cfg.pins, pin);
+  free(c->seqs);
+  free(c->sessions.ids);
+  free(c);
+  return ret;
+}
+
+/* ------------------------------------------------ one whole generation */
+
+typedef struct one_ctx {
+  uint64_t want;
+  int found;
+  int64_t seq, start_ns, end_ns;
+  uint64_t lost;
+  char service[GTP_IDENT_STR_MAX + 1];
+} one_ctx;
+
+static int one_row(void *cls, const store_gen_row *g) {
+  one_ctx *c = cls;
+  if (g->gen == c->want) {
+    c->found = 1;
+    c->seq = g->seq;
+    c->start_ns = g->start_ns;
+    c->end_ns = g->end_ns;
+    c->lost = g->dropped + g->evicted + g->rejected;
+    snprintf(c->service, sizeof c->service, "%s", g->service ? g->service : "");
+  }
+  return 1; /* one row is all we asked for */
+}
+
+enum MHD_Result web_session_gen(web_req *r, const char *session,
+                                const char *gen) {
+  static const char *const allowed[] = {"format", NULL};
+  if (web_args_check(r, allowed))
+    return r->ret;
+  int chrome;
+  if (parse_format(r, &chrome) < 0)
+    return r->ret;
+  uint64_t g = 0;
+  const char *p = gen;
+  int ok = *p != 0 && strlen(gen) <= 19;
+  for (; ok && *p; p++)
+    ok = *p >= '0' && *p <= '9' && (g = g * 10 + (uint64_t)(*p - '0'), 1);
+  if (!ok || g > INT64_MAX)
+    return web_error(r, 404, "not_found",
+                     "no such path: %.200s (generation must be a number)",
+                     r->url);
+  if (overloaded(r))
+    return r->ret;
+  web_server *w = r->w;
+  int pin = -1;
+  if (w->cfg.pins) {
+    pin = store_pins_add(w->cfg.pins, 0);
+    if (pin < 0)
+      return web_error(r, 503, "overloaded",
+                       "too many downloads pinned; retry shortly");
+  }
+  store_reader *sr = web_reader_get(r);
+  if (!sr) {
+    if (pin >= 0)
+      store_pins_remove(w->cfg.pins, pin);
+    return r->ret;
+  }
+  one_ctx c = {.want = g};
+  int rc = store_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
+                                   one_row, &c);
+  web_reader_put(r, sr);
+  if (rc == GTP_E_NOTFOUND || (rc >= 0 && !c.found)) {
+    if (pin >= 0)
+      store_pins_remove(w->cfg.pins, pin);
+    if (rc == GTP_E_NOTFOUND)
+      return web_error(r, 404, "not_found", "no session %s", session);
+    return web_error(r, 404, "not_found",
+                     "session %s has no generation %" PRIu64, session, g);
+  }
+  if (rc < 0) {
+    if (pin >= 0)
+      store_pins_remove(w->cfg.pins, pin);
+    return web_error(r, 500, "internal", "reading the generation failed: %s",
+                     gtp_strerror(rc));
+  }
+  int64_t *seqs = malloc(sizeof *seqs);
+  if (!seqs) {
+    if (pin >= 0)
+      store_pins_remove(w->cfg.pins, pin);
+    return web_error(r, 500, "internal", "out of memory");
+  }
+  seqs[0] = c.seq;
+  dl_info info = {.stem = c.service[0] ? c.service : session,
+                  .name_ns = c.start_ns,
+                  .gens = 1,
+                  .sessions = 1,
+                  .lost = c.lost,
+                  .span_start = c.start_ns,
+                  .span_end = c.end_ns};
+  char what[80];
+  snprintf(what, sizeof what, "generation %.32s/%" PRIu64, session, g);
+  return dl_respond(r, chrome, seqs, 1, pin, &info, what);
+}
