@@ -435,9 +435,10 @@ static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
 
 /* ------------------------------------------------------------ events */
 
-static void ev_head(gtp_chrome *c, const char *ph, uint64_t pid, uint64_t tid,
-                    int64_t wall) {
-  ch_puts(c, ",\"ph\":\"");
+/* The common fields; comma = whether a field precedes them in the object. */
+static void ev_head(gtp_chrome *c, bool comma, const char *ph, uint64_t pid,
+                    uint64_t tid, int64_t wall) {
+  ch_puts(c, comma ? ",\"ph\":\"" : "\"ph\":\"");
   ch_puts(c, ph);
   ch_puts(c, "\",\"ts\":");
   ch_ts(c, wall);
@@ -522,7 +523,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     ch_elem(c);
     ch_puts(c, "{\"name\":");
     ch_str(c, name.ptr, name.len);
-    ev_head(c, "B", s->pid, t->tid, wall);
+    ev_head(c, true, "B", s->pid, t->tid, wall);
     if (ev->type == GTP_EV_REGION_BEGIN_STACK) {
       ch_puts(c, ",\"args\":{");
       ev_stack(c, g, ev->args[1]);
@@ -536,7 +537,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     t->depth--;
     ch_elem(c);
     ch_puts(c, "{");
-    ev_head(c, "E", s->pid, t->tid, wall);
+    ev_head(c, false, "E", s->pid, t->tid, wall);
     ch_puts(c, "}");
     break;
   case GTP_EV_INSTANT:
@@ -544,7 +545,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     ch_elem(c);
     ch_puts(c, "{\"name\":");
     ch_str(c, name.ptr, name.len);
-    ev_head(c, "i", s->pid, t->tid, wall);
+    ev_head(c, true, "i", s->pid, t->tid, wall);
     ch_puts(c, ",\"s\":\"t\"");
     if (ev->type == GTP_EV_INSTANT_STACK) {
       ch_puts(c, ",\"args\":{");
@@ -557,7 +558,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     ch_elem(c);
     ch_puts(c, "{\"name\":");
     ch_str(c, name.ptr, name.len);
-    ev_head(c, "C", s->pid, t->tid, wall);
+    ev_head(c, true, "C", s->pid, t->tid, wall);
     ch_puts(c, ",\"args\":{\"value\":");
     ch_i64(c, (int64_t)ev->args[1]);
     ch_puts(c, "}}");
@@ -568,7 +569,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     ch_puts(c, "{\"name\":");
     ch_str(c, name.ptr, name.len);
     ch_puts(c, ",\"cat\":\"log\"");
-    ev_head(c, "i", s->pid, t->tid, wall);
+    ev_head(c, true, "i", s->pid, t->tid, wall);
     ch_puts(c, ",\"s\":\"t\",\"args\":{\"message\":");
     ch_str(c, (const char *)ev->msg, ev->msg ? ev->msg_len : 0);
     if (ev->type == GTP_EV_LOG_STACK) {
@@ -584,7 +585,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     ch_str(c, name.ptr, name.len);
     ch_puts(c, ",\"cat\":\"task\",\"id\":");
     ch_hex(c, ev->args[0]);
-    ev_head(c, "b", s->pid, t->tid, wall);
+    ev_head(c, true, "b", s->pid, t->tid, wall);
     ch_puts(c, ",\"args\":{\"task\":");
     ch_u64(c, ev->args[0]);
     ch_puts(c, ",\"parent\":");
@@ -607,7 +608,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     }
     ch_puts(c, "\"cat\":\"task\",\"id\":");
     ch_hex(c, ev->args[0]);
-    ev_head(c, "e", s->pid, t->tid, wall);
+    ev_head(c, true, "e", s->pid, t->tid, wall);
     ch_puts(c, "}");
     break;
   }
@@ -618,7 +619,7 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     s->lost += ev->args[0];
     ch_elem(c);
     ch_puts(c, "{\"name\":\"gentrace.lost\"");
-    ev_head(c, "i", s->pid, t->tid, wall);
+    ev_head(c, true, "i", s->pid, t->tid, wall);
     ch_puts(c, ",\"s\":\"t\",\"args\":{\"count\":");
     ch_u64(c, ev->args[0]);
     ch_puts(c, "}}");
@@ -715,7 +716,7 @@ int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
     s->lost += lost;
     ch_elem(c);
     ch_puts(c, "{\"name\":\"gentrace.lost\"");
-    ev_head(c, "i", s->pid, 0, gtp_gen_wall_ns(g, g->clock.start_ticks));
+    ev_head(c, true, "i", s->pid, 0, gtp_gen_wall_ns(g, g->clock.start_ticks));
     ch_puts(c, ",\"s\":\"p\",\"args\":{\"count\":");
     ch_u64(c, lost);
     ch_puts(c, ",\"dropped\":");
@@ -766,7 +767,7 @@ int gtp_chrome_end(gtp_chrome *c) {
       for (; t->depth > 0 && !c->err; t->depth--) {
         ch_elem(c);
         ch_puts(c, "{");
-        ev_head(c, "E", s->pid, t->tid, end);
+        ev_head(c, false, "E", s->pid, t->tid, end);
         ch_puts(c, ",\"args\":{\"gentrace.closed_at_window_end\":true}}");
       }
     }
