@@ -1,0 +1,256 @@
+/* main.c: gentraced's entry point. Kept thin: it reads the settings, opens
+ * the log, the store, the ingest loop and the HTTP server, wires them
+ * together, and handles signals. The only file of daemon/ that sees web.h
+ * (DESIGN.md layout rule).
+ *
+ * Startup order matters: the store opens first (so WELCOME can answer from
+ * store_last_gen), then the agent listener, then HTTP; the `listening` line
+ * is logged only once both ports are bound, so tests and scripts can wait
+ * for it instead of sleeping.
+ *
+ * Shutdown (SIGTERM/SIGINT): ingest_stop drains (every complete generation
+ * commits and is ACKed, agents get GOODBYE), then HTTP stops, then the store
+ * closes; exit status 0.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "conf.h"
+#include "frame.h"
+#include "gtp_error.h"
+#include "ingest.h"
+#include "log.h"
+#include "store.h"
+#include "store_pin.h"
+#include "web.h"
+
+#define DRAIN_MS 10000
+
+typedef struct daemon_state {
+  uv_loop_t *loop;
+  ingest *ing;
+  web_server *web; /* set once before the first commit can be reported */
+  uv_signal_t sigterm, sigint, sighup;
+  int stopping;
+} daemon_state;
+
+static void on_commit(void *ctx, int64_t seq) {
+  daemon_state *d = ctx;
+  web_server *w = __atomic_load_n(&d->web, __ATOMIC_ACQUIRE);
+  if (w != NULL)
+    web_notify_commit(w, seq);
+}
+
+static void web_metrics(void *ctx, gtp_wbuf *out) {
+  daemon_state *d = ctx;
+  ingest_metrics(d->ing, out);
+}
+
+static int web_healthy(void *ctx, const char **reason) {
+  daemon_state *d = ctx;
+  if (__atomic_load_n(&d->stopping, __ATOMIC_RELAXED)) {
+    if (reason != NULL)
+      *reason = "shutting down";
+    return 0;
+  }
+  return ingest_healthy(d->ing, reason);
+}
+
+static int web_connected(void *ctx, const char *session) {
+  daemon_state *d = ctx;
+  return ingest_connected(d->ing, session);
+}
+
+static void on_drained(void *arg) {
+  daemon_state *d = arg;
+  uv_stop(d->loop);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  daemon_state *d = h->data;
+  if (signum == SIGHUP) {
+    int rc = log_reopen();
+    if (rc < 0)
+      log_error("log reopen failed", "error=%s", uv_err_name(rc));
+    else
+      log_info("log reopened", NULL);
+    return;
+  }
+  if (d->stopping) {
+    log_warn("second signal, exiting without drain", "signal=%d", signum);
+    uv_stop(d->loop);
+    return;
+  }
+  __atomic_store_n(&d->stopping, 1, __ATOMIC_RELAXED);
+  log_info("shutting down", "signal=%s", signum == SIGTERM ? "TERM" : "INT");
+  ingest_stop(d->ing, DRAIN_MS, on_drained, d);
+}
+
+static int die(const char *what, int rc, char *cause) {
+  char q[1024];
+  log_error(what, "error=%s cause=%s", gtp_errname(rc),
+            log_quote(q, sizeof q, cause != NULL ? cause : gtp_strerror(rc)));
+  fprintf(stderr, "gentraced: %s\n", cause != NULL ? cause : gtp_strerror(rc));
+  free(cause);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  conf c;
+  char *cause = NULL;
+  int rc, status = 0;
+
+  conf_init(&c);
+  rc = conf_parse_args(&c, argc, argv, &cause);
+  if (rc == CONF_HELP) {
+    fputs(conf_usage(), stdout);
+    conf_fini(&c);
+    return 0;
+  }
+  if (rc == CONF_VERSION) {
+    printf("gentraced %s (protocol %u..%u)\n", PACKAGE_VERSION,
+           GTP_PROTO_VERSION_MIN, GTP_PROTO_VERSION);
+    conf_fini(&c);
+    return 0;
+  }
+  if (rc < 0) {
+    fprintf(stderr, "gentraced: %s\n", cause != NULL ? cause : "bad usage");
+    free(cause);
+    conf_fini(&c);
+    return 2;
+  }
+  if ((rc = log_open(c.log)) < 0) {
+    fprintf(stderr, "gentraced: --log %s: %s\n", c.log, strerror(-rc));
+    conf_fini(&c);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+
+  daemon_state d;
+  memset(&d, 0, sizeof d);
+  d.loop = uv_default_loop();
+
+  ingest_config icfg;
+  ingest_config_init(&icfg);
+  icfg.host = c.agent_listen.host;
+  icfg.port = c.agent_listen.port;
+  icfg.token = c.token;
+  icfg.max_connections = c.max_connections;
+  icfg.max_conn_buffer = c.max_conn_buffer;
+  icfg.max_buffer = c.max_buffer;
+  icfg.max_frame = (uint32_t)c.max_frame;
+  icfg.max_gen_size = c.max_gen_size;
+  icfg.handshake_timeout_ms = (uint64_t)c.handshake_timeout_ns / 1000000;
+  icfg.idle_timeout_ms = (uint64_t)c.idle_timeout_ns / 1000000;
+  icfg.on_commit = on_commit;
+  icfg.on_commit_ctx = &d;
+
+  store_pins *pins = store_pins_new();
+  store *st = NULL;
+  uint16_t agent_port = 0, http_port = 0;
+  if (pins == NULL) {
+    status = die("cannot start", -ENOMEM, NULL);
+    goto fail_pins;
+  }
+  if ((rc = ingest_new(d.loop, &icfg, &d.ing, &cause)) < 0) {
+    status = die("cannot start ingest", rc, cause);
+    goto fail_ingest;
+  }
+
+  store_config scfg;
+  memset(&scfg, 0, sizeof scfg);
+  scfg.path = c.db;
+  scfg.sync_full = c.sync_full;
+  scfg.retain_ns = c.retain_ns;
+  scfg.max_db_bytes = c.max_db_size;
+  scfg.zstd_level = 3;
+  scfg.batch_max = 64;
+  scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
+  scfg.pins = pins;
+  if ((rc = store_open(&scfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
+    status = die("cannot open the database", rc, cause);
+    goto fail_store;
+  }
+  ingest_set_store(d.ing, st);
+  if ((rc = ingest_start(d.ing, &agent_port, &cause)) < 0) {
+    status = die("cannot listen for agents", rc, cause);
+    goto fail_listen;
+  }
+
+  web_config wcfg;
+  web_config_init(&wcfg);
+  wcfg.host = c.http_listen.host;
+  wcfg.port = c.http_listen.port;
+  wcfg.db_path = c.db;
+  wcfg.read_token = c.read_token;
+  wcfg.max_window_bytes = c.max_window_bytes;
+  wcfg.max_connections = (unsigned)c.http_max_connections;
+  wcfg.per_ip_connections = (unsigned)c.http_per_ip_connections;
+  wcfg.timeout_s = (unsigned)(c.http_timeout_ns / 1000000000);
+  wcfg.threads = (unsigned)c.http_threads;
+  wcfg.pins = pins;
+  wcfg.metrics = web_metrics;
+  wcfg.healthy = web_healthy;
+  wcfg.connected = web_connected;
+  wcfg.ctx = &d;
+  web_server *web = NULL;
+  if ((rc = web_start(&wcfg, &web, &http_port, &cause)) < 0) {
+    status = die("cannot start HTTP", rc, cause);
+    goto fail_web;
+  }
+  __atomic_store_n(&d.web, web, __ATOMIC_RELEASE);
+
+  uv_signal_init(d.loop, &d.sigterm);
+  uv_signal_init(d.loop, &d.sigint);
+  uv_signal_init(d.loop, &d.sighup);
+  d.sigterm.data = d.sigint.data = d.sighup.data = &d;
+  uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+  uv_signal_start(&d.sigint, on_signal, SIGINT);
+  uv_signal_start(&d.sighup, on_signal, SIGHUP);
+
+  {
+    conf_addr a = c.agent_listen, h = c.http_listen;
+    char as[300], hs[300], q[600];
+    a.port = agent_port;
+    h.port = http_port;
+    conf_addr_format(&a, as, sizeof as);
+    conf_addr_format(&h, hs, sizeof hs);
+    log_info("listening", "agent=%s http=%s db=%s", as, hs,
+             log_quote(q, sizeof q, c.db));
+  }
+
+  uv_run(d.loop, UV_RUN_DEFAULT);
+
+  __atomic_store_n(&d.web, NULL, __ATOMIC_RELEASE);
+  web_stop(web);
+  uv_close((uv_handle_t *)&d.sigterm, NULL);
+  uv_close((uv_handle_t *)&d.sigint, NULL);
+  uv_close((uv_handle_t *)&d.sighup, NULL);
+fail_web:
+fail_listen:
+  store_close(st);
+fail_store : {
+  ingest_stats is;
+  ingest_stats_get(d.ing, &is);
+  ingest_free(d.ing);
+  if (status == 0)
+    log_info("stopped",
+             "committed=%" PRIu64 " rejected=%" PRIu64 " duplicate=%" PRIu64,
+             is.committed, is.rejected, is.duplicate);
+}
+fail_ingest:
+  store_pins_free(pins);
+fail_pins:
+  uv_loop_close(d.loop);
+  log_close();
+  conf_fini(&c);
+  return status;
+}
