@@ -1,0 +1,123 @@
+/* intern.h: per-generation string and stack tables, and the per-thread
+ * caches in front of them.
+ *
+ * A generation's events name strings and stacks by small ids that restart
+ * every generation (format.h). One gt__strtab / gt__stacktab exists per
+ * generation parity; writers of generation G intern into table[G & 1] and the
+ * sealer drains and resets it once no thread can still write G.
+ *
+ * Invariants:
+ *  1. A table's storage (entries and the byte arena) MUST NOT move or be
+ *     reused before the sealer resets it, otherwise the per-thread caches,
+ *     which point into it, would compare against foreign bytes.
+ *  2. A cache entry MUST be used only for the generation stamp it was filled
+ *     in, and only after the caller's bytes have been compared with the
+ *     interned copy (length and every byte), otherwise a caller reusing a
+ *     char buffer with new contents would be traced under the old name.
+ *  3. Tables are bounded (entries and bytes fixed at init); a full table
+ *     returns id 0 ("no string"/"no stack"), never grows.
+ */
+#ifndef GT_INTERN_H
+#define GT_INTERN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+typedef struct gt__strent {
+  const char *s; /* into arena, NUL-terminated */
+  uint32_t len;
+  uint32_t hash;
+} gt__strent;
+
+typedef struct gt__strtab {
+  pthread_mutex_t lock;
+  /* Written once at init. */
+  size_t max_ents, max_bytes, nslots;
+  /* Protected by lock (the sealer reads it unlocked once writers left). */
+  uint32_t *slots; /* 0 = empty, else entry index + 1 */
+  gt__strent *ents;
+  size_t n;
+  char *arena;
+  size_t arena_len;
+} gt__strtab;
+
+int gt__strtab_init(gt__strtab *t, size_t max_ents, size_t max_bytes);
+void gt__strtab_fini(gt__strtab *t);
+/* Id (>= 1) of s[0..len) in this table, adding it if new; 0 when full.
+ * *copy receives the interned copy. Takes the lock. */
+uint32_t gt__strtab_intern(gt__strtab *t, const char *s, size_t len,
+                           const char **copy);
+/* Appends STRINGS records (split under GTP_RECORD_MAX). Caller only when no
+ * writer can use the table. Returns 0 or the wbuf error. */
+int gt__strtab_encode(gt__strtab *t, gtp_wbuf *b);
+void gt__strtab_reset(gt__strtab *t);
+size_t gt__strtab_mem(const gt__strtab *t);
+
+/* Stacks: same scheme over arrays of program counters. */
+typedef struct gt__stackent {
+  const uint64_t *pcs; /* into arena */
+  uint32_t depth;
+  uint32_t hash;
+} gt__stackent;
+
+typedef struct gt__stacktab {
+  pthread_mutex_t lock;
+  size_t max_ents, max_pcs, nslots;
+  uint32_t *slots;
+  gt__stackent *ents;
+  size_t n;
+  uint64_t *arena;
+  size_t arena_len;
+} gt__stacktab;
+
+int gt__stacktab_init(gt__stacktab *t, size_t max_ents, size_t max_pcs);
+void gt__stacktab_fini(gt__stacktab *t);
+uint32_t gt__stacktab_intern(gt__stacktab *t, const uint64_t *pcs, size_t depth,
+                             uint32_t hash, const uint64_t **copy);
+int gt__stacktab_encode(gt__stacktab *t, gtp_wbuf *b);
+void gt__stacktab_reset(gt__stacktab *t);
+size_t gt__stacktab_mem(const gt__stacktab *t);
+uint32_t gt__stack_hash(const uint64_t *pcs, size_t depth);
+
+/* Per-thread caches: direct-mapped, owner thread only. */
+#define GT_STRCACHE_SIZE 256
+typedef struct gt__strcache_ent {
+  const char *key;  /* caller's pointer */
+  const char *copy; /* interned copy (table arena) */
+  uint64_t stamp;   /* generation stamp */
+  uint32_t len, id;
+} gt__strcache_ent;
+
+#define GT_STACKCACHE_SIZE 64
+typedef struct gt__stackcache_ent {
+  const uint64_t *copy;
+  uint64_t stamp;
+  uint32_t hash, depth, id;
+} gt__stackcache_ent;
+
+static inline size_t gt__strcache_slot(const char *s) {
+  uintptr_t k = (uintptr_t)s;
+  return (size_t)((k ^ (k >> 9)) * 0x9E3779B97F4A7C15ull >> 56) &
+         (GT_STRCACHE_SIZE - 1);
+}
+
+/* Hit only if the entry was filled for this stamp and s still holds the same
+ * bytes (invariant 2). The byte loop stops at the first difference, so it
+ * never reads past s's own NUL (copy holds no NUL before len). */
+static inline uint32_t gt__strcache_get(const gt__strcache_ent *e,
+                                        const char *s, uint64_t stamp) {
+  if (e->key != s || e->stamp != stamp)
+    return 0;
+  const char *c = e->copy;
+  for (uint32_t i = 0; i < e->len; i++)
+    if (s[i] != c[i])
+      return 0;
+  if (s[e->len] != '\0')
+    return 0;
+  return e->id;
+}
+
+#endif

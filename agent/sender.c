@@ -1,0 +1,455 @@
+/* sender.c: see sender.h for the states and invariants. */
+#include "config.h"
+
+#include "sender.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gentrace.h"
+
+#define CONNECT_TIMEOUT_MS 3000
+#define HANDSHAKE_TIMEOUT_MS 5000
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 10000
+/* Frames are filled up to this many payload bytes, well under
+ * GTP_FRAME_MAX, so the out buffer stays small. */
+#define FRAME_TARGET (256u << 10)
+
+uint64_t gt__backoff_next(uint64_t *cur_ms, uint64_t max_ms, uint64_t *rng) {
+  uint64_t x = *rng ? *rng : 0x9E3779B97F4A7C15ull;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *rng = x;
+  uint64_t cur = *cur_ms ? *cur_ms : 1;
+  uint64_t half = cur / 2;
+  uint64_t d = half + (half ? x % (cur - half + 1) : 0);
+  *cur_ms = cur * 2 > max_ms ? max_ms : cur * 2;
+  return d;
+}
+
+int gt__sender_init(gt__sender *s, const char *addrs, const gt__ident *id,
+                    gt__spool *sp, gt__logf log) {
+  memset(s, 0, sizeof *s);
+  s->fd = -1;
+  s->id = id;
+  s->sp = sp;
+  s->log = log;
+  const char *p = addrs;
+  while (*p && s->naddrs < GT_ADDRS_MAX) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    /* host:port, host may be [v6]. */
+    const char *colon = NULL;
+    for (size_t i = 0; i < n; i++)
+      if (p[i] == ':')
+        colon = p + i;
+    if (colon == NULL || colon == p || colon == p + n - 1)
+      goto bad;
+    const char *h = p;
+    size_t hl = (size_t)(colon - p);
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+      h++;
+      hl -= 2;
+    }
+    s->hosts[s->naddrs] = strndup(h, hl);
+    s->ports[s->naddrs] = strndup(colon + 1, (size_t)(p + n - colon - 1));
+    if (!s->hosts[s->naddrs] || !s->ports[s->naddrs]) {
+      s->naddrs++;
+      gt__sender_fini(s);
+      return -ENOMEM;
+    }
+    s->naddrs++;
+    p += n;
+    if (*p == ',')
+      p++;
+  }
+  if (s->naddrs == 0)
+    goto bad;
+  s->rng = id->pid * 0x9E3779B97F4A7C15ull ^ (uint64_t)id->session[0] << 8 ^
+           id->start_ns;
+  s->backoff_ms = BACKOFF_MIN_MS;
+  s->state = GT_SEND_BACKOFF;
+  s->deadline_ms = 0; /* first attempt at once */
+  gtp_wbuf_init(&s->out, 0);
+  gtp_frame_decoder_init(&s->dec, GTP_FRAME_MAX);
+  return 0;
+bad:
+  gt__sender_fini(s);
+  return -EINVAL;
+}
+
+void gt__sender_fini(gt__sender *s) {
+  if (s->fd >= 0)
+    close(s->fd);
+  s->fd = -1;
+  if (s->cur)
+    gt__spool_unref(s->sp, s->cur);
+  s->cur = NULL;
+  for (size_t i = 0; i < s->naddrs; i++) {
+    free(s->hosts[i]);
+    free(s->ports[i]);
+  }
+  s->naddrs = 0;
+  gtp_wbuf_fini(&s->out);
+  gtp_frame_decoder_fini(&s->dec);
+}
+
+/* Leaves the connection; invariant 2. `failed` moves to the next address
+ * (and to backoff after the last one). */
+static void drop_conn(gt__sender *s, uint64_t now, int failed,
+                      const char *why) {
+  if (s->fd >= 0)
+    close(s->fd);
+  s->fd = -1;
+  if (s->state == GT_SEND_STREAMING || s->state == GT_SEND_HELLO_SENT)
+    s->log(GT_LOG_INFO, "gentrace: connection to %s:%s closed: %s",
+           s->hosts[s->addr_idx], s->ports[s->addr_idx], why);
+  if (s->cur)
+    gt__spool_unref(s->sp, s->cur);
+  s->cur = NULL;
+  s->cur_off = 0;
+  gt__spool_requeue(s->sp);
+  gtp_wbuf_reset(&s->out);
+  s->out_off = 0;
+  gtp_frame_decoder_fini(&s->dec);
+  gtp_frame_decoder_init(&s->dec, GTP_FRAME_MAX);
+  s->state = GT_SEND_BACKOFF;
+  if (failed && s->addr_idx + 1 < s->naddrs) {
+    s->addr_idx++; /* fail over in order, at once */
+    s->deadline_ms = now;
+    return;
+  }
+  s->addr_idx = 0;
+  s->deadline_ms =
+      now + gt__backoff_next(&s->backoff_ms, BACKOFF_MAX_MS, &s->rng);
+}
+
+static void start_connect(gt__sender *s, uint64_t now) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  int rc =
+      getaddrinfo(s->hosts[s->addr_idx], s->ports[s->addr_idx], &hints, &res);
+  if (rc != 0 || res == NULL) {
+    s->log(GT_LOG_WARN, "gentrace: cannot resolve %s: %s",
+           s->hosts[s->addr_idx], gai_strerror(rc));
+    drop_conn(s, now, 1, "resolve");
+    return;
+  }
+  int fd =
+      socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(res);
+    drop_conn(s, now, 1, "socket");
+    return;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  rc = connect(fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (rc != 0 && errno != EINPROGRESS) {
+    close(fd);
+    drop_conn(s, now, 1, "connect");
+    return;
+  }
+  s->fd = fd;
+  s->state = GT_SEND_CONNECTING;
+  s->deadline_ms = now + CONNECT_TIMEOUT_MS;
+}
+
+static void send_hello(gt__sender *s, uint64_t now) {
+  const gt__ident *id = s->id;
+  gtp_hello h;
+  memset(&h, 0, sizeof h);
+  h.min_version = GTP_PROTO_VERSION_MIN;
+  h.max_version = GTP_PROTO_VERSION;
+  memcpy(h.session, id->session, 16);
+  h.service = (gtp_str){id->service, strlen(id->service)};
+  h.host = (gtp_str){id->host, strlen(id->host)};
+  h.agent_version = (gtp_str){PACKAGE_VERSION, strlen(PACKAGE_VERSION)};
+  h.pid = id->pid;
+  h.process_start_ns = id->start_ns;
+  h.ntags = id->ntags;
+  memcpy(h.tags, id->tags, sizeof(gtp_tag) * id->ntags);
+  h.token =
+      (gtp_str){id->token ? id->token : "", id->token ? strlen(id->token) : 0};
+  if (gtp_frame_hello_encode(&s->out, &h) != 0) {
+    drop_conn(s, now, 1, "hello encode");
+    return;
+  }
+  s->state = GT_SEND_HELLO_SENT;
+  s->deadline_ms = now + HANDSHAKE_TIMEOUT_MS;
+  s->last_rx_ms = now;
+}
+
+/* Frames the next part of the generation being sent into s->out. */
+static void fill_out(gt__sender *s) {
+  if (s->cur == NULL) {
+    s->cur = gt__spool_next(s->sp);
+    s->cur_off = 0;
+    if (s->cur == NULL)
+      return;
+  }
+  gt__gen *g = s->cur;
+  if (s->cur_off < g->body_len) {
+    size_t start = s->cur_off, end = start;
+    while (end < g->body_len) {
+      gtp_record rec;
+      if (gtp_record_parse(g->body + end, g->body_len - end, &rec) != 0)
+        break; /* cannot happen: we wrote it */
+      if (end > start && end - start + rec.size > FRAME_TARGET)
+        break;
+      end += rec.size;
+    }
+    if (end == start) { /* unparsable body: give up on it */
+      s->cur_off = g->body_len;
+    } else {
+      gtp_frame_batch_encode(&s->out, g->gen, g->body + start, end - start);
+      s->cur_off = end;
+    }
+    return;
+  }
+  gtp_frame_gen_end_encode(&s->out, &g->end);
+  gt__spool_unref(s->sp, g);
+  s->cur = NULL;
+  s->cur_off = 0;
+}
+
+static void do_write(gt__sender *s, uint64_t now) {
+  for (;;) {
+    if (s->out_off == s->out.len) {
+      gtp_wbuf_reset(&s->out);
+      s->out_off = 0;
+      if (s->state != GT_SEND_STREAMING)
+        return;
+      fill_out(s);
+      if (s->out.err) {
+        drop_conn(s, now, 0, "out of memory");
+        return;
+      }
+      if (s->out.len == 0)
+        return;
+    }
+    ssize_t n = send(s->fd, s->out.data + s->out_off, s->out.len - s->out_off,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return;
+      drop_conn(s, now, 0, strerror(errno));
+      return;
+    }
+    s->out_off += (size_t)n;
+    /* gt_stats reads these from other threads. */
+    __atomic_store_n(&s->bytes_sent, s->bytes_sent + (size_t)n,
+                     __ATOMIC_RELAXED);
+    s->last_tx_ms = now;
+  }
+}
+
+static void on_frame(gt__sender *s, uint64_t now, const gtp_frame *f) {
+  switch (f->type) {
+  case GTP_FR_WELCOME: {
+    gtp_welcome w;
+    if (s->state != GT_SEND_HELLO_SENT ||
+        gtp_frame_welcome_decode(f->payload, f->len, &w) != 0 ||
+        w.version < GTP_PROTO_VERSION_MIN || w.version > GTP_PROTO_VERSION) {
+      drop_conn(s, now, 1, "bad WELCOME");
+      return;
+    }
+    if (w.has_last)
+      gt__spool_committed_upto(s->sp, w.last_gen);
+    s->idle_ms = w.idle_timeout_ms ? w.idle_timeout_ms : 60000;
+    s->hb_ms = s->idle_ms / 3;
+    if (s->hb_ms > 10000)
+      s->hb_ms = 10000;
+    if (s->hb_ms < 50)
+      s->hb_ms = 50;
+    s->state = GT_SEND_STREAMING;
+    s->backoff_ms = BACKOFF_MIN_MS;
+    __atomic_store_n(&s->connects, s->connects + 1, __ATOMIC_RELAXED);
+    s->log(GT_LOG_INFO, "gentrace: connected to %s:%s", s->hosts[s->addr_idx],
+           s->ports[s->addr_idx]);
+    return;
+  }
+  case GTP_FR_ACK: {
+    uint64_t gen;
+    if (s->state != GT_SEND_STREAMING ||
+        gtp_frame_ack_decode(f->payload, f->len, &gen) != 0) {
+      drop_conn(s, now, 0, "bad ACK");
+      return;
+    }
+    gt__spool_ack(s->sp, gen);
+    return;
+  }
+  case GTP_FR_ERROR: {
+    gtp_error_frame e;
+    if (gtp_frame_error_decode(f->payload, f->len, &e) != 0) {
+      drop_conn(s, now, 0, "bad ERROR");
+      return;
+    }
+    if (e.has_gen && s->state == GT_SEND_STREAMING) {
+      s->log(GT_LOG_WARN, "gentrace: generation %llu rejected: %.*s",
+             (unsigned long long)e.gen, (int)e.reason.len, e.reason.ptr);
+      gt__spool_reject(s->sp, e.gen);
+      return;
+    }
+    s->log(GT_LOG_WARN, "gentrace: daemon error %s: %.*s", gtp_errname(e.code),
+           (int)e.reason.len, e.reason.ptr);
+    drop_conn(s, now, s->state != GT_SEND_STREAMING, "ERROR");
+    return;
+  }
+  case GTP_FR_HEARTBEAT:
+    return;
+  case GTP_FR_GOODBYE:
+    drop_conn(s, now, 0, "GOODBYE");
+    return;
+  default:
+    drop_conn(s, now, 0, "unexpected frame");
+    return;
+  }
+}
+
+static void do_read(gt__sender *s, uint64_t now) {
+  uint8_t buf[16384];
+  for (int rounds = 0; rounds < 64 && s->fd >= 0; rounds++) {
+    ssize_t n = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        drop_conn(s, now, 0, strerror(errno));
+      return;
+    }
+    if (n == 0) {
+      drop_conn(s, now, s->state != GT_SEND_STREAMING, "EOF");
+      return;
+    }
+    s->last_rx_ms = now;
+    const uint8_t *p = buf;
+    size_t left = (size_t)n;
+    while (left > 0 && s->fd >= 0) {
+      size_t used = 0;
+      gtp_frame f;
+      int rc = gtp_frame_decoder_feed(&s->dec, p, left, &used, &f);
+      if (rc < 0) {
+        drop_conn(s, now, 0, gtp_strerror(rc));
+        return;
+      }
+      p += used;
+      left -= used;
+      if (rc == 1)
+        on_frame(s, now, &f);
+    }
+  }
+}
+
+int gt__sender_poll(gt__sender *s, uint64_t now, struct pollfd *pfd) {
+  pfd->fd = s->fd;
+  pfd->events = 0;
+  pfd->revents = 0;
+  uint64_t due = UINT64_MAX;
+  switch (s->state) {
+  case GT_SEND_BACKOFF:
+    due = s->deadline_ms;
+    pfd->fd = -1;
+    break;
+  case GT_SEND_CONNECTING:
+    pfd->events = POLLOUT;
+    due = s->deadline_ms;
+    break;
+  case GT_SEND_HELLO_SENT:
+    pfd->events = POLLIN | (s->out_off < s->out.len ? POLLOUT : 0);
+    due = s->deadline_ms;
+    break;
+  case GT_SEND_STREAMING:
+    pfd->events = POLLIN | (s->out_off < s->out.len ? POLLOUT : 0);
+    due = s->last_tx_ms + s->hb_ms;
+    if (s->last_rx_ms + 3 * s->idle_ms < due)
+      due = s->last_rx_ms + 3 * s->idle_ms;
+    break;
+  }
+  if (due == UINT64_MAX)
+    return -1;
+  return due <= now ? 0 : (int)(due - now > 60000 ? 60000 : due - now);
+}
+
+void gt__sender_step(gt__sender *s, uint64_t now, short revents) {
+  switch (s->state) {
+  case GT_SEND_BACKOFF:
+    if (now >= s->deadline_ms)
+      start_connect(s, now);
+    return;
+  case GT_SEND_CONNECTING: {
+    if (revents & (POLLOUT | POLLERR | POLLHUP)) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
+          err != 0) {
+        drop_conn(s, now, 1, strerror(err ? err : errno));
+        return;
+      }
+      send_hello(s, now);
+      if (s->state == GT_SEND_HELLO_SENT)
+        do_write(s, now);
+      return;
+    }
+    if (now >= s->deadline_ms)
+      drop_conn(s, now, 1, "connect timeout");
+    return;
+  }
+  case GT_SEND_HELLO_SENT:
+    if (revents & (POLLIN | POLLERR | POLLHUP))
+      do_read(s, now);
+    if (s->state == GT_SEND_HELLO_SENT && (revents & POLLOUT))
+      do_write(s, now);
+    if (s->state == GT_SEND_HELLO_SENT && now >= s->deadline_ms)
+      drop_conn(s, now, 1, "handshake timeout");
+    if (s->state == GT_SEND_STREAMING)
+      do_write(s, now);
+    return;
+  case GT_SEND_STREAMING:
+    if (revents & (POLLIN | POLLERR | POLLHUP))
+      do_read(s, now);
+    if (s->state != GT_SEND_STREAMING)
+      return;
+    if (now >= s->last_rx_ms + 3 * s->idle_ms) {
+      drop_conn(s, now, 0, "daemon silent");
+      return;
+    }
+    if (s->out_off == s->out.len && now >= s->last_tx_ms + s->hb_ms &&
+        s->cur == NULL) {
+      gtp_wbuf_reset(&s->out);
+      s->out_off = 0;
+      gtp_frame_heartbeat_encode(&s->out);
+    }
+    do_write(s, now);
+    return;
+  }
+}
+
+void gt__sender_close(gt__sender *s) {
+  if (s->fd >= 0 && s->state == GT_SEND_STREAMING && s->out_off == s->out.len) {
+    gtp_wbuf_reset(&s->out);
+    if (gtp_frame_goodbye_encode(&s->out, 0, "agent stopping") == 0)
+      (void)!send(s->fd, s->out.data, s->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  if (s->fd >= 0)
+    close(s->fd);
+  s->fd = -1;
+  s->state = GT_SEND_BACKOFF;
+}
+
+int gt__sender_drained(const gt__sender *s) {
+  return s->out_off == s->out.len && s->cur == NULL;
+}
