@@ -12,6 +12,7 @@
 #ifndef GT_TESTS_TRACEBUILD_H
 #define GT_TESTS_TRACEBUILD_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
