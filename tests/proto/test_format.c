@@ -1412,6 +1412,65 @@ static void test_session__hex_round_trip_and_bad_input(void **state) {
   assert_int_equal(back[0], 0x77); /* untouched on error */
 }
 
+/* The worked example of FORMAT.md section 10, byte for byte: keeps the spec
+ * and the writer from drifting apart. */
+static void test_spec__format_md_worked_example_is_exact(void **state) {
+  (void)state;
+  static const uint8_t want[] = {
+      0x67, 0x65, 0x6e, 0x74, 0x72, 0x61, 0x63, 0x65, 0x01, 0x00, 0x00, 0x00,
+      0x00, 0x00, 0x00, 0x00, 0x01, 0x1d, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55,
+      0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x01, 0x03,
+      0x73, 0x76, 0x63, 0x01, 0x68, 0x07, 0xe8, 0x07, 0x01, 0x31, 0x00, 0x03,
+      0x06, 0x01, 0x01, 0x03, 0x72, 0x65, 0x71, 0x02, 0x09, 0x01, 0x09, 0x64,
+      0x02, 0x01, 0x05, 0x01, 0x02, 0x03, 0x06, 0x0b, 0x64, 0xe8, 0x07, 0x88,
+      0x27, 0xc8, 0x01, 0xf8, 0x0a, 0x98, 0x2a, 0x07, 0x0c, 0x01, 0x03, 0x01,
+      0x20, 0x83, 0x5a, 0x91, 0xc4, 0x02, 0x02, 0x00, 0x00};
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtp_put_file_header(&b), 0);
+  gtp_gen_start s;
+  memset(&s, 0, sizeof(s));
+  for (int i = 0; i < 16; i++)
+    s.session[i] = (uint8_t)(0x11 * i);
+  s.gen = 1;
+  s.service = (gtp_str){"svc", 3};
+  s.host = (gtp_str){"h", 1};
+  s.pid = 7;
+  s.process_start_ns = 1000;
+  s.agent_version = (gtp_str){"1", 1};
+  assert_int_equal(gtp_put_gen_start(&b, &s), 0);
+  size_t body = b.len;
+  const uint64_t id = 1;
+  const gtp_str req = {"req", 3};
+  assert_int_equal(gtp_put_strings(&b, &id, &req, 1), 0);
+  uint8_t ev[2 * GTP_EVENT_MAX];
+  gtp_event e1 = {GTP_EV_REGION_BEGIN, 105, {1, 0, 0}, NULL, 0};
+  gtp_event e2 = {GTP_EV_REGION_END, 108, {0, 0, 0}, NULL, 0};
+  int n1 = gtp_event_encode(ev, &e1, 100);
+  int n2 = gtp_event_encode(ev + n1, &e2, 105);
+  assert_int_equal(gtp_put_batch(&b, 1, 9, 100, 2, ev, (size_t)(n1 + n2)), 0);
+  gtp_clock c = {100, 1000, 5000, 200, 1400, 5400};
+  assert_int_equal(gtp_put_clock(&b, &c), 0);
+  gtp_gen_end e;
+  memset(&e, 0, sizeof(e));
+  e.gen = 1;
+  e.dropped = 2;
+  assert_int_equal(gtp_manifest_compute(b.data + body, b.len - body, &e), 0);
+  assert_int_equal(e.crc, 0xc4915a83u);
+  assert_int_equal(gtp_put_gen_end(&b, &e), 0);
+  assert_int_equal(b.len, sizeof(want));
+  assert_memory_equal(b.data, want, sizeof(want));
+  gtp_file_reader r;
+  gtp_gen g;
+  assert_int_equal(gtp_file_reader_init(&r, want, sizeof(want)), 0);
+  assert_int_equal(gtp_file_reader_next(&r, &g), 1);
+  assert_true(gtp_gen_wall_ns(&g, 105) == 5020);
+  assert_true(gtp_gen_wall_ns(&g, 108) == 5032);
+  gtp_gen_fini(&g);
+  assert_int_equal(gtp_file_reader_next(&r, &g), 0);
+  gtp_wbuf_fini(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(
@@ -1471,6 +1530,7 @@ int main(void) {
       cmocka_unit_test(test_wall_ns__within_1us_over_a_1s_generation),
       cmocka_unit_test(test_wall_ns__equal_ticks_and_times_before_start),
       cmocka_unit_test(test_session__hex_round_trip_and_bad_input),
+      cmocka_unit_test(test_spec__format_md_worked_example_is_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
