@@ -59,8 +59,9 @@ void cli_output_write(cli_output *o, const void *p, size_t n);
 void cli_output_puts(cli_output *o, const char *s);
 void cli_output_printf(cli_output *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* ok: flush, fsync-free close and rename into place; returns 0 or -errno
- * (message printed). !ok: discard (temporary file removed). Always frees. */
+/* ok: flush, close and rename into place; returns 0 or -errno (message
+ * printed). !ok: a file is discarded (temporary removed), stdout is still
+ * flushed. Always frees. */
 int cli_output_close(cli_output *o, bool ok);
 /* gtp_sink_fn adapter (ctx = cli_output *). */
 int cli_output_sink(void *ctx, const void *p, size_t n);

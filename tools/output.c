@@ -130,7 +130,10 @@ int cli_output_sink(void *ctx, const void *p, size_t n) {
 
 int cli_output_close(cli_output *o, bool ok) {
   int rc = 0;
-  if (ok)
+  /* On stdout, what was produced before a failure is still shown: a dump
+   * of a damaged file prints every event up to the damage. A file is
+   * discarded instead (invariant 1). */
+  if (ok || !o->tmp)
     flush(o);
   rc = o->err;
   if (o->tmp) {

@@ -212,6 +212,16 @@ for cmd in dump stat convert cat; do
 	check "$cmd truncated: message names the last generation's offset" \
 		grep -q "^gentrace: $T/trunc.gt: offset $last_off: " "$T/err"
 done
+# What decodes before the damage is still printed on stdout: every
+# generation but the last (the damaged one).
+last_gen_events=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["sessions"][1]["generations"][-1]["events"])' "$T/a.stat.json")
+"$G" dump "$T/trunc.gt" >"$T/trunc.dump" 2>/dev/null
+head -n $((events - last_gen_events)) "$T/a.dump" >"$T/trunc.want"
+check "dump of a truncated file prints the whole generations before it" \
+	cmp -s "$T/trunc.dump" "$T/trunc.want"
 # Every truncation point fails cleanly (exit 1, offset named), never a crash
 # or a success: a sample of points keeps this fast.
 i=1
