@@ -635,12 +635,13 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                    MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
   w->mhd = MHD_start_daemon(
-      flags, cfg->port, NULL, NULL, on_request, w, MHD_OPTION_SOCK_ADDR,
+      flags, cfg->port, NULL, NULL, on_request, w,
+      /* The logger first, so MHD never prints on its own. */
+      MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, w, MHD_OPTION_SOCK_ADDR,
       (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)w->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)w->cfg.per_ip_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)w->cfg.timeout_s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, w,
-      MHD_OPTION_END);
+      (unsigned)w->cfg.timeout_s, MHD_OPTION_END);
   if (!w->mhd) {
     rc = -errno ? -errno : GTP_E_INTERNAL;
     if (cause)
