@@ -35,7 +35,8 @@ typedef struct store_session_row {
   uint64_t rejected_gens; /* daemon-side rejected count */
 } store_session_row;
 
-/* Filters: NULL = any. tag_key/tag_value: sessions whose tags hold k = v. */
+/* Filters: NULL = any. tag_key/tag_value: sessions whose tags hold k = v
+ * (exact match; tag_value NULL: any value of k). */
 typedef struct store_session_filter {
   const char *service, *host, *tag_key, *tag_value;
 } store_session_filter;
@@ -86,5 +87,21 @@ int store_read_max_seq(store_reader *r, int64_t *seq);
 int store_read_payload(store_reader *r, int64_t seq, gtp_wbuf *out);
 int store_read_payload_by_gen(store_reader *r, const char *session,
                               uint64_t gen, gtp_wbuf *out);
+
+/* Diagnostics (tests, debugging): appends the EXPLAIN QUERY PLAN of the
+ * statement behind a call to out, one plan line per text line, so a test can
+ * check that window and feed queries search an index instead of scanning
+ * every generation. */
+enum store_read_query {
+  STORE_RQ_SESSIONS,
+  STORE_RQ_SESSION_GENS,
+  STORE_RQ_WINDOW_SESSION,
+  STORE_RQ_WINDOW_SERVICE,
+  STORE_RQ_WINDOW_SERVICE_HOST,
+  STORE_RQ_FEED,
+  STORE_RQ_PAYLOAD,
+  STORE_RQ_COUNT_
+};
+int store_read_explain(store_reader *r, int query, gtp_wbuf *out);
 
 #endif

@@ -1,0 +1,1242 @@
+/* store.c: the write side of gentraced's storage: one SQLite connection, one
+ * thread, batched transactions, retention, disk-full handling.
+ *
+ * Owns: the write connection and its prepared statements, the store thread,
+ * the submit queue, the session -> last_gen index, the zstd compression
+ * context, and the counters behind store_stats_get.
+ *
+ * Flow: store_submit (any thread) appends to the queue under q_lock and
+ * signals q_cond; the store thread takes up to batch_max generations,
+ * commits them in one transaction, then calls done() for each; between
+ * batches (and on a one-second tick) it runs maintenance: pending rejected
+ * counts, retention by age and size, space reclaim, the disk-full probe.
+ *
+ * Invariants:
+ *   1. Only the store thread MUST touch s->db and its statements after
+ *      store_open returns, otherwise two threads would interleave statements
+ *      of one transaction (the connection is opened NOMUTEX).
+ *   2. done() MUST be called only after COMMIT returned (or the transaction
+ *      was rolled back), otherwise the loop would ACK a generation a crash
+ *      could still lose and the agent would drop it from its spool.
+ *   3. A generation MUST be inserted with INSERT OR IGNORE on
+ *      UNIQUE(session_id, gen) and reported as result 1 when ignored,
+ *      otherwise a resend after a lost ACK is stored twice or never ACKed.
+ *   4. The in-memory index MUST be updated only after COMMIT succeeded,
+ *      otherwise WELCOME could announce a gen that a rollback took away and
+ *      the agent would never resend it.
+ *   5. A failed transaction MUST be rolled back as a whole and every one of
+ *      its generations completed with an error, otherwise a partial batch
+ *      would be ACKed for rows that do not exist. SQLite guarantees committed
+ *      pages are untouched by a failed write (WAL appends only).
+ *   6. Retention MUST never delete a generation with seq >= the lowest pin,
+ *      otherwise a running download would find holes in the window it
+ *      promised (its headers are already sent).
+ *   7. store_submit MUST never wait for the disk: it only takes q_lock, which
+ *      the store thread holds just to move pointers, otherwise the libuv
+ *      loop would stall behind a slow fsync.
+ *
+ * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
+ * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
+ * is set, every tick runs retention and then a probe (a 1 MiB write that is
+ * committed, then deleted); the flag clears when the probe commits and the
+ * file system has some room left. Any batch that commits also clears it.
+ *
+ * Test hooks: cfg->test_delay_ms sleeps before each transaction; the
+ * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
+ * on the write connection so tests can make the database "full" at will.
+ * Neither is meant for production.
+ */
+#include "config.h" /* _GNU_SOURCE: vasprintf */
+
+#include "store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "gtp_error.h"
+#include "store_schema.h"
+
+#define NS_PER_SEC 1000000000LL
+/* Maintenance tick: retention, rejected counts and the disk-full probe run at
+ * most this often when idle (and retention after commits at this pace). */
+#define STORE_TICK_NS (NS_PER_SEC)
+/* Waiting this long for the lock is long enough to ride out a reader's
+ * short transaction, yet bounded so a stuck peer process cannot hang us. */
+#define STORE_BUSY_MS 5000
+/* Checkpoints wait less: a TRUNCATE checkpoint needs every reader gone, and
+ * the store thread must not stall ingest for it; the next one catches up. */
+#define STORE_CKPT_BUSY_MS 100
+/* 64 KiB pages: a generation's blob then spans few overflow pages, and blob
+ * inserts run close to raw disk speed (PEERS.md). */
+#define STORE_PAGE_SIZE 65536
+/* WAL grows to about this before an automatic checkpoint; large enough to
+ * batch checkpoint I/O, small enough to bound recovery and disk use. */
+#define STORE_WAL_TARGET (64ull << 20)
+/* Retention deletes in chunks so no single transaction grows large. */
+#define STORE_DELETE_CHUNK 1024
+/* Freed pages beyond this are returned to the file system. */
+#define STORE_VACUUM_BYTES (8ull << 20)
+#define STORE_PROBE_BYTES (1 << 20)
+/* Below this much free file-system space the disk still counts as full. */
+#define STORE_MIN_FREE_BYTES (8ull << 20)
+
+enum {
+  ST_BEGIN,
+  ST_COMMIT,
+  ST_ROLLBACK,
+  ST_UPSERT_SESSION,
+  ST_INSERT_GEN,
+  ST_INSERT_PAYLOAD,
+  ST_SET_META,
+  ST_REJECTED,
+  ST_AGE_DEL_PAYLOADS,
+  ST_AGE_DEL_GENS,
+  ST_SIZE_SCAN,
+  ST_SIZE_DEL_PAYLOADS,
+  ST_SIZE_DEL_GENS,
+  ST_COUNT_
+};
+
+static const char *const store_sql[ST_COUNT_] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    /* Identity comes from the first HELLO; later rows only move last_seen
+     * and last_gen forward. tags must be valid JSON so readers can filter
+     * with json_each without erroring on one bad row. */
+    [ST_UPSERT_SESSION] =
+        "INSERT INTO sessions(session, service, host, pid, process_start_ns,"
+        " agent_version, tags, first_seen_ns, last_seen_ns, last_gen)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
+        " CASE WHEN json_valid(?7) THEN ?7 ELSE '{}' END, ?8, ?8, ?9)"
+        " ON CONFLICT(session) DO UPDATE SET"
+        " last_seen_ns = max(last_seen_ns, excluded.last_seen_ns),"
+        " last_gen = CASE WHEN last_gen IS NULL OR excluded.last_gen > last_gen"
+        " THEN excluded.last_gen ELSE last_gen END"
+        " RETURNING id",
+    [ST_INSERT_GEN] =
+        "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
+        " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
+        " codec, committed_ns)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'ok', ?11, ?12)",
+    [ST_INSERT_PAYLOAD] = "INSERT INTO payloads(seq, data) VALUES(?1, ?2)",
+    [ST_SET_META] = "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
+    [ST_REJECTED] =
+        "UPDATE sessions SET rejected = rejected + ?2,"
+        " rejected_events = rejected_events + ?3 WHERE session = ?1",
+    /* end < cutoff implies start < cutoff, which lets the start_ns index
+     * find the candidates without scanning every generation. */
+    [ST_AGE_DEL_PAYLOADS] =
+        "DELETE FROM payloads WHERE seq IN (SELECT seq FROM generations"
+        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 LIMIT ?3)",
+    [ST_AGE_DEL_GENS] =
+        "DELETE FROM generations WHERE seq IN (SELECT seq FROM generations"
+        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 LIMIT ?3)",
+    [ST_SIZE_SCAN] = "SELECT seq, stored_bytes FROM generations"
+                     " WHERE seq < ?1 ORDER BY seq LIMIT ?2",
+    [ST_SIZE_DEL_PAYLOADS] = "DELETE FROM payloads WHERE seq <= ?1",
+    [ST_SIZE_DEL_GENS] = "DELETE FROM generations WHERE seq <= ?1",
+};
+
+/* One entry of the session index (open addressing, linear probing). */
+typedef struct idx_ent {
+  uint8_t key[16];
+  uint8_t used;
+  uint8_t has_gen;
+  uint64_t last_gen;
+  /* Rejected generations/events not yet written to the sessions row. */
+  uint64_t rej_gens, rej_events;
+} idx_ent;
+
+struct store {
+  /* Written once in store_open, read-only afterwards. */
+  store_config cfg; /* cfg.path points at path */
+  char *path;
+  char *wal_path;
+  store_done_fn done;
+  void *done_ctx;
+  pthread_t thread;
+  int thread_started;
+
+  /* Store thread only (invariant 1). */
+  sqlite3 *db;
+  sqlite3_stmt *st[ST_COUNT_];
+  ZSTD_CCtx *cctx;
+  uint8_t *zbuf;
+  size_t zcap;
+  store_gen **batch;
+  int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
+  int64_t next_tick_ns;
+  int64_t last_ckpt_ns;
+
+  /* Protected by q_lock. */
+  pthread_mutex_t q_lock;
+  pthread_cond_t q_cond;
+  store_gen **q;
+  size_t q_head, q_len, q_cap;
+  uint64_t q_bytes;
+  int closing;
+
+  /* Protected by idx_lock. */
+  pthread_mutex_t idx_lock;
+  idx_ent *idx;
+  size_t idx_cap, idx_len;
+  uint64_t idx_seed;
+  uint64_t rej_pending; /* entries with rejected counts to write */
+
+  /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
+  pthread_mutex_t st_lock;
+  store_stats stats;
+};
+
+/* ------------------------------------------------------------- helpers */
+
+static int64_t now_ns(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
+}
+
+static char *xstrdup_printf(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static char *xstrdup_printf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *out = NULL;
+  if (vasprintf(&out, fmt, ap) < 0)
+    out = NULL;
+  va_end(ap);
+  return out;
+}
+
+static void set_cause(char **cause, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_cause(char **cause, const char *fmt, ...) {
+  if (!cause)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  char *out = NULL;
+  if (vasprintf(&out, fmt, ap) < 0)
+    out = NULL;
+  va_end(ap);
+  *cause = out;
+}
+
+/* The daemon logs logfmt to stderr; only unexpected SQLite failures land
+ * here (disk full is reported through store_stats_get instead). */
+static void store_log_error(store *s, const char *what, int rc) {
+  fprintf(stderr,
+          "ts=%" PRId64 " level=error msg=\"store: %s failed\" db=\"%s\""
+          " sqlite=%d err=\"%s\"\n",
+          now_ns(CLOCK_REALTIME), what, s->path, rc,
+          s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+}
+
+/* SQLite result -> the project's error table. */
+static int store_err(int rc) {
+  switch (rc & 0xff) {
+  case SQLITE_OK:
+  case SQLITE_DONE:
+  case SQLITE_ROW:
+    return 0;
+  case SQLITE_FULL:
+    return GTP_E_DISKFULL;
+  case SQLITE_NOMEM:
+    return -ENOMEM;
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED:
+    return -EBUSY;
+  case SQLITE_CORRUPT:
+  case SQLITE_NOTADB:
+    return GTP_E_CORRUPT;
+  case SQLITE_READONLY:
+  case SQLITE_PERM:
+  case SQLITE_AUTH:
+    return -EACCES;
+  case SQLITE_CANTOPEN:
+    return -ENOENT;
+  case SQLITE_IOERR:
+    return -EIO;
+  default:
+    return GTP_E_INTERNAL;
+  }
+}
+
+/* A write failed because the disk (or the test page limit) is full, or the
+ * file system refused the write: pause ingest and probe, never crash. */
+static int rc_is_full(int rc) {
+  int p = rc & 0xff;
+  return p == SQLITE_FULL || p == SQLITE_IOERR;
+}
+
+static uint64_t file_size(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return 0;
+  return (uint64_t)st.st_size;
+}
+
+static uint64_t db_bytes(store *s) {
+  return file_size(s->path) + file_size(s->wal_path);
+}
+
+static void stats_set_disk_full(store *s, int full) {
+  pthread_mutex_lock(&s->st_lock);
+  s->stats.disk_full = full;
+  pthread_mutex_unlock(&s->st_lock);
+}
+
+static int stats_disk_full(store *s) {
+  pthread_mutex_lock(&s->st_lock);
+  int full = s->stats.disk_full;
+  pthread_mutex_unlock(&s->st_lock);
+  return full;
+}
+
+static int exec_sql(sqlite3 *db, const char *sql) {
+  return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+/* Runs a prepared statement that returns no rows, then resets it so it
+ * holds no lock or transaction afterwards. */
+static int step_done(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+static int64_t pragma_int(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* --------------------------------------------------------------- index */
+
+static uint64_t mix64(uint64_t x) {
+  /* splitmix64 finalizer: spreads the seed over every bit. */
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+/* Keyed with a per-process seed: session ids come from the network, so a
+ * peer must not be able to pick ids that all land in one probe run. */
+static size_t idx_slot(const store *s, const uint8_t key[16]) {
+  uint64_t a, b;
+  memcpy(&a, key, 8);
+  memcpy(&b, key + 8, 8);
+  return (size_t)(mix64(a ^ s->idx_seed) ^ mix64(b + s->idx_seed)) &
+         (s->idx_cap - 1);
+}
+
+/* Thread: idx_lock held. */
+static int idx_grow(store *s) {
+  size_t ncap = s->idx_cap ? s->idx_cap * 2 : 256;
+  idx_ent *old = s->idx;
+  size_t ocap = s->idx_cap;
+  idx_ent *n = calloc(ncap, sizeof *n);
+  if (!n)
+    return -ENOMEM;
+  s->idx = n;
+  s->idx_cap = ncap;
+  for (size_t i = 0; i < ocap; i++) {
+    if (!old[i].used)
+      continue;
+    size_t j = idx_slot(s, old[i].key);
+    while (n[j].used)
+      j = (j + 1) & (ncap - 1);
+    n[j] = old[i];
+  }
+  free(old);
+  return 0;
+}
+
+/* Finds (or with create, inserts) the entry of key. Thread: idx_lock held.
+ * NULL if absent (or out of memory when creating). */
+static idx_ent *idx_find(store *s, const uint8_t key[16], int create) {
+  if (s->idx_cap == 0 || (create && (s->idx_len + 1) * 10 > s->idx_cap * 7)) {
+    if (!create && s->idx_cap == 0)
+      return NULL;
+    if (idx_grow(s) != 0)
+      return NULL;
+  }
+  size_t j = idx_slot(s, key);
+  while (s->idx[j].used) {
+    if (memcmp(s->idx[j].key, key, 16) == 0)
+      return &s->idx[j];
+    j = (j + 1) & (s->idx_cap - 1);
+  }
+  if (!create)
+    return NULL;
+  idx_ent *e = &s->idx[j];
+  memset(e, 0, sizeof *e);
+  memcpy(e->key, key, 16);
+  e->used = 1;
+  s->idx_len++;
+  return e;
+}
+
+static void idx_note_gen(store *s, const uint8_t key[16], uint64_t gen) {
+  pthread_mutex_lock(&s->idx_lock);
+  idx_ent *e = idx_find(s, key, 1);
+  if (e && (!e->has_gen || gen > e->last_gen)) {
+    e->has_gen = 1;
+    e->last_gen = gen;
+  }
+  pthread_mutex_unlock(&s->idx_lock);
+}
+
+int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen) {
+  int found = 0;
+  pthread_mutex_lock(&s->idx_lock);
+  idx_ent *e = idx_find(s, session, 0);
+  if (e && e->has_gen) {
+    *gen = e->last_gen;
+    found = 1;
+  }
+  pthread_mutex_unlock(&s->idx_lock);
+  return found;
+}
+
+void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
+  pthread_mutex_lock(&s->idx_lock);
+  idx_ent *e = idx_find(s, session, 1);
+  if (e) {
+    if (e->rej_gens == 0)
+      s->rej_pending++;
+    e->rej_gens++;
+    e->rej_events += events;
+  }
+  pthread_mutex_unlock(&s->idx_lock);
+}
+
+/* ---------------------------------------------------------- open/schema */
+
+static int load_index(store *s, char **cause) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(
+      s->db, "SELECT session, last_gen FROM sessions WHERE last_gen NOT NULL",
+      -1, &st, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_step(st);
+  for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
+    const char *hex = (const char *)sqlite3_column_text(st, 0);
+    uint8_t key[16];
+    if (!hex || gtp_session_parse(hex, key) != 0)
+      continue; /* not ours to judge here; readers show it as is */
+    idx_note_gen(s, key, (uint64_t)sqlite3_column_int64(st, 1));
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    set_cause(cause, "%s: loading sessions: %s", s->path,
+              sqlite3_errmsg(s->db));
+    return store_err(rc);
+  }
+  s->max_span_ns =
+      pragma_int(s->db, "SELECT value FROM meta WHERE key = 'max_span_ns'");
+  if (s->max_span_ns < 0)
+    s->max_span_ns = 0;
+  return 0;
+}
+
+/* Creates the schema on a fresh database, checks or migrates an existing
+ * one. Runs in one IMMEDIATE transaction so two daemons racing on a new file
+ * cannot both create it. */
+static int setup_schema(store *s, char **cause) {
+  int rc = exec_sql(s->db, "BEGIN IMMEDIATE");
+  if (rc != SQLITE_OK) {
+    set_cause(cause, "%s: cannot lock database: %s", s->path,
+              sqlite3_errmsg(s->db));
+    return store_err(rc);
+  }
+  int64_t ntables = pragma_int(s->db, "SELECT count(*) FROM sqlite_master");
+  int64_t has_meta = pragma_int(
+      s->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+             " AND name = 'meta'");
+  int err = 0;
+  if (ntables < 0 || has_meta < 0) {
+    rc = sqlite3_errcode(s->db);
+    set_cause(cause, "%s: cannot read database: %s", s->path,
+              sqlite3_errmsg(s->db));
+    err = store_err(rc) ? store_err(rc) : GTP_E_CORRUPT;
+    goto fail;
+  }
+  if (ntables > 0 && !has_meta) {
+    set_cause(cause,
+              "%s: not a gentrace database (it has tables but no meta table)",
+              s->path);
+    err = GTP_E_VERSION;
+    goto fail;
+  }
+  int64_t version = 0;
+  if (has_meta) {
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(
+        s->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st,
+        NULL);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+      version = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (version <= 0) {
+      set_cause(cause, "%s: not a gentrace database (no schema_version)",
+                s->path);
+      err = GTP_E_VERSION;
+      goto fail;
+    }
+  }
+  if (version > STORE_SCHEMA_VERSION) {
+    set_cause(cause,
+              "%s: database schema version %" PRId64
+              " is newer than this gentraced supports (%d); upgrade gentraced"
+              " or use another --db",
+              s->path, version, STORE_SCHEMA_VERSION);
+    err = GTP_E_VERSION;
+    goto fail;
+  }
+  if (version == 0) {
+    rc = exec_sql(s->db, STORE_SCHEMA_SQL);
+    if (rc == SQLITE_OK)
+      rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
+                           " ('schema_version', '1')");
+    if (rc != SQLITE_OK) {
+      set_cause(cause, "%s: creating schema: %s", s->path,
+                sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
+  }
+  /* Migrations: version N-1 -> N steps go here, each inside this same
+   * transaction, when STORE_SCHEMA_VERSION is bumped. Version 1 is the
+   * first, so there is nothing to migrate yet. */
+  rc = exec_sql(s->db, "COMMIT");
+  if (rc != SQLITE_OK) {
+    set_cause(cause, "%s: committing schema: %s", s->path,
+              sqlite3_errmsg(s->db));
+    err = store_err(rc);
+    goto fail;
+  }
+  return 0;
+fail:
+  if (!sqlite3_get_autocommit(s->db))
+    exec_sql(s->db, "ROLLBACK");
+  return err ? err : GTP_E_INTERNAL;
+}
+
+_Static_assert(STORE_SCHEMA_VERSION == 1,
+               "store.c writes schema_version 1 on a fresh database; add a "
+               "migration step and update that insert when bumping");
+
+static int setup_pragmas(store *s, char **cause) {
+  char sql[256];
+  /* page_size and auto_vacuum only take effect before the first table
+   * exists, so they are set on an empty file only. */
+  if (pragma_int(s->db, "SELECT count(*) FROM sqlite_master") == 0) {
+    snprintf(sql, sizeof sql,
+             "PRAGMA page_size = %d; PRAGMA auto_vacuum = INCREMENTAL;",
+             STORE_PAGE_SIZE);
+    int rc = exec_sql(s->db, sql);
+    if (rc != SQLITE_OK) {
+      set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
+      return store_err(rc);
+    }
+  }
+  sqlite3_stmt *st = NULL;
+  int rc =
+      sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+  const char *mode = NULL;
+  if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    mode = (const char *)sqlite3_column_text(st, 0);
+  int wal = mode && strcmp(mode, "wal") == 0;
+  sqlite3_finalize(st);
+  if (!wal) {
+    set_cause(cause,
+              "%s: cannot switch to WAL mode (%s); gentraced needs a local "
+              "file system with shared memory",
+              s->path, sqlite3_errmsg(s->db));
+    return GTP_E_INTERNAL;
+  }
+  int64_t page = pragma_int(s->db, "PRAGMA page_size");
+  if (page <= 0)
+    page = 4096;
+  snprintf(sql, sizeof sql,
+           "PRAGMA synchronous = %s; PRAGMA journal_size_limit = %llu;"
+           " PRAGMA wal_autocheckpoint = %llu; PRAGMA foreign_keys = OFF;",
+           s->cfg.sync_full ? "FULL" : "NORMAL",
+           (unsigned long long)STORE_WAL_TARGET,
+           (unsigned long long)(STORE_WAL_TARGET / (uint64_t)page));
+  rc = exec_sql(s->db, sql);
+  if (rc != SQLITE_OK) {
+    set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
+    return store_err(rc);
+  }
+  const char *maxp = getenv("GENTRACE_TEST_MAX_PAGES");
+  if (maxp && *maxp) {
+    char *end = NULL;
+    unsigned long long n = strtoull(maxp, &end, 10);
+    if (*end == '\0' && n > 0) {
+      snprintf(sql, sizeof sql, "PRAGMA max_page_count = %llu", n);
+      exec_sql(s->db, sql);
+    }
+  }
+  return 0;
+}
+
+static int prepare_all(store *s, char **cause) {
+  for (int i = 0; i < ST_COUNT_; i++) {
+    int rc = sqlite3_prepare_v3(s->db, store_sql[i], -1,
+                                SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL);
+    if (rc != SQLITE_OK) {
+      set_cause(cause, "%s: preparing \"%s\": %s", s->path, store_sql[i],
+                sqlite3_errmsg(s->db));
+      return store_err(rc) ? store_err(rc) : GTP_E_INTERNAL;
+    }
+  }
+  return 0;
+}
+
+static void *store_main(void *arg);
+
+int store_open(const store_config *cfg, store_done_fn done, void *ctx,
+               store **out, char **cause) {
+  if (cause)
+    *cause = NULL;
+  if (!cfg || !cfg->path || !*cfg->path || !done || !out) {
+    set_cause(cause, "store: no database path or callback");
+    return GTP_E_BADARG;
+  }
+  int err = -ENOMEM;
+  store *s = calloc(1, sizeof *s);
+  if (!s)
+    goto fail_alloc;
+  s->cfg = *cfg;
+  s->path = strdup(cfg->path);
+  s->wal_path = xstrdup_printf("%s-wal", cfg->path);
+  if (!s->path || !s->wal_path)
+    goto fail_strings;
+  s->cfg.path = s->path;
+  if (s->cfg.batch_max == 0)
+    s->cfg.batch_max = 64;
+  if (s->cfg.zstd_level == 0)
+    s->cfg.zstd_level = 3;
+  s->done = done;
+  s->done_ctx = ctx;
+  s->idx_seed = mix64((uint64_t)now_ns(CLOCK_MONOTONIC) ^
+                      (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32));
+  s->batch = calloc(s->cfg.batch_max, sizeof *s->batch);
+  s->cctx = ZSTD_createCCtx();
+  if (!s->batch || !s->cctx)
+    goto fail_strings;
+
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  /* Ticks are measured on the monotonic clock so a wall-clock step cannot
+   * stall retention or the disk-full probe. */
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  int cond_ok = pthread_cond_init(&s->q_cond, &ca) == 0;
+  pthread_condattr_destroy(&ca);
+  if (!cond_ok)
+    goto fail_strings;
+  pthread_mutex_init(&s->q_lock, NULL);
+  pthread_mutex_init(&s->idx_lock, NULL);
+  pthread_mutex_init(&s->st_lock, NULL);
+
+  int rc = sqlite3_open_v2(
+      s->path, &s->db,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    int sys = s->db ? sqlite3_system_errno(s->db) : 0;
+    set_cause(cause, "%s: cannot open database: %s", s->path,
+              s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    err = sys ? -sys : store_err(rc);
+    goto fail_db;
+  }
+  sqlite3_extended_result_codes(s->db, 1);
+  sqlite3_busy_timeout(s->db, STORE_BUSY_MS);
+  if ((err = setup_pragmas(s, cause)) != 0)
+    goto fail_db;
+  if ((err = setup_schema(s, cause)) != 0)
+    goto fail_db;
+  if ((err = prepare_all(s, cause)) != 0)
+    goto fail_db;
+  if ((err = load_index(s, cause)) != 0)
+    goto fail_db;
+  s->stats.db_bytes = db_bytes(s);
+  s->next_tick_ns = now_ns(CLOCK_MONOTONIC);
+  s->last_ckpt_ns = s->next_tick_ns;
+
+  rc = pthread_create(&s->thread, NULL, store_main, s);
+  if (rc != 0) {
+    set_cause(cause, "store: cannot start thread: %s", strerror(rc));
+    err = -rc;
+    goto fail_db;
+  }
+  s->thread_started = 1;
+  *out = s;
+  return 0;
+
+fail_db:
+  for (int i = 0; i < ST_COUNT_; i++)
+    sqlite3_finalize(s->st[i]);
+  sqlite3_close_v2(s->db);
+  pthread_mutex_destroy(&s->st_lock);
+  pthread_mutex_destroy(&s->idx_lock);
+  pthread_mutex_destroy(&s->q_lock);
+  pthread_cond_destroy(&s->q_cond);
+fail_strings:
+  if (err == -ENOMEM && cause && !*cause)
+    set_cause(cause, "store: out of memory");
+  ZSTD_freeCCtx(s->cctx);
+  free(s->batch);
+  free(s->idx);
+  free(s->wal_path);
+  free(s->path);
+  free(s);
+fail_alloc:
+  if (err == -ENOMEM && cause && !*cause)
+    set_cause(cause, "store: out of memory");
+  return err;
+}
+
+/* ---------------------------------------------------------------- queue */
+
+int store_submit(store *s, store_gen *g) {
+  int err = 0;
+  pthread_mutex_lock(&s->q_lock);
+  if (s->closing) {
+    err = GTP_E_SHUTDOWN;
+    goto out;
+  }
+  if (s->q_len == s->q_cap) {
+    size_t ncap = s->q_cap ? s->q_cap * 2 : 64;
+    store_gen **n = malloc(ncap * sizeof *n);
+    if (!n) {
+      err = -ENOMEM;
+      goto out;
+    }
+    for (size_t i = 0; i < s->q_len; i++)
+      n[i] = s->q[(s->q_head + i) % s->q_cap];
+    free(s->q);
+    s->q = n;
+    s->q_cap = ncap;
+    s->q_head = 0;
+  }
+  s->q[(s->q_head + s->q_len) % s->q_cap] = g;
+  s->q_len++;
+  s->q_bytes += g->len;
+  pthread_cond_signal(&s->q_cond);
+out:
+  pthread_mutex_unlock(&s->q_lock);
+  return err;
+}
+
+void store_gen_free(store_gen *g) {
+  if (!g)
+    return;
+  free(g->service);
+  free(g->host);
+  free(g->agent_version);
+  free(g->tags_json);
+  free(g->payload);
+  free(g);
+}
+
+void store_stats_get(store *s, store_stats *out) {
+  pthread_mutex_lock(&s->st_lock);
+  *out = s->stats;
+  pthread_mutex_unlock(&s->st_lock);
+  /* queued_* live under q_lock because store_submit updates them. */
+  pthread_mutex_lock(&s->q_lock);
+  out->queued_gens = s->q_len;
+  out->queued_bytes = s->q_bytes;
+  pthread_mutex_unlock(&s->q_lock);
+}
+
+/* ---------------------------------------------------------- the commit */
+
+static const char *str_or(const char *p, const char *def) {
+  return p ? p : def;
+}
+
+/* Compresses g's payload into s->zbuf. Returns the codec; data and n say
+ * what to store. Compression that does not shrink the payload is not kept: the
+ * reader then skips the decompression. */
+static const char *compress_gen(store *s, const store_gen *g, const void **data,
+                                size_t *n) {
+  *data = g->payload;
+  *n = g->len;
+  if (g->len < 64)
+    return STORE_CODEC_NONE;
+  size_t bound = ZSTD_compressBound(g->len);
+  if (bound > s->zcap) {
+    uint8_t *nb = realloc(s->zbuf, bound);
+    if (!nb)
+      return STORE_CODEC_NONE; /* storing raw is always correct */
+    s->zbuf = nb;
+    s->zcap = bound;
+  }
+  size_t z = ZSTD_compressCCtx(s->cctx, s->zbuf, s->zcap, g->payload, g->len,
+                               s->cfg.zstd_level);
+  if (ZSTD_isError(z) || z >= g->len)
+    return STORE_CODEC_NONE;
+  *data = s->zbuf;
+  *n = z;
+  return STORE_CODEC_ZSTD;
+}
+
+/* Inserts one generation inside the open transaction. Returns an SQLite
+ * code; sets g->result (0 or 1), g->seq and g->stored_bytes on success. */
+static int store_one(store *s, store_gen *g, int64_t now_real, int64_t *span) {
+  char hex[33];
+  gtp_session_hex(g->session, hex);
+  sqlite3_stmt *st = s->st[ST_UPSERT_SESSION];
+  sqlite3_bind_text(st, 1, hex, 32, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, str_or(g->service, ""), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, str_or(g->host, ""), -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 4, (int64_t)g->pid);
+  sqlite3_bind_int64(st, 5, (int64_t)g->process_start_ns);
+  sqlite3_bind_text(st, 6, str_or(g->agent_version, ""), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 7, str_or(g->tags_json, "{}"), -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 8, now_real);
+  sqlite3_bind_int64(st, 9, (int64_t)g->gen);
+  int rc = sqlite3_step(st);
+  int64_t sid = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  if (rc == SQLITE_ROW)
+    rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_DONE)
+    return rc;
+
+  const void *data;
+  size_t n;
+  const char *codec = compress_gen(s, g, &data, &n);
+  st = s->st[ST_INSERT_GEN];
+  sqlite3_bind_int64(st, 1, sid);
+  sqlite3_bind_int64(st, 2, (int64_t)g->gen);
+  sqlite3_bind_int64(st, 3, g->start_ns);
+  sqlite3_bind_int64(st, 4, g->end_ns);
+  sqlite3_bind_int64(st, 5, (int64_t)g->end.events);
+  sqlite3_bind_int64(st, 6, (int64_t)g->len);
+  sqlite3_bind_int64(st, 7, (int64_t)n);
+  sqlite3_bind_int64(st, 8, (int64_t)g->end.dropped);
+  sqlite3_bind_int64(st, 9, (int64_t)g->end.evicted);
+  sqlite3_bind_int64(st, 10, (int64_t)g->end.rejected);
+  sqlite3_bind_text(st, 11, codec, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 12, now_real);
+  rc = step_done(st);
+  if (rc != SQLITE_OK)
+    return rc;
+  if (sqlite3_changes(s->db) == 0) {
+    g->result = 1; /* invariant 3: already stored, ACK without a new row */
+    g->seq = 0;
+    g->stored_bytes = 0;
+    return SQLITE_OK;
+  }
+  int64_t seq = sqlite3_last_insert_rowid(s->db);
+  st = s->st[ST_INSERT_PAYLOAD];
+  sqlite3_bind_int64(st, 1, seq);
+  sqlite3_bind_blob64(st, 2, data, n, SQLITE_STATIC);
+  rc = step_done(st);
+  sqlite3_clear_bindings(st);
+  if (rc != SQLITE_OK)
+    return rc;
+  g->result = 0;
+  g->seq = seq;
+  g->stored_bytes = n;
+  if (g->end_ns > g->start_ns && g->end_ns - g->start_ns > *span)
+    *span = g->end_ns - g->start_ns;
+  return SQLITE_OK;
+}
+
+static void rollback(store *s) {
+  if (!sqlite3_get_autocommit(s->db))
+    step_done(s->st[ST_ROLLBACK]);
+}
+
+static int set_meta_int(store *s, const char *key, int64_t v) {
+  sqlite3_stmt *st = s->st[ST_SET_META];
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, v);
+  return step_done(st);
+}
+
+static void commit_batch(store *s, store_gen **gs, size_t n) {
+  if (s->cfg.test_delay_ms) {
+    struct timespec d = {s->cfg.test_delay_ms / 1000,
+                         (long)(s->cfg.test_delay_ms % 1000) * 1000000L};
+    while (nanosleep(&d, &d) != 0 && errno == EINTR)
+      ;
+  }
+  int64_t t0 = now_ns(CLOCK_MONOTONIC);
+  int64_t now_real = now_ns(CLOCK_REALTIME);
+  int64_t span = s->max_span_ns;
+  int rc = step_done(s->st[ST_BEGIN]);
+  for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
+    rc = store_one(s, gs[i], now_real, &span);
+  if (rc == SQLITE_OK && span > s->max_span_ns)
+    rc = set_meta_int(s, "max_span_ns", span);
+  if (rc == SQLITE_OK)
+    rc = step_done(s->st[ST_COMMIT]);
+  int64_t dt = now_ns(CLOCK_MONOTONIC) - t0;
+
+  if (rc != SQLITE_OK) {
+    rollback(s); /* invariant 5 */
+    int res;
+    if (rc_is_full(rc)) {
+      res = GTP_E_DISKFULL;
+      stats_set_disk_full(s, 1);
+    } else {
+      res = store_err(rc) ? store_err(rc) : GTP_E_INTERNAL;
+      store_log_error(s, "commit", rc);
+    }
+    for (size_t i = 0; i < n; i++) {
+      gs[i]->result = res;
+      gs[i]->seq = 0;
+      gs[i]->stored_bytes = 0;
+    }
+  } else {
+    s->max_span_ns = span;
+    uint64_t ok = 0, okb = 0, dup = 0;
+    for (size_t i = 0; i < n; i++) {
+      idx_note_gen(s, gs[i]->session, gs[i]->gen); /* invariant 4 */
+      if (gs[i]->result == 1) {
+        dup++;
+      } else {
+        ok++;
+        okb += gs[i]->len;
+      }
+    }
+    pthread_mutex_lock(&s->st_lock);
+    s->stats.committed_gens += ok;
+    s->stats.committed_bytes += okb;
+    s->stats.duplicate_gens += dup;
+    s->stats.transactions++;
+    s->stats.commit_ns_total += (uint64_t)dt;
+    if ((uint64_t)dt > s->stats.commit_ns_max)
+      s->stats.commit_ns_max = (uint64_t)dt;
+    s->stats.disk_full = 0; /* a commit is the best proof of free space */
+    pthread_mutex_unlock(&s->st_lock);
+  }
+  for (size_t i = 0; i < n; i++)
+    s->done(s->done_ctx, gs[i]); /* invariant 2: after COMMIT returned */
+}
+
+/* ---------------------------------------------------------- maintenance */
+
+/* Writes the rejected counts noted by store_note_rejected. Counts for a
+ * session without a row yet stay pending until its first commit. */
+static void flush_rejected(store *s) {
+  pthread_mutex_lock(&s->idx_lock);
+  uint64_t pending = s->rej_pending;
+  pthread_mutex_unlock(&s->idx_lock);
+  if (pending == 0)
+    return;
+
+  /* Snapshot under the lock, write without it (store_note_rejected may run
+   * meanwhile), then subtract what was written once COMMIT returned. */
+  typedef struct {
+    uint8_t key[16];
+    uint64_t gens, events;
+    int applied;
+  } rej;
+  size_t cap = (size_t)pending, m = 0;
+  rej *list = calloc(cap, sizeof *list);
+  if (!list)
+    return;
+  pthread_mutex_lock(&s->idx_lock);
+  for (size_t i = 0; i < s->idx_cap && m < cap; i++) {
+    idx_ent *e = &s->idx[i];
+    if (e->used && e->rej_gens) {
+      memcpy(list[m].key, e->key, 16);
+      list[m].gens = e->rej_gens;
+      list[m].events = e->rej_events;
+      m++;
+    }
+  }
+  pthread_mutex_unlock(&s->idx_lock);
+
+  int rc = step_done(s->st[ST_BEGIN]);
+  for (size_t i = 0; rc == SQLITE_OK && i < m; i++) {
+    char hex[33];
+    gtp_session_hex(list[i].key, hex);
+    sqlite3_stmt *st = s->st[ST_REJECTED];
+    sqlite3_bind_text(st, 1, hex, 32, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (int64_t)list[i].gens);
+    sqlite3_bind_int64(st, 3, (int64_t)list[i].events);
+    rc = step_done(st);
+    list[i].applied = rc == SQLITE_OK && sqlite3_changes(s->db) > 0;
+  }
+  if (rc == SQLITE_OK)
+    rc = step_done(s->st[ST_COMMIT]);
+  if (rc != SQLITE_OK) {
+    rollback(s);
+    if (rc_is_full(rc))
+      stats_set_disk_full(s, 1);
+    free(list);
+    return;
+  }
+  pthread_mutex_lock(&s->idx_lock);
+  for (size_t i = 0; i < m; i++) {
+    if (!list[i].applied)
+      continue;
+    idx_ent *e = idx_find(s, list[i].key, 0);
+    if (!e)
+      continue;
+    e->rej_gens -= list[i].gens;
+    e->rej_events -= list[i].events;
+    if (e->rej_gens == 0)
+      s->rej_pending--;
+  }
+  pthread_mutex_unlock(&s->idx_lock);
+  free(list);
+}
+
+static void note_deleted(store *s, uint64_t n) {
+  pthread_mutex_lock(&s->st_lock);
+  s->stats.retention_deleted_gens += n;
+  pthread_mutex_unlock(&s->st_lock);
+}
+
+/* Runs the two DELETEs of one chunk (payloads first: they are found through
+ * the generations rows) in one transaction. Returns the number of
+ * generations deleted, or < 0. */
+static int64_t delete_chunk(store *s, sqlite3_stmt *pay, sqlite3_stmt *gen) {
+  int rc = step_done(s->st[ST_BEGIN]);
+  if (rc == SQLITE_OK)
+    rc = step_done(pay);
+  int64_t n = 0;
+  if (rc == SQLITE_OK) {
+    rc = step_done(gen);
+    n = sqlite3_changes(s->db);
+  }
+  if (rc == SQLITE_OK)
+    rc = step_done(s->st[ST_COMMIT]);
+  if (rc != SQLITE_OK) {
+    rollback(s);
+    if (!rc_is_full(rc))
+      store_log_error(s, "retention", rc);
+    return -1;
+  }
+  return n;
+}
+
+/* Deletes generations that ended before now - retain, below the lowest pin
+ * (invariant 6). Returns how many were deleted. */
+static uint64_t retain_by_age(store *s) {
+  if (s->cfg.retain_ns <= 0)
+    return 0;
+  int64_t cutoff = now_ns(CLOCK_REALTIME) - s->cfg.retain_ns;
+  uint64_t total = 0;
+  for (;;) {
+    int64_t pin = store_pins_min(s->cfg.pins);
+    sqlite3_stmt *p = s->st[ST_AGE_DEL_PAYLOADS];
+    sqlite3_stmt *g = s->st[ST_AGE_DEL_GENS];
+    sqlite3_stmt *both[2] = {p, g};
+    for (int i = 0; i < 2; i++) {
+      sqlite3_bind_int64(both[i], 1, cutoff);
+      sqlite3_bind_int64(both[i], 2, pin);
+      sqlite3_bind_int64(both[i], 3, STORE_DELETE_CHUNK);
+    }
+    int64_t n = delete_chunk(s, p, g);
+    if (n <= 0)
+      break;
+    total += (uint64_t)n;
+    note_deleted(s, (uint64_t)n);
+    if (n < STORE_DELETE_CHUNK)
+      break;
+  }
+  return total;
+}
+
+/* Returns freed pages to the file system and empties the WAL so the files
+ * shrink. force: do both even below the thresholds. */
+static void reclaim(store *s, int force) {
+  int64_t page = pragma_int(s->db, "PRAGMA page_size");
+  int64_t freel = pragma_int(s->db, "PRAGMA freelist_count");
+  if (page > 0 && freel > 0 &&
+      (force || (uint64_t)(freel * page) >= STORE_VACUUM_BYTES))
+    exec_sql(s->db, "PRAGMA incremental_vacuum");
+  if (force || file_size(s->wal_path) > STORE_WAL_TARGET) {
+    sqlite3_busy_timeout(s->db, STORE_CKPT_BUSY_MS);
+    sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL,
+                              NULL);
+    sqlite3_busy_timeout(s->db, STORE_BUSY_MS);
+    s->last_ckpt_ns = now_ns(CLOCK_MONOTONIC);
+  }
+}
+
+/* Deletes the oldest whole generations (lowest seq, below the lowest pin)
+ * until main db + WAL fit max_db_bytes, or nothing more may be deleted. */
+static uint64_t retain_by_size(store *s) {
+  uint64_t max = s->cfg.max_db_bytes;
+  if (max == 0)
+    return 0;
+  uint64_t size = db_bytes(s);
+  if (size <= max)
+    return 0;
+  reclaim(s, 1); /* freed pages or a full WAL may be all that is over */
+  size = db_bytes(s);
+  uint64_t total = 0;
+  for (int round = 0; round < 64 && size > max; round++) {
+    uint64_t excess = size - max, acc = 0;
+    int64_t pin = store_pins_min(s->cfg.pins), cut = 0;
+    sqlite3_stmt *st = s->st[ST_SIZE_SCAN];
+    sqlite3_bind_int64(st, 1, pin);
+    sqlite3_bind_int64(st, 2, STORE_DELETE_CHUNK);
+    while (acc < excess && sqlite3_step(st) == SQLITE_ROW) {
+      cut = sqlite3_column_int64(st, 0);
+      /* A row costs a little beyond its blob: count it, or tiny
+       * generations would take many rounds. */
+      acc += (uint64_t)sqlite3_column_int64(st, 1) + 128;
+    }
+    sqlite3_reset(st);
+    if (cut == 0)
+      break; /* nothing deletable: all pinned, or the database is empty */
+    sqlite3_bind_int64(s->st[ST_SIZE_DEL_PAYLOADS], 1, cut);
+    sqlite3_bind_int64(s->st[ST_SIZE_DEL_GENS], 1, cut);
+    int64_t n =
+        delete_chunk(s, s->st[ST_SIZE_DEL_PAYLOADS], s->st[ST_SIZE_DEL_GENS]);
+    if (n < 0)
+      break;
+    total += (uint64_t)n;
+    note_deleted(s, (uint64_t)n);
+    reclaim(s, 1);
+    size = db_bytes(s);
+  }
+  return total;
+}
+
+/* Disk-full probe: a real committed write of STORE_PROBE_BYTES, then its
+ * removal. The flag clears only when both commit and the file system has
+ * room beyond the probe. */
+static void probe_disk(store *s) {
+  char sql[160];
+  snprintf(sql, sizeof sql,
+           "INSERT OR REPLACE INTO meta(key, value)"
+           " VALUES('disk_probe', zeroblob(%d))",
+           STORE_PROBE_BYTES);
+  int rc = exec_sql(s->db, sql);
+  int rc2 = exec_sql(s->db, "DELETE FROM meta WHERE key = 'disk_probe'");
+  if (rc != SQLITE_OK || rc2 != SQLITE_OK)
+    return;
+  struct statvfs vfs;
+  char *dir = strdup(s->path);
+  if (!dir)
+    return;
+  char *slash = strrchr(dir, '/');
+  const char *d = ".";
+  if (slash) {
+    slash[slash == dir ? 1 : 0] = '\0';
+    d = dir;
+  }
+  int room = statvfs(d, &vfs) != 0 ||
+             (uint64_t)vfs.f_bavail * vfs.f_frsize >= STORE_MIN_FREE_BYTES;
+  free(dir);
+  if (room)
+    stats_set_disk_full(s, 0);
+}
+
+/* Thread: store only. committed: a batch just committed (retention then
+ * runs at once if the tick is due, keeping the size bound tight). */
+static void maintain(store *s, int committed) {
+  int64_t now = now_ns(CLOCK_MONOTONIC);
+  int tick = now >= s->next_tick_ns;
+  uint64_t deleted = 0;
+  if (tick) {
+    s->next_tick_ns = now + STORE_TICK_NS;
+    flush_rejected(s);
+    deleted += retain_by_age(s);
+  }
+  if (tick || committed)
+    deleted += retain_by_size(s);
+  if (deleted)
+    reclaim(s, 0);
+  if (tick && stats_disk_full(s))
+    probe_disk(s);
+  if (tick || committed) {
+    uint64_t b = db_bytes(s);
+    pthread_mutex_lock(&s->st_lock);
+    s->stats.db_bytes = b;
+    pthread_mutex_unlock(&s->st_lock);
+  }
+}
+
+static void *store_main(void *arg) {
+  store *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->q_lock);
+    while (s->q_len == 0 && !s->closing) {
+      int64_t wake = s->next_tick_ns;
+      if (now_ns(CLOCK_MONOTONIC) >= wake)
+        break;
+      struct timespec ts = {(time_t)(wake / NS_PER_SEC),
+                            (long)(wake % NS_PER_SEC)};
+      pthread_cond_timedwait(&s->q_cond, &s->q_lock, &ts);
+    }
+    size_t n = 0;
+    uint64_t bytes = 0;
+    while (n < s->cfg.batch_max && s->q_len > 0) {
+      store_gen *g = s->q[s->q_head];
+      s->q_head = (s->q_head + 1) % s->q_cap;
+      s->q_len--;
+      bytes += g->len;
+      s->batch[n++] = g;
+    }
+    s->q_bytes -= bytes;
+    int stop = s->closing && s->q_len == 0;
+    pthread_mutex_unlock(&s->q_lock);
+
+    if (n)
+      commit_batch(s, s->batch, n);
+    maintain(s, n > 0);
+    if (stop)
+      break;
+  }
+  return NULL;
+}
+
+void store_close(store *s) {
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->q_lock);
+  s->closing = 1;
+  pthread_cond_signal(&s->q_cond);
+  pthread_mutex_unlock(&s->q_lock);
+  if (s->thread_started)
+    pthread_join(s->thread, NULL);
+  for (int i = 0; i < ST_COUNT_; i++)
+    sqlite3_finalize(s->st[i]);
+  sqlite3_close_v2(s->db);
+  pthread_mutex_destroy(&s->st_lock);
+  pthread_mutex_destroy(&s->idx_lock);
+  pthread_mutex_destroy(&s->q_lock);
+  pthread_cond_destroy(&s->q_cond);
+  ZSTD_freeCCtx(s->cctx);
+  free(s->zbuf);
+  free(s->batch);
+  free(s->q);
+  free(s->idx);
+  free(s->wal_path);
+  free(s->path);
+  free(s);
+}
