@@ -48,7 +48,7 @@ extern "C" {
 
 /* Limits every decoder enforces (hostile input). */
 #define GTP_RECORD_MAX (1u << 20)   /* payload bytes of one record */
-#define GTP_BATCH_MAX (64u << 10)   /* payload bytes of one EVENTS record */
+#define GTP_BATCH_MAX (64u << 10)   /* EVENTS record: event bytes, header excluded */
 #define GTP_IDENT_STR_MAX 1024      /* service, host, agent version, tag k/v */
 #define GTP_TAGS_MAX 32             /* tags per session */
 #define GTP_STRING_MAX 65535        /* one interned string */
