@@ -192,8 +192,9 @@ int gtp_frame_error_encode(gtp_wbuf *b, int code, int has_gen, uint64_t gen,
                            const char *reason) {
   size_t rlen = reason ? strlen(reason) : 0;
   /* ERROR always reports a failure; code 0 would read as success on the other
-   * side, and the decoder refuses it. */
-  if (code == 0)
+   * side, and the decoder refuses it, as it refuses INT_MIN (no positive
+   * int32 value). */
+  if (code == 0 || wire_code(code) > INT32_MAX)
     return GTP_E_BADARG;
   if (rlen > GTP_REASON_MAX)
     return GTP_E_TOOBIG;
@@ -207,6 +208,8 @@ int gtp_frame_error_encode(gtp_wbuf *b, int code, int has_gen, uint64_t gen,
 
 int gtp_frame_goodbye_encode(gtp_wbuf *b, int code, const char *reason) {
   size_t rlen = reason ? strlen(reason) : 0;
+  if (wire_code(code) > INT32_MAX)
+    return GTP_E_BADARG;
   if (rlen > GTP_REASON_MAX)
     return GTP_E_TOOBIG;
   size_t start = frame_open(b);

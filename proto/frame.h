@@ -98,7 +98,10 @@ typedef struct gtp_frame {
 } gtp_frame;
 
 /* Encoders append one whole frame (header + payload) to b; 0 or b->err or
- * GTP_E_TOOBIG (a field over its limit; nothing appended). */
+ * GTP_E_TOOBIG (a field over its limit; nothing appended). On any failure b
+ * holds no part of the frame. ERROR/GOODBYE take the negative code (a
+ * positive one is sent as is); ERROR with code 0, or either with INT_MIN,
+ * is GTP_E_BADARG. A NULL reason is sent as "". */
 int gtp_frame_hello_encode(gtp_wbuf *b, const gtp_hello *h);
 int gtp_frame_welcome_encode(gtp_wbuf *b, const gtp_welcome *w);
 /* BATCH around already-encoded body records. */

@@ -509,6 +509,9 @@ static void test_frame_error__negative_code_positive_on_wire(void **s) {
   assert_int_equal(gtp_frame_error_encode(&b, GTP_E_CRC, 0, 0, reason),
                    GTP_E_TOOBIG);
   assert_int_equal(gtp_frame_error_encode(&b, 0, 0, 0, "x"), GTP_E_BADARG);
+  assert_int_equal(gtp_frame_error_encode(&b, INT32_MIN, 0, 0, "x"),
+                   GTP_E_BADARG);
+  assert_int_equal(gtp_frame_goodbye_encode(&b, INT32_MIN, "x"), GTP_E_BADARG);
   assert_int_equal(b.len, 0);
   gtp_wbuf_fini(&b);
 }
