@@ -152,12 +152,17 @@ int wt_py(const wt_resp *r, const char *expr, char *out, size_t cap) {
     return -1;
   close(bfd);
   close(efd);
-  char cmd[512];
+  /* $PYTHON wins; else the system interpreter directly, which starts about
+   * 5x faster than a version-manager shim found first in PATH. */
+  const char *py = getenv("PYTHON");
+  if (!py || !*py)
+    py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  char cmd[768];
   snprintf(cmd, sizeof cmd,
-           "python3 -c 'import json,sys\n"
+           "%s -c 'import json,sys\n"
            "d=json.load(open(sys.argv[1],encoding=\"utf-8\"))\n"
            "print(eval(open(sys.argv[2]).read()))' %s %s 2>&1",
-           bodyf, exprf);
+           py, bodyf, exprf);
   FILE *p = popen(cmd, "r");
   size_t n = 0;
   if (p) {
