@@ -1,0 +1,480 @@
+/* test_agent.c: libgentrace end to end against the test receiver
+ * (receiver.c): exact delivery and accounting, generation switches under
+ * concurrency, a receiver that vanishes or refuses, no receiver at all,
+ * drops, reused string buffers, fork. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "format.h"
+#include "gentrace.h"
+#include "receiver.h"
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void cfg_for(gt_config *c, rx *r, char *addr, size_t n) {
+  gt_config_init(c);
+  if (r)
+    snprintf(addr, n, "127.0.0.1:%d", rx_port(r));
+  else
+    snprintf(addr, n, "127.0.0.1:1"); /* nothing listens on port 1 */
+  c->addr = addr;
+  c->service = "test-agent";
+  c->period_ms = 20;
+  c->flush_timeout_ms = 4000;
+}
+
+/* What the receiver got, decoded. */
+typedef struct tally {
+  uint64_t events; /* non-LOST, non-THREAD_NAME */
+  uint64_t lost_markers, lost_count;
+  uint64_t dropped, evicted, rejected;
+  uint64_t gens;
+  uint64_t order_errors; /* per-thread "seq" counters out of order */
+  uint64_t gen_errors;   /* batch gen != generation */
+  uint64_t bad;          /* undecodable */
+  char names[8][16];     /* first instant names seen, in order */
+  size_t nnames;
+} tally;
+
+#define MAXT 64
+typedef struct seqstate {
+  uint64_t tid;
+  int64_t last;
+} seqstate;
+
+static void tally_file(tally *t, const uint8_t *data, size_t len, seqstate *ss,
+                       size_t *nss, int expect_gapless) {
+  gtp_file_reader fr;
+  if (gtp_file_reader_init(&fr, data, len) != 0) {
+    t->bad++;
+    return;
+  }
+  gtp_gen g;
+  int rc;
+  while ((rc = gtp_file_reader_next(&fr, &g)) == 1) {
+    t->gens++;
+    t->dropped += g.end.dropped;
+    t->evicted += g.end.evicted;
+    t->rejected += g.end.rejected;
+    size_t cur = 0;
+    gtp_batch b;
+    while (gtp_gen_next_batch(&g, &cur, &b) == 1) {
+      if (b.gen != g.start.gen)
+        t->gen_errors++;
+      seqstate *s = NULL;
+      for (size_t i = 0; i < *nss; i++)
+        if (ss[i].tid == b.thread)
+          s = &ss[i];
+      if (s == NULL && *nss < MAXT) {
+        s = &ss[(*nss)++];
+        s->tid = b.thread;
+        s->last = -1;
+      }
+      gtp_event_iter it;
+      gtp_event ev;
+      gtp_event_iter_init(&it, &b);
+      int erc;
+      while ((erc = gtp_event_next(&it, &ev)) == 1) {
+        if (ev.type == GTP_EV_LOST) {
+          t->lost_markers++;
+          t->lost_count += ev.args[0];
+          if (s)
+            s->last = -2; /* a gap is expected after a LOST marker */
+          continue;
+        }
+        if (ev.type == GTP_EV_THREAD_NAME)
+          continue;
+        t->events++;
+        gtp_str name = gtp_gen_string(&g, ev.args[0]);
+        if (ev.type == GTP_EV_INSTANT && t->nnames < 8 && name.len < 16) {
+          memcpy(t->names[t->nnames], name.ptr, name.len);
+          t->names[t->nnames][name.len] = '\0';
+          t->nnames++;
+        }
+        if (ev.type == GTP_EV_COUNTER && s && name.len == 3 &&
+            memcmp(name.ptr, "seq", 3) == 0) {
+          int64_t v = (int64_t)ev.args[1];
+          if (s->last == -2 || !expect_gapless ? v <= s->last
+                                               : v != s->last + 1)
+            t->order_errors++;
+          s->last = v;
+        }
+      }
+      if (erc < 0)
+        t->bad++;
+    }
+    gtp_gen_fini(&g);
+  }
+  if (rc < 0)
+    t->bad++;
+}
+
+static void tally_rx(tally *t, rx *r, int gapless) {
+  memset(t, 0, sizeof *t);
+  seqstate ss[MAXT];
+  size_t nss = 0;
+  for (size_t i = 0; i < rx_count(r); i++) {
+    const rx_gen *g = rx_get(r, i);
+    tally_file(t, g->file, g->file_len, ss, &nss, gapless);
+  }
+}
+
+typedef struct worker {
+  int n;
+  int regions;
+  uint64_t worst_ns;
+  volatile int *stop;
+} worker;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  for (int i = 0; (w->n < 0 || i < w->n); i++) {
+    if (w->stop && *w->stop)
+      break;
+    uint64_t t0 = mono_ns();
+    gt_counter("seq", i);
+    if (w->regions) {
+      gt_region_begin("outer");
+      gt_instant("tick");
+      gt_region_end();
+    }
+    uint64_t d = mono_ns() - t0;
+    if (d > w->worst_ns)
+      w->worst_ns = d;
+  }
+  return NULL;
+}
+
+static void run_workers(int nthreads, int n, int regions, uint64_t *worst) {
+  pthread_t th[16];
+  worker w[16];
+  for (int i = 0; i < nthreads; i++) {
+    w[i] = (worker){n, regions, 0, NULL};
+    pthread_create(&th[i], NULL, work, &w[i]);
+  }
+  for (int i = 0; i < nthreads; i++) {
+    pthread_join(th[i], NULL);
+    if (worst && w[i].worst_ns > *worst)
+      *worst = w[i].worst_ns;
+  }
+}
+
+static void test_api__safe_before_start_and_after_stop(void **state) {
+  (void)state;
+  gt_region_begin("x");
+  gt_region_end();
+  gt_instant("x");
+  gt_counter("x", 1);
+  gt_log("x", "y");
+  assert_int_equal(gt_task_begin("x", 0), 0);
+  gt_task_end(1);
+  gt_thread_name("t");
+  gt_stats_t st;
+  assert_int_equal(gt_stats(&st), 0);
+  assert_int_equal(st.events_written, 0);
+  assert_int_equal(st.conn_state, GT_CONN_OFF);
+  assert_int_equal(gt_stats(NULL), -EINVAL);
+  assert_int_equal(gt_snapshot(1), -ESRCH);
+  gt_stop();
+  gt_stop();
+}
+
+static void test_agent__every_event_arrives_once_in_order(void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  assert_int_equal(gt_start(&c), 0);
+  assert_int_equal(gt_start(&c), -EALREADY);
+  gt_thread_name("main");
+  run_workers(4, 10000, 1, NULL);
+  usleep(50000); /* let the 20 ms period cut between the halves */
+  run_workers(4, 10000, 1, NULL);
+  gt_stop();
+  rx_stop(r);
+  tally t;
+  tally_rx(&t, r, 1);
+  assert_int_equal(t.bad, 0);
+  assert_int_equal(t.gen_errors, 0);
+  assert_int_equal(t.order_errors, 0);
+  assert_int_equal(t.events + t.dropped + t.evicted + t.rejected,
+                   4 * 20000 * 4);
+  assert_int_equal(t.dropped, 0);
+  assert_true(t.gens >= 2);
+  assert_int_equal(rx_bad_manifests(r), 0);
+  rx_free(r);
+}
+
+/* Waits (bounded) until the agent has resolved everything written. */
+static void stop_and_stats(gt_stats_t *st, uint64_t timeout_ms) {
+  uint64_t t0 = mono_ns();
+  /* Wait until everything sealed so far is resolved, then stop. */
+  for (;;) {
+    gt_stats(st);
+    /* Writers are done: the next cut seals the rest, and once every
+     * generation is resolved the agent's own identity holds. */
+    if (st->events_written == st->events_delivered + st->events_dropped +
+                                  st->events_evicted + st->events_rejected)
+      break;
+    if ((mono_ns() - t0) / 1000000 > timeout_ms)
+      break;
+    usleep(5000);
+  }
+}
+
+static void test_agent__vanishing_receiver_keeps_exact_ledger(void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  assert_int_equal(gt_start(&c), 0);
+  run_workers(2, 20000, 0, NULL);
+  rx_vanish(r);
+  run_workers(2, 20000, 0, NULL);
+  usleep(200000);
+  run_workers(2, 20000, 0, NULL);
+  rx_return(r);
+  run_workers(2, 20000, 0, NULL);
+  gt_stats_t st;
+  stop_and_stats(&st, 15000);
+  /* Quiet now: nothing more is written, so a last seal + ACK settles it. */
+  gt_stop();
+  rx_stop(r);
+  tally t;
+  tally_rx(&t, r, 1);
+  assert_int_equal(t.bad, 0);
+  assert_int_equal(t.order_errors, 0);
+  assert_int_equal(t.events + t.dropped + t.evicted + t.rejected,
+                   4 * 2 * 20000);
+  assert_true(rx_hellos(r) >= 2); /* it reconnected */
+  rx_free(r);
+}
+
+static void test_agent__rejected_generation_is_counted(void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  rx_reject_gen(r, 2);
+  rx_reject_gen(r, 3);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  assert_int_equal(gt_start(&c), 0);
+  for (int k = 0; k < 10; k++) {
+    run_workers(2, 2000, 0, NULL);
+    usleep(10000);
+  }
+  gt_stats_t st;
+  stop_and_stats(&st, 10000);
+  assert_true(st.gens_rejected >= 1);
+  assert_true(st.events_rejected > 0);
+  assert_int_equal(st.events_written, st.events_delivered + st.events_dropped +
+                                          st.events_evicted +
+                                          st.events_rejected);
+  gt_stop();
+  rx_stop(r);
+  tally t;
+  tally_rx(&t, r, 0);
+  assert_int_equal(t.bad, 0);
+  assert_true(t.rejected > 0);
+  assert_int_equal(t.events + t.dropped + t.evicted + t.rejected,
+                   10 * 2 * 2000);
+  rx_free(r);
+}
+
+static void test_agent__full_pool_drops_exactly_and_marks_lost(void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  c.buffer_mb = 1; /* 16 buffers */
+  c.period_ms = 200;
+  assert_int_equal(gt_start(&c), 0);
+  /* Long enough that threads get buffers back after the pool ran dry. */
+  volatile int stop = 0;
+  pthread_t th[4];
+  worker w[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (worker){-1, 0, 0, &stop};
+    pthread_create(&th[i], NULL, work, &w[i]);
+  }
+  usleep(700000);
+  stop = 1;
+  for (int i = 0; i < 4; i++)
+    pthread_join(th[i], NULL);
+  gt_stats_t st;
+  stop_and_stats(&st, 10000);
+  assert_true(st.events_dropped > 0);
+  uint64_t written = st.events_written;
+  gt_stop();
+  rx_stop(r);
+  tally t;
+  tally_rx(&t, r, 0);
+  assert_int_equal(t.bad, 0);
+  assert_int_equal(t.order_errors, 0);
+  assert_true(t.dropped > 0);
+  assert_true(t.lost_markers > 0);
+  assert_true(t.lost_count <= t.dropped);
+  assert_int_equal(t.dropped, st.events_dropped);
+  assert_int_equal(t.events + t.dropped + t.evicted + t.rejected, written);
+  rx_free(r);
+}
+
+static void test_agent__no_receiver_never_blocks_and_snapshots(void **state) {
+  (void)state;
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, NULL, addr, sizeof addr);
+  c.spool_mb = 4; /* above the pool, so one whole generation always fits */
+  c.buffer_mb = 2;
+  c.flush_timeout_ms = 2000;
+  assert_int_equal(gt_start(&c), 0);
+  uint64_t worst = 0;
+  for (int k = 0; k < 10; k++)
+    run_workers(4, 20000, 1, &worst);
+  assert_true(worst < 50ull * 1000000); /* generous: 50 ms per call */
+  gt_stats_t st;
+  assert_int_equal(gt_stats(&st), 0);
+  assert_true(st.mem_in_use <= st.mem_limit);
+  assert_true(st.spool_bytes <= (4u << 20));
+  assert_true(st.events_evicted > 0);
+  assert_int_not_equal(st.conn_state, GT_CONN_CONNECTED);
+
+  char path[] = "/tmp/gentrace-snap-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(gt_snapshot(fd), 0);
+  struct stat sb;
+  fstat(fd, &sb);
+  uint8_t *data = malloc((size_t)sb.st_size);
+  assert_int_equal(pread(fd, data, (size_t)sb.st_size, 0), sb.st_size);
+  close(fd);
+  unlink(path);
+  tally t;
+  memset(&t, 0, sizeof t);
+  seqstate ss[MAXT];
+  size_t nss = 0;
+  tally_file(&t, data, (size_t)sb.st_size, ss, &nss, 0);
+  free(data);
+  assert_int_equal(t.bad, 0);
+  assert_true(t.gens >= 1);
+  assert_true(t.events > 0);
+
+  uint64_t t0 = mono_ns();
+  gt_stop();
+  assert_true(mono_ns() - t0 < 5000ull * 1000000);
+}
+
+static void test_agent__reused_buffer_with_new_contents(void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  c.period_ms = 10000; /* one generation: the cache must not be fooled */
+  assert_int_equal(gt_start(&c), 0);
+  char buf[32];
+  strcpy(buf, "alpha");
+  gt_instant(buf);
+  strcpy(buf, "beta");
+  gt_instant(buf);
+  strcpy(buf, "alphb"); /* same length as alpha */
+  gt_instant(buf);
+  strcpy(buf, "alp");
+  gt_instant(buf);
+  gt_stop();
+  rx_stop(r);
+  tally t;
+  tally_rx(&t, r, 0);
+  assert_int_equal(t.nnames, 4);
+  assert_string_equal(t.names[0], "alpha");
+  assert_string_equal(t.names[1], "beta");
+  assert_string_equal(t.names[2], "alphb");
+  assert_string_equal(t.names[3], "alp");
+  rx_free(r);
+}
+
+static void test_agent__fork_child_stays_off(void **state) {
+  (void)state;
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, NULL, addr, sizeof addr);
+  assert_int_equal(gt_start(&c), 0);
+  gt_instant("parent");
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    gt_instant("child"); /* no-op, must not touch the parent's buffers */
+    gt_stats_t st;
+    gt_stats(&st);
+    int ok = st.events_written == 0 && st.conn_state == GT_CONN_OFF;
+    /* The child may start a session of its own. */
+    ok = ok && gt_start(&c) == 0;
+    gt_instant("child2");
+    gt_stats(&st);
+    ok = ok && st.events_written == 1;
+    gt_stop();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  gt_stats_t st;
+  gt_stats(&st);
+  assert_int_equal(st.events_written, 1);
+  gt_stop();
+}
+
+static int stop_agent(void **state) {
+  (void)state;
+  gt_stop(); /* a failed test must not leave its session to the next */
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_api__safe_before_start_and_after_stop,
+                                stop_agent),
+      cmocka_unit_test_teardown(test_agent__every_event_arrives_once_in_order,
+                                stop_agent),
+      cmocka_unit_test_teardown(
+          test_agent__vanishing_receiver_keeps_exact_ledger, stop_agent),
+      cmocka_unit_test_teardown(test_agent__rejected_generation_is_counted,
+                                stop_agent),
+      cmocka_unit_test_teardown(
+          test_agent__full_pool_drops_exactly_and_marks_lost, stop_agent),
+      cmocka_unit_test_teardown(
+          test_agent__no_receiver_never_blocks_and_snapshots, stop_agent),
+      cmocka_unit_test_teardown(test_agent__reused_buffer_with_new_contents,
+                                stop_agent),
+      cmocka_unit_test_teardown(test_agent__fork_child_stays_off, stop_agent),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
