@@ -88,6 +88,8 @@
 /* Freed pages beyond this are returned to the file system. */
 #define STORE_VACUUM_BYTES (8ull << 20)
 #define STORE_PROBE_BYTES (1 << 20)
+/* Size retention deletes down to max - max/STORE_SIZE_SLACK. */
+#define STORE_SIZE_SLACK 16
 /* Below this much free file-system space the disk still counts as full. */
 #define STORE_MIN_FREE_BYTES (8ull << 20)
 
@@ -178,7 +180,7 @@ struct store {
   store_gen **batch;
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
   int64_t next_tick_ns;
-  int64_t last_ckpt_ns;
+  int size_stuck; /* over max_db_bytes but nothing deletable: wait a tick */
 
   /* Protected by q_lock. */
   pthread_mutex_t q_lock;
@@ -682,7 +684,6 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     goto fail_db;
   s->stats.db_bytes = db_bytes(s);
   s->next_tick_ns = now_ns(CLOCK_MONOTONIC);
-  s->last_ckpt_ns = s->next_tick_ns;
 
   rc = pthread_create(&s->thread, NULL, store_main, s);
   if (rc != 0) {
@@ -1081,14 +1082,19 @@ static void reclaim(store *s, int force) {
     sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL,
                               NULL);
     sqlite3_busy_timeout(s->db, STORE_BUSY_MS);
-    s->last_ckpt_ns = now_ns(CLOCK_MONOTONIC);
   }
 }
 
 /* Deletes the oldest whole generations (lowest seq, below the lowest pin)
- * until main db + WAL fit max_db_bytes, or nothing more may be deleted. */
+ * until main db + WAL fit max_db_bytes, or nothing more may be deleted.
+ * It deletes down to a little below the limit (STORE_SIZE_SLACK) so that a
+ * database at its limit pays the delete + checkpoint once per few MB of
+ * ingest, not after every transaction. Sets s->size_stuck when pins (or an
+ * empty table) keep it over the limit, so commits do not retry until the
+ * next tick. */
 static uint64_t retain_by_size(store *s) {
   uint64_t max = s->cfg.max_db_bytes;
+  s->size_stuck = 0;
   if (max == 0)
     return 0;
   uint64_t size = db_bytes(s);
@@ -1096,9 +1102,12 @@ static uint64_t retain_by_size(store *s) {
     return 0;
   reclaim(s, 1); /* freed pages or a full WAL may be all that is over */
   size = db_bytes(s);
+  if (size <= max)
+    return 0;
+  uint64_t target = max - max / STORE_SIZE_SLACK;
   uint64_t total = 0;
-  for (int round = 0; round < 64 && size > max; round++) {
-    uint64_t excess = size - max, acc = 0;
+  for (int round = 0; round < 64 && size > target; round++) {
+    uint64_t excess = size - target, acc = 0;
     int64_t pin = store_pins_min(s->cfg.pins), cut = 0;
     sqlite3_stmt *st = s->st[ST_SIZE_SCAN];
     sqlite3_bind_int64(st, 1, pin);
@@ -1123,6 +1132,7 @@ static uint64_t retain_by_size(store *s) {
     reclaim(s, 1);
     size = db_bytes(s);
   }
+  s->size_stuck = size > max;
   return total;
 }
 
@@ -1167,9 +1177,11 @@ static void maintain(store *s, int committed) {
     flush_rejected(s);
     deleted += retain_by_age(s);
   }
-  if (tick || committed)
+  if (tick || (committed && !s->size_stuck))
     deleted += retain_by_size(s);
-  if (deleted)
+  /* Also on a tick when long readers kept the automatic (PASSIVE)
+   * checkpoints from resetting the WAL, so it kept growing. */
+  if (deleted || (tick && file_size(s->wal_path) > 2 * STORE_WAL_TARGET))
     reclaim(s, 0);
   if (tick && stats_disk_full(s))
     probe_disk(s);
