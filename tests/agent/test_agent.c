@@ -258,6 +258,8 @@ static void test_agent__vanishing_receiver_keeps_exact_ledger(void **state) {
   run_workers(2, 20000, 0, NULL);
   rx_return(r);
   run_workers(2, 20000, 0, NULL);
+  for (int i = 0; i < 1000 && rx_hellos(r) < 2; i++)
+    usleep(10000); /* reconnect backoff is at most ~10 s */
   gt_stats_t st;
   stop_and_stats(&st, 15000);
   /* Quiet now: nothing more is written, so a last seal + ACK settles it. */
