@@ -2,14 +2,26 @@
  * thread, batched transactions, retention, disk-full handling.
  *
  * Owns: the write connection and its prepared statements, the store thread,
- * the submit queue, the session -> last_gen index, the zstd compression
- * context, and the counters behind store_stats_get.
+ * the compressor thread, the two queues, the session -> last_gen index, the
+ * zstd compression context, and the counters behind store_stats_get.
  *
- * Flow: store_submit (any thread) appends to the queue under q_lock and
- * signals q_cond; the store thread takes up to batch_max generations,
- * commits them in one transaction, then calls done() for each; between
- * batches (and on a one-second tick) it runs maintenance: pending rejected
- * counts, retention by age and size, space reclaim, the disk-full probe.
+ * Flow: store_submit (any thread) appends to the raw queue q under q_lock
+ * and signals q_cond. Each of STORE_COMPRESSORS compressor threads pops
+ * one generation, reserves the next slot of the bounded compressed queue cq
+ * in the same critical section, compresses outside the lock and marks the
+ * slot ready (c_cond). The store thread takes up to batch_max leading ready
+ * slots, commits them in one transaction, then calls done() for each.
+ * Compression is the costliest step per byte (zstd runs at roughly the
+ * disk's speed here), so it runs on its own threads, overlapping the writes
+ * and fsyncs of the batch before (bench/bench_store.c, C1). Between batches
+ * (and on a one-second tick) the store thread runs maintenance: pending
+ * rejected counts, retention by age and size, space reclaim, the disk-full
+ * probe.
+ *
+ * Queue states of a generation: q (raw) -> compressor -> cq (compressed) ->
+ * store thread batch -> done(). store_close moves nothing itself: it sets
+ * closing; the compressors drain q and exit (comp_exited counts them), then
+ * the store thread drains cq and exits.
  *
  * Invariants:
  *   1. Only the store thread MUST touch s->db and its statements after
@@ -31,9 +43,15 @@
  *   6. Retention MUST never delete a generation with seq >= the lowest pin,
  *      otherwise a running download would find holes in the window it
  *      promised (its headers are already sent).
- *   7. store_submit MUST never wait for the disk: it only takes q_lock, which
- *      the store thread holds just to move pointers, otherwise the libuv
- *      loop would stall behind a slow fsync.
+ *   7. store_submit MUST never wait for the disk or for compression: it
+ *      only takes q_lock, which the other threads hold just to move
+ *      pointers, otherwise the libuv loop would stall behind a slow fsync.
+ *   8. A compressor MUST reserve its cq slot in the same critical section
+ *      that pops q, and the store thread MUST take only leading ready slots,
+ *      otherwise generations of a session would commit out of submission
+ *      order and seq (the feed cursor) would not follow arrival.
+ *   9. cq MUST stay bounded (cq_cap), otherwise a slow disk would let the
+ *      compressor double the memory of everything queued.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -92,6 +110,8 @@
 #define STORE_SIZE_SLACK 16
 /* Below this much free file-system space the disk still counts as full. */
 #define STORE_MIN_FREE_BYTES (8ull << 20)
+/* Compressor threads: two keep up with the disk on a 2-core machine. */
+#define STORE_COMPRESSORS 2
 
 enum {
   ST_BEGIN,
@@ -152,6 +172,15 @@ static const char *const store_sql[ST_COUNT_] = {
 };
 
 /* One entry of the session index (open addressing, linear probing). */
+/* A generation with its compressed bytes, between the two threads. */
+typedef struct zitem {
+  store_gen *g;
+  uint8_t *z; /* malloc'd compressed payload, NULL when stored raw */
+  size_t zlen;
+  const char *codec; /* STORE_CODEC_* */
+  int ready;         /* compressed; the store thread may take it */
+} zitem;
+
 typedef struct idx_ent {
   uint8_t key[16];
   uint8_t used;
@@ -168,27 +197,29 @@ struct store {
   char *wal_path;
   store_done_fn done;
   void *done_ctx;
-  pthread_t thread;
-  int thread_started;
+  pthread_t thread, comp_thread[STORE_COMPRESSORS];
+  int thread_started, comp_started;
 
   /* Store thread only (invariant 1). */
   sqlite3 *db;
   sqlite3_stmt *st[ST_COUNT_];
-  ZSTD_CCtx *cctx;
-  uint8_t *zbuf;
-  size_t zcap;
-  store_gen **batch;
+  zitem *batch;
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
   int64_t next_tick_ns;
   int size_stuck; /* over max_db_bytes but nothing deletable: wait a tick */
 
   /* Protected by q_lock. */
   pthread_mutex_t q_lock;
-  pthread_cond_t q_cond;
+  pthread_cond_t q_cond;     /* q got an item, or closing */
+  pthread_cond_t c_cond;     /* cq got an item, or the compressor exited */
+  pthread_cond_t space_cond; /* cq has room again */
   store_gen **q;
   size_t q_head, q_len, q_cap;
-  uint64_t q_bytes;
+  zitem *cq;
+  size_t cq_head, cq_len, cq_cap;
+  uint64_t q_bytes; /* payload bytes in q and cq */
   int closing;
+  int comp_exited; /* compressors that have exited */
 
   /* Protected by idx_lock. */
   pthread_mutex_t idx_lock;
@@ -617,6 +648,7 @@ static int prepare_all(store *s, char **cause) {
 }
 
 static void *store_main(void *arg);
+static void *comp_main(void *arg);
 
 int store_open(const store_config *cfg, store_done_fn done, void *ctx,
                store **out, char **cause) {
@@ -645,8 +677,10 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   s->idx_seed = mix64((uint64_t)now_ns(CLOCK_MONOTONIC) ^
                       (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32));
   s->batch = calloc(s->cfg.batch_max, sizeof *s->batch);
-  s->cctx = ZSTD_createCCtx();
-  if (!s->batch || !s->cctx)
+  /* Two batches' worth: one being committed, the next being compressed. */
+  s->cq_cap = 2 * (size_t)s->cfg.batch_max;
+  s->cq = calloc(s->cq_cap, sizeof *s->cq);
+  if (!s->batch || !s->cq)
     goto fail_strings;
 
   pthread_condattr_t ca;
@@ -654,10 +688,12 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   /* Ticks are measured on the monotonic clock so a wall-clock step cannot
    * stall retention or the disk-full probe. */
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  int cond_ok = pthread_cond_init(&s->q_cond, &ca) == 0;
+  int cond_ok = pthread_cond_init(&s->c_cond, &ca) == 0;
   pthread_condattr_destroy(&ca);
   if (!cond_ok)
     goto fail_strings;
+  pthread_cond_init(&s->q_cond, NULL);
+  pthread_cond_init(&s->space_cond, NULL);
   pthread_mutex_init(&s->q_lock, NULL);
   pthread_mutex_init(&s->idx_lock, NULL);
   pthread_mutex_init(&s->st_lock, NULL);
@@ -692,8 +728,30 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     goto fail_db;
   }
   s->thread_started = 1;
+  for (; s->comp_started < STORE_COMPRESSORS; s->comp_started++) {
+    rc = pthread_create(&s->comp_thread[s->comp_started], NULL, comp_main, s);
+    if (rc != 0) {
+      set_cause(cause, "store: cannot start thread: %s", strerror(rc));
+      err = -rc;
+      goto fail_thread;
+    }
+  }
   *out = s;
   return 0;
+
+fail_thread:
+  /* Nothing was submitted: the started threads find empty queues and exit;
+   * the store thread once every compressor, started or not, counts as
+   * gone. */
+  pthread_mutex_lock(&s->q_lock);
+  s->closing = 1;
+  s->comp_exited += STORE_COMPRESSORS - s->comp_started;
+  pthread_cond_broadcast(&s->q_cond);
+  pthread_cond_broadcast(&s->c_cond);
+  pthread_mutex_unlock(&s->q_lock);
+  for (int i = 0; i < s->comp_started; i++)
+    pthread_join(s->comp_thread[i], NULL);
+  pthread_join(s->thread, NULL);
 
 fail_db:
   for (int i = 0; i < ST_COUNT_; i++)
@@ -703,11 +761,13 @@ fail_db:
   pthread_mutex_destroy(&s->idx_lock);
   pthread_mutex_destroy(&s->q_lock);
   pthread_cond_destroy(&s->q_cond);
+  pthread_cond_destroy(&s->c_cond);
+  pthread_cond_destroy(&s->space_cond);
 fail_strings:
   if (err == -ENOMEM && cause && !*cause)
     set_cause(cause, "store: out of memory");
-  ZSTD_freeCCtx(s->cctx);
   free(s->batch);
+  free(s->cq);
   free(s->idx);
   free(s->wal_path);
   free(s->path);
@@ -767,7 +827,7 @@ void store_stats_get(store *s, store_stats *out) {
   pthread_mutex_unlock(&s->st_lock);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);
-  out->queued_gens = s->q_len;
+  out->queued_gens = s->q_len + s->cq_len;
   out->queued_bytes = s->q_bytes;
   pthread_mutex_unlock(&s->q_lock);
 }
@@ -778,35 +838,37 @@ static const char *str_or(const char *p, const char *def) {
   return p ? p : def;
 }
 
-/* Compresses g's payload into s->zbuf. Returns the codec; data and n say
- * what to store. Compression that does not shrink the payload is not kept: the
- * reader then skips the decompression. */
-static const char *compress_gen(store *s, const store_gen *g, const void **data,
-                                size_t *n) {
-  *data = g->payload;
-  *n = g->len;
+/* Compresses the payload of it->g into a new buffer. Compression that does
+ * not shrink the payload is not kept: the reader then skips the
+ * decompression. Thread: a compressor, with its own cctx. */
+static void compress_item(store *s, ZSTD_CCtx *cctx, zitem *it) {
+  const store_gen *g = it->g;
+  it->z = NULL;
+  it->zlen = g->len;
+  it->codec = STORE_CODEC_NONE;
   if (g->len < 64)
-    return STORE_CODEC_NONE;
+    return;
   size_t bound = ZSTD_compressBound(g->len);
-  if (bound > s->zcap) {
-    uint8_t *nb = realloc(s->zbuf, bound);
-    if (!nb)
-      return STORE_CODEC_NONE; /* storing raw is always correct */
-    s->zbuf = nb;
-    s->zcap = bound;
+  uint8_t *z = malloc(bound);
+  if (!z)
+    return; /* storing raw is always correct */
+  size_t n =
+      ZSTD_compressCCtx(cctx, z, bound, g->payload, g->len, s->cfg.zstd_level);
+  if (ZSTD_isError(n) || n >= g->len) {
+    free(z);
+    return;
   }
-  size_t z = ZSTD_compressCCtx(s->cctx, s->zbuf, s->zcap, g->payload, g->len,
-                               s->cfg.zstd_level);
-  if (ZSTD_isError(z) || z >= g->len)
-    return STORE_CODEC_NONE;
-  *data = s->zbuf;
-  *n = z;
-  return STORE_CODEC_ZSTD;
+  /* Give back the slack of the worst-case bound: queued items stay small. */
+  uint8_t *fit = realloc(z, n);
+  it->z = fit ? fit : z;
+  it->zlen = n;
+  it->codec = STORE_CODEC_ZSTD;
 }
 
 /* Inserts one generation inside the open transaction. Returns an SQLite
  * code; sets g->result (0 or 1), g->seq and g->stored_bytes on success. */
-static int store_one(store *s, store_gen *g, int64_t now_real, int64_t *span) {
+static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
+  store_gen *g = it->g;
   char hex[33];
   gtp_session_hex(g->session, hex);
   sqlite3_stmt *st = s->st[ST_UPSERT_SESSION];
@@ -828,9 +890,9 @@ static int store_one(store *s, store_gen *g, int64_t now_real, int64_t *span) {
   if (rc != SQLITE_DONE)
     return rc;
 
-  const void *data;
-  size_t n;
-  const char *codec = compress_gen(s, g, &data, &n);
+  const void *data = it->z ? it->z : g->payload;
+  size_t n = it->zlen;
+  const char *codec = it->codec;
   st = s->st[ST_INSERT_GEN];
   sqlite3_bind_int64(st, 1, sid);
   sqlite3_bind_int64(st, 2, (int64_t)g->gen);
@@ -881,7 +943,7 @@ static int set_meta_int(store *s, const char *key, int64_t v) {
   return step_done(st);
 }
 
-static void commit_batch(store *s, store_gen **gs, size_t n) {
+static void commit_batch(store *s, zitem *items, size_t n) {
   if (s->cfg.test_delay_ms) {
     struct timespec d = {s->cfg.test_delay_ms / 1000,
                          (long)(s->cfg.test_delay_ms % 1000) * 1000000L};
@@ -893,7 +955,7 @@ static void commit_batch(store *s, store_gen **gs, size_t n) {
   int64_t span = s->max_span_ns;
   int rc = step_done(s->st[ST_BEGIN]);
   for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
-    rc = store_one(s, gs[i], now_real, &span);
+    rc = store_one(s, &items[i], now_real, &span);
   if (rc == SQLITE_OK && span > s->max_span_ns)
     rc = set_meta_int(s, "max_span_ns", span);
   if (rc == SQLITE_OK)
@@ -911,20 +973,20 @@ static void commit_batch(store *s, store_gen **gs, size_t n) {
       store_log_error(s, "commit", rc);
     }
     for (size_t i = 0; i < n; i++) {
-      gs[i]->result = res;
-      gs[i]->seq = 0;
-      gs[i]->stored_bytes = 0;
+      items[i].g->result = res;
+      items[i].g->seq = 0;
+      items[i].g->stored_bytes = 0;
     }
   } else {
     s->max_span_ns = span;
     uint64_t ok = 0, okb = 0, dup = 0;
     for (size_t i = 0; i < n; i++) {
-      idx_note_gen(s, gs[i]->session, gs[i]->gen); /* invariant 4 */
-      if (gs[i]->result == 1) {
+      idx_note_gen(s, items[i].g->session, items[i].g->gen); /* invariant 4 */
+      if (items[i].g->result == 1) {
         dup++;
       } else {
         ok++;
-        okb += gs[i]->len;
+        okb += items[i].g->len;
       }
     }
     pthread_mutex_lock(&s->st_lock);
@@ -938,8 +1000,11 @@ static void commit_batch(store *s, store_gen **gs, size_t n) {
     s->stats.disk_full = 0; /* a commit is the best proof of free space */
     pthread_mutex_unlock(&s->st_lock);
   }
-  for (size_t i = 0; i < n; i++)
-    s->done(s->done_ctx, gs[i]); /* invariant 2: after COMMIT returned */
+  for (size_t i = 0; i < n; i++) {
+    free(items[i].z);
+    items[i].z = NULL;
+    s->done(s->done_ctx, items[i].g); /* invariant 2: after COMMIT returned */
+  }
 }
 
 /* ---------------------------------------------------------- maintenance */
@@ -1193,29 +1258,75 @@ static void maintain(store *s, int committed) {
   }
 }
 
+/* A compressor: q -> compress -> cq, one generation at a time. */
+static void *comp_main(void *arg) {
+  store *s = arg;
+  /* Without a context every item is stored raw: slower disk use, but
+   * correct, and out of memory here is not worth stopping ingest for. */
+  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  pthread_mutex_lock(&s->q_lock);
+  for (;;) {
+    while ((s->q_len == 0 && !s->closing) ||
+           (s->q_len > 0 && s->cq_len == s->cq_cap)) /* invariant 9 */
+      pthread_cond_wait(s->q_len == 0 ? &s->q_cond : &s->space_cond,
+                        &s->q_lock);
+    if (s->q_len == 0)
+      break; /* closing and drained */
+    store_gen *g = s->q[s->q_head];
+    s->q_head = (s->q_head + 1) % s->q_cap;
+    s->q_len--;
+    size_t slot = (s->cq_head + s->cq_len) % s->cq_cap; /* invariant 8 */
+    s->cq[slot] = (zitem){.g = g};
+    s->cq_len++;
+    pthread_mutex_unlock(&s->q_lock);
+
+    zitem it = {.g = g};
+    if (cctx)
+      compress_item(s, cctx, &it);
+    else
+      it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
+    it.ready = 1;
+
+    pthread_mutex_lock(&s->q_lock);
+    s->cq[slot] = it;
+    pthread_cond_signal(&s->c_cond);
+  }
+  s->comp_exited++;
+  pthread_cond_signal(&s->c_cond);
+  /* Another compressor may wait for space that will never come while
+   * closing with q empty: wake it to see q is drained. */
+  pthread_cond_broadcast(&s->q_cond);
+  pthread_mutex_unlock(&s->q_lock);
+  ZSTD_freeCCtx(cctx);
+  return NULL;
+}
+
 static void *store_main(void *arg) {
   store *s = arg;
   for (;;) {
     pthread_mutex_lock(&s->q_lock);
-    while (s->q_len == 0 && !s->closing) {
+    while (!(s->cq_len > 0 && s->cq[s->cq_head].ready) &&
+           !(s->comp_exited == STORE_COMPRESSORS && s->cq_len == 0)) {
       int64_t wake = s->next_tick_ns;
       if (now_ns(CLOCK_MONOTONIC) >= wake)
         break;
       struct timespec ts = {(time_t)(wake / NS_PER_SEC),
                             (long)(wake % NS_PER_SEC)};
-      pthread_cond_timedwait(&s->q_cond, &s->q_lock, &ts);
+      pthread_cond_timedwait(&s->c_cond, &s->q_lock, &ts);
     }
     size_t n = 0;
     uint64_t bytes = 0;
-    while (n < s->cfg.batch_max && s->q_len > 0) {
-      store_gen *g = s->q[s->q_head];
-      s->q_head = (s->q_head + 1) % s->q_cap;
-      s->q_len--;
-      bytes += g->len;
-      s->batch[n++] = g;
+    while (n < s->cfg.batch_max && s->cq_len > 0 && s->cq[s->cq_head].ready) {
+      zitem *it = &s->cq[s->cq_head];
+      s->cq_head = (s->cq_head + 1) % s->cq_cap;
+      s->cq_len--;
+      bytes += it->g->len;
+      s->batch[n++] = *it;
     }
     s->q_bytes -= bytes;
-    int stop = s->closing && s->q_len == 0;
+    if (n)
+      pthread_cond_broadcast(&s->space_cond);
+    int stop = s->comp_exited == STORE_COMPRESSORS && s->cq_len == 0;
     pthread_mutex_unlock(&s->q_lock);
 
     if (n)
@@ -1232,8 +1343,12 @@ void store_close(store *s) {
     return;
   pthread_mutex_lock(&s->q_lock);
   s->closing = 1;
-  pthread_cond_signal(&s->q_cond);
+  pthread_cond_broadcast(&s->q_cond);
   pthread_mutex_unlock(&s->q_lock);
+  /* Compressors first: they drain q into cq and count themselves out; the
+   * store thread then commits what is left in cq and stops. */
+  for (int i = 0; i < s->comp_started; i++)
+    pthread_join(s->comp_thread[i], NULL);
   if (s->thread_started)
     pthread_join(s->thread, NULL);
   for (int i = 0; i < ST_COUNT_; i++)
@@ -1243,10 +1358,11 @@ void store_close(store *s) {
   pthread_mutex_destroy(&s->idx_lock);
   pthread_mutex_destroy(&s->q_lock);
   pthread_cond_destroy(&s->q_cond);
-  ZSTD_freeCCtx(s->cctx);
-  free(s->zbuf);
+  pthread_cond_destroy(&s->c_cond);
+  pthread_cond_destroy(&s->space_cond);
   free(s->batch);
   free(s->q);
+  free(s->cq);
   free(s->idx);
   free(s->wal_path);
   free(s->path);
