@@ -39,7 +39,7 @@
 
 /* Bytes MHD asks for at most per read callback; large enough that a
  * multi-megabyte generation goes out in a few writes. */
-#define DL_BLOCK (256u << 10)
+#define DL_BLOCK (1u << 20)
 
 enum dl_state { DL_HEADER, DL_GENS, DL_TRAILER, DL_DONE };
 

@@ -1,0 +1,378 @@
+/* bench_download.c: D1, window download throughput of the HTTP API.
+ *
+ * Fills a real database (store_open/store_submit, zstd) with one session of
+ * ~1 MiB generations, starts the web server on 127.0.0.1 port 0 and
+ * downloads the whole window with curl to /dev/null (best of 3). Baselines,
+ * measured in the same run: iperf3 loopback (single stream) and nginx
+ * serving the very bytes of the window from a file (sendfile), each only if
+ * installed (see bench/PEERS in the shared notes). Prints DESIGN.md BENCH
+ * lines; never fails the build.
+ *
+ *   bench_download [MiB]     (default 256)
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format.h"
+#include "store.h"
+#include "store_pin.h"
+#include "web.h"
+
+#define SEC INT64_C(1000000000)
+#define T0 INT64_C(1767225600000000000)
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static unsigned ndone, nfail;
+
+static void on_done(void *ctx, store_gen *g) {
+  pthread_mutex_lock(&lock);
+  ndone++;
+  if (g->result < 0)
+    nfail++;
+  pthread_cond_broadcast(&cond);
+  pthread_mutex_unlock(&lock);
+  store_gen_free(g);
+}
+
+/* One ~1 MiB generation: 16 threads' batches of regions and counters. */
+static int build_gen(gtp_wbuf *b, const uint8_t session[16], uint64_t gen,
+                     gtp_gen_end *end) {
+  gtp_gen_start gs;
+  memset(&gs, 0, sizeof gs);
+  memcpy(gs.session, session, 16);
+  gs.gen = gen;
+  gs.service = (gtp_str){"bench", 5};
+  gs.host = (gtp_str){"bench-host", 10};
+  gs.agent_version = (gtp_str){"0.1.0", 5};
+  gs.pid = 4242;
+  gs.process_start_ns = (uint64_t)T0;
+  if (gtp_put_gen_start(b, &gs) < 0)
+    return -1;
+  size_t body = b->len;
+  static const char *const names[] = {"GET /cart",   "db.query", "render",
+                                      "queue_depth", "auth",     "cache.get",
+                                      "serialize",   "flush"};
+  uint64_t ids[8];
+  gtp_str strs[8];
+  for (int i = 0; i < 8; i++) {
+    ids[i] = (uint64_t)i + 1;
+    strs[i] = (gtp_str){names[i], strlen(names[i])};
+  }
+  gtp_put_strings(b, ids, strs, 8);
+  uint64_t base = 1000000 + gen * 250000000ull;
+  static uint8_t ev[GTP_BATCH_MAX];
+  uint64_t x = gen * 2654435761u + 1;
+  for (unsigned t = 0; t < 16; t++) {
+    size_t len = 0;
+    uint64_t n = 0, prev = base, tk = base;
+    while (len + 3 * GTP_EVENT_MAX < sizeof ev) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      gtp_event e = {0};
+      tk += 20 + (x >> 58);
+      e.type = (n % 3 == 0)   ? GTP_EV_REGION_BEGIN
+               : (n % 3 == 1) ? GTP_EV_COUNTER
+                              : GTP_EV_REGION_END;
+      e.ticks = tk;
+      e.args[0] = 1 + (x >> 61);
+      e.args[1] = (x >> 40) & 0xffff;
+      int k = gtp_event_encode(ev + len, &e, prev);
+      if (k < 0)
+        return -1;
+      len += (size_t)k;
+      prev = tk;
+      n++;
+    }
+    gtp_put_batch(b, gen, 100 + t, base, n, ev, len);
+  }
+  gtp_clock c = {base,
+                 5 * SEC + gen * SEC,
+                 (uint64_t)T0 + gen * SEC,
+                 base + 250000000ull,
+                 6 * SEC + gen * SEC,
+                 (uint64_t)T0 + (gen + 1) * SEC};
+  gtp_put_clock(b, &c);
+  memset(end, 0, sizeof *end);
+  end->gen = gen;
+  if (b->err || gtp_manifest_compute(b->data + body, b->len - body, end) < 0)
+    return -1;
+  return gtp_put_gen_end(b, end);
+}
+
+static uint16_t free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {0};
+  socklen_t sl = sizeof sa;
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, (struct sockaddr *)&sa, sizeof sa);
+  getsockname(fd, (struct sockaddr *)&sa, &sl);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+static int port_open(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return ok;
+}
+
+/* Best of 3 curl downloads of url to out_file (NULL = /dev/null): MB/s. */
+static double curl_rate(const char *url, const char *out_file,
+                        uint64_t *bytes) {
+  double best = 0;
+  for (int i = 0; i < 3; i++) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "curl -s -f -o %s -w '%%{size_download} %%{time_total}' '%s'",
+             out_file ? out_file : "/dev/null", url);
+    FILE *p = popen(cmd, "r");
+    double size = 0, t = 0;
+    if (!p || fscanf(p, "%lf %lf", &size, &t) != 2) {
+      if (p)
+        pclose(p);
+      return 0;
+    }
+    if (pclose(p) != 0 || t <= 0)
+      return 0;
+    if (bytes)
+      *bytes = (uint64_t)size;
+    if (size / t / 1e6 > best)
+      best = size / t / 1e6;
+    out_file = NULL; /* only the first run keeps the bytes */
+  }
+  return best;
+}
+
+static pid_t spawn(char *const argv[]) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static void reap(pid_t pid) {
+  if (pid <= 0)
+    return;
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+}
+
+/* iperf3 loopback single stream, MB/s; 0 if not installed. */
+static double iperf3_rate(void) {
+  if (system("command -v iperf3 >/dev/null 2>&1") != 0)
+    return 0;
+  uint16_t port = free_port();
+  char ps[8];
+  snprintf(ps, sizeof ps, "%u", port);
+  /* Not -1 (one client), and no connect probe for readiness: iperf3 takes
+   * any connection as a test client. The client is retried instead until
+   * the server answers. */
+  char *sargv[] = {"iperf3", "-s", "-p", ps, NULL};
+  pid_t srv = spawn(sargv);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd,
+           "iperf3 -c 127.0.0.1 -p %u -t 3 -f m 2>/dev/null | "
+           "awk '/receiver/ {print $7}'",
+           port);
+  double mbit = 0;
+  for (int i = 0; i < 50 && mbit <= 0; i++) {
+    FILE *p = popen(cmd, "r");
+    if (p) {
+      if (fscanf(p, "%lf", &mbit) != 1)
+        mbit = 0;
+      pclose(p);
+    }
+    if (mbit <= 0)
+      usleep(50000);
+  }
+  reap(srv);
+  return mbit / 8; /* Mbit/s -> MB/s */
+}
+
+/* nginx serving path with sendfile, MB/s; 0 if not installed. */
+static double nginx_rate(const char *dir, const char *file) {
+  const char *bin = NULL;
+  static const char *const cands[] = {"/usr/sbin/nginx",
+                                      "/usr/local/sbin/nginx", NULL};
+  for (int i = 0; cands[i]; i++)
+    if (access(cands[i], X_OK) == 0)
+      bin = cands[i];
+  if (!bin && getenv("NGINX") && access(getenv("NGINX"), X_OK) == 0)
+    bin = getenv("NGINX");
+  if (!bin)
+    return 0;
+  uint16_t port = free_port();
+  char conf[512], logs[512];
+  snprintf(conf, sizeof conf, "%s/nginx.conf", dir);
+  snprintf(logs, sizeof logs, "%s/logs", dir);
+  mkdir(logs, 0700);
+  FILE *f = fopen(conf, "w");
+  if (!f)
+    return 0;
+  fprintf(f,
+          "worker_processes 1;\npid %s/nginx.pid;\nerror_log %s/error.log;\n"
+          "events { worker_connections 64; }\n"
+          "http { access_log off; sendfile on; tcp_nopush on;\n"
+          " client_body_temp_path %s; proxy_temp_path %s;"
+          " fastcgi_temp_path %s; uwsgi_temp_path %s; scgi_temp_path %s;\n"
+          " server { listen 127.0.0.1:%u; root %s; } }\n",
+          dir, logs, logs, logs, logs, logs, logs, port, dir);
+  fclose(f);
+  char *argv[] = {(char *)bin, "-p", (char *)dir,   "-c",
+                  conf,        "-g", "daemon off;", NULL};
+  pid_t pid = spawn(argv);
+  for (int i = 0; i < 200 && !port_open(port); i++)
+    usleep(10000);
+  char url[256];
+  snprintf(url, sizeof url, "http://127.0.0.1:%u/%s", port, file);
+  double r = curl_rate(url, NULL, NULL);
+  reap(pid);
+  return r;
+}
+
+static void bench_line(double value, const char *name, double base) {
+  double ratio = base > 0 ? value / base : 0;
+  if (base > 0)
+    printf("BENCH id=D1 value=%.0f unit=MB/s baseline=%s:%.0f ratio=%.2f "
+           "bar=0.5 pass=%d\n",
+           value, name, base, ratio, ratio >= 0.5);
+  else
+    printf("BENCH id=D1 value=%.0f unit=MB/s baseline=%s:missing ratio=0 "
+           "bar=0.5 pass=0\n",
+           value, name);
+}
+
+int main(int argc, char **argv) {
+  unsigned mib = argc > 1 ? (unsigned)atoi(argv[1]) : 256;
+  if (mib == 0)
+    mib = 256;
+  char dir[] = "/tmp/gt-bench-web-XXXXXX";
+  if (!mkdtemp(dir))
+    return 1;
+  /* nginx workers drop root privileges: they must be able to read it. */
+  chmod(dir, 0755);
+  char db[256];
+  snprintf(db, sizeof db, "%s/gentrace.db", dir);
+  store_pins *pins = store_pins_new();
+  store_config sc = {0};
+  sc.path = db;
+  sc.zstd_level = 1;
+  sc.batch_max = 16;
+  sc.pins = pins;
+  store *st;
+  char *cause = NULL;
+  if (store_open(&sc, on_done, NULL, &st, &cause) < 0) {
+    fprintf(stderr, "bench_download: %s\n", cause ? cause : "store_open");
+    return 1;
+  }
+  uint8_t session[16];
+  for (int i = 0; i < 16; i++)
+    session[i] = (uint8_t)(0xb0 + i);
+  uint64_t total = 0;
+  unsigned ngens = 0;
+  while (total < (uint64_t)mib << 20) {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    gtp_gen_end end;
+    if (build_gen(&b, session, ngens, &end) < 0) {
+      fprintf(stderr, "bench_download: building a generation failed\n");
+      return 1;
+    }
+    store_gen *g = calloc(1, sizeof *g);
+    memcpy(g->session, session, 16);
+    g->service = strdup("bench");
+    g->host = strdup("bench-host");
+    g->agent_version = strdup("0.1.0");
+    g->tags_json = strdup("{}");
+    g->pid = 4242;
+    g->process_start_ns = (uint64_t)T0;
+    g->gen = ngens;
+    g->start_ns = T0 + (int64_t)ngens * SEC;
+    g->end_ns = g->start_ns + SEC;
+    g->end = end;
+    g->payload = b.data;
+    g->len = b.len;
+    total += b.len;
+    if (store_submit(st, g) < 0)
+      return 1;
+    ngens++;
+  }
+  pthread_mutex_lock(&lock);
+  while (ndone < ngens)
+    pthread_cond_wait(&cond, &lock);
+  pthread_mutex_unlock(&lock);
+  store_close(st);
+  if (nfail) {
+    fprintf(stderr, "bench_download: %u generations failed to commit\n", nfail);
+    return 1;
+  }
+
+  web_config wc;
+  web_config_init(&wc);
+  wc.port = 0;
+  wc.db_path = db;
+  wc.pins = pins;
+  wc.max_window_bytes = UINT64_C(16) << 30;
+  web_server *w;
+  uint16_t port;
+  if (web_start(&wc, &w, &port, &cause) < 0) {
+    fprintf(stderr, "bench_download: %s\n", cause ? cause : "web_start");
+    return 1;
+  }
+  char url[256], file[300];
+  snprintf(url, sizeof url,
+           "http://127.0.0.1:%u/v1/trace?service=bench&from=%" PRId64
+           "&to=%" PRId64,
+           port, T0, T0 + (int64_t)ngens * SEC);
+  snprintf(file, sizeof file, "%s/window.gentrace", dir);
+  uint64_t got = 0;
+  double rate = curl_rate(url, file, &got);
+  web_stop(w);
+  fprintf(stderr,
+          "bench_download: %u generations, %" PRIu64 " bytes per window, "
+          "gentraced %.0f MB/s\n",
+          ngens, got, rate);
+  double ip = iperf3_rate();
+  double ng = nginx_rate(dir, "window.gentrace");
+  if (ip <= 0)
+    fprintf(stderr, "bench_download: iperf3 not installed (apt-get install "
+                    "iperf3)\n");
+  if (ng <= 0)
+    fprintf(stderr, "bench_download: nginx not found (apt-get install nginx, "
+                    "or NGINX=/path/to/nginx)\n");
+  bench_line(rate, "iperf3", ip);
+  bench_line(rate, "nginx", ng);
+
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "bench_download: could not remove %s\n", dir);
+  store_pins_free(pins);
+  return 0;
+}
