@@ -81,6 +81,7 @@ static int build_gen(gtp_wbuf *b, const uint8_t session[16], uint64_t gen,
   for (unsigned t = 0; t < 16; t++) {
     size_t len = 0;
     uint64_t n = 0, prev = base, tk = base;
+    int64_t depth = 100;
     while (len + 3 * GTP_EVENT_MAX < sizeof ev) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       gtp_event e = {0};
@@ -90,7 +91,12 @@ static int build_gen(gtp_wbuf *b, const uint8_t session[16], uint64_t gen,
                               : GTP_EV_REGION_END;
       e.ticks = tk;
       e.args[0] = 1 + (x >> 61);
-      e.args[1] = (x >> 40) & 0xffff;
+      /* A counter such as a queue depth walks up and down by small steps;
+       * the timestamps carry the jitter. */
+      depth += (int64_t)((x >> 40) & 3) - 1;
+      if (depth < 0)
+        depth = 0;
+      e.args[1] = (uint64_t)depth;
       int k = gtp_event_encode(ev + len, &e, prev);
       if (k < 0)
         return -1;
