@@ -679,8 +679,10 @@ static void seal(int final) {
 
   unsigned par = old & 1;
   gt__buf *list = NULL;
-  uint64_t total_dropped = 0;
   pthread_mutex_lock(&reg_lock);
+  /* Threads freed below fold their counters into folded_dropped: take the
+   * sum before, so each drop is counted once (invariant 5). */
+  uint64_t total_dropped = folded_dropped;
   for (gt__thread *t = reg_head, *n; t != NULL; t = n) {
     n = t->next;
     if (wait_left(t) != 0) {
@@ -703,7 +705,6 @@ static void seal(int final) {
         atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL)
       thread_free_locked(t);
   }
-  total_dropped += folded_dropped;
   pthread_mutex_unlock(&reg_lock);
 
   pthread_mutex_lock(&A.full_lock);
