@@ -116,3 +116,82 @@ void wt_db_close(wt_db *d) {
   pthread_cond_destroy(&d->cond);
   pthread_mutex_destroy(&d->lock);
 }
+
+/* A generation of `batches` EVENTS records of ~64 KiB each, for tests that
+ * need windows larger than socket buffers. */
+int wt_db_submit_big(wt_db *d, const uint8_t session[16], uint64_t gen,
+                     int64_t start_ns, unsigned batches) {
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  gtp_gen_start gs;
+  memset(&gs, 0, sizeof gs);
+  memcpy(gs.session, session, 16);
+  gs.gen = gen;
+  gs.service = (gtp_str){"bigsvc", 6};
+  gs.host = (gtp_str){"host-a", 6};
+  gs.agent_version = (gtp_str){"0.1.0", 5};
+  gs.pid = 99;
+  gs.process_start_ns = (uint64_t)start_ns;
+  gtp_put_gen_start(&b, &gs);
+  size_t body = b.len;
+  uint64_t id = 1;
+  gtp_str name = {"op", 2};
+  gtp_put_strings(&b, &id, &name, 1);
+  static uint8_t ev[GTP_BATCH_MAX];
+  uint64_t x = gen * 2654435761u + 7, base = 1000 + gen * 1000000000ull;
+  uint64_t nevents = 0;
+  for (unsigned t = 0; t < batches; t++) {
+    size_t len = 0;
+    uint64_t n = 0, prev = base, tk = base;
+    while (len + GTP_EVENT_MAX < sizeof ev) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      gtp_event e;
+      memset(&e, 0, sizeof e);
+      e.type = GTP_EV_INSTANT;
+      tk += 1 + (x >> 44);
+      e.ticks = tk;
+      e.args[0] = 1;
+      int k = gtp_event_encode(ev + len, &e, prev);
+      if (k < 0)
+        break;
+      len += (size_t)k;
+      prev = tk;
+      n++;
+    }
+    gtp_put_batch(&b, gen, t + 1, base, n, ev, len);
+    nevents += n;
+  }
+  gtp_clock c = {base,
+                 base,
+                 (uint64_t)start_ns,
+                 base + 1000000000ull,
+                 base + 1000000000ull,
+                 (uint64_t)start_ns + 1000000000ull};
+  gtp_put_clock(&b, &c);
+  gtp_gen_end end;
+  memset(&end, 0, sizeof end);
+  end.gen = gen;
+  if (b.err || gtp_manifest_compute(b.data + body, b.len - body, &end) < 0 ||
+      gtp_put_gen_end(&b, &end) < 0) {
+    gtp_wbuf_fini(&b);
+    return -1;
+  }
+  store_gen *g = calloc(1, sizeof *g);
+  memcpy(g->session, session, 16);
+  g->service = strdup("bigsvc");
+  g->host = strdup("host-a");
+  g->agent_version = strdup("0.1.0");
+  g->tags_json = strdup("{}");
+  g->pid = 99;
+  g->process_start_ns = (uint64_t)start_ns;
+  g->gen = gen;
+  g->start_ns = start_ns;
+  g->end_ns = start_ns + 1000000000;
+  g->end = end;
+  g->payload = b.data;
+  g->len = b.len;
+  int rc = store_submit(d->st, g);
+  if (rc < 0)
+    store_gen_free(g);
+  return rc;
+}

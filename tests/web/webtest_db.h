@@ -30,6 +30,9 @@ int wt_db_submit(wt_db *d, const gtf_spec *s, const char *tags_json);
  * after timeout_ms. */
 int wt_db_wait(wt_db *d, unsigned total, int timeout_ms);
 void wt_db_set_notify(wt_db *d, web_server *w);
+/* A large generation (batches x ~64 KiB of instants) of service "bigsvc". */
+int wt_db_submit_big(wt_db *d, const uint8_t session[16], uint64_t gen,
+                     int64_t start_ns, unsigned batches);
 void wt_db_close(wt_db *d);
 int64_t wt_mono_ns(void);
 

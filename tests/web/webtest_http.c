@@ -43,14 +43,16 @@ static int dechunk(const uint8_t *p, size_t n, uint8_t **out, size_t *olen,
   return 0;
 }
 
-int wt_request(uint16_t port, const char *method, const char *path,
-               const char *extra, wt_resp *out) {
-  memset(out, 0, sizeof *out);
+int wt_open(uint16_t port, const char *method, const char *path,
+            const char *extra, int rcvbuf) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
     return -1;
   struct timeval tv = {70, 0}; /* longer than the longest feed wait */
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  /* Before connect, so the advertised window stays small. */
+  if (rcvbuf > 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   struct sockaddr_in sa = {0};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
@@ -68,8 +70,15 @@ int wt_request(uint16_t port, const char *method, const char *path,
     close(fd);
     return -1;
   }
-  size_t cap = 1 << 16, len = 0;
+  return fd;
+}
+
+int wt_finish(int fd, const uint8_t *prefix, size_t prefix_len, wt_resp *out) {
+  memset(out, 0, sizeof *out);
+  size_t cap = prefix_len + (1 << 16), len = prefix_len;
   uint8_t *raw = malloc(cap);
+  if (prefix_len)
+    memcpy(raw, prefix, prefix_len);
   for (;;) {
     if (len == cap) {
       cap *= 2;
@@ -107,6 +116,15 @@ int wt_request(uint16_t port, const char *method, const char *path,
   }
   free(raw);
   return 0;
+}
+
+int wt_request(uint16_t port, const char *method, const char *path,
+               const char *extra, wt_resp *out) {
+  memset(out, 0, sizeof *out);
+  int fd = wt_open(port, method, path, extra, 0);
+  if (fd < 0)
+    return -1;
+  return wt_finish(fd, NULL, 0, out);
 }
 
 int wt_get(uint16_t port, const char *path, wt_resp *out) {

@@ -20,6 +20,12 @@ typedef struct wt_resp {
 int wt_request(uint16_t port, const char *method, const char *path,
                const char *extra, wt_resp *out);
 int wt_get(uint16_t port, const char *path, wt_resp *out);
+/* The two halves of wt_request, for tests that stall a response: wt_open
+ * connects (rcvbuf > 0 sets SO_RCVBUF first) and sends; wt_finish reads to
+ * EOF, after `prefix` bytes the caller already read, and closes fd. */
+int wt_open(uint16_t port, const char *method, const char *path,
+            const char *extra, int rcvbuf);
+int wt_finish(int fd, const uint8_t *prefix, size_t prefix_len, wt_resp *out);
 void wt_resp_free(wt_resp *r);
 
 /* Value of a header (case-insensitive name) copied into out; 1 found. */
