@@ -486,6 +486,14 @@ static void conn_close(conn *c, int code, int has_gen, uint64_t gen,
   if (c->state == CONN_CLOSING)
     return;
   ingest *ing = c->ing;
+  if (code < 0) {
+    char q[GTP_REASON_MAX + 8];
+    log_info("agent connection closed",
+             "conn=%" PRIu64 " peer=%s session=%s error=%s reason=%s", c->id,
+             c->peer, c->session_hex[0] ? c->session_hex : "none",
+             gtp_errname(code),
+             log_quote(q, sizeof q, reason ? reason : gtp_strerror(code)));
+  }
   if (code < 0 && code != GTP_E_SHUTDOWN)
     send_error(c, code, has_gen, gen, reason);
   else if (reason != NULL)

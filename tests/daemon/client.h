@@ -1,0 +1,103 @@
+/* client.h: a small blocking agent-protocol client and daemon launcher for
+ * tests that need exact control over the bytes on the wire (the real agent,
+ * libgentrace, is used in tests/integration/).
+ *
+ * Every call has a timeout (GTC_TIMEOUT_MS) so a broken daemon fails a test
+ * instead of hanging it. Nothing here is thread-safe; use one gtc per
+ * thread.
+ */
+#ifndef GTC_CLIENT_H
+#define GTC_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "format.h"
+#include "frame.h"
+#include "gen_fixture.h"
+
+#define GTC_TIMEOUT_MS 10000
+
+typedef struct gtc {
+  int fd;
+  gtp_frame_decoder dec;
+  uint8_t in[65536];
+  size_t in_off, in_len;
+} gtc;
+
+/* Connects to 127.0.0.1:port. 0 or -errno. */
+int gtc_connect(gtc *c, uint16_t port);
+void gtc_close(gtc *c);
+/* Writes all n bytes. 0 or -errno (-EPIPE when the daemon closed). */
+int gtc_send_raw(gtc *c, const void *p, size_t n);
+/* Sends HELLO for spec s's identity (tags env=prod, zone=eu-1, matching
+ * gtf_gen_start) with the given token (NULL = none) and versions. */
+int gtc_send_hello(gtc *c, const gtf_spec *s, const char *token,
+                   uint32_t min_version, uint32_t max_version);
+/* HELLO + WELCOME. Returns 0 with *w filled, or the code of an ERROR frame
+ * the daemon answered with, or -errno / GTP_E_* on a transport problem. */
+int gtc_hello(gtc *c, const gtf_spec *s, const char *token, gtp_welcome *w);
+
+/* A generation cut into frames: one BATCH per body record, then GEN_END. */
+typedef struct gtc_gen {
+  gtp_wbuf body;   /* body records */
+  gtp_gen_end end; /* manifest */
+  size_t off[64];  /* record offsets; off[nrec] = body.len */
+  size_t nrec;
+} gtc_gen;
+int gtc_gen_build(gtc_gen *g, const gtf_spec *s);
+void gtc_gen_fini(gtc_gen *g);
+/* Sends BATCH frame i (one record) of g. */
+int gtc_send_batch(gtc *c, const gtc_gen *g, size_t i);
+int gtc_send_gen_end(gtc *c, const gtc_gen *g);
+/* All BATCH frames then GEN_END. */
+int gtc_send_gen(gtc *c, const gtc_gen *g);
+
+/* Reads the next frame, skipping HEARTBEATs. 1 = *f filled (valid until
+ * the next read), 0 = the daemon closed the connection, < 0 = error or
+ * timeout (-ETIMEDOUT). */
+int gtc_read_frame(gtc *c, gtp_frame *f, int timeout_ms);
+/* Reads until an ACK or ERROR: returns 1 (ACK, *gen set), 2 (ERROR, *gen
+ * and *code set), 0 EOF, < 0 error. */
+int gtc_read_reply(gtc *c, uint64_t *gen, int *code, int timeout_ms);
+/* Waits until the daemon closes the connection (1), or an error (< 0). Any
+ * ERROR frame seen before is stored in *code (0 if none). */
+int gtc_wait_closed(gtc *c, int *code, int timeout_ms);
+
+/* ---------------------------------------------------------------- daemon */
+
+typedef struct gtd {
+  pid_t pid;
+  uint16_t agent_port, http_port;
+  char dir[256]; /* private temp directory */
+  char db[300];
+  char log[300];
+} gtd;
+
+/* Makes a temp dir with a db path in it (no daemon yet). */
+int gtd_init(gtd *d);
+/* Starts $top_builddir/daemon/gentraced on 127.0.0.1 port 0 (both ports)
+ * with --db d->db --log d->log plus extra args (NULL-terminated), env
+ * entries "K=V" added (NULL-terminated, may be NULL); waits for the
+ * `listening` line and parses the ports. 0 or a negative code. */
+int gtd_start(gtd *d, const char *const *args, const char *const *env);
+/* SIGTERM and wait: returns the exit status (or -1 if it had to be killed
+ * after the timeout). */
+int gtd_stop(gtd *d);
+/* SIGKILL and reap. */
+void gtd_kill9(gtd *d);
+/* 1 if the process is still running. */
+int gtd_alive(gtd *d);
+/* Removes the temp dir and its files. */
+void gtd_cleanup(gtd *d);
+/* GET path on the HTTP port; returns the malloc'd body (NUL-terminated) and
+ * sets *status, or NULL. */
+char *gtd_http_get(gtd *d, const char *path, int *status);
+/* Reads a metric value from /metrics (name with labels exactly as printed,
+ * e.g. "gentrace_buffered_bytes"); -1 if missing. */
+int64_t gtd_metric(gtd *d, const char *name);
+/* 1 if the log contains s. */
+int gtd_log_has(gtd *d, const char *s);
+
+#endif

@@ -1,0 +1,515 @@
+/* test_ingest.c: daemon/ingest.c through the real gentraced process on
+ * 127.0.0.1 port 0, real sockets and a real SQLite database. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "client.h"
+#include "store_read.h"
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The daemon of the running test, killed by teardown if the test fails. */
+static gtd *current;
+
+static int teardown(void **state) {
+  if (current != NULL)
+    gtd_cleanup(current);
+  current = NULL;
+  return 0;
+}
+
+static void start(gtd *d, const char *const *args, const char *const *env) {
+  assert_int_equal(gtd_init(d), 0);
+  current = d;
+  int rc = gtd_start(d, args, env);
+  if (rc != 0)
+    fail_msg("gentraced did not start: %d (log %s)", rc, d->log);
+}
+
+static void finish(gtd *d) {
+  if (d->pid > 0)
+    assert_int_equal(gtd_stop(d), 0);
+  gtd_cleanup(d);
+  current = NULL;
+}
+
+static int64_t db_count(const char *db, const char *sql) {
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  int64_t v = -1;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_busy_timeout(h, 5000);
+  if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+static int64_t gen_rows(const char *db, uint64_t gen) {
+  char sql[128];
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM generations WHERE gen=%llu",
+           (unsigned long long)gen);
+  return db_count(db, sql);
+}
+
+/* The stored bytes of (session, gen) equal what the fixture builds. */
+static void assert_stored_exactly(const char *db, const gtf_spec *s) {
+  store_reader *r;
+  char *cause = NULL;
+  assert_int_equal(store_reader_open(db, &r, &cause), 0);
+  char hex[33];
+  gtp_session_hex(s->session, hex);
+  gtp_wbuf got, want;
+  gtp_wbuf_init(&got, 0);
+  gtp_wbuf_init(&want, 0);
+  assert_int_equal(store_read_payload_by_gen(r, hex, s->gen, &got), 0);
+  assert_int_equal(gtf_generation(&want, s), 0);
+  assert_int_equal(got.len, want.len);
+  assert_memory_equal(got.data, want.data, want.len);
+  /* And it decodes as a generation with every event. */
+  gtp_gen g;
+  size_t used;
+  assert_int_equal(gtp_gen_parse(got.data, got.len, &g, &used), 0);
+  assert_int_equal(g.end.events, gtf_events(s));
+  assert_int_equal(g.start.gen, s->gen);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&got);
+  gtp_wbuf_fini(&want);
+  store_reader_close(r);
+}
+
+static void spec(gtf_spec *s, unsigned session, uint64_t gen) {
+  gtf_spec_init(s, session, gen);
+  s->threads = 4;
+  s->stacks = 1;
+}
+
+static void expect_ack(gtc *c, uint64_t want_gen) {
+  uint64_t gen = 0;
+  int code = 0;
+  int rc = gtc_read_reply(c, &gen, &code, GTC_TIMEOUT_MS);
+  if (rc != 1)
+    fail_msg("wanted ACK %llu, got rc=%d code=%d gen=%llu",
+             (unsigned long long)want_gen, rc, code, (unsigned long long)gen);
+  assert_int_equal(gen, want_gen);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_ingest__interleaved_threads_stored_once_and_decode(void **st) {
+  gtd d;
+  start(&d, NULL, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s[3];
+  gtc_gen g[3];
+  for (int i = 0; i < 3; i++) {
+    spec(&s[i], 1, 10 + (uint64_t)i);
+    assert_int_equal(gtc_gen_build(&g[i], &s[i]), 0);
+  }
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s[0], NULL, &w), 0);
+  assert_int_equal(w.version, GTP_PROTO_VERSION);
+  assert_int_equal(w.has_last, 0);
+  assert_int_equal(w.max_gen_bytes, 64ull << 20);
+  /* Three generations open at once, their records interleaved as batches
+   * from several threads arrive. */
+  for (size_t r = 0; r < 16; r++)
+    for (int i = 0; i < 3; i++)
+      if (r < g[i].nrec)
+        assert_int_equal(gtc_send_batch(&c, &g[i], r), 0);
+  for (int i = 2; i >= 0; i--)
+    assert_int_equal(gtc_send_gen_end(&c, &g[i]), 0);
+  uint64_t seen = 0;
+  for (int i = 0; i < 3; i++) {
+    uint64_t gen;
+    int code;
+    assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 1);
+    assert_true(gen >= 10 && gen <= 12);
+    seen |= 1u << (gen - 10);
+  }
+  assert_int_equal(seen, 7);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(gen_rows(d.db, s[i].gen), 1);
+    assert_stored_exactly(d.db, &s[i]);
+  }
+  /* A resend is a duplicate: ACKed, not stored twice. */
+  assert_int_equal(gtc_send_gen(&c, &g[1]), 0);
+  expect_ack(&c, 11);
+  assert_int_equal(db_count(d.db, "SELECT count(*) FROM generations"), 3);
+  gtc_close(&c);
+
+  /* A reconnect of the same session learns the last committed gen. */
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s[0], NULL, &w), 0);
+  assert_int_equal(w.has_last, 1);
+  assert_int_equal(w.last_gen, 12);
+  gtc_close(&c);
+  assert_int_equal(gtd_metric(&d, "gentrace_generations_committed_total"), 3);
+  assert_int_equal(gtd_metric(&d, "gentrace_generations_duplicate_total"), 1);
+  for (int i = 0; i < 3; i++)
+    gtc_gen_fini(&g[i]);
+  finish(&d);
+}
+
+static void
+test_ingest__ack_arrives_only_after_the_row_is_committed(void **st) {
+  gtd d;
+  const char *args[] = {"--test-store-delay-ms", "150", NULL};
+  start(&d, args, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  gtc_gen g;
+  spec(&s, 2, 1);
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  for (uint64_t gen = 1; gen <= 4; gen++) {
+    gtc_gen_fini(&g);
+    spec(&s, 2, gen);
+    assert_int_equal(gtc_gen_build(&g, &s), 0);
+    int64_t t0 = now_ms();
+    assert_int_equal(gtc_send_gen(&c, &g), 0);
+    expect_ack(&c, gen);
+    /* The store sleeps 150 ms before each commit: an early ACK shows. */
+    assert_true(now_ms() - t0 >= 140);
+    assert_int_equal(gen_rows(d.db, gen), 1);
+  }
+  gtc_gen_fini(&g);
+  gtc_close(&c);
+  finish(&d);
+}
+
+static void
+test_ingest__bad_generation_gets_error_and_connection_goes_on(void **st) {
+  gtd d;
+  start(&d, NULL, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  gtc_gen g;
+  spec(&s, 3, 5);
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  /* Flip the last byte of the body (inside the CLOCK payload). */
+  g.body.data[g.body.len - 1] ^= 0x01;
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  uint64_t gen;
+  int code;
+  assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 2);
+  assert_int_equal(gen, 5);
+  assert_true(code == GTP_E_CRC || code == GTP_E_MANIFEST);
+  /* A GEN_END whose counts lie. */
+  g.body.data[g.body.len - 1] ^= 0x01;
+  g.end.gen = 6;
+  g.end.events += 1;
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 2);
+  assert_int_equal(gen, 6);
+  assert_int_equal(code, GTP_E_MANIFEST);
+  /* The same connection still stores a good generation. */
+  gtc_gen_fini(&g);
+  spec(&s, 3, 7);
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  expect_ack(&c, 7);
+  assert_int_equal(db_count(d.db, "SELECT count(*) FROM generations"), 1);
+  assert_int_equal(gtd_metric(&d, "gentrace_generations_rejected_total"), 2);
+  gtc_gen_fini(&g);
+  gtc_close(&c);
+  finish(&d);
+}
+
+/* A well-behaved agent that must lose nothing while hostile peers come and
+ * go. */
+typedef struct good {
+  gtc c;
+  unsigned session;
+  uint64_t next_gen;
+} good;
+
+static void good_open(good *gd, gtd *d, unsigned session, const char *tok) {
+  gtf_spec s;
+  gtp_welcome w;
+  spec(&s, session, 1);
+  gd->session = session;
+  gd->next_gen = 1;
+  assert_int_equal(gtc_connect(&gd->c, d->agent_port), 0);
+  assert_int_equal(gtc_hello(&gd->c, &s, tok, &w), 0);
+}
+
+static void good_send_one(good *gd) {
+  gtf_spec s;
+  gtc_gen g;
+  spec(&s, gd->session, gd->next_gen);
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_int_equal(gtc_send_gen(&gd->c, &g), 0);
+  expect_ack(&gd->c, gd->next_gen);
+  gd->next_gen++;
+  gtc_gen_fini(&g);
+}
+
+static void expect_closed_with(gtd *d, gtc *c, int want_code) {
+  int code = 0;
+  int rc = gtc_wait_closed(c, &code, GTC_TIMEOUT_MS);
+  if (rc != 1)
+    fail_msg("connection not closed: rc=%d", rc);
+  if (want_code != 0)
+    assert_int_equal(code, want_code);
+  gtc_close(c);
+  assert_true(gtd_alive(d));
+}
+
+static void
+test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
+  gtd d;
+  const char *args[] = {"--token", "s3cret",      "--handshake-timeout",
+                        "1s",      "--max-frame", "64K",
+                        NULL};
+  start(&d, args, NULL);
+  good gd;
+  good_open(&gd, &d, 9, "s3cret");
+  good_send_one(&gd);
+  gtc h;
+  gtf_spec s;
+  spec(&s, 20, 1);
+
+  /* Random bytes. */
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  uint8_t junk[4096];
+  srand(42);
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (uint8_t)rand();
+  junk[4] = 0x77; /* an unknown frame type if the length passes */
+  gtc_send_raw(&h, junk, sizeof junk);
+  expect_closed_with(&d, &h, 0);
+  good_send_one(&gd);
+
+  /* A frame announcing more than --max-frame: ERROR TOOBIG, closed. */
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  uint8_t hdr[GTP_FRAME_HEADER_SIZE];
+  gtp_frame_header_put(hdr, GTP_FR_HELLO, 64 * 1024 + 1);
+  assert_int_equal(gtc_send_raw(&h, hdr, sizeof hdr), 0);
+  expect_closed_with(&d, &h, GTP_E_TOOBIG);
+  good_send_one(&gd);
+
+  /* A frame before HELLO. */
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    gtp_frame_heartbeat_encode(&b);
+    gtp_frame_ack_encode(&b, 1);
+    assert_int_equal(gtc_send_raw(&h, b.data, b.len), 0);
+    gtp_wbuf_fini(&b);
+  }
+  expect_closed_with(&d, &h, GTP_E_STATE);
+
+  /* Wrong version. */
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  assert_int_equal(gtc_send_hello(&h, &s, "s3cret", 90, 99), 0);
+  expect_closed_with(&d, &h, GTP_E_VERSION);
+
+  /* Wrong and missing token. */
+  gtp_welcome w;
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&h, &s, "s3creT", &w), GTP_E_TOKEN);
+  expect_closed_with(&d, &h, 0);
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&h, &s, NULL, &w), GTP_E_TOKEN);
+  expect_closed_with(&d, &h, 0);
+  good_send_one(&gd);
+
+  /* Truncated frame, then the peer goes away. */
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    assert_int_equal(gtc_send_hello(&h, &s, "s3cret", 1, 1), 0);
+    gtc_gen g;
+    spec(&s, 20, 1);
+    assert_int_equal(gtc_gen_build(&g, &s), 0);
+    gtp_frame_batch_encode(&b, 1, g.body.data, g.off[1]);
+    assert_int_equal(gtc_send_raw(&h, b.data, b.len - 3), 0);
+    gtp_wbuf_fini(&b);
+    gtc_gen_fini(&g);
+  }
+  gtc_close(&h);
+
+  /* A trickler: a byte of HELLO every 200 ms, never finishing in time. */
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  int64_t t0 = now_ms();
+  {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    gtp_hello hl;
+    memset(&hl, 0, sizeof hl);
+    hl.min_version = hl.max_version = 1;
+    hl.service = hl.host = hl.agent_version = (gtp_str){"x", 1};
+    assert_int_equal(gtp_frame_hello_encode(&b, &hl), 0);
+    int closed = 0, code = 0;
+    for (size_t i = 0; i < b.len && !closed; i++) {
+      gtc_send_raw(&h, b.data + i, 1);
+      closed = gtc_wait_closed(&h, &code, 200) == 1;
+    }
+    gtp_wbuf_fini(&b);
+    assert_true(closed);
+    assert_int_equal(code, GTP_E_TIMEOUT);
+    gtc_close(&h);
+  }
+  int64_t took = now_ms() - t0;
+  assert_true(took >= 900 && took < 6000);
+
+  /* One that says HELLO, floods generations and never reads a reply. */
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  assert_int_equal(gtc_send_hello(&h, &s, "s3cret", 1, 1), 0);
+  for (uint64_t gen = 1; gen <= 200; gen++) {
+    gtc_gen g;
+    spec(&s, 20, gen);
+    assert_int_equal(gtc_gen_build(&g, &s), 0);
+    assert_int_equal(gtc_send_gen(&h, &g), 0);
+    gtc_gen_fini(&g);
+  }
+  good_send_one(&gd);
+  gtc_close(&h);
+
+  /* Interleaved with all that, the good agent keeps storing. */
+  good_send_one(&gd);
+  gtc_close(&gd.c);
+  /* The good agent's generations, plus the flooder's 200. */
+  assert_int_equal(db_count(d.db, "SELECT count(*) FROM generations"),
+                   (int64_t)gd.next_gen - 1 + 200);
+  assert_true(gtd_metric(&d, "gentrace_protocol_errors_total") >= 3);
+  assert_true(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"max-frame\"}") >= 1);
+  assert_int_equal(gtd_metric(&d, "gentrace_limit_hits_total{limit=\"token\"}"),
+                   2);
+  assert_int_equal(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"handshake-timeout\"}"),
+      1);
+  finish(&d);
+}
+
+static void
+test_ingest__second_connection_of_a_session_replaces_first(void **st) {
+  gtd d;
+  start(&d, NULL, NULL);
+  good a, b;
+  good_open(&a, &d, 4, NULL);
+  good_send_one(&a);
+  good_open(&b, &d, 4, NULL);
+  expect_closed_with(&d, &a.c, GTP_E_STATE);
+  b.next_gen = 2;
+  good_send_one(&b);
+  gtc_close(&b.c);
+  assert_int_equal(db_count(d.db, "SELECT count(*) FROM generations"), 2);
+  finish(&d);
+}
+
+static void test_ingest__max_connections_refuses_with_limit(void **st) {
+  gtd d;
+  const char *args[] = {"--max-connections", "2", NULL};
+  start(&d, args, NULL);
+  good a, b;
+  good_open(&a, &d, 5, NULL);
+  good_open(&b, &d, 6, NULL);
+  gtc h;
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  expect_closed_with(&d, &h, GTP_E_LIMIT);
+  good_send_one(&a);
+  gtc_close(&a.c);
+  gtc_close(&b.c);
+  assert_int_equal(gtd_metric(&d, "gentrace_agent_connections_refused_total"),
+                   1);
+  finish(&d);
+}
+
+static void
+test_ingest__sigterm_acks_complete_generations_then_goodbye(void **st) {
+  gtd d;
+  const char *args[] = {"--test-store-delay-ms", "100", NULL};
+  start(&d, args, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  spec(&s, 7, 1);
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  for (uint64_t gen = 1; gen <= 5; gen++) {
+    gtc_gen g;
+    spec(&s, 7, gen);
+    assert_int_equal(gtc_gen_build(&g, &s), 0);
+    assert_int_equal(gtc_send_gen(&c, &g), 0);
+    gtc_gen_fini(&g);
+  }
+  /* Wait until the daemon has all five (frames counted), then stop it
+   * while the slow store still holds most of them. */
+  int64_t deadline = now_ms() + 10000;
+  while (gtd_metric(&d, "gentrace_frames_received_total") <
+             1 + 5 * (int64_t)(4 + 4 + 1) &&
+         now_ms() < deadline)
+    ;
+  kill(d.pid, SIGTERM);
+  uint64_t acked = 0;
+  for (;;) {
+    uint64_t gen;
+    int code;
+    int rc = gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS);
+    if (rc != 1)
+      break;
+    acked++;
+  }
+  assert_int_equal(acked, 5);
+  gtc_close(&c);
+  assert_int_equal(gtd_stop(&d), 0);
+  assert_int_equal(db_count(d.db, "SELECT count(*) FROM generations"), 5);
+  finish(&d);
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(
+          test_ingest__interleaved_threads_stored_once_and_decode, teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__ack_arrives_only_after_the_row_is_committed, teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__bad_generation_gets_error_and_connection_goes_on,
+          teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing,
+          teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__second_connection_of_a_session_replaces_first, teardown),
+      cmocka_unit_test_teardown(test_ingest__max_connections_refuses_with_limit,
+                                teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__sigterm_acks_complete_generations_then_goodbye,
+          teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
