@@ -270,10 +270,16 @@ static void set_cause(char **cause, const char *fmt, ...) {
 /* The daemon logs logfmt to stderr; only unexpected SQLite failures land
  * here (disk full is reported through store_stats_get instead). */
 static void store_log_error(store *s, const char *what, int rc) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char when[32];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
   fprintf(stderr,
-          "ts=%" PRId64 " level=error msg=\"store: %s failed\" db=\"%s\""
+          "ts=%s.%03ldZ level=error msg=\"store: %s failed\" db=\"%s\""
           " sqlite=%d err=\"%s\"\n",
-          now_ns(CLOCK_REALTIME), what, s->path, rc,
+          when, ts.tv_nsec / 1000000, what, s->path, rc,
           s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 }
 
@@ -962,16 +968,30 @@ static void commit_batch(store *s, zitem *items, size_t n) {
     rc = step_done(s->st[ST_COMMIT]);
   int64_t dt = now_ns(CLOCK_MONOTONIC) - t0;
 
+  if (rc != SQLITE_OK && n > 1 && !rc_is_full(rc)) {
+    /* Not a space problem, so possibly one bad generation: retry each in
+     * its own transaction so the others are not refused with it (a refused
+     * generation is not resent by the agent). */
+    store_log_error(s, "batch commit (retrying one by one)", rc);
+    rollback(s);
+    for (size_t i = 0; i < n; i++)
+      commit_batch(s, &items[i], 1);
+    return;
+  }
   if (rc != SQLITE_OK) {
-    rollback(s); /* invariant 5 */
     int res;
     if (rc_is_full(rc)) {
       res = GTP_E_DISKFULL;
       stats_set_disk_full(s, 1);
     } else {
-      res = store_err(rc) ? store_err(rc) : GTP_E_INTERNAL;
+      /* Constraint errors (e.g. a trigger) are the generation's fault, not
+       * the store's: the agent must not resend it. */
+      res = (rc & 0xff) == SQLITE_CONSTRAINT ? GTP_E_CORRUPT
+            : store_err(rc)                  ? store_err(rc)
+                                             : GTP_E_INTERNAL;
       store_log_error(s, "commit", rc);
     }
+    rollback(s); /* invariant 5 */
     for (size_t i = 0; i < n; i++) {
       items[i].g->result = res;
       items[i].g->seq = 0;

@@ -245,6 +245,31 @@ static void test_store_note_rejected__counted_in_session_row(void **state) {
   assert_int_equal(v, 2000120);
 }
 
+static void test_store_commit__one_bad_gen_fails_alone(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  c.test_delay_ms = 300; /* let all five gather in one batch */
+  open_store(f, &c);
+  /* A row the database refuses for reasons of its own: only that
+   * generation may fail, the rest of its batch must commit. */
+  assert_int_equal(sf_sql_exec(f->dir.db,
+                               "CREATE TRIGGER no666 BEFORE INSERT ON"
+                               " generations WHEN NEW.gen = 666 BEGIN"
+                               " SELECT RAISE(ABORT, 'refused'); END"),
+                   SQLITE_OK);
+  for (uint64_t g = 664; g < 669; g++)
+    assert_int_equal(store_submit(f->s, gen_of(14, g)), 0);
+  assert_int_equal(sf_done_wait(&f->done, 5), 5);
+  for (size_t i = 0; i < 5; i++) {
+    if (f->done.recs[i].gen == 666)
+      assert_int_equal(f->done.recs[i].result, GTP_E_CORRUPT);
+    else
+      assert_int_equal(f->done.recs[i].result, 0);
+  }
+  assert_int_equal(count_rows(f, "generations"), 4);
+  assert_int_equal(count_rows(f, "payloads"), 4);
+}
+
 /* --------------------------------------------------------------- schema */
 
 static void test_store_open__newer_schema_is_refused(void **state) {
@@ -501,6 +526,7 @@ int main(void) {
       T(test_store_commit__row_visible_when_done_runs),
       T(test_store_commit__duplicate_is_result_1_and_stored_once),
       T(test_store_last_gen__survives_reopen),
+      T(test_store_commit__one_bad_gen_fails_alone),
       T(test_store_commit__payload_compressed_or_kept_raw),
       T(test_store_submit__never_waits_for_a_slow_disk),
       T(test_store_note_rejected__counted_in_session_row),
