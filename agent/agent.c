@@ -213,10 +213,11 @@ static void thread_free_locked(gt__thread *t) {
 static void thread_dtor(void *p) {
   gt__thread *t = p;
   tls_self = DEAD_THREAD;
-  /* Release: every event this thread wrote happens-before the sealer sees
-   * dead == 1 and reclaims its buffers. */
-  atomic_store_explicit(&t->dead, 1, memory_order_release);
+  /* dead is set under reg_lock: the sealer frees dead threads under the
+   * same lock, so t stays valid until we release it. The release store also
+   * orders every event this thread wrote before the sealer's acquire. */
   pthread_mutex_lock(&reg_lock);
+  atomic_store_explicit(&t->dead, 1, memory_order_release);
   if (atomic_load_explicit(&t->bufs[0], memory_order_relaxed) == NULL &&
       atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL &&
       !agent_running)
