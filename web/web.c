@@ -376,7 +376,7 @@ static enum MHD_Result healthz(web_req *r) {
 static void put_metric(gtp_wbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void put_metric(gtp_wbuf *b, const char *fmt, ...) {
-  char line[256];
+  char line[512];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(line, sizeof line, fmt, ap);
