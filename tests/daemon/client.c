@@ -3,6 +3,8 @@
 
 #include "client.h"
 
+static int index_records(gtc_gen *g);
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -187,10 +189,14 @@ int gtc_gen_build(gtc_gen *g, const gtf_spec *s) {
   int rc = gtf_body(&g->body, s, &g->end);
   if (rc < 0)
     return rc;
+  return index_records(g);
+}
+
+static int index_records(gtc_gen *g) {
   size_t off = 0;
   while (off < g->body.len) {
     gtp_record rec;
-    rc = gtp_record_parse(g->body.data + off, g->body.len - off, &rec);
+    int rc = gtp_record_parse(g->body.data + off, g->body.len - off, &rec);
     if (rc < 0)
       return rc;
     if (g->nrec + 1 >= sizeof g->off / sizeof g->off[0])
@@ -200,6 +206,61 @@ int gtc_gen_build(gtc_gen *g, const gtf_spec *s) {
   }
   g->off[g->nrec] = off;
   return 0;
+}
+
+int gtc_gen_build_random(gtc_gen *g, const gtf_spec *s, size_t batches,
+                         unsigned seed) {
+  memset(g, 0, sizeof *g);
+  gtp_wbuf_init(&g->body, 0);
+  uint64_t ids[1] = {1};
+  gtp_str strs[1] = {{"random", 6}};
+  int rc = gtp_put_strings(&g->body, ids, strs, 1);
+  static uint8_t ev[GTP_BATCH_MAX];
+  uint8_t msg[7000];
+  uint64_t nevents = 0;
+  for (size_t b = 0; rc == 0 && b < batches; b++) {
+    size_t len = 0;
+    uint64_t prev = s->start_ticks, n = 0;
+    while (len + sizeof msg + GTP_EVENT_MAX <= sizeof ev) {
+      for (size_t i = 0; i < sizeof msg; i++) {
+        seed = seed * 1103515245u + 12345u;
+        msg[i] = (uint8_t)(seed >> 16);
+      }
+      gtp_event e;
+      memset(&e, 0, sizeof e);
+      e.type = GTP_EV_LOG;
+      e.ticks = prev + 10;
+      e.args[0] = 1;
+      e.msg = msg;
+      e.msg_len = sizeof msg;
+      int w = gtp_event_encode(ev + len, &e, prev);
+      if (w < 0)
+        return w;
+      len += (size_t)w;
+      prev = e.ticks;
+      n++;
+    }
+    rc = gtp_put_batch(&g->body, s->gen, 100 + b, s->start_ticks, n, ev, len);
+    nevents += n;
+  }
+  if (rc == 0) {
+    gtp_clock c = {s->start_ticks,
+                   s->start_mono_ns,
+                   s->start_real_ns,
+                   s->start_ticks + s->period_ns / 4,
+                   s->start_mono_ns + s->period_ns,
+                   s->start_real_ns + s->period_ns};
+    rc = gtp_put_clock(&g->body, &c);
+  }
+  if (rc < 0)
+    return rc;
+  memset(&g->end, 0, sizeof g->end);
+  g->end.gen = s->gen;
+  rc = gtp_manifest_compute(g->body.data, g->body.len, &g->end);
+  if (rc < 0)
+    return rc;
+  (void)nevents;
+  return index_records(g);
 }
 
 void gtc_gen_fini(gtc_gen *g) {

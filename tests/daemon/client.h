@@ -48,6 +48,11 @@ typedef struct gtc_gen {
 } gtc_gen;
 int gtc_gen_build(gtc_gen *g, const gtf_spec *s);
 void gtc_gen_fini(gtc_gen *g);
+/* A generation of s's session and gen whose events are LOG events with
+ * random (incompressible) messages, about `bytes` long in `batches` EVENTS
+ * records, plus STRINGS and CLOCK. For tests that must fill a disk. */
+int gtc_gen_build_random(gtc_gen *g, const gtf_spec *s, size_t batches,
+                         unsigned seed);
 /* Sends BATCH frame i (one record) of g. */
 int gtc_send_batch(gtc *c, const gtc_gen *g, size_t i);
 int gtc_send_gen_end(gtc *c, const gtc_gen *g);
