@@ -25,7 +25,9 @@ typedef struct web_config {
   unsigned max_connections;    /* default 256 */
   unsigned per_ip_connections; /* default 32 */
   unsigned timeout_s;          /* idle connection timeout, default 30 */
-  unsigned threads;            /* default 4 */
+  unsigned threads; /* database readers (SQLite connections) shared by all
+                      requests, default 4; each HTTP connection has its own
+                      thread */
   store_pins *pins;
   /* Appends the daemon's Prometheus metrics to out. Any thread. */
   void (*metrics)(void *ctx, gtp_wbuf *out);
