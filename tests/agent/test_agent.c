@@ -451,12 +451,15 @@ static void test_agent__fork_child_stays_off(void **state) {
     gt_stats_t st;
     gt_stats(&st);
     int ok = st.events_written == 0 && st.conn_state == GT_CONN_OFF;
-    /* The child may start a session of its own. */
+#if !defined(__SANITIZE_THREAD__)
+    /* The child may start a session of its own. (TSan cannot run threads
+     * started in the child of a multi-threaded parent: skipped there.) */
     ok = ok && gt_start(&c) == 0;
     gt_instant("child2");
     gt_stats(&st);
     ok = ok && st.events_written == 1;
     gt_stop();
+#endif
     _exit(ok ? 0 : 1);
   }
   int status = 0;
