@@ -1148,7 +1148,9 @@ static uint64_t retain_by_age(store *s) {
       break;
     total += (uint64_t)n;
     note_deleted(s, (uint64_t)n);
-    if (n < STORE_DELETE_CHUNK)
+    /* After a long downtime there may be millions to delete: leave the
+     * rest to the next tick so queued commits are not held up behind it. */
+    if (n < STORE_DELETE_CHUNK || total >= 16 * STORE_DELETE_CHUNK)
       break;
   }
   return total;
