@@ -1,0 +1,66 @@
+# lib.sh: helpers for the integration tests (sourced). Every process a test
+# starts is recorded by PID and stopped on exit; readiness comes from the
+# daemon's `listening` log line, never from a bare sleep.
+set -u
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+GENTRACED=$top_builddir/daemon/gentraced
+DEMO=$top_builddir/examples/gentrace-demo
+GENTRACE=$top_builddir/tools/gentrace
+T=$(mktemp -d "${TMPDIR:-/tmp}/gt-int-XXXXXX")
+PIDS=""
+
+cleanup() {
+	for p in $PIDS; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$T"/*.log; do
+		[ -f "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }
+	done
+	exit 1
+}
+
+skip_unless() {
+	for b in "$@"; do
+		command -v "$b" >/dev/null 2>&1 || [ -x "$b" ] || {
+			echo "SKIP: $b not available"
+			exit 77
+		}
+	done
+}
+
+# start_daemon LOG [ARGS...]: starts gentraced, sets DPID AGENT HTTP.
+start_daemon() {
+	log=$1
+	shift
+	: >"$log"
+	"$GENTRACED" --log "$log" "$@" >>"$T/stderr.log" 2>&1 &
+	DPID=$!
+	PIDS="$PIDS $DPID"
+	i=0
+	while ! grep -q 'msg=listening ' "$log"; do
+		kill -0 "$DPID" 2>/dev/null || fail "gentraced exited at start"
+		i=$((i + 1))
+		[ $i -lt 400 ] || fail "no listening line in 20 s"
+		sleep 0.05
+	done
+	line=$(grep 'msg=listening ' "$log" | tail -n 1)
+	AGENT=$(echo "$line" | sed -n 's/.* agent=\([^ ]*\).*/\1/p')
+	HTTP=$(echo "$line" | sed -n 's/.* http=\([^ ]*\).*/\1/p')
+	[ -n "$AGENT" ] && [ -n "$HTTP" ] || fail "cannot parse: $line"
+}
+
+# stop_daemon: SIGTERM, expect exit status 0.
+stop_daemon() {
+	kill -TERM "$DPID"
+	wait "$DPID"
+	st=$?
+	[ $st -eq 0 ] || fail "gentraced exited with $st"
+}
