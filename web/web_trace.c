@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +57,35 @@ typedef struct dl {
   gtp_wbuf raw; /* chrome: one generation's stored bytes */
   gtp_chrome *ch;
   uint64_t skipped;
-  char what[80]; /* for log lines */
+  char what[80];       /* for log lines */
+  struct prefetch *pf; /* NULL: payloads are read inline */
 } dl;
+
+/* Read-ahead: a thread per download (started at the first body read, so
+ * HEAD requests never start one) reads the next payloads into a ring of
+ * PF_SLOTS buffers while the connection's thread sends the current one, so
+ * decompression overlaps with the socket copies.
+ *
+ * Invariants (beyond the file's):
+ *  5. The producer MUST move the pin to minrem[i] before reading payload i;
+ *     payloads already in a slot are in memory and need no pin.
+ *  6. At most PF_SLOTS payloads are held besides `out`, otherwise memory
+ *     would grow with the window (invariant 2).
+ *  7. dl_free MUST stop and join the thread before freeing anything it
+ *     touches (the slots, seqs, minrem, the pin).
+ */
+#define PF_SLOTS 2
+
+typedef struct prefetch {
+  pthread_t th;
+  /* Protected by mu. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stop;
+  int full[PF_SLOTS]; /* slot i % PF_SLOTS holds payload i, with rc */
+  int rc[PF_SLOTS];
+  gtp_wbuf buf[PF_SLOTS];
+} prefetch;
 
 static int out_sink(void *ctx, const void *p, size_t n) {
   gtp_wbuf *b = ctx;
@@ -65,8 +93,110 @@ static int out_sink(void *ctx, const void *p, size_t n) {
   return b->err;
 }
 
+/* Reads payload i into b; 0, GTP_E_NOTFOUND, or another error. Any
+ * thread; borrows a pool reader for this one read only (invariant 3). */
+static int read_payload(dl *d, size_t i, gtp_wbuf *b) {
+  web_server *w = d->w;
+  if (d->pin >= 0 && w->cfg.pins)
+    store_pins_move(w->cfg.pins, d->pin, d->minrem[i]);
+  store_reader *sr;
+  int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
+  if (rc < 0)
+    return rc;
+  gtp_wbuf_reset(b);
+  rc = store_read_payload(sr, d->seqs[i], b);
+  readpool_put(w->pool, sr);
+  return rc < 0 ? rc : b->err;
+}
+
+static void *pf_main(void *arg) {
+  dl *d = arg;
+  prefetch *pf = d->pf;
+  for (size_t i = 0; i < d->n; i++) {
+    size_t k = i % PF_SLOTS;
+    pthread_mutex_lock(&pf->mu);
+    while (pf->full[k] && !pf->stop)
+      pthread_cond_wait(&pf->cv, &pf->mu);
+    int stop = pf->stop;
+    pthread_mutex_unlock(&pf->mu);
+    if (stop)
+      break; /* dl_free: nobody waits for slots any more */
+    /* The slot is empty and only this thread fills it: no lock needed for
+     * the read itself. A server shutdown still fills the slot (with an
+     * error) because the consumer may already be waiting for it. */
+    int rc = atomic_load_explicit(&d->w->stopping, memory_order_relaxed)
+                 ? GTP_E_SHUTDOWN
+                 : read_payload(d, i, &pf->buf[k]);
+    pthread_mutex_lock(&pf->mu);
+    pf->rc[k] = rc;
+    pf->full[k] = 1;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    if (rc < 0 && rc != GTP_E_NOTFOUND)
+      break; /* the consumer aborts the stream on it and asks no more */
+  }
+  return NULL;
+}
+
+static void pf_start(dl *d) {
+  prefetch *pf = calloc(1, sizeof *pf);
+  if (!pf)
+    return; /* inline reads still work */
+  pthread_mutex_init(&pf->mu, NULL);
+  pthread_cond_init(&pf->cv, NULL);
+  for (int k = 0; k < PF_SLOTS; k++)
+    gtp_wbuf_init(&pf->buf[k], 0);
+  d->pf = pf;
+  if (pthread_create(&pf->th, NULL, pf_main, d) != 0) {
+    d->pf = NULL;
+    for (int k = 0; k < PF_SLOTS; k++)
+      gtp_wbuf_fini(&pf->buf[k]);
+    pthread_cond_destroy(&pf->cv);
+    pthread_mutex_destroy(&pf->mu);
+    free(pf);
+  }
+}
+
+static void pf_stop(dl *d) {
+  prefetch *pf = d->pf;
+  if (!pf)
+    return;
+  pthread_mutex_lock(&pf->mu);
+  pf->stop = 1;
+  pthread_cond_broadcast(&pf->cv);
+  pthread_mutex_unlock(&pf->mu);
+  pthread_join(pf->th, NULL); /* invariant 7 */
+  for (int k = 0; k < PF_SLOTS; k++)
+    gtp_wbuf_fini(&pf->buf[k]);
+  pthread_cond_destroy(&pf->cv);
+  pthread_mutex_destroy(&pf->mu);
+  free(pf);
+  d->pf = NULL;
+}
+
+/* Payload i into *dst: from the read-ahead ring (swapping buffers, no
+ * copy) or read inline. */
+static int take_payload(dl *d, size_t i, gtp_wbuf *dst) {
+  prefetch *pf = d->pf;
+  if (!pf)
+    return read_payload(d, i, dst);
+  size_t k = i % PF_SLOTS;
+  pthread_mutex_lock(&pf->mu);
+  while (!pf->full[k])
+    pthread_cond_wait(&pf->cv, &pf->mu);
+  int rc = pf->rc[k];
+  gtp_wbuf t = *dst;
+  *dst = pf->buf[k];
+  pf->buf[k] = t;
+  pf->full[k] = 0;
+  pthread_cond_broadcast(&pf->cv);
+  pthread_mutex_unlock(&pf->mu);
+  return rc;
+}
+
 static void dl_free(void *cls) {
   dl *d = cls;
+  pf_stop(d);
   if (d->pin >= 0 && d->w->cfg.pins)
     store_pins_remove(d->w->cfg.pins, d->pin);
   if (d->skipped)
@@ -88,16 +218,11 @@ static void dl_free(void *cls) {
 static int dl_load(dl *d) {
   web_server *w = d->w;
   size_t i = d->next++;
-  if (d->pin >= 0 && w->cfg.pins)
-    store_pins_move(w->cfg.pins, d->pin, d->minrem[i]);
-  store_reader *sr;
-  int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
-  if (rc < 0)
-    return rc;
+  /* Worth a thread only when there is something to read ahead. */
+  if (i == 0 && d->n > 1)
+    pf_start(d);
   gtp_wbuf *dst = d->chrome ? &d->raw : &d->out;
-  gtp_wbuf_reset(dst);
-  rc = store_read_payload(sr, d->seqs[i], dst);
-  readpool_put(w->pool, sr); /* invariant 3: before any client I/O */
+  int rc = take_payload(d, i, dst);
   if (rc == GTP_E_NOTFOUND) {
     /* Deleted between listing and now (the pin should prevent it): the
      * file stays valid without it, but the headers already promised it, so
