@@ -108,7 +108,7 @@ typedef struct gt__thread {
   uint64_t lost_pending; /* drops not yet reported by a LOST marker */
   uint64_t task_seq;
   uintptr_t stack_lo, stack_hi;
-  int stack_ok;
+  int stack_ok, stack_tried;
   char name[64];
   uint32_t name_len;
   gt__strcache_ent scache[GT_STRCACHE_SIZE];
@@ -239,8 +239,6 @@ static __attribute__((noinline)) gt__thread *thread_register(void) {
   if (t == NULL)
     return NULL;
   t->tid = (uint64_t)syscall(SYS_gettid);
-  if (stacks_on)
-    t->stack_ok = gt__stack_bounds(&t->stack_lo, &t->stack_hi) == 0;
   pthread_once(&reg_once, reg_key_make);
   pthread_setspecific(reg_key, t);
   pthread_mutex_lock(&reg_lock);
@@ -416,10 +414,16 @@ static inline gt__buf *buf_get(gt__thread *t, uint64_t stamp, size_t need) {
 }
 
 static uint32_t stack_id(gt__thread *t, uint64_t stamp) {
+  if (UNLIKELY(!t->stack_tried)) {
+    /* Once per thread, on the first stack of a session that wants them:
+     * pthread_getattr_np may read /proc for the main thread. */
+    t->stack_tried = 1;
+    t->stack_ok = gt__stack_bounds(&t->stack_lo, &t->stack_hi) == 0;
+  }
   if (!t->stack_ok)
     return 0;
   uint64_t pcs[STACK_DEPTH];
-  size_t n = gt__stack_walk(t->stack_lo, t->stack_hi, pcs, STACK_DEPTH, 1);
+  size_t n = gt__stack_walk(t->stack_lo, t->stack_hi, pcs, STACK_DEPTH, 2);
   if (n == 0)
     return 0;
   uint32_t h = gt__stack_hash(pcs, n);
@@ -654,6 +658,28 @@ static gt__gen *build_gen(uint64_t stamp, gt__buf *bufs, const gtp_clock *ck,
   return g;
 }
 
+/* Waits for t to leave generation `old`, takes its buffer of that
+ * generation onto *list and adds its drop counter to *dropped. */
+static void take_thread(gt__thread *t, uint64_t old, gt__buf **list,
+                        uint64_t *dropped) {
+  unsigned par = old & 1;
+  if (wait_left(t) != 0) {
+    /* Never hang the sealer: leave that thread's buffer with it; it is
+     * counted as dropped when the thread next refills (see refill()). */
+    A.abandoned = 1;
+    logf_(GT_LOG_WARN, "gentrace: thread %llu stuck in a write",
+          (unsigned long long)t->tid);
+  } else {
+    gt__buf *b = atomic_load_explicit(&t->bufs[par], memory_order_acquire);
+    if (b != NULL && b->gen == old) {
+      atomic_store_explicit(&t->bufs[par], NULL, memory_order_relaxed);
+      b->next = *list;
+      *list = b;
+    }
+  }
+  *dropped += atomic_load_explicit(&t->dropped, memory_order_relaxed);
+}
+
 /* Seals the open generation and opens the next (or none when final).
  * Caller holds seal_lock. */
 static void seal(int final) {
@@ -680,33 +706,41 @@ static void seal(int final) {
 
   unsigned par = old & 1;
   gt__buf *list = NULL;
+  /* Waiting for threads happens without reg_lock, so a thread registering
+   * meanwhile never waits behind a preempted writer. During a session only
+   * the sealer frees thread structs, so the snapshot stays valid. */
   pthread_mutex_lock(&reg_lock);
+  size_t nt = 0;
+  for (gt__thread *t = reg_head; t != NULL; t = t->next)
+    nt++;
+  gt__thread **arr = malloc((nt ? nt : 1) * sizeof *arr);
+  nt = 0;
+  if (arr != NULL)
+    for (gt__thread *t = reg_head; t != NULL; t = t->next)
+      arr[nt++] = t;
   /* Threads freed below fold their counters into folded_dropped: take the
-   * sum before, so each drop is counted once (invariant 5). */
+   * sum now, so each drop is counted once (invariant 5). */
   uint64_t total_dropped = folded_dropped;
+  if (arr != NULL)
+    pthread_mutex_unlock(&reg_lock);
+  if (arr != NULL) {
+    for (size_t i = 0; i < nt; i++)
+      take_thread(arr[i], old, &list, &total_dropped);
+  } else { /* out of memory: the same walk, holding the lock */
+    for (gt__thread *t = reg_head; t != NULL; t = t->next)
+      take_thread(t, old, &list, &total_dropped);
+  }
+  if (arr != NULL)
+    pthread_mutex_lock(&reg_lock);
   for (gt__thread *t = reg_head, *n; t != NULL; t = n) {
     n = t->next;
-    if (wait_left(t) != 0) {
-      /* Never hang the sealer: leave that thread's buffer with it; it is
-       * counted as dropped when the thread next refills (see refill()). */
-      A.abandoned = 1;
-      logf_(GT_LOG_WARN, "gentrace: thread %llu stuck in a write",
-            (unsigned long long)t->tid);
-    } else {
-      gt__buf *b = atomic_load_explicit(&t->bufs[par], memory_order_acquire);
-      if (b != NULL && b->gen == old) {
-        atomic_store_explicit(&t->bufs[par], NULL, memory_order_relaxed);
-        b->next = list;
-        list = b;
-      }
-    }
-    total_dropped += atomic_load_explicit(&t->dropped, memory_order_relaxed);
     if (atomic_load_explicit(&t->dead, memory_order_acquire) &&
         atomic_load_explicit(&t->bufs[0], memory_order_relaxed) == NULL &&
         atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL)
       thread_free_locked(t);
   }
   pthread_mutex_unlock(&reg_lock);
+  free(arr);
 
   pthread_mutex_lock(&A.full_lock);
   gt__buf *full = A.full[par];

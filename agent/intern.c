@@ -120,6 +120,8 @@ int gt__strtab_encode(gt__strtab *t, gtp_wbuf *b) {
 }
 
 void gt__strtab_reset(gt__strtab *t) {
+  if (t->slots == NULL)
+    return; /* never initialized */
   memset(t->slots, 0, t->nslots * sizeof *t->slots);
   t->n = 0;
   t->arena_len = 0;
@@ -220,6 +222,8 @@ int gt__stacktab_encode(gt__stacktab *t, gtp_wbuf *b) {
 }
 
 void gt__stacktab_reset(gt__stacktab *t) {
+  if (t->slots == NULL)
+    return; /* stacks off: the table was never initialized */
   memset(t->slots, 0, t->nslots * sizeof *t->slots);
   t->n = 0;
   t->arena_len = 0;

@@ -472,6 +472,57 @@ static void test_agent__fork_child_stays_off(void **state) {
   gt_stop();
 }
 
+static __attribute__((noinline)) void leaf(int depth) {
+  if (depth > 0) {
+    leaf(depth - 1);
+    __asm__ volatile("" ::: "memory"); /* keep the call a real frame */
+    return;
+  }
+  gt_instant("with_stack");
+  gt_region_begin("r");
+  gt_region_end();
+}
+
+static void test_agent__stacks_and_modules_recorded(void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  c.stacks = 1;
+  c.period_ms = 10000;
+  assert_int_equal(gt_start(&c), 0);
+  for (int i = 0; i < 10; i++)
+    leaf(5);
+  gt_stop();
+  rx_stop(r);
+  assert_int_equal(rx_count(r), 1);
+  const rx_gen *rg = rx_get(r, 0);
+  gtp_file_reader fr;
+  gtp_gen g;
+  assert_int_equal(gtp_file_reader_init(&fr, rg->file, rg->file_len), 0);
+  assert_int_equal(gtp_file_reader_next(&fr, &g), 1);
+  assert_true(g.nmodules >= 1);
+  assert_true(g.nstacks >= 1);
+  assert_true(g.nstacks <= 4); /* deduplicated: the same few call sites */
+  size_t cur = 0, with_stack = 0;
+  gtp_batch b;
+  while (gtp_gen_next_batch(&g, &cur, &b) == 1) {
+    gtp_event_iter it;
+    gtp_event ev;
+    gtp_event_iter_init(&it, &b);
+    while (gtp_event_next(&it, &ev) == 1)
+      if (ev.type == GTP_EV_INSTANT_STACK) {
+        assert_non_null(gtp_gen_stack(&g, ev.args[1]));
+        with_stack++;
+      }
+  }
+  assert_int_equal(with_stack, 10);
+  gtp_gen_fini(&g);
+  rx_free(r);
+}
+
 static int stop_agent(void **state) {
   (void)state;
   gt_stop(); /* a failed test must not leave its session to the next */
@@ -495,6 +546,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_agent__reused_buffer_with_new_contents,
                                 stop_agent),
       cmocka_unit_test_teardown(test_agent__fork_child_stays_off, stop_agent),
+      cmocka_unit_test_teardown(test_agent__stacks_and_modules_recorded,
+                                stop_agent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
