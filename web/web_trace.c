@@ -10,6 +10,8 @@
  * States: HEADER (file header / JSON opening pending in `out`) -> GENS
  * (one generation at a time: seqs[next]) -> TRAILER (Chrome closing) ->
  * DONE. dl_read moves between them whenever `out` has been fully sent.
+ * Payloads come from a read-ahead thread (struct prefetch below) when the
+ * download has more than one generation.
  *
  * Invariants:
  *  1. The pin MUST be at or below the lowest seq still to send (minrem[next])
