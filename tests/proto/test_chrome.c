@@ -258,10 +258,20 @@ static int convert(tb *t, sinkbuf *out, int64_t from, int64_t to) {
   return rc;
 }
 
+/* Occurrences of needle in hay. A plain loop on purpose: the sanitizers'
+ * strstr interceptor measures the whole haystack on every call, which made
+ * counting in a multi-megabyte document quadratic under ASan. */
 static size_t count(const char *hay, const char *needle) {
-  size_t n = 0;
-  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
-    n++;
+  size_t n = 0, m = strlen(needle);
+  for (const char *p = hay; *p; p++) {
+    size_t i = 0;
+    while (i < m && p[i] == needle[i])
+      i++;
+    if (i == m) {
+      n++;
+      p += m - 1;
+    }
+  }
   return n;
 }
 
@@ -640,6 +650,61 @@ static void test_chrome__sink_error_stops_the_writer(void **state) {
   tb_fini(&t);
 }
 
+static void
+test_chrome__dangling_string_and_stack_ids_stay_valid(void **state) {
+  (void)state;
+  tb t;
+  tb_init(&t);
+  gen_begin(&t, 1, 0, "svc");
+  tb_batch_begin(&t, 1, T0);
+  tb_ev(&t, GTP_EV_INSTANT, T0 + 1, 999, 0, 0);      /* no such string */
+  tb_ev(&t, GTP_EV_INSTANT_STACK, T0 + 2, 0, 42, 0); /* no such stack */
+  tb_ev_msg(&t, GTP_EV_LOG, T0 + 3, 0, 0, 0, "", 0);
+  tb_batch_end(&t);
+  tb_gen_end(&t, T0 + 1000, 0, 0, 0);
+  sinkbuf out = {0};
+  assert_int_equal(convert(&t, &out, 0, 0), 0);
+  assert_true(json_valid(out.data, out.len));
+  assert_int_equal(count(out.data, "{\"name\":\"\",\"ph\":\"i\""), 2);
+  assert_non_null(strstr(out.data, "\"args\":{\"stack\":[]}"));
+  assert_non_null(strstr(out.data, "\"args\":{\"message\":\"\"}"));
+  free(out.data);
+  tb_fini(&t);
+}
+
+/* More open tasks than the writer remembers: every b still gets its e
+ * (without a name past the limit), and memory stays bounded. */
+static void test_chrome__many_open_tasks_all_end(void **state) {
+  (void)state;
+  enum { N = 70000, PER_BATCH = 5000 };
+  tb t;
+  tb_init(&t);
+  gen_begin(&t, 1, 0, "svc");
+  uint64_t name = tb_str(&t, "t"), k = T0;
+  for (int i = 0; i < N; i += PER_BATCH) {
+    tb_batch_begin(&t, 1, k);
+    for (int j = i; j < i + PER_BATCH; j++)
+      tb_ev(&t, GTP_EV_TASK_BEGIN, ++k, (uint64_t)j + 1, 0, name);
+    tb_batch_end(&t);
+  }
+  for (int i = 0; i < N; i += PER_BATCH) {
+    tb_batch_begin(&t, 2, k);
+    for (int j = i; j < i + PER_BATCH; j++)
+      tb_ev(&t, GTP_EV_TASK_END, ++k, (uint64_t)j + 1, 0, 0);
+    tb_batch_end(&t);
+  }
+  tb_gen_end(&t, k + 1, 0, 0, 0);
+  sinkbuf out = {0};
+  assert_int_equal(convert(&t, &out, 0, 0), 0);
+  assert_true(json_valid(out.data, out.len));
+  assert_int_equal(count(out.data, "\"ph\":\"b\""), N);
+  assert_int_equal(count(out.data, "\"ph\":\"e\""), N);
+  assert_int_equal(count(out.data, "{\"name\":\"t\",\"cat\":\"task\""),
+                   N + 65536);
+  free(out.data);
+  tb_fini(&t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_validator__rejects_what_it_must),
@@ -655,6 +720,8 @@ int main(void) {
       cmocka_unit_test(test_chrome__empty_document_is_valid),
       cmocka_unit_test(test_chrome__streams_in_bounded_chunks),
       cmocka_unit_test(test_chrome__sink_error_stops_the_writer),
+      cmocka_unit_test(test_chrome__dangling_string_and_stack_ids_stay_valid),
+      cmocka_unit_test(test_chrome__many_open_tasks_all_end),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
