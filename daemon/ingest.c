@@ -35,7 +35,7 @@
  *     (hysteresis), otherwise memory grows with the peers' send rate.
  *  6. Once a read callback returns with a conn closed, nothing more of its
  *     input is processed: conn_handle_frame returns < 0 after conn_close.
- *  7. Reads use one shared 64 KiB buffer (the decoder copies only partial
+ *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
  *     frames), so an idle connection holds no read buffer (S1: 10,000 idle
  *     agents in 256 MiB).
  */
@@ -56,7 +56,7 @@
 #include "log.h"
 #include "varint.h"
 
-#define READ_BUF_SIZE (64u << 10)
+#define READ_BUF_SIZE (256u << 10)
 #define OPEN_GENS_MAX 64           /* generations open at once per conn */
 #define WRITE_QUEUE_MAX (1u << 20) /* unread replies before we give up */
 #define CLOSE_GRACE_MS 2000        /* time for a last frame to flush */
@@ -124,9 +124,10 @@ typedef struct conn {
   uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
   char peer[64];
   gtp_frame_decoder dec;
-  size_t dec_buffered; /* last seen gtp_frame_decoder_buffered */
-  uint64_t buffered;   /* invariant 5 */
-  uint64_t inflight;   /* generations at the store */
+  size_t dec_buffered;  /* last seen gtp_frame_decoder_buffered */
+  size_t last_gen_size; /* size hint for the next opengen buffer */
+  uint64_t buffered;    /* invariant 5 */
+  uint64_t inflight;    /* generations at the store */
   opengen *gens;
   unsigned ngens;
   /* Identity from HELLO; owned strings, NUL-terminated. */
@@ -718,6 +719,11 @@ static int on_batch(conn *c, const gtp_frame *f) {
     g = xcalloc(1, sizeof *g);
     g->gen = gen;
     gtp_wbuf_init(&g->buf, (size_t)ing->cfg.max_gen_size + 4096);
+    /* Reserve what this agent's previous generation needed, so the buffer
+     * rarely reallocates (each realloc copies and faults in fresh pages);
+     * an idle agent's hint is small, so memory follows real use. */
+    if (c->last_gen_size > 0 && gtp_wbuf_grow(&g->buf, c->last_gen_size))
+      g->buf.len = 0;
     g->next = c->gens;
     c->gens = g;
     c->ngens++;
@@ -850,6 +856,9 @@ static int on_gen_end(conn *c, const gtp_frame *f) {
    * the completion (invariant 5). */
   sg->payload = g->buf.data;
   sg->len = g->buf.len;
+  c->last_gen_size = g->buf.len + g->buf.len / 8;
+  if (c->last_gen_size > ing->cfg.max_gen_size)
+    c->last_gen_size = (size_t)ing->cfg.max_gen_size; /* under buf.limit */
   pending *pd = xcalloc(1, sizeof *pd);
   pd->c = c;
   pd->g = sg;

@@ -1,0 +1,254 @@
+/* bench_ingest: daemon benchmarks, printing DESIGN.md BENCH lines.
+ *
+ *   bench_ingest b2 [MiB]   B2: wire bytes received, validated and queued
+ *                           for the store, vs iperf3 over loopback
+ *   bench_ingest s1 [N]     S1: N idle agent connections (default 10000):
+ *                           RSS of gentraced, and a new agent's WELCOME time
+ *
+ * This process is the load generator; gentraced runs as its own process
+ * (started here on 127.0.0.1 port 0 and stopped by PID). Never part of
+ * `make check`; the figures never fail the build.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "varint.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int nfds(pid_t pid) {
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "ls /proc/%d/fd | wc -l", (int)pid);
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  if (f != NULL) {
+    if (fscanf(f, "%d", &n) != 1)
+      n = -1;
+    pclose(f);
+  }
+  return n;
+}
+
+static long rss_kib(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long kib = -1;
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "VmRSS:", 6) == 0)
+      kib = strtol(line + 6, NULL, 10);
+  fclose(f);
+  return kib;
+}
+
+/* iperf3 single stream over loopback, in bytes/s; < 0 if unavailable. */
+static double iperf3_loopback(void) {
+  int port = 20000 + (int)(getpid() % 20000);
+  char cmd[256];
+  pid_t srv = fork();
+  if (srv == 0) {
+    char p[16];
+    snprintf(p, sizeof p, "%d", port);
+    if (freopen("/dev/null", "w", stdout) == NULL)
+      _exit(127);
+    execlp("iperf3", "iperf3", "-s", "-1", "-p", p, "-B", "127.0.0.1",
+           (char *)NULL);
+    _exit(127);
+  }
+  double bps = -1;
+  for (int attempt = 0; attempt < 50 && bps < 0; attempt++) {
+    snprintf(cmd, sizeof cmd,
+             "iperf3 -c 127.0.0.1 -p %d -t 3 2>/dev/null | "
+             "awk '/receiver/ {print $7, $8}'",
+             port);
+    FILE *f = popen(cmd, "r");
+    if (f == NULL)
+      break;
+    double v;
+    char unit[32];
+    if (fscanf(f, "%lf %31s", &v, unit) == 2) {
+      double mul = unit[0] == 'G' ? 1e9 : unit[0] == 'M' ? 1e6 : 1e3;
+      bps = v * mul / 8;
+    }
+    pclose(f);
+    if (bps < 0) {
+      struct timespec ts = {0, 100000000};
+      nanosleep(&ts, NULL); /* the server is not up yet: retry */
+    }
+  }
+  kill(srv, SIGTERM);
+  waitpid(srv, NULL, 0);
+  return bps;
+}
+
+static int b2(size_t mib) {
+  gtd d;
+  const char *args[] = {"--max-buffer", "4G", "--max-conn-buffer", "4G", "--db",
+                        NULL,           NULL};
+  if (gtd_init(&d) < 0)
+    return 1;
+  args[5] = d.db;
+  if (gtd_start(&d, args, NULL) < 0) {
+    fprintf(stderr, "bench: gentraced did not start\n");
+    return 1;
+  }
+  /* Big generations (16 threads of log events) prebuilt as frames. */
+  gtf_spec s;
+  gtf_spec_init(&s, 77, 1);
+  gtc_gen g;
+  gtc_gen_build_random(&g, &s, 15, 1);
+  size_t per_gen = g.body.len;
+  size_t ngens = mib * (1u << 20) / per_gen + 1;
+  gtp_wbuf frames;
+  gtp_wbuf_init(&frames, (size_t)-1 >> 1);
+  for (size_t i = 0; i < ngens; i++) {
+    gtp_gen_end e = g.end;
+    /* Same bytes under every gen number would fail gtp_gen_parse (EVENTS
+     * carry their gen), so each gen gets its own build. */
+    gtc_gen gi;
+    gtf_spec si = s;
+    si.gen = i + 1;
+    gtc_gen_build_random(&gi, &si, 15, (unsigned)i);
+    for (size_t r = 0; r < gi.nrec; r++)
+      gtp_frame_batch_encode(&frames, si.gen, gi.body.data + gi.off[r],
+                             gi.off[r + 1] - gi.off[r]);
+    e = gi.end;
+    gtp_frame_gen_end_encode(&frames, &e);
+    gtc_gen_fini(&gi);
+  }
+  gtc_gen_fini(&g);
+  gtc c;
+  gtp_welcome w;
+  if (gtc_connect(&c, d.agent_port) < 0 || gtc_hello(&c, &s, NULL, &w) < 0) {
+    fprintf(stderr, "bench: handshake failed\n");
+    gtd_cleanup(&d);
+    return 1;
+  }
+  int64_t base = gtd_metric(&d, "gentrace_bytes_received_total");
+  double t0 = now_s();
+  if (gtc_send_raw(&c, frames.data, frames.len) < 0) {
+    fprintf(stderr, "bench: send failed\n");
+    gtd_cleanup(&d);
+    return 1;
+  }
+  /* Done when every byte was received and every generation validated and
+   * queued (frames counted after their handling). */
+  int64_t want = base + (int64_t)frames.len;
+  while (gtd_metric(&d, "gentrace_bytes_received_total") < want) {
+    /* Poll gently: the daemon shares the CPUs with this process. */
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+  }
+  double t = now_s() - t0;
+  double rate = (double)frames.len / t;
+  double base_rate = iperf3_loopback();
+  double ratio = base_rate > 0 ? rate / base_rate : 0;
+  fflush(stderr);
+  printf("BENCH id=B2 value=%.1f unit=MB/s baseline=iperf3-loopback:%.1f "
+         "ratio=%.2f bar=0.50 pass=%d\n",
+         rate / 1e6, base_rate / 1e6, ratio, ratio >= 0.5);
+  fflush(stdout);
+  fprintf(stderr, "bench: B2 %zu generations of %zu bytes, %.2f s\n", ngens,
+          per_gen, t);
+  gtc_close(&c);
+  gtp_wbuf_fini(&frames);
+  gtd_stop(&d);
+  gtd_cleanup(&d);
+  return 0;
+}
+
+static int s1(unsigned n) {
+  struct rlimit rl;
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < n + 64) {
+    fprintf(stderr, "bench: ulimit -n %lu is below %u connections\n",
+            (unsigned long)rl.rlim_cur, n);
+    n = (unsigned)rl.rlim_cur - 64;
+  }
+  gtd d;
+  const char *args[] = {"--idle-timeout", "10m", NULL};
+  if (gtd_init(&d) < 0 || gtd_start(&d, args, NULL) < 0) {
+    fprintf(stderr, "bench: gentraced did not start\n");
+    return 1;
+  }
+  long rss0 = rss_kib(d.pid);
+  gtc *cs = calloc(n, sizeof *cs);
+  unsigned ok = 0;
+  for (unsigned i = 0; i < n; i++) {
+    gtf_spec s;
+    gtf_spec_init(&s, 1000 + i, 1);
+    /* gtf_session ids repeat every 256; a repeat would replace a
+     * connection instead of adding one. */
+    gtp_put_u32le(s.session, i + 1);
+    if (gtc_connect(&cs[i], d.agent_port) < 0)
+      break;
+    if (gtc_send_hello(&cs[i], &s, NULL, 1, 1) < 0)
+      break;
+    ok++;
+  }
+  unsigned welcomed = 0;
+  for (unsigned i = 0; i < ok; i++) {
+    gtp_frame f;
+    if (gtc_read_frame(&cs[i], &f, GTC_TIMEOUT_MS) == 1 &&
+        f.type == GTP_FR_WELCOME)
+      welcomed++;
+    /* Free the decoder's partial buffer: only the daemon is measured. */
+  }
+  long rss = rss_kib(d.pid);
+  /* One more agent must still be served promptly. */
+  gtc extra;
+  gtf_spec s;
+  gtf_spec_init(&s, 999, 1);
+  gtp_welcome w;
+  double t0 = now_s();
+  int hrc = gtc_connect(&extra, d.agent_port);
+  if (hrc == 0)
+    hrc = gtc_hello(&extra, &s, NULL, &w);
+  double welcome_ms = (now_s() - t0) * 1e3;
+  fflush(stderr);
+  printf("BENCH id=S1 value=%.1f unit=MiB baseline=limit:256 ratio=%.2f "
+         "bar=1.00 pass=%d\n",
+         (double)rss / 1024, (double)rss / 1024 / 256,
+         welcomed >= 10000 && rss <= 256 * 1024 && hrc == 0);
+  fprintf(stderr,
+          "bench: S1 %u connections welcomed (of %u), RSS %ld KiB before, "
+          "%ld KiB after (%.0f bytes/conn), new agent WELCOME in %.1f ms "
+          "(rc %d); gentraced pid %d holds %d fds\n",
+          welcomed, n, rss0, rss,
+          welcomed ? (double)(rss - rss0) * 1024 / welcomed : 0, welcome_ms,
+          hrc, (int)d.pid, nfds(d.pid));
+  if (hrc == 0)
+    gtc_close(&extra);
+  for (unsigned i = 0; i < ok; i++)
+    gtc_close(&cs[i]);
+  free(cs);
+  gtd_stop(&d);
+  gtd_cleanup(&d);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "b2") == 0)
+    return b2(argc >= 3 ? (size_t)atol(argv[2]) : 256);
+  if (argc >= 2 && strcmp(argv[1], "s1") == 0)
+    return s1(argc >= 3 ? (unsigned)atol(argv[2]) : 10000);
+  fprintf(stderr, "usage: bench_ingest b2 [MiB] | s1 [connections]\n");
+  return 2;
+}
