@@ -36,6 +36,13 @@ typedef struct cli_input {
 int cli_input_open(cli_input *in, const char *name);
 void cli_input_close(cli_input *in);
 
+/* Decodes every event of g (the reader validates the manifest, not the
+ * events). Returns 0, or the first error with *err_off set to the input
+ * offset of the event (or generation) that failed; data is the input g
+ * was parsed from. */
+int cli_gen_check_events(const gtp_gen *g, const uint8_t *data,
+                         size_t *err_off);
+
 /* Prints "gentrace: NAME: offset N: problem" for a decode error. */
 void cli_bad_input(const char *name, size_t offset, int code);
 

@@ -46,33 +46,6 @@ static int by_time(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Every event of g must decode: cat promises a valid file, and the reader
- * validates the manifest but not the events inside the batches. */
-static int check_events(const gtp_gen *g, const uint8_t *data,
-                        size_t *err_off) {
-  size_t cursor = 0;
-  gtp_batch b;
-  int rc;
-  while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
-    gtp_event_iter it;
-    gtp_event ev;
-    gtp_event_iter_init(&it, &b);
-    for (;;) {
-      const uint8_t *at = it.p;
-      rc = gtp_event_next(&it, &ev);
-      if (rc == 0)
-        break;
-      if (rc < 0) {
-        *err_off = (size_t)(at - data);
-        return rc;
-      }
-    }
-  }
-  if (rc < 0)
-    *err_off = (size_t)(g->base - data);
-  return rc;
-}
-
 int cmd_cat(int argc, char **argv) {
   cli_opts opt;
   if (cli_parse("cat", argc, argv, 0, &opt))
@@ -128,7 +101,9 @@ int cmd_cat(int argc, char **argv) {
         goto out;
       }
       size_t err_off = at;
-      rc = check_events(&g, in->data, &err_off);
+      /* cat promises a valid file, and the reader checks the manifest but
+       * not the events inside the batches. */
+      rc = cli_gen_check_events(&g, in->data, &err_off);
       if (rc < 0) {
         gtp_gen_fini(&g);
         cli_bad_input(in->name, err_off, rc);

@@ -63,13 +63,16 @@ int cmd_convert(int argc, char **argv) {
       goto done;
     }
     rc = gtp_chrome_gen(ch, &g);
-    gtp_gen_fini(&g);
-    if (rc < 0) {
-      if (o->err)
-        goto done; /* the output failed: reported by close */
-      cli_bad_input(in.name, at, rc);
-      goto done;
+    if (rc < 0 && !o->err) {
+      /* The writer does not say where; on this error path only, decode
+       * again to name the event that failed. */
+      size_t err_off = at;
+      int rc2 = cli_gen_check_events(&g, in.data, &err_off);
+      cli_bad_input(in.name, err_off, rc2 < 0 ? rc2 : rc);
     }
+    gtp_gen_fini(&g);
+    if (rc < 0)
+      goto done; /* an output error is reported by close */
   }
   rc = gtp_chrome_end(ch);
   if (rc < 0 && !o->err) {

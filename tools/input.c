@@ -125,3 +125,28 @@ void cli_bad_input(const char *name, size_t offset, int code) {
   fprintf(stderr, "gentrace: %s: offset %zu: %s\n", name, offset,
           gtp_strerror(code));
 }
+
+int cli_gen_check_events(const gtp_gen *g, const uint8_t *data,
+                         size_t *err_off) {
+  size_t cursor = 0;
+  gtp_batch b;
+  int rc;
+  while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
+    gtp_event_iter it;
+    gtp_event ev;
+    gtp_event_iter_init(&it, &b);
+    for (;;) {
+      const uint8_t *at = it.p;
+      rc = gtp_event_next(&it, &ev);
+      if (rc == 0)
+        break;
+      if (rc < 0) {
+        *err_off = (size_t)(at - data);
+        return rc;
+      }
+    }
+  }
+  if (rc < 0)
+    *err_off = (size_t)(g->base - data);
+  return rc;
+}

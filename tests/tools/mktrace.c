@@ -2,13 +2,15 @@
  * prints what it wrote, so the tests compare the CLI against known counts.
  *
  *   mktrace [--sessions N] [--gens N] [--first-session K] [--first-gen G]
- *           [--start UNIX_NS] [--open-region] OUT
+ *           [--start UNIX_NS] [--open-region] [--bad-event] OUT
  *
  * Every generation of every session holds two threads and every event kind
  * (stack variants, a LOST marker, a task, a log message with tabs, newlines,
  * quotes and an invalid UTF-8 byte). Generation 1 of each session (relative
  * index 1) carries a ledger (dropped=3 evicted=2). Generations of the
- * sessions interleave in the file, one second apart per index. Stdout gets
+ * sessions interleave in the file, one second apart per index. --bad-event
+ * puts an undecodable event (unknown type) in the last generation, with a
+ * correct manifest, so only event decoding can catch it. Stdout gets
  * key=value lines: sessions, generations, events, lost_ledger, lost_markers
  * and one per event kind.
  */
@@ -26,7 +28,7 @@
 static const char log_msg[] = "GET /a\tb\nc \"q\" \\ \xff caf\xc3\xa9";
 
 static void write_gen(tb *t, unsigned sess, uint64_t gen, unsigned idx,
-                      int64_t start, bool open_region) {
+                      int64_t start, bool open_region, bool bad_event) {
   uint8_t id[16];
   tb_session(id, sess);
   uint64_t t0 = 5000000000ull + idx * 1000 * MS + sess * 100000ull;
@@ -65,6 +67,14 @@ static void write_gen(tb *t, unsigned sess, uint64_t gen, unsigned idx,
   tb_ev(t, GTP_EV_LOST, k += MS, 4, 0, 0);
   tb_ev(t, GTP_EV_REGION_BEGIN, k += MS, tb_str(t, "work"), 0, 0);
   tb_ev(t, GTP_EV_REGION_END, k += MS, 0, 0, 0);
+  if (bad_event) {
+    /* An event type no reader knows, inside a batch whose header counts
+     * it: the generation's manifest and CRC are right, so only decoding
+     * the events finds it. */
+    static const uint8_t bad[] = {0xc8, 0x00};
+    gtp_wbuf_put(&t->ev, bad, sizeof bad);
+    t->nev++;
+  }
   tb_batch_end(t);
 
   tb_gen_end(t, t0 + 1000 * MS, idx == 1 ? 3 : 0, idx == 1 ? 2 : 0, 0);
@@ -73,7 +83,7 @@ static void write_gen(tb *t, unsigned sess, uint64_t gen, unsigned idx,
 static int usage(void) {
   fprintf(stderr, "usage: mktrace [--sessions N] [--gens N] "
                   "[--first-session K] [--first-gen G] [--start NS] "
-                  "[--open-region] OUT\n");
+                  "[--open-region] [--bad-event] OUT\n");
   return 2;
 }
 
@@ -81,7 +91,7 @@ int main(int argc, char **argv) {
   unsigned nsess = 2, ngens = 3, first_sess = 0;
   uint64_t first_gen = 0;
   int64_t start = 1795316645000000000; /* 2026-11-22T03:04:05Z */
-  bool open_region = false;
+  bool open_region = false, bad_event = false;
   const char *out = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -98,6 +108,8 @@ int main(int argc, char **argv) {
       start = strtoll(argv[++i], NULL, 0);
     else if (!strcmp(a, "--open-region"))
       open_region = true;
+    else if (!strcmp(a, "--bad-event"))
+      bad_event = true;
     else if (a[0] != '-' && !out)
       out = a;
     else
@@ -114,7 +126,8 @@ int main(int argc, char **argv) {
   for (unsigned g = 0; g < ngens; g++)
     for (unsigned s = 0; s < nsess; s++) {
       write_gen(t, first_sess + s, first_gen + g, g, start,
-                open_region && g + 1 == ngens);
+                open_region && g + 1 == ngens,
+                bad_event && g + 1 == ngens && s + 1 == nsess);
       ledger += g == 1 ? 5 : 0;
     }
   if (t->out.err) {

@@ -245,6 +245,16 @@ b = bytearray(open(sys.argv[1], "rb").read()); b[120] ^= 0x40
 open(sys.argv[2], "wb").write(b)' "$T/a.gt" "$T/flip.gt"
 expect_exit 1 "dump corrupt" "$G" dump "$T/flip.gt"
 check "corrupt: message names offset 16" grep -q "^gentrace: $T/flip.gt: offset 16: " "$T/err"
+# An undecodable event inside a generation whose manifest is right: the
+# offset named is that event's, inside the last generation.
+"$M" --sessions 2 --gens 3 --bad-event "$T/badev.gt" >/dev/null || exit 99
+badev_size=$(wc -c <"$T/badev.gt" | tr -d ' ')
+for cmd in dump stat convert cat; do
+	expect_exit 1 "$cmd with a bad event" "$G" $cmd "$T/badev.gt"
+	off=$(sed -n "s/^gentrace: .*badev.gt: offset \([0-9]*\): unknown record, frame or event type$/\1/p" "$T/err")
+	eq "$cmd bad event: offset inside the last generation" \
+		"$([ -n "$off" ] && [ "$off" -gt "$last_off" ] && [ "$off" -lt "$badev_size" ] && echo yes)" yes
+done
 printf 'this is not a trace file at all' >"$T/junk.gt"
 expect_exit 1 "junk" "$G" stat "$T/junk.gt"
 check "junk: bad magic at offset 0" grep -q "offset 0: bad magic number" "$T/err"
