@@ -57,6 +57,7 @@
 #include "varint.h"
 
 #define READ_BUF_SIZE (256u << 10)
+#define READ_MIN (16u << 10)
 #define OPEN_GENS_MAX 64           /* generations open at once per conn */
 #define WRITE_QUEUE_MAX (1u << 20) /* unread replies before we give up */
 #define CLOSE_GRACE_MS 2000        /* time for a last frame to flush */
@@ -944,7 +945,22 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
     return;
   }
   ing->rbuf_busy = 1;
-  *buf = uv_buf_init((char *)ing->rbuf, READ_BUF_SIZE);
+  /* Near a limit, read only what still fits (at least READ_MIN), so the
+   * overshoot past a limit stays small (invariant 5). */
+  uint64_t size = READ_BUF_SIZE;
+  uint64_t room_g = ing->cfg.max_buffer > ing->buffered
+                        ? ing->cfg.max_buffer - ing->buffered
+                        : 0;
+  uint64_t room_c = ing->cfg.max_conn_buffer > c->buffered
+                        ? ing->cfg.max_conn_buffer - c->buffered
+                        : 0;
+  if (room_g < size)
+    size = room_g;
+  if (room_c < size)
+    size = room_c;
+  if (size < READ_MIN)
+    size = READ_MIN;
+  *buf = uv_buf_init((char *)ing->rbuf, (unsigned)size);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
