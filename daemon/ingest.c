@@ -488,7 +488,7 @@ static void conn_close(conn *c, int code, int has_gen, uint64_t gen,
   if (c->state == CONN_CLOSING)
     return;
   ingest *ing = c->ing;
-  if (code < 0) {
+  if (code < 0 && code != GTP_E_SHUTDOWN) {
     char q[GTP_REASON_MAX + 8];
     log_info("agent connection closed",
              "conn=%" PRIu64 " peer=%s session=%s error=%s reason=%s", c->id,
@@ -1462,7 +1462,7 @@ static void drain_check(ingest *ing) {
   for (conn *c = ing->conns; c != NULL; c = next) {
     next = c->next;
     if (c->state != CONN_CLOSING)
-      conn_close(c, 0, 0, 0, "daemon shutting down");
+      conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon shutting down");
   }
   if (ing->nconns > 0)
     return; /* on_closed calls back here */

@@ -476,15 +476,24 @@ test_ingest__sigterm_acks_complete_generations_then_goodbye(void **st) {
     ;
   kill(d.pid, SIGTERM);
   uint64_t acked = 0;
+  int goodbye = 0;
   for (;;) {
-    uint64_t gen;
-    int code;
-    int rc = gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS);
+    gtp_frame f;
+    int rc = gtc_read_frame(&c, &f, GTC_TIMEOUT_MS);
     if (rc != 1)
       break;
-    acked++;
+    if (f.type == GTP_FR_ACK) {
+      assert_int_equal(goodbye, 0); /* every ACK comes before GOODBYE */
+      acked++;
+    } else if (f.type == GTP_FR_GOODBYE) {
+      gtp_goodbye gb;
+      assert_int_equal(gtp_frame_goodbye_decode(f.payload, f.len, &gb), 0);
+      assert_int_equal(gb.code, GTP_E_SHUTDOWN);
+      goodbye = 1;
+    }
   }
   assert_int_equal(acked, 5);
+  assert_int_equal(goodbye, 1);
   gtc_close(&c);
   assert_int_equal(gtd_stop(&d), 0);
   assert_int_equal(db_count(d.db, "SELECT count(*) FROM generations"), 5);
