@@ -968,8 +968,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   ingest *ing = c->ing;
   if (buf->base == (char *)ing->rbuf)
     ing->rbuf_busy = 0;
-  if (nread == 0)
-    return;
+  if (nread == 0 || nread == UV_ENOBUFS)
+    return; /* EAGAIN, or no buffer this time: libuv reads again later */
   if (nread < 0) {
     if (nread != UV_EOF)
       log_info("agent connection error", "conn=%" PRIu64 " error=%s", c->id,
