@@ -42,6 +42,7 @@
 #include "config.h"
 
 #include "ingest.h"
+#include "ingest_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -56,161 +57,6 @@
 #include "log.h"
 #include "varint.h"
 
-#define READ_BUF_SIZE (256u << 10)
-#define READ_MIN (16u << 10)
-#define OPEN_GENS_MAX 64           /* generations open at once per conn */
-#define WRITE_QUEUE_MAX (1u << 20) /* unread replies before we give up */
-#define CLOSE_GRACE_MS 2000        /* time for a last frame to flush */
-#define SESS_BUCKETS 16384         /* power of two */
-#define DISKFULL_PROBE_MS 1000
-
-enum conn_state {
-  CONN_HANDSHAKE,
-  CONN_ACTIVE,
-  CONN_DRAINING,
-  CONN_CLOSING,
-};
-
-/* Limit counters, one per limit, in /metrics as gentrace_limit_hits_total. */
-enum limit_id {
-  LIM_CONNECTIONS,
-  LIM_CONN_BUFFER,
-  LIM_BUFFER,
-  LIM_FRAME,
-  LIM_GEN_SIZE,
-  LIM_OPEN_GENS,
-  LIM_HANDSHAKE_TIMEOUT,
-  LIM_IDLE_TIMEOUT,
-  LIM_WRITE_QUEUE,
-  LIM_TOKEN,
-  LIM_COUNT_
-};
-static const char *const limit_names[LIM_COUNT_] = {
-    "max-connections",   "max-conn-buffer",
-    "max-buffer",        "max-frame",
-    "max-gen-size",      "open-generations",
-    "handshake-timeout", "idle-timeout",
-    "write-queue",       "token"};
-
-/* One generation being reassembled: GEN_START (synthesized from HELLO when
- * the first BATCH arrives) then body records in arrival order. */
-typedef struct opengen {
-  struct opengen *next;
-  uint64_t gen;
-  int rejected; /* 1: refused already; swallow its frames until GEN_END */
-  gtp_wbuf buf;
-  size_t body_off;
-} opengen;
-
-/* One generation at the store: the store_gen's cookie. Linked into the
- * completion list by the store thread without allocating. */
-typedef struct pending {
-  struct pending *next;
-  struct conn *c;
-  store_gen *g;
-} pending;
-
-typedef struct conn {
-  /* Loop thread only. */
-  uv_tcp_t tcp;
-  struct ingest *ing;
-  struct conn *prev, *next; /* ing->conns */
-  struct conn *sess_next;   /* session hash chain; guarded by sess_lock */
-  enum conn_state state;
-  int refs;        /* 1 while the handle is open + 1 per store_gen (inv. 4) */
-  int reading;     /* uv_read_start active */
-  int self_paused; /* over max-conn-buffer */
-  int in_session_map;
-  uint64_t id;
-  uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
-  char peer[64];
-  gtp_frame_decoder dec;
-  size_t dec_buffered;  /* last seen gtp_frame_decoder_buffered */
-  size_t last_gen_size; /* size hint for the next opengen buffer */
-  uint64_t buffered;    /* invariant 5 */
-  uint64_t inflight;    /* generations at the store */
-  opengen *gens;
-  unsigned ngens;
-  /* Identity from HELLO; owned strings, NUL-terminated. */
-  uint8_t session[16];
-  char session_hex[33];
-  uint32_t version;
-  char *service, *host, *agent_version, *tags_json;
-  uint64_t pid, process_start_ns;
-  uint32_t ntags;
-  char **tag_keys, **tag_values;
-} conn;
-
-typedef struct counters {
-  /* Written by the loop thread (relaxed atomics), read by HTTP threads. */
-  uint64_t connections, connections_total, refused_total;
-  uint64_t handshakes_total, replaced_total;
-  uint64_t frames, bytes;
-  uint64_t committed, rejected, duplicate, store_errors;
-  uint64_t ledger_dropped, ledger_evicted, ledger_rejected;
-  uint64_t rejected_events;
-  uint64_t buffered, reads_paused, paused_now;
-  uint64_t protocol_errors;
-  uint64_t limit_hits[LIM_COUNT_];
-  uint64_t disk_full, disk_full_total;
-  uint64_t heartbeats_sent;
-} counters;
-
-struct ingest {
-  /* Written once before start. */
-  uv_loop_t *loop;
-  ingest_config cfg;
-  char *token;
-  size_t token_len;
-  store *store;
-
-  /* Loop thread only. */
-  uv_tcp_t listener;
-  int listening;
-  uv_timer_t sweep;
-  uv_timer_t retry_timer;
-  uv_async_t async;
-  conn *conns;
-  uint64_t nconns;
-  uint64_t next_id;
-  uint64_t buffered; /* invariant 5; mirrored into ctr.buffered */
-  uint64_t inflight; /* generations submitted and not completed */
-  int global_paused;
-  int disk_full;
-  pending *probe; /* the generation testing whether the disk has room */
-  uint64_t last_probe_ms;
-  char host[256];
-  pending *retry_head, **retry_tail;
-  uint64_t retry_n;
-  int stopping;
-  uint64_t drain_deadline_ms;
-  int drain_gave_up;
-  void (*stop_cb)(void *);
-  void *stop_arg;
-  int stop_called;
-  int handles_open;
-  uint8_t *rbuf;
-  int rbuf_busy;
-
-  /* Protected by done_lock: completions from the store thread. */
-  pthread_mutex_t done_lock;
-  pending *done_head, **done_tail;
-
-  /* Protected by sess_lock: live sessions, read by HTTP threads. */
-  pthread_mutex_t sess_lock;
-  conn **sess;
-
-  counters ctr;
-};
-
-#define CTR_ADD(ing, f, n)                                                     \
-  __atomic_fetch_add(&(ing)->ctr.f, (n), __ATOMIC_RELAXED)
-#define CTR_SET(ing, f, v)                                                     \
-  __atomic_store_n(&(ing)->ctr.f, (v), __ATOMIC_RELAXED)
-#define CTR_GET(ing, f) __atomic_load_n(&(ing)->ctr.f, __ATOMIC_RELAXED)
-
-static void conn_close(conn *c, int code, int has_gen, uint64_t gen,
-                       const char *reason);
 static void conn_update_reading(conn *c);
 static void ingest_update_pause(ingest *ing);
 static void drain_check(ingest *ing);
@@ -244,7 +90,7 @@ static int set_cause(char **cause, const char *fmt, ...) {
   return 0;
 }
 
-static void *xcalloc(size_t n, size_t size) {
+void *ingest_xcalloc(size_t n, size_t size) {
   void *p = calloc(n, size);
   if (p == NULL) {
     /* STYLE.md: the daemon may die loudly on out-of-memory. */
@@ -254,7 +100,7 @@ static void *xcalloc(size_t n, size_t size) {
   return p;
 }
 
-static char *xstrndup(const char *s, size_t n) {
+char *ingest_xstrndup(const char *s, size_t n) {
   char *d = malloc(n + 1);
   if (d == NULL) {
     fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
@@ -298,7 +144,7 @@ static void json_str(gtp_wbuf *b, const char *s) {
 
 /* ------------------------------------------------------- buffer accounting */
 
-static void conn_account(conn *c, int64_t delta) {
+void ingest_conn_account(conn *c, int64_t delta) {
   ingest *ing = c->ing;
   c->buffered = (uint64_t)((int64_t)c->buffered + delta);
   ing->buffered = (uint64_t)((int64_t)ing->buffered + delta);
@@ -309,7 +155,7 @@ static void conn_account(conn *c, int64_t delta) {
 static void conn_account_decoder(conn *c) {
   size_t now = gtp_frame_decoder_buffered(&c->dec);
   if (now != c->dec_buffered) {
-    conn_account(c, (int64_t)now - (int64_t)c->dec_buffered);
+    ingest_conn_account(c, (int64_t)now - (int64_t)c->dec_buffered);
     c->dec_buffered = now;
   }
 }
@@ -371,7 +217,7 @@ static void on_write(uv_write_t *req, int status) {
   conn *c = w->c;
   free(w);
   if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING)
-    conn_close(c, 0, 0, 0, NULL);
+    ingest_conn_close(c, 0, 0, 0, NULL);
 }
 
 /* Queues the frames in b (whole frames) on c. The bytes are copied. */
@@ -384,7 +230,7 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
     CTR_ADD(c->ing, limit_hits[LIM_WRITE_QUEUE], 1);
     log_warn("agent not reading replies", "conn=%" PRIu64 " peer=%s", c->id,
              c->peer);
-    conn_close(c, 0, 0, 0, NULL);
+    ingest_conn_close(c, 0, 0, 0, NULL);
     return;
   }
   wreq *w = malloc(sizeof *w + b->len);
@@ -399,7 +245,7 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
   int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1, on_write);
   if (rc < 0) {
     free(w);
-    conn_close(c, 0, 0, 0, NULL);
+    ingest_conn_close(c, 0, 0, 0, NULL);
     return;
   }
   c->last_tx_ms = uv_now(c->ing->loop);
@@ -412,7 +258,7 @@ static void send_ack(conn *c, uint64_t gen) {
   conn_send(c, &b);
 }
 
-static void send_error(conn *c, int code, int has_gen, uint64_t gen,
+void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason) {
   uint8_t mem[GTP_REASON_MAX + 64];
   gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
@@ -430,12 +276,6 @@ static void send_goodbye(conn *c, int code, const char *reason) {
 }
 
 /* --------------------------------------------------------------- lifecycle */
-
-static void opengen_free(conn *c, opengen *g) {
-  conn_account(c, -(int64_t)g->buf.len);
-  gtp_wbuf_fini(&g->buf);
-  free(g);
-}
 
 static void conn_free_identity(conn *c) {
   free(c->service);
@@ -483,7 +323,7 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 /* Ends a connection: drops what it was assembling (invariant 2), sends
  * ERROR (code < 0) or GOODBYE (code 0 with a reason) first, then closes
  * once the write queue flushed or CLOSE_GRACE_MS passed (sweep). */
-static void conn_close(conn *c, int code, int has_gen, uint64_t gen,
+void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason) {
   if (c->state == CONN_CLOSING)
     return;
@@ -497,7 +337,7 @@ static void conn_close(conn *c, int code, int has_gen, uint64_t gen,
              log_quote(q, sizeof q, reason ? reason : gtp_strerror(code)));
   }
   if (code < 0 && code != GTP_E_SHUTDOWN)
-    send_error(c, code, has_gen, gen, reason);
+    ingest_send_error(c, code, has_gen, gen, reason);
   else if (reason != NULL)
     send_goodbye(c, code, reason);
   c->state = CONN_CLOSING;
@@ -506,7 +346,7 @@ static void conn_close(conn *c, int code, int has_gen, uint64_t gen,
   while (c->gens != NULL) {
     opengen *g = c->gens;
     c->gens = g->next;
-    opengen_free(c, g);
+    reasm_free(c, g);
   }
   c->ngens = 0;
   gtp_frame_decoder_fini(&c->dec);
@@ -537,7 +377,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
   int rc = gtp_frame_hello_decode(f->payload, f->len, &h);
   if (rc < 0) {
     CTR_ADD(ing, protocol_errors, 1);
-    conn_close(c, rc, 0, 0, "bad HELLO");
+    ingest_conn_close(c, rc, 0, 0, "bad HELLO");
     return -1;
   }
   uint32_t lo = h.min_version > GTP_PROTO_VERSION_MIN ? h.min_version
@@ -552,7 +392,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
     CTR_ADD(ing, protocol_errors, 1);
     log_warn("agent refused", "conn=%" PRIu64 " peer=%s error=VERSION", c->id,
              c->peer);
-    conn_close(c, GTP_E_VERSION, 0, 0, r);
+    ingest_conn_close(c, GTP_E_VERSION, 0, 0, r);
     return -1;
   }
   if (ing->token != NULL &&
@@ -561,29 +401,30 @@ static int on_hello(conn *c, const gtp_frame *f) {
     CTR_ADD(ing, limit_hits[LIM_TOKEN], 1);
     log_warn("agent refused", "conn=%" PRIu64 " peer=%s error=TOKEN", c->id,
              c->peer);
-    conn_close(c, GTP_E_TOKEN, 0, 0, "wrong or missing token");
+    ingest_conn_close(c, GTP_E_TOKEN, 0, 0, "wrong or missing token");
     return -1;
   }
 
   memcpy(c->session, h.session, 16);
   gtp_session_hex(c->session, c->session_hex);
   c->version = hi;
-  c->service = xstrndup(h.service.ptr, h.service.len);
-  c->host = xstrndup(h.host.ptr, h.host.len);
-  c->agent_version = xstrndup(h.agent_version.ptr, h.agent_version.len);
+  c->service = ingest_xstrndup(h.service.ptr, h.service.len);
+  c->host = ingest_xstrndup(h.host.ptr, h.host.len);
+  c->agent_version = ingest_xstrndup(h.agent_version.ptr, h.agent_version.len);
   c->pid = h.pid;
   c->process_start_ns = h.process_start_ns;
   c->ntags = h.ntags;
   if (h.ntags > 0) {
-    c->tag_keys = xcalloc(h.ntags, sizeof(char *));
-    c->tag_values = xcalloc(h.ntags, sizeof(char *));
+    c->tag_keys = ingest_xcalloc(h.ntags, sizeof(char *));
+    c->tag_values = ingest_xcalloc(h.ntags, sizeof(char *));
   }
   gtp_wbuf tj;
   gtp_wbuf_init(&tj, 1u << 20);
   gtp_wbuf_put(&tj, "{", 1);
   for (uint32_t i = 0; i < h.ntags; i++) {
-    c->tag_keys[i] = xstrndup(h.tags[i].key.ptr, h.tags[i].key.len);
-    c->tag_values[i] = xstrndup(h.tags[i].value.ptr, h.tags[i].value.len);
+    c->tag_keys[i] = ingest_xstrndup(h.tags[i].key.ptr, h.tags[i].key.len);
+    c->tag_values[i] =
+        ingest_xstrndup(h.tags[i].value.ptr, h.tags[i].value.len);
     if (i > 0)
       gtp_wbuf_put(&tj, ",", 1);
     json_str(&tj, c->tag_keys[i]);
@@ -595,7 +436,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
     fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
     abort();
   }
-  c->tags_json = xstrndup((const char *)tj.data, tj.len);
+  c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
   gtp_wbuf_fini(&tj);
 
   /* A session reconnecting while its old connection still looks alive
@@ -606,8 +447,8 @@ static int on_hello(conn *c, const gtp_frame *f) {
     log_info("session replaced",
              "session=%s old_conn=%" PRIu64 " new_conn=%" PRIu64,
              c->session_hex, old->id, c->id);
-    conn_close(old, GTP_E_STATE, 0, 0,
-               "replaced by a newer connection of this session");
+    ingest_conn_close(old, GTP_E_STATE, 0, 0,
+                      "replaced by a newer connection of this session");
   }
   sess_insert(c);
   c->state = CONN_ACTIVE;
@@ -632,261 +473,6 @@ static int on_hello(conn *c, const gtp_frame *f) {
   return c->state == CONN_CLOSING ? -1 : 0;
 }
 
-/* -------------------------------------------------------------- reassembly */
-
-static opengen *gen_find(conn *c, uint64_t gen) {
-  for (opengen *g = c->gens; g != NULL; g = g->next)
-    if (g->gen == gen)
-      return g;
-  return NULL;
-}
-
-static void gen_unlink(conn *c, opengen *g) {
-  for (opengen **pp = &c->gens; *pp != NULL; pp = &(*pp)->next) {
-    if (*pp == g) {
-      *pp = g->next;
-      c->ngens--;
-      return;
-    }
-  }
-}
-
-/* Marks g refused: frees its bytes and tells the agent now, so it does not
- * keep sending a generation that cannot be stored. */
-static void gen_reject(conn *c, opengen *g, int code, const char *reason) {
-  ingest *ing = c->ing;
-  conn_account(c, -(int64_t)g->buf.len);
-  gtp_wbuf_fini(&g->buf);
-  gtp_wbuf_init(&g->buf, 1);
-  g->rejected = 1;
-  CTR_ADD(ing, rejected, 1);
-  log_warn("generation rejected",
-           "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
-           c->session_hex, g->gen, gtp_errname(code));
-  send_error(c, code, 1, g->gen, reason);
-}
-
-static void gen_start_of(const conn *c, uint64_t gen, gtp_gen_start *s) {
-  memset(s, 0, sizeof *s);
-  memcpy(s->session, c->session, 16);
-  s->gen = gen;
-  s->service = (gtp_str){c->service, strlen(c->service)};
-  s->host = (gtp_str){c->host, strlen(c->host)};
-  s->agent_version = (gtp_str){c->agent_version, strlen(c->agent_version)};
-  s->pid = c->pid;
-  s->process_start_ns = c->process_start_ns;
-  s->ntags = c->ntags;
-  for (uint32_t i = 0; i < c->ntags; i++) {
-    s->tags[i].key = (gtp_str){c->tag_keys[i], strlen(c->tag_keys[i])};
-    s->tags[i].value = (gtp_str){c->tag_values[i], strlen(c->tag_values[i])};
-  }
-}
-
-/* Checks that a BATCH carries whole body records only. */
-static int body_records_check(const uint8_t *p, size_t len) {
-  size_t off = 0;
-  if (len == 0)
-    return GTP_E_CORRUPT;
-  while (off < len) {
-    gtp_record rec;
-    int rc = gtp_record_parse(p + off, len - off, &rec);
-    if (rc < 0)
-      return rc;
-    if (rec.type == GTP_REC_GEN_START || rec.type == GTP_REC_GEN_END)
-      return GTP_E_CORRUPT;
-    off += rec.size;
-  }
-  return 0;
-}
-
-static int on_batch(conn *c, const gtp_frame *f) {
-  ingest *ing = c->ing;
-  uint64_t gen;
-  const uint8_t *recs;
-  size_t rlen;
-  int rc = gtp_frame_batch_decode(f->payload, f->len, &gen, &recs, &rlen);
-  if (rc < 0) {
-    CTR_ADD(ing, protocol_errors, 1);
-    conn_close(c, rc, 0, 0, "bad BATCH frame");
-    return -1;
-  }
-  opengen *g = gen_find(c, gen);
-  if (g == NULL) {
-    if (c->ngens >= OPEN_GENS_MAX) {
-      CTR_ADD(ing, limit_hits[LIM_OPEN_GENS], 1);
-      conn_close(c, GTP_E_LIMIT, 1, gen, "too many generations open at once");
-      return -1;
-    }
-    g = xcalloc(1, sizeof *g);
-    g->gen = gen;
-    gtp_wbuf_init(&g->buf, (size_t)ing->cfg.max_gen_size + 4096);
-    /* Reserve what this agent's previous generation needed, so the buffer
-     * rarely reallocates (each realloc copies and faults in fresh pages);
-     * an idle agent's hint is small, so memory follows real use. */
-    if (c->last_gen_size > 0 && gtp_wbuf_grow(&g->buf, c->last_gen_size))
-      g->buf.len = 0;
-    g->next = c->gens;
-    c->gens = g;
-    c->ngens++;
-    gtp_gen_start s;
-    gen_start_of(c, gen, &s);
-    rc = gtp_put_gen_start(&g->buf, &s);
-    if (rc < 0) {
-      gen_reject(c, g, rc, "cannot build GEN_START");
-      return 0;
-    }
-    g->body_off = g->buf.len;
-    conn_account(c, (int64_t)g->buf.len);
-  }
-  if (g->rejected)
-    return 0;
-  rc = body_records_check(recs, rlen);
-  if (rc < 0) {
-    gen_reject(c, g, rc, "BATCH holds a malformed record");
-    return 0;
-  }
-  if (g->buf.len - g->body_off + rlen > ing->cfg.max_gen_size) {
-    CTR_ADD(ing, limit_hits[LIM_GEN_SIZE], 1);
-    gen_reject(c, g, GTP_E_TOOBIG, "generation exceeds the daemon's maximum");
-    return 0;
-  }
-  gtp_wbuf_put(&g->buf, recs, rlen);
-  if (g->buf.err) {
-    gen_reject(c, g, g->buf.err, NULL);
-    return 0;
-  }
-  conn_account(c, (int64_t)rlen);
-  /* Open generations only drain through GEN_END, so pausing reads cannot
-   * help: an agent holding more open than it may buffer is cut off. */
-  uint64_t open = 0;
-  for (opengen *o = c->gens; o != NULL; o = o->next)
-    open += o->buf.len;
-  if (open > ing->cfg.max_conn_buffer) {
-    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
-    conn_close(c, GTP_E_LIMIT, 0, 0,
-               "open generations exceed the per-connection buffer");
-    return -1;
-  }
-  return 0;
-}
-
-static int on_gen_end(conn *c, const gtp_frame *f) {
-  ingest *ing = c->ing;
-  gtp_gen_end e;
-  int rc = gtp_frame_gen_end_decode(f->payload, f->len, &e);
-  if (rc < 0) {
-    CTR_ADD(ing, protocol_errors, 1);
-    conn_close(c, rc, 0, 0, "bad GEN_END frame");
-    return -1;
-  }
-  opengen *g = gen_find(c, e.gen);
-  if (g == NULL) {
-    /* Every generation has a CLOCK record, so one without BATCH frames is
-     * malformed; refuse it so the agent accounts for it. */
-    CTR_ADD(ing, rejected, 1);
-    store_note_rejected(ing->store, c->session, e.events);
-    CTR_ADD(ing, rejected_events, e.events);
-    send_error(c, GTP_E_MANIFEST, 1, e.gen,
-               "GEN_END of a generation with "
-               "no BATCH");
-    return 0;
-  }
-  gen_unlink(c, g);
-  if (g->rejected) {
-    store_note_rejected(ing->store, c->session, e.events);
-    CTR_ADD(ing, rejected_events, e.events);
-    opengen_free(c, g);
-    return 0;
-  }
-  gtp_gen_end got = e;
-  const uint8_t *body = g->buf.data + g->body_off;
-  size_t body_len = g->buf.len - g->body_off;
-  rc = gtp_manifest_compute(body, body_len, &got);
-  if (rc == 0)
-    rc = gtp_manifest_check(&e, &got);
-  size_t before = g->buf.len;
-  if (rc == 0)
-    rc = gtp_put_gen_end(&g->buf, &e);
-  gtp_gen parsed;
-  size_t consumed = 0;
-  int parsed_ok = 0;
-  if (rc == 0) {
-    conn_account(c, (int64_t)(g->buf.len - before));
-    rc = gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
-    if (rc == 0) {
-      parsed_ok = 1;
-      if (consumed != g->buf.len)
-        rc = GTP_E_CORRUPT;
-    }
-  }
-  if (rc < 0) {
-    if (parsed_ok)
-      gtp_gen_fini(&parsed);
-    CTR_ADD(ing, rejected, 1);
-    CTR_ADD(ing, rejected_events, e.events);
-    store_note_rejected(ing->store, c->session, e.events);
-    log_warn("generation rejected",
-             "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
-             c->session_hex, e.gen, gtp_errname(rc));
-    send_error(c, rc, 1, e.gen, "generation failed validation");
-    opengen_free(c, g);
-    return c->state == CONN_CLOSING ? -1 : 0;
-  }
-
-  store_gen *sg = xcalloc(1, sizeof *sg);
-  memcpy(sg->session, c->session, 16);
-  sg->service = xstrndup(c->service, strlen(c->service));
-  sg->host = xstrndup(c->host, strlen(c->host));
-  sg->agent_version = xstrndup(c->agent_version, strlen(c->agent_version));
-  sg->tags_json = xstrndup(c->tags_json, strlen(c->tags_json));
-  sg->pid = c->pid;
-  sg->process_start_ns = c->process_start_ns;
-  sg->gen = e.gen;
-  uint64_t s_ns = parsed.clock.start_real_ns, e_ns = parsed.clock.end_real_ns;
-  if (s_ns > INT64_MAX)
-    s_ns = INT64_MAX;
-  if (e_ns > INT64_MAX)
-    e_ns = INT64_MAX;
-  if (e_ns < s_ns)
-    e_ns = s_ns;
-  sg->start_ns = (int64_t)s_ns;
-  sg->end_ns = (int64_t)e_ns;
-  sg->end = e;
-  gtp_gen_fini(&parsed);
-  /* The payload moves to the store; it stays counted in the buffers until
-   * the completion (invariant 5). */
-  sg->payload = g->buf.data;
-  sg->len = g->buf.len;
-  c->last_gen_size = g->buf.len + g->buf.len / 8;
-  if (c->last_gen_size > ing->cfg.max_gen_size)
-    c->last_gen_size = (size_t)ing->cfg.max_gen_size; /* under buf.limit */
-  pending *pd = xcalloc(1, sizeof *pd);
-  pd->c = c;
-  pd->g = sg;
-  sg->cookie = pd;
-  g->buf.data = NULL;
-  free(g);
-  c->refs++;
-  c->inflight++;
-  ing->inflight++;
-  rc = store_submit(ing->store, sg);
-  if (rc < 0) {
-    /* Closing store: nothing will commit; the agent resends later. */
-    c->refs--;
-    c->inflight--;
-    ing->inflight--;
-    conn_account(c, -(int64_t)sg->len);
-    store_gen_free(sg);
-    free(pd);
-    conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");
-    return -1;
-  }
-  if (c->buffered > ing->cfg.max_conn_buffer && !c->self_paused) {
-    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
-  }
-  return 0;
-}
-
 /* ------------------------------------------------------------------ frames */
 
 static int conn_handle_frame(conn *c, const gtp_frame *f) {
@@ -895,20 +481,20 @@ static int conn_handle_frame(conn *c, const gtp_frame *f) {
   if (c->state == CONN_HANDSHAKE) {
     if (f->type != GTP_FR_HELLO) {
       CTR_ADD(ing, protocol_errors, 1);
-      conn_close(c, GTP_E_STATE, 0, 0, "first frame must be HELLO");
+      ingest_conn_close(c, GTP_E_STATE, 0, 0, "first frame must be HELLO");
       return -1;
     }
     return on_hello(c, f);
   }
   switch (f->type) {
   case GTP_FR_BATCH:
-    return on_batch(c, f);
+    return reasm_batch(c, f);
   case GTP_FR_GEN_END:
-    return on_gen_end(c, f);
+    return reasm_gen_end(c, f);
   case GTP_FR_HEARTBEAT:
     return 0;
   case GTP_FR_GOODBYE:
-    conn_close(c, 0, 0, 0, NULL);
+    ingest_conn_close(c, 0, 0, 0, NULL);
     return -1;
   case GTP_FR_ERROR: {
     gtp_error_frame ef;
@@ -919,18 +505,18 @@ static int conn_handle_frame(conn *c, const gtp_frame *f) {
       log_warn("agent sent ERROR", "conn=%" PRIu64 " code=%s reason=%s", c->id,
                gtp_errname(ef.code), log_quote(q, sizeof q, r));
     }
-    conn_close(c, 0, 0, 0, NULL);
+    ingest_conn_close(c, 0, 0, 0, NULL);
     return -1;
   }
   case GTP_FR_HELLO:
   case GTP_FR_WELCOME:
   case GTP_FR_ACK:
     CTR_ADD(ing, protocol_errors, 1);
-    conn_close(c, GTP_E_STATE, 0, 0, "frame not allowed after HELLO");
+    ingest_conn_close(c, GTP_E_STATE, 0, 0, "frame not allowed after HELLO");
     return -1;
   default:
     CTR_ADD(ing, protocol_errors, 1);
-    conn_close(c, GTP_E_UNKNOWN, 0, 0, "unknown frame type");
+    ingest_conn_close(c, GTP_E_UNKNOWN, 0, 0, "unknown frame type");
     return -1;
   }
 }
@@ -977,14 +563,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     if (c->gens != NULL)
       log_info("agent left mid-generation", "conn=%" PRIu64 " open=%u", c->id,
                c->ngens);
-    conn_close(c, 0, 0, 0, NULL);
+    ingest_conn_close(c, 0, 0, 0, NULL);
     return;
   }
   c->last_rx_ms = uv_now(ing->loop);
   CTR_ADD(ing, bytes, (uint64_t)nread);
   const uint8_t *p = (const uint8_t *)buf->base;
   size_t n = (size_t)nread;
-  c->refs++; /* keep c across conn_close inside the loop */
+  c->refs++; /* keep c across ingest_conn_close inside the loop */
   while (n > 0 && c->state != CONN_CLOSING) {
     gtp_frame f;
     size_t used = 0;
@@ -996,9 +582,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         CTR_ADD(ing, limit_hits[LIM_FRAME], 1);
       log_warn("agent frame error", "conn=%" PRIu64 " peer=%s error=%s", c->id,
                c->peer, gtp_errname(rc));
-      conn_close(c, rc, 0, 0,
-                 rc == GTP_E_TOOBIG ? "frame larger than the daemon's maximum"
-                                    : "bad frame");
+      ingest_conn_close(c, rc, 0, 0,
+                        rc == GTP_E_TOOBIG
+                            ? "frame larger than the daemon's maximum"
+                            : "bad frame");
       break;
     }
     p += used;
@@ -1111,7 +698,7 @@ static void resubmit(ingest *ing, pending *pd) {
     ing->inflight--;
     conn *c = pd->c;
     c->inflight--;
-    conn_account(c, -(int64_t)pd->g->len);
+    ingest_conn_account(c, -(int64_t)pd->g->len);
     store_gen_free(pd->g);
     free(pd);
     conn_unref(c);
@@ -1163,7 +750,7 @@ static void complete(ingest *ing, pending *pd) {
     disk_full_leave(ing);
   }
   c->inflight--;
-  conn_account(c, -(int64_t)g->len);
+  ingest_conn_account(c, -(int64_t)g->len);
   if (g->result == 0 || g->result == 1) {
     if (g->result == 0) {
       CTR_ADD(ing, committed, 1);
@@ -1183,7 +770,8 @@ static void complete(ingest *ing, pending *pd) {
               "session=%s gen=%" PRIu64 " error=%s", c->session_hex, g->gen,
               gtp_errname(g->result));
     if (c->state == CONN_ACTIVE)
-      conn_close(c, 0, 0, 0, "daemon storage error; reconnect and resend");
+      ingest_conn_close(c, 0, 0, 0,
+                        "daemon storage error; reconnect and resend");
   }
   store_gen_free(g);
   free(pd);
@@ -1240,7 +828,7 @@ static void on_sweep(uv_timer_t *t) {
         CTR_ADD(ing, limit_hits[LIM_HANDSHAKE_TIMEOUT], 1);
         log_info("handshake timeout", "conn=%" PRIu64 " peer=%s", c->id,
                  c->peer);
-        conn_close(c, GTP_E_TIMEOUT, 0, 0, "no HELLO in time");
+        ingest_conn_close(c, GTP_E_TIMEOUT, 0, 0, "no HELLO in time");
       }
       break;
     case CONN_ACTIVE:
@@ -1250,7 +838,7 @@ static void on_sweep(uv_timer_t *t) {
         CTR_ADD(ing, limit_hits[LIM_IDLE_TIMEOUT], 1);
         log_info("idle timeout", "conn=%" PRIu64 " session=%s", c->id,
                  c->session_hex);
-        conn_close(c, GTP_E_TIMEOUT, 0, 0, "idle timeout");
+        ingest_conn_close(c, GTP_E_TIMEOUT, 0, 0, "idle timeout");
       } else if (hb > 0 && now - c->last_tx_ms >= hb) {
         uint8_t mem[8];
         gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
@@ -1279,7 +867,7 @@ static void on_sweep(uv_timer_t *t) {
     while ((pd = retry_pop(ing)) != NULL) {
       conn *c = pd->c;
       c->inflight--;
-      conn_account(c, -(int64_t)pd->g->len);
+      ingest_conn_account(c, -(int64_t)pd->g->len);
       store_gen_free(pd->g);
       free(pd);
       conn_unref(c);
@@ -1301,7 +889,7 @@ static void on_connection(uv_stream_t *server, int status) {
     log_warn("accept failed", "error=%s", uv_err_name(status));
     return;
   }
-  conn *c = xcalloc(1, sizeof *c);
+  conn *c = ingest_xcalloc(1, sizeof *c);
   c->ing = ing;
   uv_tcp_init(ing->loop, &c->tcp);
   c->tcp.data = c;
@@ -1462,7 +1050,7 @@ static void drain_check(ingest *ing) {
   for (conn *c = ing->conns; c != NULL; c = next) {
     next = c->next;
     if (c->state != CONN_CLOSING)
-      conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon shutting down");
+      ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon shutting down");
   }
   if (ing->nconns > 0)
     return; /* on_closed calls back here */
@@ -1493,7 +1081,7 @@ void ingest_stop(ingest *ing, uint64_t drain_ms, void (*done)(void *arg),
       while (c->gens != NULL) {
         opengen *g = c->gens;
         c->gens = g->next;
-        opengen_free(c, g);
+        reasm_free(c, g);
       }
       c->ngens = 0;
     }
@@ -1545,124 +1133,6 @@ void ingest_free(ingest *ing) {
   free(ing);
 }
 
-/* ----------------------------------------------------------------- metrics */
-
-static void metric(gtp_wbuf *b, const char *name, const char *type,
-                   const char *help, const char *labels, uint64_t v) {
-  char line[512];
-  int n;
-  if (help != NULL) {
-    n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n", name, help,
-                 name, type);
-    gtp_wbuf_put(b, line, (size_t)n);
-  }
-  n = snprintf(line, sizeof line, "%s%s %" PRIu64 "\n", name,
-               labels != NULL ? labels : "", v);
-  gtp_wbuf_put(b, line, (size_t)n);
-}
-
-static void metric_f(gtp_wbuf *b, const char *name, const char *type,
-                     const char *help, double v) {
-  char line[512];
-  int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.9f\n",
-                   name, help, name, type, name, v);
-  gtp_wbuf_put(b, line, (size_t)n);
-}
-
-#define C(f) CTR_GET(ing, f)
-void ingest_metrics(ingest *ing, gtp_wbuf *b) {
-  metric(b, "gentrace_agent_connections", "gauge",
-         "Agent connections open now.", NULL, C(connections));
-  metric(b, "gentrace_agent_connections_total", "counter",
-         "Agent connections accepted.", NULL, C(connections_total));
-  metric(b, "gentrace_agent_connections_refused_total", "counter",
-         "Agent connections refused by --max-connections.", NULL,
-         C(refused_total));
-  metric(b, "gentrace_agent_handshakes_total", "counter",
-         "Agents that completed HELLO.", NULL, C(handshakes_total));
-  metric(b, "gentrace_agent_sessions_replaced_total", "counter",
-         "Connections replaced by a newer one of the same session.", NULL,
-         C(replaced_total));
-  metric(b, "gentrace_frames_received_total", "counter",
-         "Frames received from agents.", NULL, C(frames));
-  metric(b, "gentrace_bytes_received_total", "counter",
-         "Bytes received from agents.", NULL, C(bytes));
-  metric(b, "gentrace_protocol_errors_total", "counter",
-         "Connections closed for a protocol error.", NULL, C(protocol_errors));
-  metric(b, "gentrace_generations_committed_total", "counter",
-         "Generations stored.", NULL, C(committed));
-  metric(b, "gentrace_generations_rejected_total", "counter",
-         "Generations refused (validation or limits).", NULL, C(rejected));
-  metric(b, "gentrace_generations_duplicate_total", "counter",
-         "Generations received again after they were stored (ACKed).", NULL,
-         C(duplicate));
-  metric(b, "gentrace_store_errors_total", "counter",
-         "Generations the store failed for other reasons than a full disk.",
-         NULL, C(store_errors));
-  metric(b, "gentrace_ledger_events_total", "counter",
-         "Events lost before they were stored, by cause.",
-         "{cause=\"dropped\"}", C(ledger_dropped));
-  metric(b, "gentrace_ledger_events_total", "counter", NULL,
-         "{cause=\"evicted\"}", C(ledger_evicted));
-  metric(b, "gentrace_ledger_events_total", "counter", NULL,
-         "{cause=\"rejected\"}", C(ledger_rejected) + C(rejected_events));
-  metric(b, "gentrace_buffered_bytes", "gauge",
-         "Bytes held for agents (partial frames, open and queued "
-         "generations).",
-         NULL, C(buffered));
-  metric(b, "gentrace_reads_paused_total", "counter",
-         "Times reading from agents paused for backpressure.", NULL,
-         C(reads_paused));
-  metric(b, "gentrace_connections_paused", "gauge",
-         "Connections paused by --max-conn-buffer now.", NULL, C(paused_now));
-  metric(b, "gentrace_heartbeats_sent_total", "counter",
-         "HEARTBEAT frames sent to agents.", NULL, C(heartbeats_sent));
-  for (int i = 0; i < LIM_COUNT_; i++) {
-    char lab[64];
-    snprintf(lab, sizeof lab, "{limit=\"%s\"}", limit_names[i]);
-    metric(b, "gentrace_limit_hits_total", "counter",
-           i == 0 ? "Times each limit was hit." : NULL, lab, C(limit_hits[i]));
-  }
-  metric(b, "gentrace_disk_full", "gauge",
-         "1 while ingest is paused because storage is full.", NULL,
-         C(disk_full));
-  metric(b, "gentrace_disk_full_total", "counter", "Times storage became full.",
-         NULL, C(disk_full_total));
-  if (ing->store != NULL) {
-    store_stats st;
-    store_stats_get(ing->store, &st);
-    metric(b, "gentrace_store_queue_generations", "gauge",
-           "Generations waiting for the store thread.", NULL, st.queued_gens);
-    metric(b, "gentrace_store_queue_bytes", "gauge",
-           "Bytes waiting for the store thread.", NULL, st.queued_bytes);
-    metric(b, "gentrace_store_committed_bytes_total", "counter",
-           "Payload bytes committed.", NULL, st.committed_bytes);
-    metric(b, "gentrace_store_transactions_total", "counter",
-           "Store transactions.", NULL, st.transactions);
-    metric_f(b, "gentrace_store_commit_seconds_total", "counter",
-             "Time spent committing.", (double)st.commit_ns_total / 1e9);
-    metric_f(b, "gentrace_store_commit_seconds_max", "gauge", "Longest commit.",
-             (double)st.commit_ns_max / 1e9);
-    metric(b, "gentrace_store_retention_deleted_total", "counter",
-           "Generations deleted by retention.", NULL,
-           st.retention_deleted_gens);
-    metric(b, "gentrace_store_db_bytes", "gauge",
-           "Database size, WAL included, last measured.", NULL, st.db_bytes);
-    metric(b, "gentrace_store_disk_full", "gauge",
-           "1 while the store reports no room.", NULL, (uint64_t)st.disk_full);
-  }
-}
-#undef C
-
-int ingest_healthy(ingest *ing, const char **reason) {
-  if (__atomic_load_n(&ing->ctr.disk_full, __ATOMIC_RELAXED)) {
-    if (reason != NULL)
-      *reason = "storage full; ingest paused";
-    return 0;
-  }
-  return 1;
-}
-
 int ingest_connected(ingest *ing, const char *session_hex) {
   uint8_t s[16];
   if (session_hex == NULL || gtp_session_parse(session_hex, s) < 0)
@@ -1671,19 +1141,4 @@ int ingest_connected(ingest *ing, const char *session_hex) {
   int found = sess_find(ing, s) != NULL;
   pthread_mutex_unlock(&ing->sess_lock);
   return found;
-}
-
-void ingest_stats_get(ingest *ing, ingest_stats *o) {
-  memset(o, 0, sizeof *o);
-  o->connections = CTR_GET(ing, connections);
-  o->connections_total = CTR_GET(ing, connections_total);
-  o->refused_total = CTR_GET(ing, refused_total);
-  o->frames = CTR_GET(ing, frames);
-  o->bytes = CTR_GET(ing, bytes);
-  o->committed = CTR_GET(ing, committed);
-  o->rejected = CTR_GET(ing, rejected);
-  o->duplicate = CTR_GET(ing, duplicate);
-  o->buffered = CTR_GET(ing, buffered);
-  o->reads_paused = CTR_GET(ing, reads_paused);
-  o->disk_full = (int)CTR_GET(ing, disk_full);
 }

@@ -1,0 +1,182 @@
+/* ingest_int.h: the private state of daemon/ingest.c, shared with its
+ * helpers reasm.c (reassembly, validation) and ingest_metrics.c (/metrics).
+ * Not for any other file: the invariants live in ingest.c's header comment.
+ */
+#ifndef INGEST_INT_H
+#define INGEST_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "format.h"
+#include "frame.h"
+#include "ingest.h"
+#include "store.h"
+
+#define READ_BUF_SIZE (256u << 10)
+#define READ_MIN (16u << 10)
+#define OPEN_GENS_MAX 64           /* generations open at once per conn */
+#define WRITE_QUEUE_MAX (1u << 20) /* unread replies before we give up */
+#define CLOSE_GRACE_MS 2000        /* time for a last frame to flush */
+#define SESS_BUCKETS 16384         /* power of two */
+#define DISKFULL_PROBE_MS 1000
+
+enum conn_state {
+  CONN_HANDSHAKE,
+  CONN_ACTIVE,
+  CONN_DRAINING,
+  CONN_CLOSING,
+};
+
+/* Limit counters, one per limit, in /metrics as gentrace_limit_hits_total. */
+enum limit_id {
+  LIM_CONNECTIONS,
+  LIM_CONN_BUFFER,
+  LIM_BUFFER,
+  LIM_FRAME,
+  LIM_GEN_SIZE,
+  LIM_OPEN_GENS,
+  LIM_HANDSHAKE_TIMEOUT,
+  LIM_IDLE_TIMEOUT,
+  LIM_WRITE_QUEUE,
+  LIM_TOKEN,
+  LIM_COUNT_
+};
+
+/* One generation being reassembled: GEN_START (synthesized from HELLO when
+ * the first BATCH arrives) then body records in arrival order. */
+typedef struct opengen {
+  struct opengen *next;
+  uint64_t gen;
+  int rejected; /* 1: refused already; swallow its frames until GEN_END */
+  gtp_wbuf buf;
+  size_t body_off;
+} opengen;
+
+/* One generation at the store: the store_gen's cookie. Linked into the
+ * completion list by the store thread without allocating. */
+typedef struct pending {
+  struct pending *next;
+  struct conn *c;
+  store_gen *g;
+} pending;
+
+typedef struct conn {
+  /* Loop thread only. */
+  uv_tcp_t tcp;
+  struct ingest *ing;
+  struct conn *prev, *next; /* ing->conns */
+  struct conn *sess_next;   /* session hash chain; guarded by sess_lock */
+  enum conn_state state;
+  int refs;        /* 1 while the handle is open + 1 per store_gen (inv. 4) */
+  int reading;     /* uv_read_start active */
+  int self_paused; /* over max-conn-buffer */
+  int in_session_map;
+  uint64_t id;
+  uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
+  char peer[64];
+  gtp_frame_decoder dec;
+  size_t dec_buffered;  /* last seen gtp_frame_decoder_buffered */
+  size_t last_gen_size; /* size hint for the next opengen buffer */
+  uint64_t buffered;    /* invariant 5 */
+  uint64_t inflight;    /* generations at the store */
+  opengen *gens;
+  unsigned ngens;
+  /* Identity from HELLO; owned strings, NUL-terminated. */
+  uint8_t session[16];
+  char session_hex[33];
+  uint32_t version;
+  char *service, *host, *agent_version, *tags_json;
+  uint64_t pid, process_start_ns;
+  uint32_t ntags;
+  char **tag_keys, **tag_values;
+} conn;
+
+typedef struct counters {
+  /* Written by the loop thread (relaxed atomics), read by HTTP threads. */
+  uint64_t connections, connections_total, refused_total;
+  uint64_t handshakes_total, replaced_total;
+  uint64_t frames, bytes;
+  uint64_t committed, rejected, duplicate, store_errors;
+  uint64_t ledger_dropped, ledger_evicted, ledger_rejected;
+  uint64_t rejected_events;
+  uint64_t buffered, reads_paused, paused_now;
+  uint64_t protocol_errors;
+  uint64_t limit_hits[LIM_COUNT_];
+  uint64_t disk_full, disk_full_total;
+  uint64_t heartbeats_sent;
+} counters;
+
+struct ingest {
+  /* Written once before start. */
+  uv_loop_t *loop;
+  ingest_config cfg;
+  char *token;
+  size_t token_len;
+  store *store;
+
+  /* Loop thread only. */
+  uv_tcp_t listener;
+  int listening;
+  uv_timer_t sweep;
+  uv_timer_t retry_timer;
+  uv_async_t async;
+  conn *conns;
+  uint64_t nconns;
+  uint64_t next_id;
+  uint64_t buffered; /* invariant 5; mirrored into ctr.buffered */
+  uint64_t inflight; /* generations submitted and not completed */
+  int global_paused;
+  int disk_full;
+  pending *probe; /* the generation testing whether the disk has room */
+  uint64_t last_probe_ms;
+  char host[256];
+  pending *retry_head, **retry_tail;
+  uint64_t retry_n;
+  int stopping;
+  uint64_t drain_deadline_ms;
+  int drain_gave_up;
+  void (*stop_cb)(void *);
+  void *stop_arg;
+  int stop_called;
+  int handles_open;
+  uint8_t *rbuf;
+  int rbuf_busy;
+
+  /* Protected by done_lock: completions from the store thread. */
+  pthread_mutex_t done_lock;
+  pending *done_head, **done_tail;
+
+  /* Protected by sess_lock: live sessions, read by HTTP threads. */
+  pthread_mutex_t sess_lock;
+  conn **sess;
+
+  counters ctr;
+};
+
+#define CTR_ADD(ing, f, n)                                                     \
+  __atomic_fetch_add(&(ing)->ctr.f, (n), __ATOMIC_RELAXED)
+#define CTR_SET(ing, f, v)                                                     \
+  __atomic_store_n(&(ing)->ctr.f, (v), __ATOMIC_RELAXED)
+#define CTR_GET(ing, f) __atomic_load_n(&(ing)->ctr.f, __ATOMIC_RELAXED)
+
+/* Shared between ingest.c, reasm.c and ingest_metrics.c. Thread: loop only,
+ * except the allocators. */
+void *ingest_xcalloc(size_t n, size_t size);
+char *ingest_xstrndup(const char *s, size_t n);
+void ingest_conn_account(conn *c, int64_t delta);
+void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
+                       const char *reason);
+void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
+                       const char *reason);
+
+/* reasm.c: generation reassembly and validation (PROTOCOL.md section 6).
+ * reasm_batch/reasm_gen_end return 0, or < 0 once the connection was
+ * closed (invariant 6 of ingest.c). */
+int reasm_batch(conn *c, const gtp_frame *f);
+int reasm_gen_end(conn *c, const gtp_frame *f);
+void reasm_free(conn *c, opengen *g);
+
+#endif

@@ -1,0 +1,152 @@
+/* ingest_metrics.c: the ingest loop's counters as Prometheus text, health
+ * and the connected-session lookup. Runs on HTTP threads: counters are read
+ * with relaxed atomic loads (each is written by the loop thread alone), the
+ * session table under sess_lock.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ingest_int.h"
+
+static const char *const limit_names[LIM_COUNT_] = {
+    "max-connections",   "max-conn-buffer",
+    "max-buffer",        "max-frame",
+    "max-gen-size",      "open-generations",
+    "handshake-timeout", "idle-timeout",
+    "write-queue",       "token"};
+
+/* ----------------------------------------------------------------- metrics */
+
+static void metric(gtp_wbuf *b, const char *name, const char *type,
+                   const char *help, const char *labels, uint64_t v) {
+  char line[512];
+  int n;
+  if (help != NULL) {
+    n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n", name, help,
+                 name, type);
+    gtp_wbuf_put(b, line, (size_t)n);
+  }
+  n = snprintf(line, sizeof line, "%s%s %" PRIu64 "\n", name,
+               labels != NULL ? labels : "", v);
+  gtp_wbuf_put(b, line, (size_t)n);
+}
+
+static void metric_f(gtp_wbuf *b, const char *name, const char *type,
+                     const char *help, double v) {
+  char line[512];
+  int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.9f\n",
+                   name, help, name, type, name, v);
+  gtp_wbuf_put(b, line, (size_t)n);
+}
+
+#define C(f) CTR_GET(ing, f)
+void ingest_metrics(ingest *ing, gtp_wbuf *b) {
+  metric(b, "gentrace_agent_connections", "gauge",
+         "Agent connections open now.", NULL, C(connections));
+  metric(b, "gentrace_agent_connections_total", "counter",
+         "Agent connections accepted.", NULL, C(connections_total));
+  metric(b, "gentrace_agent_connections_refused_total", "counter",
+         "Agent connections refused by --max-connections.", NULL,
+         C(refused_total));
+  metric(b, "gentrace_agent_handshakes_total", "counter",
+         "Agents that completed HELLO.", NULL, C(handshakes_total));
+  metric(b, "gentrace_agent_sessions_replaced_total", "counter",
+         "Connections replaced by a newer one of the same session.", NULL,
+         C(replaced_total));
+  metric(b, "gentrace_frames_received_total", "counter",
+         "Frames received from agents.", NULL, C(frames));
+  metric(b, "gentrace_bytes_received_total", "counter",
+         "Bytes received from agents.", NULL, C(bytes));
+  metric(b, "gentrace_protocol_errors_total", "counter",
+         "Connections closed for a protocol error.", NULL, C(protocol_errors));
+  metric(b, "gentrace_generations_committed_total", "counter",
+         "Generations stored.", NULL, C(committed));
+  metric(b, "gentrace_generations_rejected_total", "counter",
+         "Generations refused (validation or limits).", NULL, C(rejected));
+  metric(b, "gentrace_generations_duplicate_total", "counter",
+         "Generations received again after they were stored (ACKed).", NULL,
+         C(duplicate));
+  metric(b, "gentrace_store_errors_total", "counter",
+         "Generations the store failed for other reasons than a full disk.",
+         NULL, C(store_errors));
+  metric(b, "gentrace_ledger_events_total", "counter",
+         "Events lost before they were stored, by cause.",
+         "{cause=\"dropped\"}", C(ledger_dropped));
+  metric(b, "gentrace_ledger_events_total", "counter", NULL,
+         "{cause=\"evicted\"}", C(ledger_evicted));
+  metric(b, "gentrace_ledger_events_total", "counter", NULL,
+         "{cause=\"rejected\"}", C(ledger_rejected) + C(rejected_events));
+  metric(b, "gentrace_buffered_bytes", "gauge",
+         "Bytes held for agents (partial frames, open and queued "
+         "generations).",
+         NULL, C(buffered));
+  metric(b, "gentrace_reads_paused_total", "counter",
+         "Times reading from agents paused for backpressure.", NULL,
+         C(reads_paused));
+  metric(b, "gentrace_connections_paused", "gauge",
+         "Connections paused by --max-conn-buffer now.", NULL, C(paused_now));
+  metric(b, "gentrace_heartbeats_sent_total", "counter",
+         "HEARTBEAT frames sent to agents.", NULL, C(heartbeats_sent));
+  for (int i = 0; i < LIM_COUNT_; i++) {
+    char lab[64];
+    snprintf(lab, sizeof lab, "{limit=\"%s\"}", limit_names[i]);
+    metric(b, "gentrace_limit_hits_total", "counter",
+           i == 0 ? "Times each limit was hit." : NULL, lab, C(limit_hits[i]));
+  }
+  metric(b, "gentrace_disk_full", "gauge",
+         "1 while ingest is paused because storage is full.", NULL,
+         C(disk_full));
+  metric(b, "gentrace_disk_full_total", "counter", "Times storage became full.",
+         NULL, C(disk_full_total));
+  if (ing->store != NULL) {
+    store_stats st;
+    store_stats_get(ing->store, &st);
+    metric(b, "gentrace_store_queue_generations", "gauge",
+           "Generations waiting for the store thread.", NULL, st.queued_gens);
+    metric(b, "gentrace_store_queue_bytes", "gauge",
+           "Bytes waiting for the store thread.", NULL, st.queued_bytes);
+    metric(b, "gentrace_store_committed_bytes_total", "counter",
+           "Payload bytes committed.", NULL, st.committed_bytes);
+    metric(b, "gentrace_store_transactions_total", "counter",
+           "Store transactions.", NULL, st.transactions);
+    metric_f(b, "gentrace_store_commit_seconds_total", "counter",
+             "Time spent committing.", (double)st.commit_ns_total / 1e9);
+    metric_f(b, "gentrace_store_commit_seconds_max", "gauge", "Longest commit.",
+             (double)st.commit_ns_max / 1e9);
+    metric(b, "gentrace_store_retention_deleted_total", "counter",
+           "Generations deleted by retention.", NULL,
+           st.retention_deleted_gens);
+    metric(b, "gentrace_store_db_bytes", "gauge",
+           "Database size, WAL included, last measured.", NULL, st.db_bytes);
+    metric(b, "gentrace_store_disk_full", "gauge",
+           "1 while the store reports no room.", NULL, (uint64_t)st.disk_full);
+  }
+}
+#undef C
+
+int ingest_healthy(ingest *ing, const char **reason) {
+  if (__atomic_load_n(&ing->ctr.disk_full, __ATOMIC_RELAXED)) {
+    if (reason != NULL)
+      *reason = "storage full; ingest paused";
+    return 0;
+  }
+  return 1;
+}
+
+void ingest_stats_get(ingest *ing, ingest_stats *o) {
+  memset(o, 0, sizeof *o);
+  o->connections = CTR_GET(ing, connections);
+  o->connections_total = CTR_GET(ing, connections_total);
+  o->refused_total = CTR_GET(ing, refused_total);
+  o->frames = CTR_GET(ing, frames);
+  o->bytes = CTR_GET(ing, bytes);
+  o->committed = CTR_GET(ing, committed);
+  o->rejected = CTR_GET(ing, rejected);
+  o->duplicate = CTR_GET(ing, duplicate);
+  o->buffered = CTR_GET(ing, buffered);
+  o->reads_paused = CTR_GET(ing, reads_paused);
+  o->disk_full = (int)CTR_GET(ing, disk_full);
+}

@@ -1,0 +1,287 @@
+/* reasm.c: reassembly and validation of generations on one agent
+ * connection (PROTOCOL.md section 6). Part of the ingest loop: every
+ * function here runs on the loop thread and follows the invariants of
+ * ingest.c (2: only whole, validated generations reach the store; 4: each
+ * submitted generation holds a reference on its conn; 5: every byte held is
+ * counted).
+ *
+ * Life of a generation on a connection: the first BATCH with a new gen
+ * opens an opengen whose buffer starts with GEN_START (synthesized from
+ * HELLO); BATCH records are appended in arrival order; GEN_END recomputes
+ * the manifest, appends the GEN_END record, parses the whole generation and
+ * hands it to the store, or rejects it (ERROR with the gen). A refused
+ * generation stays as a tombstone (rejected = 1, no bytes) until its
+ * GEN_END, so its late BATCH frames are swallowed.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gtp_error.h"
+#include "ingest_int.h"
+#include "log.h"
+
+/* -------------------------------------------------------------- reassembly */
+
+void reasm_free(conn *c, opengen *g) {
+  ingest_conn_account(c, -(int64_t)g->buf.len);
+  gtp_wbuf_fini(&g->buf);
+  free(g);
+}
+
+static opengen *gen_find(conn *c, uint64_t gen) {
+  for (opengen *g = c->gens; g != NULL; g = g->next)
+    if (g->gen == gen)
+      return g;
+  return NULL;
+}
+
+static void gen_unlink(conn *c, opengen *g) {
+  for (opengen **pp = &c->gens; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == g) {
+      *pp = g->next;
+      c->ngens--;
+      return;
+    }
+  }
+}
+
+/* Marks g refused: frees its bytes and tells the agent now, so it does not
+ * keep sending a generation that cannot be stored. */
+static void gen_reject(conn *c, opengen *g, int code, const char *reason) {
+  ingest *ing = c->ing;
+  ingest_conn_account(c, -(int64_t)g->buf.len);
+  gtp_wbuf_fini(&g->buf);
+  gtp_wbuf_init(&g->buf, 1);
+  g->rejected = 1;
+  CTR_ADD(ing, rejected, 1);
+  log_warn("generation rejected",
+           "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
+           c->session_hex, g->gen, gtp_errname(code));
+  ingest_send_error(c, code, 1, g->gen, reason);
+}
+
+static void gen_start_of(const conn *c, uint64_t gen, gtp_gen_start *s) {
+  memset(s, 0, sizeof *s);
+  memcpy(s->session, c->session, 16);
+  s->gen = gen;
+  s->service = (gtp_str){c->service, strlen(c->service)};
+  s->host = (gtp_str){c->host, strlen(c->host)};
+  s->agent_version = (gtp_str){c->agent_version, strlen(c->agent_version)};
+  s->pid = c->pid;
+  s->process_start_ns = c->process_start_ns;
+  s->ntags = c->ntags;
+  for (uint32_t i = 0; i < c->ntags; i++) {
+    s->tags[i].key = (gtp_str){c->tag_keys[i], strlen(c->tag_keys[i])};
+    s->tags[i].value = (gtp_str){c->tag_values[i], strlen(c->tag_values[i])};
+  }
+}
+
+/* Checks that a BATCH carries whole body records only. */
+static int body_records_check(const uint8_t *p, size_t len) {
+  size_t off = 0;
+  if (len == 0)
+    return GTP_E_CORRUPT;
+  while (off < len) {
+    gtp_record rec;
+    int rc = gtp_record_parse(p + off, len - off, &rec);
+    if (rc < 0)
+      return rc;
+    if (rec.type == GTP_REC_GEN_START || rec.type == GTP_REC_GEN_END)
+      return GTP_E_CORRUPT;
+    off += rec.size;
+  }
+  return 0;
+}
+
+int reasm_batch(conn *c, const gtp_frame *f) {
+  ingest *ing = c->ing;
+  uint64_t gen;
+  const uint8_t *recs;
+  size_t rlen;
+  int rc = gtp_frame_batch_decode(f->payload, f->len, &gen, &recs, &rlen);
+  if (rc < 0) {
+    CTR_ADD(ing, protocol_errors, 1);
+    ingest_conn_close(c, rc, 0, 0, "bad BATCH frame");
+    return -1;
+  }
+  opengen *g = gen_find(c, gen);
+  if (g == NULL) {
+    if (c->ngens >= OPEN_GENS_MAX) {
+      CTR_ADD(ing, limit_hits[LIM_OPEN_GENS], 1);
+      ingest_conn_close(c, GTP_E_LIMIT, 1, gen,
+                        "too many generations open at once");
+      return -1;
+    }
+    g = ingest_xcalloc(1, sizeof *g);
+    g->gen = gen;
+    gtp_wbuf_init(&g->buf, (size_t)ing->cfg.max_gen_size + 4096);
+    /* Reserve what this agent's previous generation needed, so the buffer
+     * rarely reallocates (each realloc copies and faults in fresh pages);
+     * an idle agent's hint is small, so memory follows real use. */
+    if (c->last_gen_size > 0 && gtp_wbuf_grow(&g->buf, c->last_gen_size))
+      g->buf.len = 0;
+    g->next = c->gens;
+    c->gens = g;
+    c->ngens++;
+    gtp_gen_start s;
+    gen_start_of(c, gen, &s);
+    rc = gtp_put_gen_start(&g->buf, &s);
+    if (rc < 0) {
+      gen_reject(c, g, rc, "cannot build GEN_START");
+      return 0;
+    }
+    g->body_off = g->buf.len;
+    ingest_conn_account(c, (int64_t)g->buf.len);
+  }
+  if (g->rejected)
+    return 0;
+  rc = body_records_check(recs, rlen);
+  if (rc < 0) {
+    gen_reject(c, g, rc, "BATCH holds a malformed record");
+    return 0;
+  }
+  if (g->buf.len - g->body_off + rlen > ing->cfg.max_gen_size) {
+    CTR_ADD(ing, limit_hits[LIM_GEN_SIZE], 1);
+    gen_reject(c, g, GTP_E_TOOBIG, "generation exceeds the daemon's maximum");
+    return 0;
+  }
+  gtp_wbuf_put(&g->buf, recs, rlen);
+  if (g->buf.err) {
+    gen_reject(c, g, g->buf.err, NULL);
+    return 0;
+  }
+  ingest_conn_account(c, (int64_t)rlen);
+  /* Open generations only drain through GEN_END, so pausing reads cannot
+   * help: an agent holding more open than it may buffer is cut off. */
+  uint64_t open = 0;
+  for (opengen *o = c->gens; o != NULL; o = o->next)
+    open += o->buf.len;
+  if (open > ing->cfg.max_conn_buffer) {
+    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
+    ingest_conn_close(c, GTP_E_LIMIT, 0, 0,
+                      "open generations exceed the per-connection buffer");
+    return -1;
+  }
+  return 0;
+}
+
+int reasm_gen_end(conn *c, const gtp_frame *f) {
+  ingest *ing = c->ing;
+  gtp_gen_end e;
+  int rc = gtp_frame_gen_end_decode(f->payload, f->len, &e);
+  if (rc < 0) {
+    CTR_ADD(ing, protocol_errors, 1);
+    ingest_conn_close(c, rc, 0, 0, "bad GEN_END frame");
+    return -1;
+  }
+  opengen *g = gen_find(c, e.gen);
+  if (g == NULL) {
+    /* Every generation has a CLOCK record, so one without BATCH frames is
+     * malformed; refuse it so the agent accounts for it. */
+    CTR_ADD(ing, rejected, 1);
+    store_note_rejected(ing->store, c->session, e.events);
+    CTR_ADD(ing, rejected_events, e.events);
+    ingest_send_error(c, GTP_E_MANIFEST, 1, e.gen,
+                      "GEN_END of a generation with "
+                      "no BATCH");
+    return 0;
+  }
+  gen_unlink(c, g);
+  if (g->rejected) {
+    store_note_rejected(ing->store, c->session, e.events);
+    CTR_ADD(ing, rejected_events, e.events);
+    reasm_free(c, g);
+    return 0;
+  }
+  gtp_gen_end got = e;
+  const uint8_t *body = g->buf.data + g->body_off;
+  size_t body_len = g->buf.len - g->body_off;
+  rc = gtp_manifest_compute(body, body_len, &got);
+  if (rc == 0)
+    rc = gtp_manifest_check(&e, &got);
+  size_t before = g->buf.len;
+  if (rc == 0)
+    rc = gtp_put_gen_end(&g->buf, &e);
+  gtp_gen parsed;
+  size_t consumed = 0;
+  int parsed_ok = 0;
+  if (rc == 0) {
+    ingest_conn_account(c, (int64_t)(g->buf.len - before));
+    rc = gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
+    if (rc == 0) {
+      parsed_ok = 1;
+      if (consumed != g->buf.len)
+        rc = GTP_E_CORRUPT;
+    }
+  }
+  if (rc < 0) {
+    if (parsed_ok)
+      gtp_gen_fini(&parsed);
+    CTR_ADD(ing, rejected, 1);
+    CTR_ADD(ing, rejected_events, e.events);
+    store_note_rejected(ing->store, c->session, e.events);
+    log_warn("generation rejected",
+             "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
+             c->session_hex, e.gen, gtp_errname(rc));
+    ingest_send_error(c, rc, 1, e.gen, "generation failed validation");
+    reasm_free(c, g);
+    return c->state == CONN_CLOSING ? -1 : 0;
+  }
+
+  store_gen *sg = ingest_xcalloc(1, sizeof *sg);
+  memcpy(sg->session, c->session, 16);
+  sg->service = ingest_xstrndup(c->service, strlen(c->service));
+  sg->host = ingest_xstrndup(c->host, strlen(c->host));
+  sg->agent_version =
+      ingest_xstrndup(c->agent_version, strlen(c->agent_version));
+  sg->tags_json = ingest_xstrndup(c->tags_json, strlen(c->tags_json));
+  sg->pid = c->pid;
+  sg->process_start_ns = c->process_start_ns;
+  sg->gen = e.gen;
+  uint64_t s_ns = parsed.clock.start_real_ns, e_ns = parsed.clock.end_real_ns;
+  if (s_ns > INT64_MAX)
+    s_ns = INT64_MAX;
+  if (e_ns > INT64_MAX)
+    e_ns = INT64_MAX;
+  if (e_ns < s_ns)
+    e_ns = s_ns;
+  sg->start_ns = (int64_t)s_ns;
+  sg->end_ns = (int64_t)e_ns;
+  sg->end = e;
+  gtp_gen_fini(&parsed);
+  /* The payload moves to the store; it stays counted in the buffers until
+   * the completion (invariant 5). */
+  sg->payload = g->buf.data;
+  sg->len = g->buf.len;
+  c->last_gen_size = g->buf.len + g->buf.len / 8;
+  if (c->last_gen_size > ing->cfg.max_gen_size)
+    c->last_gen_size = (size_t)ing->cfg.max_gen_size; /* under buf.limit */
+  pending *pd = ingest_xcalloc(1, sizeof *pd);
+  pd->c = c;
+  pd->g = sg;
+  sg->cookie = pd;
+  g->buf.data = NULL;
+  free(g);
+  c->refs++;
+  c->inflight++;
+  ing->inflight++;
+  rc = store_submit(ing->store, sg);
+  if (rc < 0) {
+    /* Closing store: nothing will commit; the agent resends later. */
+    c->refs--;
+    c->inflight--;
+    ing->inflight--;
+    ingest_conn_account(c, -(int64_t)sg->len);
+    store_gen_free(sg);
+    free(pd);
+    ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");
+    return -1;
+  }
+  if (c->buffered > ing->cfg.max_conn_buffer && !c->self_paused) {
+    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
+  }
+  return 0;
+}
