@@ -1,77 +1,56 @@
-/* assets.c: the dashboard page, as a C string. A minimal page for now: it
- * lists agents and follows new generations through the public API
- * (fetch() to /v1/agents and a /v1/feed long poll), so it needs nothing the
- * API does not offer to any other client. A ?token= in the page's URL is
- * forwarded to the API calls. */
+/* assets.c: lookup of the embedded dashboard files (the files of
+ * web/dashboard/, turned into web_assets[] by web/embed at make time). The page
+ * itself only uses the public API (/v1/agents, /v1/feed, /v1/trace), so it
+ * needs nothing the API does not offer to any other client. */
 #include "config.h"
+
+#include <string.h>
 
 #include "assets.h"
 
-const char web_asset_index_html[] =
-    "<!doctype html>\n"
-    "<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-    "<title>gentrace</title>\n"
-    "<meta name=\"viewport\" content=\"width=device-width\">\n"
-    "<style>\n"
-    "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\n"
-    "h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.5em}\n"
-    "table{border-collapse:collapse;width:100%}\n"
-    "th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #ddd;"
-    "font-variant-numeric:tabular-nums}\n"
-    "th{background:#f4f4f4}.on{color:#080}.off{color:#888}\n"
-    "#err{color:#b00}code{font-size:12px}\n"
-    "</style></head><body>\n"
-    "<h1>gentrace</h1><div id=\"err\"></div>\n"
-    "<h2>Agents</h2>\n"
-    "<table><thead><tr><th>service</th><th>host</th><th>pid</th>"
-    "<th>session</th><th>state</th><th>last seen</th><th>generations</th>"
-    "<th>events</th><th>lost</th><th>download last minute</th></tr></thead>"
-    "<tbody id=\"agents\"></tbody></table>\n"
-    "<h2>Recent generations</h2>\n"
-    "<table><thead><tr><th>service</th><th>host</th><th>gen</th>"
-    "<th>start</th><th>end</th><th>events</th><th>bytes</th><th>lost</th>"
-    "</tr></thead><tbody id=\"feed\"></tbody></table>\n"
-    "<script>\n"
-    "'use strict';\n"
-    "const tok=new URLSearchParams(location.search).get('token');\n"
-    "function api(p){if(tok)p+=(p.includes('?')?'&':'?')+'token='+"
-    "encodeURIComponent(tok);return p;}\n"
-    "function td(tr,v){const c=document.createElement('td');"
-    "if(v instanceof Node)c.appendChild(v);else c.textContent=v;"
-    "tr.appendChild(c);return c;}\n"
-    "function link(href,text){const a=document.createElement('a');"
-    "a.href=api(href);a.textContent=text;return a;}\n"
-    "function err(e){document.getElementById('err').textContent="
-    "e?String(e):'';}\n"
-    "async function getJSON(p){const r=await fetch(api(p));"
-    "const j=await r.json();if(!r.ok)throw new Error(j.message||r.status);"
-    "return j;}\n"
-    "async function agents(){try{const j=await getJSON('/v1/agents');"
-    "const tb=document.getElementById('agents');tb.textContent='';"
-    "for(const a of j.agents){const tr=document.createElement('tr');"
-    "td(tr,a.service);td(tr,a.host);td(tr,a.pid);"
-    "td(tr,a.session.slice(0,12));"
-    "td(tr,a.connected?'connected':'gone').className=a.connected?'on':'off';"
-    "td(tr,a.last_seen.replace('T',' ').slice(0,19));td(tr,a.generations);"
-    "td(tr,a.events);td(tr,a.lost);"
-    "const s='/v1/trace?session='+a.session+'&last=1m';const c=td(tr,'');"
-    "c.appendChild(link(s,'gentrace'));c.append(' ');"
-    "c.appendChild(link(s+'&format=chrome','chrome'));tb.appendChild(tr);}"
-    "err('');}catch(e){err(e);}}\n"
-    "let cursor='0';const rows=[];\n"
-    "function show(){const tb=document.getElementById('feed');"
-    "tb.textContent='';for(const g of rows.slice(-50).reverse()){"
-    "const tr=document.createElement('tr');td(tr,g.service);td(tr,g.host);"
-    "td(tr,link('/v1/agents/'+g.session+'/generations/'+g.gen,g.gen));"
-    "td(tr,g.start.replace('T',' ').slice(0,23));"
-    "td(tr,g.end.replace('T',' ').slice(0,23));td(tr,g.events);"
-    "td(tr,g.bytes);td(tr,g.lost);tb.appendChild(tr);}}\n"
-    "async function feed(){for(;;){try{"
-    "const j=await getJSON('/v1/feed?after='+encodeURIComponent(cursor)+"
-    "'&wait=30&limit=1000');cursor=j.cursor;rows.push(...j.generations);"
-    "if(rows.length>1000)rows.splice(0,rows.length-1000);show();err('');"
-    "}catch(e){err(e);await new Promise(r=>setTimeout(r,2000));}}}\n"
-    "agents();setInterval(agents,5000);feed();\n"
-    "</script></body></html>\n";
+const web_asset *web_asset_find(const char *url) {
+  if (!url)
+    return NULL;
+  if (strcmp(url, "/") == 0)
+    url = "/index.html";
+  /* Binary search: the table is sorted by path (web/embed sorts it). */
+  size_t lo = 0, hi = web_assets_count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(url, web_assets[mid].path);
+    if (c == 0)
+      return &web_assets[mid];
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return NULL;
+}
 
-const size_t web_asset_index_html_len = sizeof web_asset_index_html - 1;
+int web_asset_etag_match(const char *inm, const char *etag) {
+  if (!inm || !etag)
+    return 0;
+  size_t el = strlen(etag);
+  /* RFC 9110: a comma-separated list of entity tags, or "*"; weak
+   * comparison (W/ prefixes ignored) is what If-None-Match uses. */
+  const char *p = inm;
+  while (*p) {
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
+    if (!*p)
+      break;
+    if (*p == '*')
+      return 1;
+    if (p[0] == 'W' && p[1] == '/')
+      p += 2;
+    size_t n = strcspn(p, ",");
+    size_t t = n;
+    while (t > 0 && (p[t - 1] == ' ' || p[t - 1] == '\t'))
+      t--;
+    if (t == el && memcmp(p, etag, el) == 0)
+      return 1;
+    p += n;
+  }
+  return 0;
+}

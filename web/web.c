@@ -104,7 +104,10 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
       "X-Gentrace-Generations, X-Gentrace-Sessions, X-Gentrace-Lost-Events, "
       "X-Gentrace-Start, X-Gentrace-End, X-Gentrace-Start-Ns, "
       "X-Gentrace-End-Ns, Content-Disposition");
-  MHD_add_response_header(resp, "Cache-Control", "no-store");
+  /* API answers are never cached; the dashboard's assets set their own
+   * (revalidated with an ETag). */
+  if (!MHD_get_response_header(resp, "Cache-Control"))
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
   MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
   atomic_fetch_add_explicit(&r->w->requests[code_index(status)], 1,
                             memory_order_relaxed);
@@ -436,18 +439,30 @@ static enum MHD_Result metrics(web_req *r) {
                    (char *)b.data, b.len);
 }
 
-static enum MHD_Result dashboard(web_req *r) {
-  size_t n = web_asset_index_html_len;
+/* The dashboard's files (assets.h). They need no token: they hold no data,
+ * and the page forwards ?token= to the API calls itself. */
+static enum MHD_Result dashboard(web_req *r, const web_asset *a) {
+  const char *inm =
+      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "If-None-Match");
+  int fresh = web_asset_etag_match(inm, a->etag);
+  size_t n = fresh ? 0 : a->len;
   struct MHD_Response *resp = MHD_create_response_from_buffer(
-      n, (void *)web_asset_index_html, MHD_RESPMEM_PERSISTENT);
+      n, (void *)a->data, MHD_RESPMEM_PERSISTENT);
   if (!resp)
     return MHD_NO;
-  MHD_add_response_header(resp, "Content-Type", "text/html; charset=utf-8");
+  if (!fresh)
+    MHD_add_response_header(resp, "Content-Type", a->ctype);
+  MHD_add_response_header(resp, "ETag", a->etag);
+  /* no-cache = keep it but ask every time: a new daemon may bring a new
+   * page, and the revalidation is a cheap 304. */
+  MHD_add_response_header(resp, "Cache-Control", "no-cache");
   MHD_add_response_header(resp, "Content-Security-Policy",
-                          "default-src 'self'; script-src 'unsafe-inline' "
-                          "'self'; style-src 'unsafe-inline'");
+                          "default-src 'self'; img-src 'self' data:; "
+                          "object-src 'none'; base-uri 'none'; "
+                          "frame-ancestors 'none'");
+  MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
   atomic_fetch_add_explicit(&r->w->bytes_sent, n, memory_order_relaxed);
-  return web_queue(r, 200, resp);
+  return web_queue(r, fresh ? 304 : 200, resp);
 }
 
 static enum MHD_Result preflight(web_req *r) {
@@ -492,8 +507,9 @@ static enum MHD_Result route(web_req *r) {
   const char *u = r->url;
   if (strcmp(u, "/healthz") == 0)
     return healthz(r);
-  if (strcmp(u, "/") == 0 || strcmp(u, "/index.html") == 0)
-    return dashboard(r);
+  const web_asset *asset = web_asset_find(u);
+  if (asset)
+    return dashboard(r, asset);
   if (!authorized(r))
     return web_error(r, 401, "unauthorized",
                      "missing or wrong read token (send Authorization: "

@@ -1,0 +1,222 @@
+// api.js: talking to gentraced's HTTP API (docs/HTTP.md) and formatting
+// what it answers. Everything the dashboard shows comes through here, so the
+// page needs nothing the public API does not offer to any other client.
+'use strict';
+
+// A ?token= in the page's own URL is forwarded to every API call (the
+// daemon's --read-token); hash routing never touches location.search, so it
+// survives navigation inside the page.
+export const token = new URLSearchParams(location.search).get('token');
+
+// Adds the token to an API path (or a URL relative to this origin).
+export function api(path) {
+  if (!token) return path;
+  return path + (path.includes('?') ? '&' : '?') + 'token=' + encodeURIComponent(token);
+}
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function failure(r) {
+  let code = 'http_' + r.status;
+  let msg = r.status + ' ' + r.statusText;
+  try {
+    const j = await r.json();
+    if (j && j.error) {
+      code = j.error;
+      msg = j.message || j.error;
+    }
+  } catch (_) {
+    // Not JSON (a proxy in between): the status line is all we have.
+  }
+  return new ApiError(r.status, code, msg);
+}
+
+// GET path as JSON; throws ApiError with the API's message on failure.
+export async function getJSON(path, signal) {
+  const r = await fetch(api(path), { signal, cache: 'no-store' });
+  if (!r.ok) throw await failure(r);
+  const j = await r.json();
+  return { json: j, headers: r.headers };
+}
+
+// GET path as bytes, refusing to hold more than `limit` bytes in the page:
+// a window's Chrome JSON grows with the traffic (the demo writes about 2 MB
+// per second), and a browser tab should say "narrow it" rather than freeze.
+export async function getBytes(path, limit, signal, onProgress) {
+  const r = await fetch(api(path), { signal, cache: 'no-store' });
+  if (!r.ok) throw await failure(r);
+  const reader = r.body.getReader();
+  const parts = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.length;
+    if (n > limit) {
+      reader.cancel().catch(() => {});
+      throw new ApiError(413, 'too_large_for_page',
+        `this window is over ${fmtBytes(limit)} of Chrome JSON; choose a shorter one ` +
+        '(or download it and open it in Perfetto)');
+    }
+    parts.push(value);
+    if (onProgress) onProgress(n);
+  }
+  const out = new Uint8Array(n);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return { buffer: out.buffer, headers: r.headers };
+}
+
+// ---------------------------------------------------------------- times
+// Nanosecond times travel as decimal strings (they exceed 2^53); BigInt
+// keeps them exact where they become URLs, Number (ms) where they are drawn.
+
+export function ns(s) {
+  try {
+    return BigInt(s);
+  } catch (_) {
+    return 0n;
+  }
+}
+
+export function nsToMs(s) {
+  return Number(ns(s) / 1000n) / 1000;
+}
+
+export function msToNs(ms) {
+  return BigInt(Math.round(ms * 1000)) * 1000n;
+}
+
+// The server's clock as seen from here: the daemon stamps every answer with
+// a Date header (1 s resolution); only a skew above 2 s is worth correcting.
+let skewMs = 0;
+export function noteServerDate(headers) {
+  const d = headers && headers.get('Date');
+  if (!d) return;
+  const t = Date.parse(d);
+  if (!Number.isFinite(t)) return;
+  const s = t - Date.now();
+  skewMs = Math.abs(s) > 2000 ? s : 0;
+}
+export function serverNowMs() {
+  return Date.now() + skewMs;
+}
+
+function pad(n, w = 2) {
+  return String(n).padStart(w, '0');
+}
+
+// "03:12:07.250" in local time, for axes and tables.
+export function fmtClock(ms, digits = 3) {
+  const d = new Date(ms);
+  let s = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  if (digits > 0) s += '.' + pad(d.getMilliseconds(), 3).slice(0, digits);
+  return s;
+}
+
+export function fmtDateTime(ms) {
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${fmtClock(ms)}`;
+}
+
+// "4s ago", "3m ago", "2h ago", "5d ago".
+export function fmtAgo(ms, nowMs) {
+  const s = Math.max(0, (nowMs - ms) / 1000);
+  if (s < 1) return 'now';
+  if (s < 90) return Math.round(s) + 's ago';
+  if (s < 5400) return Math.round(s / 60) + 'm ago';
+  if (s < 172800) return Math.round(s / 3600) + 'h ago';
+  return Math.round(s / 86400) + 'd ago';
+}
+
+// Durations given in milliseconds: "850 ns", "12.5 µs", "3.20 ms", "1.50 s".
+export function fmtDur(ms) {
+  const a = Math.abs(ms);
+  if (a < 0.001) return (ms * 1e6).toFixed(0) + ' ns';
+  if (a < 1) return (ms * 1e3).toPrecision(3) + ' µs';
+  if (a < 1000) return ms.toPrecision(3) + ' ms';
+  if (a < 120000) return (ms / 1000).toPrecision(3) + ' s';
+  return (ms / 60000).toFixed(1) + ' min';
+}
+
+export function fmtBytes(n) {
+  if (!Number.isFinite(n)) return '–';
+  const u = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (Math.abs(n) >= 1000 && i < u.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return (i ? n.toPrecision(3) : String(Math.round(n))) + ' ' + u[i];
+}
+
+export function fmtCount(n) {
+  if (!Number.isFinite(n)) return '–';
+  if (Math.abs(n) < 1000) return String(Math.round(n));
+  const u = ['', 'k', 'M', 'G', 'T'];
+  let i = 0;
+  while (Math.abs(n) >= 1000 && i < u.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return n.toPrecision(3) + u[i];
+}
+
+// --------------------------------------------------------------- DOM
+
+// h('div.cls#id', {attrs}, children...): a tiny element builder. Text goes
+// in as text nodes, never as HTML, so names from traces cannot inject markup.
+export function h(tag, attrs, ...kids) {
+  const m = /^([a-z0-9]+)((?:[.#][\w-]+)*)$/i.exec(tag);
+  const el = document.createElement(m ? m[1] : 'div');
+  if (m && m[2])
+    for (const part of m[2].match(/[.#][\w-]+/g)) {
+      if (part[0] === '.') el.classList.add(part.slice(1));
+      else el.id = part.slice(1);
+    }
+  if (attrs)
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+      else if (k === 'dataset') Object.assign(el.dataset, v);
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+  for (const k of kids.flat()) {
+    if (k === undefined || k === null || k === false) continue;
+    el.appendChild(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return el;
+}
+
+// Hash links: '#/session/ID' etc.
+export function hashLink(route, text, title) {
+  return h('a', { href: '#' + route, title }, text);
+}
+
+// The route for a window view. sel = {session} or {service, host}; from/to
+// are unix ns as BigInt or decimal strings.
+export function windowRoute(sel, from, to) {
+  const q = new URLSearchParams();
+  if (sel.session) q.set('session', sel.session);
+  if (sel.service) q.set('service', sel.service);
+  if (sel.host) q.set('host', sel.host);
+  q.set('from', String(from));
+  q.set('to', String(to));
+  return '/window?' + q.toString();
+}
+
+// A "last N seconds" window route computed now (links get fixed times, so
+// they can be shared and still show the same data).
+export function lastRoute(sel, seconds) {
+  const to = msToNs(serverNowMs());
+  return windowRoute(sel, to - BigInt(seconds) * 1000000000n, to);
+}

@@ -1,0 +1,781 @@
+// viewer.js: a trace viewer on canvas for one window, drawn from the Chrome
+// JSON the daemon exports (format=chrome), so there is one decoder (proto/)
+// and the page never parses the binary format.
+//
+// Model (buildModel): per process (one synthetic pid per session) its
+// threads, each with its regions as nested slices (B/E matched per thread,
+// one row per depth) and its marks (instants, logs, lost markers); its
+// async tasks (b/e) packed into rows; its counters (C) as series.
+// Times are microseconds from the window start, as in the JSON.
+//
+// Invariants:
+//  1. The slices of one row MUST be sorted by start and not overlap, so the
+//     ends are sorted too and a binary search on the end finds the first
+//     visible one; otherwise panning a long trace would scan every slice.
+//  2. The view [v0, v1] MUST stay inside [0, extent] and at least MIN_SPAN
+//     wide, otherwise zooming in forever reaches float noise and NaN.
+//  3. Every draw MUST rewrite the data-* hooks (lanes, drawn region names,
+//     view span), otherwise tests and tools read a stale picture.
+'use strict';
+
+import { h, fmtDur, fmtClock } from './api.js';
+
+const ROW_H = 18; // one region depth
+const MARK_H = 12; // the instants/logs row at the top of a thread lane
+const LANE_PAD = 4;
+const PROC_H = 22;
+const COUNTER_H = 36;
+const RULER_H = 24;
+const MIN_SPAN = 0.05; // µs: 50 ns, below the clock's resolution anyway
+const MAX_TASK_ROWS = 8;
+const MAX_HOOK_NAMES = 500;
+
+// ----------------------------------------------------------------- model
+
+export function buildModel(doc) {
+  const evs = Array.isArray(doc && doc.traceEvents) ? doc.traceEvents : [];
+  const procs = new Map();
+  const proc = (pid) => {
+    let p = procs.get(pid);
+    if (!p) {
+      p = { pid, name: 'process ' + pid, threads: new Map(), counters: new Map(), tasks: [], marks: [] };
+      procs.set(pid, p);
+    }
+    return p;
+  };
+  const thread = (p, tid) => {
+    let t = p.threads.get(tid);
+    if (!t) {
+      t = { tid, name: '', rows: [], marks: [], stack: [], events: [] };
+      p.threads.set(tid, t);
+    }
+    return t;
+  };
+
+  let extent = 0;
+  const openTasks = new Map();
+  for (const e of evs) {
+    if (!e || typeof e !== 'object') continue;
+    const ts = typeof e.ts === 'number' && Number.isFinite(e.ts) ? e.ts : null;
+    if (ts !== null && ts > extent) extent = ts;
+    const p = proc(e.pid | 0);
+    switch (e.ph) {
+      case 'M':
+        if (e.name === 'process_name' && e.args) p.name = String(e.args.name);
+        else if (e.name === 'thread_name' && e.args) thread(p, e.tid | 0).name = String(e.args.name);
+        break;
+      case 'B':
+      case 'E':
+      case 'i':
+      case 'I':
+        if (ts === null) break;
+        // Process-scoped instants (the ledger's lost counts) go on the
+        // process lane; the rest on their thread.
+        if ((e.ph === 'i' || e.ph === 'I') && (e.s === 'p' || e.s === 'g')) p.marks.push(mark(e, ts));
+        else thread(p, e.tid | 0).events.push(e);
+        break;
+      case 'C': {
+        if (ts === null || !e.args) break;
+        for (const [k, v] of Object.entries(e.args)) {
+          const name = k === 'value' ? String(e.name) : `${e.name}.${k}`;
+          let c = p.counters.get(name);
+          if (!c) p.counters.set(name, (c = { name, ts: [], v: [], min: Infinity, max: -Infinity }));
+          const x = Number(v);
+          if (!Number.isFinite(x)) continue;
+          c.ts.push(ts);
+          c.v.push(x);
+          if (x < c.min) c.min = x;
+          if (x > c.max) c.max = x;
+        }
+        break;
+      }
+      case 'b':
+      case 'e': {
+        if (ts === null) break;
+        const key = `${e.pid}|${e.cat || ''}|${e.id}`;
+        if (e.ph === 'b') {
+          openTasks.set(key, { name: String(e.name), s: ts, e: null, args: e.args, id: e.id, p });
+        } else {
+          const t = openTasks.get(key);
+          if (t) {
+            openTasks.delete(key);
+            t.e = ts;
+            if (e.args) t.endArgs = e.args;
+            p.tasks.push(t);
+          }
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (doc && doc.metadata && doc.metadata.gentrace_end_ns && doc.metadata.gentrace_start_ns) {
+    try {
+      const span = Number((BigInt(doc.metadata.gentrace_end_ns) - BigInt(doc.metadata.gentrace_start_ns)) / 1000n);
+      if (span > extent) extent = span;
+    } catch (_) {
+      // Malformed metadata: the events' own extent will do.
+    }
+  }
+  // Tasks still open at the end of the window run to its edge.
+  for (const t of openTasks.values()) {
+    t.e = extent;
+    t.open = true;
+    t.p.tasks.push(t);
+  }
+
+  for (const p of procs.values()) {
+    for (const t of p.threads.values()) {
+      buildThread(t, extent);
+      delete t.events;
+      delete t.stack;
+    }
+    p.marks.sort((a, b) => a.ts - b.ts);
+    p.taskRows = packTasks(p.tasks);
+    delete p.tasks;
+  }
+  let startNs = null;
+  try {
+    if (doc && doc.metadata && doc.metadata.gentrace_start_ns) startNs = BigInt(doc.metadata.gentrace_start_ns);
+  } catch (_) {
+    startNs = null;
+  }
+  return { procs, extent: Math.max(extent, 1), startNs, events: evs.length };
+}
+
+function mark(e, ts) {
+  let kind = 'instant';
+  if (e.name === 'gentrace.lost') kind = 'lost';
+  else if (e.args && typeof e.args.message === 'string') kind = 'log';
+  return { ts, name: String(e.name), kind, args: e.args };
+}
+
+// Matches B/E per thread into nested slices (invariant 1: each row fills
+// in time order because a row's slices close in the order they opened).
+function buildThread(t, extent) {
+  const evs = t.events;
+  let sorted = true;
+  for (let i = 1; i < evs.length; i++)
+    if (evs[i].ts < evs[i - 1].ts) {
+      sorted = false;
+      break;
+    }
+  if (!sorted) evs.sort((a, b) => a.ts - b.ts); // stable: B/E order at equal ts kept
+  const stack = [];
+  const close = (end, endArgs) => {
+    const o = stack.pop();
+    const depth = stack.length;
+    while (t.rows.length <= depth) t.rows.push([]);
+    t.rows[depth].push({ name: o.name, s: o.s, e: Math.max(end, o.s), depth, args: o.args, endArgs });
+  };
+  for (const e of evs) {
+    if (e.ph === 'B') stack.push({ name: String(e.name), s: e.ts, args: e.args });
+    else if (e.ph === 'E') {
+      if (stack.length) close(e.ts, e.args); // an E with no B began before the window
+    } else t.marks.push(mark(e, e.ts));
+  }
+  while (stack.length) close(extent, { 'gentrace.closed_at_window_end': true });
+  for (const r of t.rows) r.sort((a, b) => a.s - b.s);
+  t.marks.sort((a, b) => a.ts - b.ts);
+}
+
+function packTasks(tasks) {
+  tasks.sort((a, b) => a.s - b.s);
+  const rows = [];
+  const ends = [];
+  for (const t of tasks) {
+    let r = ends.findIndex((end) => end <= t.s);
+    if (r < 0) {
+      if (rows.length < MAX_TASK_ROWS) {
+        rows.push([]);
+        ends.push(0);
+        r = rows.length - 1;
+      } else {
+        // Too many at once to show apart: the last row takes the rest,
+        // drawn over each other (hover still finds the latest).
+        r = MAX_TASK_ROWS - 1;
+      }
+    }
+    rows[r].push(t);
+    ends[r] = Math.max(ends[r], t.e);
+  }
+  // The overflow row may now overlap; keep it sorted by end for the search.
+  for (const r of rows) r.sort((a, b) => a.s - b.s);
+  return rows;
+}
+
+// Lanes, top to bottom: per process a header, its threads (by name, then
+// tid), its tasks, its counters.
+function layout(model) {
+  const lanes = [];
+  let y = 0;
+  const pids = [...model.procs.keys()].sort((a, b) => a - b);
+  for (const pid of pids) {
+    const p = model.procs.get(pid);
+    lanes.push({ kind: 'proc', label: p.name, proc: p, y, h: PROC_H });
+    y += PROC_H;
+    const threads = [...p.threads.values()].sort((a, b) =>
+      (a.name || '~').localeCompare(b.name || '~', undefined, { numeric: true }) || a.tid - b.tid);
+    for (const t of threads) {
+      if (!t.rows.length && !t.marks.length) continue;
+      const hh = MARK_H + Math.max(1, t.rows.length) * ROW_H + LANE_PAD;
+      lanes.push({ kind: 'thread', label: t.name || `thread ${t.tid}`, sub: `tid ${t.tid}`, proc: p, thread: t, y, h: hh });
+      y += hh;
+    }
+    if (p.taskRows.length) {
+      const hh = p.taskRows.length * ROW_H + LANE_PAD;
+      lanes.push({ kind: 'tasks', label: 'tasks', proc: p, rows: p.taskRows, y, h: hh });
+      y += hh;
+    }
+    const counters = [...p.counters.values()].sort((a, b) => a.name.localeCompare(b.name));
+    for (const c of counters) {
+      lanes.push({ kind: 'counter', label: c.name, proc: p, counter: c, y, h: COUNTER_H });
+      y += COUNTER_H;
+    }
+  }
+  return { lanes, height: y };
+}
+
+// ----------------------------------------------------------- utilities
+
+function colorOf(name) {
+  let x = 2166136261;
+  for (let i = 0; i < name.length; i++) {
+    x ^= name.charCodeAt(i);
+    x = Math.imul(x, 16777619);
+  }
+  const hue = (x >>> 0) % 360;
+  return `hsl(${hue}, 55%, 74%)`;
+}
+
+const MARK_COL = { instant: '#7b3fb0', log: '#c98a00', lost: '#d0453a' };
+
+// First index i in arr (sorted by key) with key(arr[i]) >= x.
+function lowerBound(arr, x, key) {
+  let lo = 0, hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (key(arr[mid]) < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function niceTick(us) {
+  const steps = [0.1, 0.2, 0.5];
+  let m = 1;
+  for (;;) {
+    for (const s of steps) if (s * m >= us) return s * m;
+    m *= 10;
+    if (m > 1e12) return us;
+  }
+}
+
+function fmtRel(us) {
+  return fmtDur(us / 1000);
+}
+
+function argsText(args) {
+  if (!args || typeof args !== 'object') return '';
+  const out = [];
+  for (const [k, v] of Object.entries(args)) {
+    let s = typeof v === 'string' ? v : JSON.stringify(v);
+    if (s.length > 300) s = s.slice(0, 300) + '…';
+    out.push(`${k}: ${s}`);
+  }
+  return out.join('\n');
+}
+
+// --------------------------------------------------------------- viewer
+
+// Mounts a viewer in `root`. Returns { zoom(f), reset(), pan(f), dispose() }.
+export function createViewer(root, model, opts = {}) {
+  const { lanes, height } = layout(model);
+  const canvas = h('canvas', { tabindex: '0', 'aria-label': 'Trace viewer; Ctrl+wheel or W/S to zoom, drag or A/D to pan' });
+  const spacer = h('div');
+  const scroller = h('div.scroller', null, canvas, spacer);
+  const help = h('div.help', null, 'drag: pan · Ctrl+wheel or W/S: zoom · A/D: pan · 0: reset · click: details');
+  const wrap = h('div.viewer#viewer', null, scroller, help);
+  const tip = h('div.tip', { hidden: true });
+  const details = h('div.details#details', null, 'Hover a region, mark or counter for details; click to keep them here.');
+  root.append(wrap, details);
+  document.body.append(tip);
+
+  let v0 = 0, v1 = model.extent; // invariant 2
+  let cssW = 0, cssH = 0;
+  let labelW = 160;
+  let hits = null;
+  let selected = null;
+  const startMs = model.startNs !== null ? Number(model.startNs / 1000n) / 1000 : null;
+
+  wrap.dataset.lanes = JSON.stringify(lanes.filter((l) => l.kind === 'thread').map((l) => `${l.proc.name} / ${l.label}`));
+  wrap.dataset.counters = JSON.stringify(lanes.filter((l) => l.kind === 'counter').map((l) => l.label));
+
+  function clampView() {
+    let span = Math.max(MIN_SPAN, v1 - v0);
+    if (span > model.extent) span = model.extent;
+    if (v0 < 0) v0 = 0;
+    if (v0 + span > model.extent) v0 = model.extent - span;
+    v1 = v0 + span;
+  }
+
+  const xOf = (t) => labelW + ((t - v0) / (v1 - v0)) * (cssW - labelW);
+  const tOf = (x) => v0 + ((x - labelW) / (cssW - labelW)) * (v1 - v0);
+
+  let queued = false;
+  function schedule() {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      draw();
+    });
+  }
+
+  function draw() {
+    const dpr = window.devicePixelRatio || 1;
+    cssW = scroller.clientWidth;
+    cssH = Math.max(120, Math.min(scroller.clientHeight, height + RULER_H));
+    labelW = cssW < 600 ? 96 : 170;
+    if (cssW <= labelW + 10) return;
+    spacer.style.height = Math.max(0, height + RULER_H - cssH) + 'px';
+    canvas.style.width = cssW + 'px';
+    canvas.style.height = cssH + 'px';
+    if (canvas.width !== Math.round(cssW * dpr) || canvas.height !== Math.round(cssH * dpr)) {
+      canvas.width = Math.round(cssW * dpr);
+      canvas.height = Math.round(cssH * dpr);
+    }
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, cssW, cssH);
+    ctx.font = '11px system-ui, sans-serif';
+    ctx.textBaseline = 'middle';
+    const scrollY = scroller.scrollTop;
+    const drawn = new Set();
+    hits = [];
+
+    // Lanes, clipped below the ruler.
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(0, RULER_H, cssW, cssH - RULER_H);
+    ctx.clip();
+    for (const lane of lanes) {
+      const y = RULER_H + lane.y - scrollY;
+      if (y + lane.h < RULER_H || y > cssH) continue;
+      drawLane(ctx, lane, y, drawn);
+    }
+    ctx.restore();
+    drawRuler(ctx);
+
+    // Invariant 3.
+    wrap.dataset.drawnRegions = JSON.stringify([...drawn].slice(0, MAX_HOOK_NAMES));
+    wrap.dataset.viewStart = String(v0);
+    wrap.dataset.viewEnd = String(v1);
+    wrap.dataset.extent = String(model.extent);
+    if (opts.onView) opts.onView(v0, v1);
+  }
+
+  function drawRuler(ctx) {
+    ctx.fillStyle = '#f5f7fa';
+    ctx.fillRect(0, 0, cssW, RULER_H);
+    ctx.strokeStyle = '#dde1e7';
+    ctx.beginPath();
+    ctx.moveTo(0, RULER_H - 0.5);
+    ctx.lineTo(cssW, RULER_H - 0.5);
+    ctx.stroke();
+    const step = niceTick(((v1 - v0) / (cssW - labelW)) * 90);
+    ctx.fillStyle = '#6a7280';
+    ctx.textAlign = 'left';
+    for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      const x = Math.round(xOf(t)) + 0.5;
+      ctx.strokeStyle = '#c4c9d1';
+      ctx.beginPath();
+      ctx.moveTo(x, RULER_H - 6);
+      ctx.lineTo(x, RULER_H);
+      ctx.stroke();
+      ctx.fillText(fmtRel(t), x + 3, RULER_H / 2);
+    }
+    ctx.fillStyle = '#1d2330';
+    ctx.fillText(startMs !== null ? `+ from ${fmtClock(startMs + v0 / 1000)}` : 'time', 6, RULER_H / 2);
+    // Vertical grid lines through the lanes help reading alignment.
+    ctx.strokeStyle = 'rgba(0,0,0,0.05)';
+    for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      const x = Math.round(xOf(t)) + 0.5;
+      ctx.beginPath();
+      ctx.moveTo(x, RULER_H);
+      ctx.lineTo(x, cssH);
+      ctx.stroke();
+    }
+  }
+
+  function laneLabel(ctx, lane, y, bold) {
+    ctx.fillStyle = lane.kind === 'proc' ? '#e6ecf3' : '#fafbfc';
+    ctx.fillRect(0, y, labelW, lane.h);
+    ctx.fillStyle = '#1d2330';
+    ctx.font = bold ? '600 11px system-ui, sans-serif' : '11px system-ui, sans-serif';
+    ctx.textAlign = 'left';
+    const maxChars = Math.floor((labelW - 10) / 6.2);
+    let text = lane.label;
+    if (text.length > maxChars) text = text.slice(0, Math.max(1, maxChars - 1)) + '…';
+    ctx.fillText(text, 6, y + Math.min(lane.h / 2, 10));
+    if (lane.sub && lane.h > 26) {
+      ctx.fillStyle = '#6a7280';
+      ctx.fillText(lane.sub, 6, y + 22);
+    }
+    ctx.font = '11px system-ui, sans-serif';
+    ctx.strokeStyle = '#dde1e7';
+    ctx.beginPath();
+    ctx.moveTo(0, y + lane.h - 0.5);
+    ctx.lineTo(cssW, y + lane.h - 0.5);
+    ctx.moveTo(labelW - 0.5, y);
+    ctx.lineTo(labelW - 0.5, y + lane.h);
+    ctx.stroke();
+  }
+
+  function drawLane(ctx, lane, y, drawn) {
+    if (lane.kind === 'proc') {
+      ctx.fillStyle = '#eef3f9';
+      ctx.fillRect(labelW, y, cssW - labelW, lane.h);
+      drawMarks(ctx, lane.proc.marks, y + 5, lane);
+      laneLabel(ctx, lane, y, true);
+      return;
+    }
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(labelW, y, cssW - labelW, lane.h);
+    ctx.clip();
+    if (lane.kind === 'thread') {
+      drawMarks(ctx, lane.thread.marks, y + 1, lane);
+      lane.thread.rows.forEach((row, d) => drawRow(ctx, row, y + MARK_H + d * ROW_H, lane, drawn));
+    } else if (lane.kind === 'tasks') {
+      lane.rows.forEach((row, d) => drawRow(ctx, row, y + 2 + d * ROW_H, lane, null));
+    } else if (lane.kind === 'counter') {
+      drawCounter(ctx, lane.counter, y, lane);
+    }
+    ctx.restore();
+    laneLabel(ctx, lane, y, false);
+  }
+
+  // One depth of slices (invariant 1). Slices under a pixel merge into grey
+  // runs, so a dense second costs a few hundred rectangles, not a million.
+  function drawRow(ctx, row, y, lane, drawn) {
+    const i0 = lowerBound(row, v0, (s) => s.e);
+    const h0 = ROW_H - 2;
+    let runX0 = -1, runX1 = -1;
+    const flush = () => {
+      if (runX1 >= runX0 && runX0 >= 0) {
+        ctx.fillStyle = '#b9c0ca';
+        ctx.fillRect(runX0, y, Math.max(1, runX1 - runX0), h0);
+      }
+      runX0 = runX1 = -1;
+    };
+    for (let i = i0; i < row.length; i++) {
+      const s = row[i];
+      if (s.s > v1) break;
+      const x0 = xOf(s.s), x1 = xOf(s.e);
+      const w = x1 - x0;
+      if (w < 1.5) {
+        if (runX0 >= 0 && x0 <= runX1 + 1) runX1 = Math.max(runX1, x1, x0 + 1);
+        else {
+          flush();
+          runX0 = x0;
+          runX1 = Math.max(x1, x0 + 1);
+        }
+        continue;
+      }
+      flush();
+      const cx0 = Math.max(x0, labelW - 1), cx1 = Math.min(x1, cssW + 1);
+      ctx.fillStyle = s === selected ? '#f2c14e' : colorOf(s.name);
+      ctx.fillRect(cx0, y, cx1 - cx0 - (w > 3 ? 1 : 0), h0);
+      if (drawn) drawn.add(s.name);
+      hits.push(s);
+      if (cx1 - cx0 > 24) {
+        ctx.fillStyle = '#1d2330';
+        ctx.textAlign = 'left';
+        const maxChars = Math.floor((cx1 - cx0 - 6) / 6.2);
+        const label = s.name.length > maxChars ? s.name.slice(0, Math.max(1, maxChars - 1)) + '…' : s.name;
+        ctx.fillText(label, cx0 + 3, y + h0 / 2 + 0.5);
+      }
+    }
+    flush();
+  }
+
+  function drawMarks(ctx, marks, y, lane) {
+    if (!marks.length) return;
+    const i0 = lowerBound(marks, v0, (m) => m.ts);
+    let lastX = -10, lastKind = '';
+    for (let i = i0; i < marks.length; i++) {
+      const m = marks[i];
+      if (m.ts > v1) break;
+      const x = Math.round(xOf(m.ts));
+      if (x === lastX && m.kind === lastKind) continue; // same pixel, same look
+      lastX = x;
+      lastKind = m.kind;
+      ctx.fillStyle = MARK_COL[m.kind] || MARK_COL.instant;
+      ctx.beginPath();
+      ctx.moveTo(x, y);
+      ctx.lineTo(x + 4, y + 5);
+      ctx.lineTo(x, y + 10);
+      ctx.lineTo(x - 4, y + 5);
+      ctx.closePath();
+      ctx.fill();
+    }
+  }
+
+  function drawCounter(ctx, c, y, lane) {
+    const top = y + 4, bot = y + lane.h - 4;
+    const lo = Math.min(0, c.min), hi = c.max > lo ? c.max : lo + 1;
+    const yOf = (v) => bot - ((v - lo) / (hi - lo)) * (bot - top);
+    let i = Math.max(0, lowerBound(c.ts, v0, (t) => t) - 1);
+    if (i >= c.ts.length) return;
+    ctx.fillStyle = 'rgba(31,95,168,0.25)';
+    ctx.strokeStyle = '#1f5fa8';
+    ctx.beginPath();
+    let x = Math.max(labelW, xOf(c.ts[i]));
+    ctx.moveTo(x, bot);
+    ctx.lineTo(x, yOf(c.v[i]));
+    // Step graph through every point in view (a counter per request is a
+    // few thousand points a second: cheap enough to draw them all).
+    for (i = i + 1; i < c.ts.length; i++) {
+      const nx = xOf(c.ts[i]);
+      const yv = yOf(c.v[i]);
+      ctx.lineTo(nx, yOf(c.v[i - 1]));
+      ctx.lineTo(nx, yv);
+      x = nx;
+      if (c.ts[i] > v1) break;
+    }
+    ctx.lineTo(Math.min(cssW, Math.max(x, xOf(Math.min(v1, model.extent)))), yOf(c.v[Math.min(i, c.v.length - 1)]));
+    ctx.stroke();
+    ctx.lineTo(Math.min(cssW, Math.max(x, xOf(Math.min(v1, model.extent)))), bot);
+    ctx.closePath();
+    ctx.fill();
+    ctx.fillStyle = '#6a7280';
+    ctx.textAlign = 'right';
+    ctx.fillText(`max ${c.max}`, cssW - 6, y + 9);
+  }
+
+  // --------------------------------------------------------- hit test
+  function laneAt(py) {
+    const y = py - RULER_H + scroller.scrollTop;
+    for (const l of lanes) if (y >= l.y && y < l.y + l.h) return { lane: l, dy: y - l.y };
+    return null;
+  }
+
+  function findSlice(row, t, tol) {
+    let i = lowerBound(row, t - tol, (s) => s.e);
+    let best = null;
+    for (; i < row.length && row[i].s <= t + tol; i++) best = row[i];
+    return best;
+  }
+
+  function findMark(marks, t, tol) {
+    const i = lowerBound(marks, t - tol, (m) => m.ts);
+    let best = null, bd = Infinity;
+    for (let k = i; k < marks.length && marks[k].ts <= t + tol; k++) {
+      const d = Math.abs(marks[k].ts - t);
+      if (d < bd) {
+        bd = d;
+        best = marks[k];
+      }
+    }
+    return best;
+  }
+
+  function itemAt(px, py) {
+    if (px < labelW || py < RULER_H) return null;
+    const hit = laneAt(py);
+    if (!hit) return null;
+    const { lane, dy } = hit;
+    const t = tOf(px);
+    const tol = ((v1 - v0) / (cssW - labelW)) * 3; // 3 px
+    if (lane.kind === 'proc') {
+      const m = findMark(lane.proc.marks, t, tol);
+      return m && { type: 'mark', item: m, lane };
+    }
+    if (lane.kind === 'thread') {
+      if (dy < MARK_H) {
+        const m = findMark(lane.thread.marks, t, tol);
+        return m && { type: 'mark', item: m, lane };
+      }
+      const d = Math.floor((dy - MARK_H) / ROW_H);
+      const row = lane.thread.rows[d];
+      const s = row && findSlice(row, t, tol / 3);
+      return s && { type: 'slice', item: s, lane };
+    }
+    if (lane.kind === 'tasks') {
+      const row = lane.rows[Math.floor((dy - 2) / ROW_H)];
+      const s = row && findSlice(row, t, tol / 3);
+      return s && { type: 'task', item: s, lane };
+    }
+    if (lane.kind === 'counter') {
+      const c = lane.counter;
+      const i = lowerBound(c.ts, t, (x) => x) - 1;
+      if (i < 0) return null;
+      return { type: 'counter', item: { name: c.name, ts: c.ts[i], value: c.v[i] }, lane };
+    }
+    return null;
+  }
+
+  function describe(hit) {
+    const it = hit.item;
+    const where = `${hit.lane.proc.name} / ${hit.lane.label}`;
+    const at = (us) => fmtRel(us) + (startMs !== null ? ` (${fmtClock(startMs + us / 1000)})` : '');
+    if (hit.type === 'slice' || hit.type === 'task') {
+      return {
+        title: it.name,
+        text: `${hit.type === 'task' ? 'task' : 'region'}, ${fmtRel(it.e - it.s)}\nstart ${at(it.s)}\n${where}` +
+          (hit.type === 'slice' ? `, depth ${it.depth}` : '') +
+          (it.open ? '\nstill open at the window end' : '') +
+          (it.args ? '\n' + argsText(it.args) : '') + (it.endArgs ? '\n' + argsText(it.endArgs) : ''),
+      };
+    }
+    if (hit.type === 'mark')
+      return { title: it.name, text: `${it.kind} at ${at(it.ts)}\n${where}` + (it.args ? '\n' + argsText(it.args) : '') };
+    return { title: it.name, text: `counter = ${it.value}\nsince ${at(it.ts)}\n${where}` };
+  }
+
+  function showTip(hit, e) {
+    if (!hit) {
+      tip.hidden = true;
+      wrap.dataset.hover = '';
+      return;
+    }
+    const d = describe(hit);
+    tip.textContent = '';
+    tip.append(h('b', null, d.title), '\n' + d.text);
+    tip.hidden = false;
+    const tw = tip.offsetWidth, th = tip.offsetHeight;
+    tip.style.left = Math.max(4, Math.min(e.clientX + 14, window.innerWidth - tw - 8)) + 'px';
+    tip.style.top = (e.clientY + 16 + th > window.innerHeight ? e.clientY - th - 10 : e.clientY + 16) + 'px';
+    wrap.dataset.hover = d.title;
+  }
+
+  // ------------------------------------------------------ interaction
+  function zoomAt(px, factor) {
+    const t = tOf(px);
+    const span = Math.min(model.extent, Math.max(MIN_SPAN, (v1 - v0) * factor));
+    const f = (px - labelW) / (cssW - labelW);
+    v0 = t - f * span;
+    v1 = v0 + span;
+    clampView();
+    schedule();
+  }
+  function panBy(dt) {
+    v0 += dt;
+    v1 += dt;
+    clampView();
+    schedule();
+  }
+
+  canvas.addEventListener('wheel', (e) => {
+    const px = e.clientX - canvas.getBoundingClientRect().left;
+    if (e.ctrlKey || e.metaKey || e.altKey) {
+      e.preventDefault();
+      zoomAt(Math.max(labelW, px), Math.exp(e.deltaY * (e.deltaMode === 1 ? 0.05 : 0.002)));
+    } else if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+      e.preventDefault();
+      const d = e.shiftKey ? e.deltaY || e.deltaX : e.deltaX;
+      panBy((d / (cssW - labelW)) * (v1 - v0));
+    }
+    // A plain vertical wheel scrolls the lanes (native scrolling).
+  }, { passive: false });
+
+  let drag = null;
+  canvas.addEventListener('pointerdown', (e) => {
+    if (e.button !== 0) return;
+    canvas.focus({ preventScroll: true });
+    canvas.setPointerCapture(e.pointerId);
+    drag = { x: e.clientX, y: e.clientY, v0, v1, top: scroller.scrollTop, moved: false };
+  });
+  canvas.addEventListener('pointermove', (e) => {
+    const r = canvas.getBoundingClientRect();
+    if (drag) {
+      const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+      if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+      drag.moved = true;
+      canvas.classList.add('dragging');
+      const dt = (-dx / (cssW - labelW)) * (drag.v1 - drag.v0);
+      v0 = drag.v0 + dt;
+      v1 = drag.v1 + dt;
+      clampView();
+      scroller.scrollTop = drag.top - dy;
+      tip.hidden = true;
+      schedule();
+      return;
+    }
+    showTip(itemAt(e.clientX - r.left, e.clientY - r.top), e);
+  });
+  canvas.addEventListener('pointerup', (e) => {
+    if (!drag) return;
+    const moved = drag.moved;
+    drag = null;
+    canvas.classList.remove('dragging');
+    if (moved) return;
+    const r = canvas.getBoundingClientRect();
+    const hit = itemAt(e.clientX - r.left, e.clientY - r.top);
+    selected = hit && hit.type === 'slice' ? hit.item : null;
+    details.textContent = '';
+    if (hit) {
+      const d = describe(hit);
+      details.append(h('b', null, d.title), '\n' + d.text);
+    }
+    schedule();
+  });
+  canvas.addEventListener('pointerleave', () => {
+    tip.hidden = true;
+  });
+  canvas.addEventListener('dblclick', (e) => {
+    zoomAt(e.clientX - canvas.getBoundingClientRect().left, 0.5);
+  });
+  canvas.addEventListener('keydown', (e) => {
+    const mid = labelW + (cssW - labelW) / 2;
+    const k = e.key.toLowerCase();
+    if (k === 'w' || k === '+' || k === '=') zoomAt(mid, 0.7);
+    else if (k === 's' || k === '-') zoomAt(mid, 1 / 0.7);
+    else if (k === 'a' || e.key === 'ArrowLeft') panBy(-(v1 - v0) * 0.15);
+    else if (k === 'd' || e.key === 'ArrowRight') panBy((v1 - v0) * 0.15);
+    else if (k === '0') reset();
+    else return;
+    e.preventDefault();
+  });
+  scroller.addEventListener('scroll', schedule);
+  const ro = new ResizeObserver(schedule);
+  ro.observe(scroller);
+
+  function reset() {
+    v0 = 0;
+    v1 = model.extent;
+    schedule();
+  }
+
+  // Test and console hook: where a drawn region with this name is, in
+  // client coordinates (for hover tests), or null.
+  function locate(name) {
+    const r = canvas.getBoundingClientRect();
+    for (const s of hits) {
+      if (s.name !== name) continue;
+      const lane = lanes.find((l) => l.kind === 'thread' && l.thread.rows[s.depth] && l.thread.rows[s.depth].includes(s));
+      if (!lane) continue;
+      const x = (Math.max(xOf(s.s), labelW) + Math.min(xOf(s.e), cssW)) / 2;
+      const y = RULER_H + lane.y - scroller.scrollTop + MARK_H + s.depth * ROW_H + ROW_H / 2;
+      if (y < RULER_H || y > cssH) continue;
+      return { x: r.left + x, y: r.top + y };
+    }
+    return null;
+  }
+
+  draw();
+  return {
+    zoom: (f) => zoomAt(labelW + (cssW - labelW) / 2, f),
+    pan: (f) => panBy((v1 - v0) * f),
+    reset,
+    locate,
+    lanes: () => JSON.parse(wrap.dataset.lanes),
+    drawnRegions: () => JSON.parse(wrap.dataset.drawnRegions || '[]'),
+    dispose() {
+      ro.disconnect();
+      tip.remove();
+    },
+  };
+}
