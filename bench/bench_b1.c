@@ -1,0 +1,274 @@
+/* bench_b1: B1, the highest paced event rate that reaches committed rows
+ * with zero loss: threads of one process call gt_counter at a fixed total
+ * rate for a few seconds through the real agent into the real gentraced;
+ * a rate passes when nothing was dropped, evicted or rejected and the
+ * events stored in SQLite equal the events written. Rates double until one
+ * fails, then a binary search narrows the edge.
+ *
+ *   bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]
+ *
+ * GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB set the
+ * agent's buffer pool, generation period and spool (defaults 8, 1000, 64).
+ *
+ * The baseline is lttng-relayd's highest zero-loss rate on the same
+ * workload (two integers per event); pass it as LTTNG_RATE (events/s) from
+ * a measurement in the same run (PEERS.md: about 6.5 M/s with one thread,
+ * 11-13 M/s with two), or leave it out and the line says baseline=n/a.
+ * This process starts gentraced on 127.0.0.1 port 0 and stops it by PID.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gentrace.h"
+
+extern char **environ;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+typedef struct worker {
+  double rate; /* events/s of this thread */
+  double seconds;
+  uint64_t emitted;
+} worker;
+
+static void *emit(void *arg) {
+  worker *w = arg;
+  double t0 = now_s(), end = t0 + w->seconds;
+  uint64_t n = 0;
+  for (;;) {
+    double t = now_s();
+    if (t >= end)
+      break;
+    uint64_t due = (uint64_t)((t - t0) * w->rate);
+    /* Bursts of at most 256 keep the pacing smooth at any rate. */
+    uint64_t k = due > n ? due - n : 0;
+    if (k > 256)
+      k = 256;
+    for (uint64_t i = 0; i < k; i++)
+      gt_counter("b1", (int64_t)(n + i));
+    n += k;
+  }
+  w->emitted = n;
+  return NULL;
+}
+
+/* Child: one trial at `rate` total; writes "written dropped" to fd. */
+static int trial_child(const char *addr, const char *service, double rate,
+                       unsigned threads, double seconds, int fd) {
+  gt_config cfg;
+  gt_config_init(&cfg);
+  cfg.addr = addr;
+  cfg.service = service;
+  cfg.flush_timeout_ms = 10000;
+  /* The agent's knobs from the environment, so runs can vary them. */
+  const char *e;
+  if ((e = getenv("GENTRACE_BUFFER_MB")) != NULL)
+    cfg.buffer_mb = (uint32_t)atoi(e);
+  if ((e = getenv("GENTRACE_PERIOD_MS")) != NULL)
+    cfg.period_ms = (uint32_t)atoi(e);
+  if ((e = getenv("GENTRACE_SPOOL_MB")) != NULL)
+    cfg.spool_mb = (uint32_t)atoi(e);
+  if (gt_start(&cfg) != 0)
+    return 1;
+  pthread_t t[64];
+  worker w[64];
+  for (unsigned i = 0; i < threads; i++) {
+    w[i].rate = rate / threads;
+    w[i].seconds = seconds;
+    pthread_create(&t[i], NULL, emit, &w[i]);
+  }
+  for (unsigned i = 0; i < threads; i++)
+    pthread_join(t[i], NULL);
+  gt_stats_t st;
+  memset(&st, 0, sizeof st);
+  /* Written and dropped are final once the threads are done; what the
+   * flush in gt_stop delivers is checked in the database. */
+  gt_stats(&st);
+  gt_stop();
+  char line[128];
+  int n = snprintf(line, sizeof line, "%llu %llu\n",
+                   (unsigned long long)st.events_written,
+                   (unsigned long long)st.events_dropped);
+  if (write(fd, line, (size_t)n) != n)
+    return 1;
+  return 0;
+}
+
+static int64_t stored_events(const char *db, const char *service,
+                             int64_t *lost) {
+  sqlite3 *h;
+  sqlite3_stmt *q;
+  int64_t v = -1;
+  *lost = -1;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_busy_timeout(h, 5000);
+  if (sqlite3_prepare_v2(
+          h,
+          "SELECT coalesce(sum(g.events),0),"
+          " coalesce(sum(g.dropped+g.evicted+g.rejected),0),"
+          " coalesce(sum(g.evicted),0), coalesce(max(s.rejected_events),0)"
+          " FROM generations g JOIN sessions s"
+          " ON s.id = g.session_id WHERE s.service = ?",
+          -1, &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, service, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+      v = sqlite3_column_int64(q, 0);
+      *lost = sqlite3_column_int64(q, 1);
+      fprintf(stderr, "bench: ledger: evicted %lld, daemon-rejected %lld\n",
+              (long long)sqlite3_column_int64(q, 2),
+              (long long)sqlite3_column_int64(q, 3));
+    }
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(h);
+  return v;
+}
+
+typedef struct daemon_proc {
+  pid_t pid;
+  char dir[128], db[160], log[160], addr[64];
+} daemon_proc;
+
+static int daemon_start(daemon_proc *d) {
+  snprintf(d->dir, sizeof d->dir, "/tmp/b1-XXXXXX");
+  if (mkdtemp(d->dir) == NULL)
+    return -1;
+  snprintf(d->db, sizeof d->db, "%s/b1.db", d->dir);
+  snprintf(d->log, sizeof d->log, "%s/d.log", d->dir);
+  const char *top = getenv("top_builddir");
+  char bin[512];
+  snprintf(bin, sizeof bin, "%s/daemon/gentraced", top ? top : ".");
+  char *argv[] = {bin,           "--agent-listen",
+                  "127.0.0.1:0", "--http-listen",
+                  "127.0.0.1:0", "--db",
+                  d->db,         "--log",
+                  d->log,        NULL};
+  if (posix_spawn(&d->pid, bin, NULL, NULL, argv, environ) != 0)
+    return -1;
+  for (int i = 0; i < 2000; i++) {
+    FILE *f = fopen(d->log, "r");
+    char line[1024];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+      char *a = strstr(line, "msg=listening agent=");
+      if (a != NULL) {
+        a += strlen("msg=listening agent=");
+        size_t n = strcspn(a, " \n");
+        snprintf(d->addr, sizeof d->addr, "%.*s", (int)n, a);
+        fclose(f);
+        return 0;
+      }
+    }
+    if (f != NULL)
+      fclose(f);
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  return -1;
+}
+
+static void daemon_stop(daemon_proc *d) {
+  kill(d->pid, SIGTERM);
+  waitpid(d->pid, NULL, 0);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "bench: could not remove %s\n", d->dir);
+}
+
+/* 1 = zero loss at rate, 0 = loss, < 0 = error. */
+static int run_trial(daemon_proc *d, double rate, unsigned threads,
+                     double seconds, int idx) {
+  char service[64];
+  snprintf(service, sizeof service, "b1-%d", idx);
+  int p[2];
+  if (pipe(p) < 0)
+    return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    _exit(trial_child(d->addr, service, rate, threads, seconds, p[1]));
+  }
+  close(p[1]);
+  char buf[128] = {0};
+  ssize_t n = read(p[0], buf, sizeof buf - 1);
+  close(p[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  unsigned long long written = 0, dropped = 0;
+  if (n <= 0 || sscanf(buf, "%llu %llu", &written, &dropped) != 2)
+    return -1;
+  int64_t lost;
+  int64_t stored = stored_events(d->db, service, &lost);
+  int ok = dropped == 0 && lost == 0 && stored == (int64_t)written;
+  fprintf(stderr,
+          "bench: B1 rate %.2f M/s: written %llu stored %lld dropped %llu "
+          "ledger %lld -> %s\n",
+          rate / 1e6, written, (long long)stored, dropped, (long long)lost,
+          ok ? "zero loss" : "LOSS");
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  unsigned threads = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
+  double seconds = argc > 2 ? atof(argv[2]) : 3;
+  double lttng = argc > 3 ? atof(argv[3]) : 0;
+  if (threads < 1 || threads > 64 || seconds <= 0) {
+    fprintf(stderr, "usage: bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]\n");
+    return 2;
+  }
+  daemon_proc d;
+  if (daemon_start(&d) < 0) {
+    fprintf(stderr, "bench: gentraced did not start\n");
+    return 1;
+  }
+  double good = 0, bad = 0, rate = 1e6;
+  int idx = 0;
+  while (rate <= 512e6) {
+    int r = run_trial(&d, rate, threads, seconds, idx++);
+    if (r < 0)
+      break;
+    if (r == 0) {
+      bad = rate;
+      break;
+    }
+    good = rate;
+    rate *= 2;
+  }
+  for (int i = 0; i < 3 && bad > 0 && good > 0; i++) {
+    double mid = (good + bad) / 2;
+    int r = run_trial(&d, mid, threads, seconds, idx++);
+    if (r < 0)
+      break;
+    if (r)
+      good = mid;
+    else
+      bad = mid;
+  }
+  daemon_stop(&d);
+  if (lttng > 0)
+    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:%.2f "
+           "ratio=%.2f bar=1.00 pass=%d\n",
+           good / 1e6, lttng / 1e6, good / lttng, good >= lttng);
+  else
+    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:n/a "
+           "ratio=n/a bar=1.00 pass=0\n",
+           good / 1e6);
+  return 0;
+}
