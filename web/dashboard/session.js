@@ -163,7 +163,8 @@ export function sessionView(root, id, params, crumbs) {
       ctx.lineTo(x, PAD_T + plotH);
       ctx.stroke();
       ctx.textAlign = 'center';
-      ctx.fillText(fmtClock(t, step < 1000 ? 1 : 0), x, cssH - 6);
+      // A label cut by the right edge reads as a different time: skip it.
+      if (x < cssW - 28) ctx.fillText(fmtClock(t, step < 1000 ? 1 : 0), x, cssH - 6);
     }
     ctx.textAlign = 'right';
     ctx.fillText(fmtCount(max), PAD_L - 6, PAD_T + 10);

@@ -54,6 +54,7 @@ export function buildModel(doc) {
 
   let extent = 0;
   const openTasks = new Map();
+  const taskEvents = [];
   for (const e of evs) {
     if (!e || typeof e !== 'object') continue;
     const ts = typeof e.ts === 'number' && Number.isFinite(e.ts) ? e.ts : null;
@@ -90,24 +91,31 @@ export function buildModel(doc) {
         break;
       }
       case 'b':
-      case 'e': {
-        if (ts === null) break;
-        const key = `${e.pid}|${e.cat || ''}|${e.id}`;
-        if (e.ph === 'b') {
-          openTasks.set(key, { name: String(e.name), s: ts, e: null, args: e.args, id: e.id, p });
-        } else {
-          const t = openTasks.get(key);
-          if (t) {
-            openTasks.delete(key);
-            t.e = ts;
-            if (e.args) t.endArgs = e.args;
-            p.tasks.push(t);
-          }
-        }
+      case 'e':
+        if (ts !== null) taskEvents.push(e);
         break;
-      }
       default:
         break;
+    }
+  }
+  // The file is ordered per batch (one thread at a time), not globally: a
+  // task ended by another thread can appear before its begin, so tasks are
+  // matched in time order. The sort is stable, so a b and e at the same
+  // time keep their file order.
+  taskEvents.sort((a, b) => a.ts - b.ts);
+  for (const e of taskEvents) {
+    const p = proc(e.pid | 0);
+    const key = `${e.pid}|${e.cat || ''}|${e.id}`;
+    if (e.ph === 'b') {
+      openTasks.set(key, { name: String(e.name), s: e.ts, e: null, args: e.args, id: e.id, p });
+    } else {
+      const t = openTasks.get(key);
+      if (t) {
+        openTasks.delete(key);
+        t.e = e.ts;
+        if (e.args) t.endArgs = e.args;
+        p.tasks.push(t);
+      }
     }
   }
   if (doc && doc.metadata && doc.metadata.gentrace_end_ns && doc.metadata.gentrace_start_ns) {
@@ -132,6 +140,7 @@ export function buildModel(doc) {
       delete t.stack;
     }
     p.marks.sort((a, b) => a.ts - b.ts);
+    for (const c of p.counters.values()) sortSeries(c);
     p.taskRows = packTasks(p.tasks);
     delete p.tasks;
   }
@@ -142,6 +151,19 @@ export function buildModel(doc) {
     startNs = null;
   }
   return { procs, extent: Math.max(extent, 1), startNs, events: evs.length };
+}
+
+// A counter written by several threads (latency per request) arrives in
+// batch order; drawing and lookup need it in time order.
+function sortSeries(c) {
+  const q = [...c.v].sort((a, b) => a - b);
+  c.p99 = q.length ? q[Math.min(q.length - 1, Math.floor(q.length * 0.99))] : 0;
+  let sorted = true;
+  for (let i = 1; i < c.ts.length && sorted; i++) sorted = c.ts[i] >= c.ts[i - 1];
+  if (sorted) return;
+  const idx = c.ts.map((_, i) => i).sort((a, b) => c.ts[a] - c.ts[b] || a - b);
+  c.ts = idx.map((i) => c.ts[i]);
+  c.v = idx.map((i) => c.v[i]);
 }
 
 function mark(e, ts) {
@@ -276,6 +298,15 @@ function fmtRel(us) {
   return fmtDur(us / 1000);
 }
 
+// A ruler label: the offset from the window start with as many digits as
+// the tick step needs, so neighbouring ticks never read the same.
+function fmtTick(us, step) {
+  const digits = (unit) => Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / unit) - 1e-9)));
+  if (step >= 1e5) return (us / 1e6).toFixed(digits(1e6)) + ' s';
+  if (step >= 100) return (us / 1e3).toFixed(digits(1e3)) + ' ms';
+  return us.toFixed(digits(1)) + ' µs';
+}
+
 function argsText(args) {
   if (!args || typeof args !== 'object') return '';
   const out = [];
@@ -389,15 +420,21 @@ export function createViewer(root, model, opts = {}) {
     ctx.textAlign = 'left';
     for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
       const x = Math.round(xOf(t)) + 0.5;
+      if (x < labelW) continue;
       ctx.strokeStyle = '#c4c9d1';
       ctx.beginPath();
       ctx.moveTo(x, RULER_H - 6);
       ctx.lineTo(x, RULER_H);
       ctx.stroke();
-      ctx.fillText(fmtRel(t), x + 3, RULER_H / 2);
+      ctx.fillText(fmtTick(t, step), x + 3, RULER_H / 2);
     }
+    // The gutter names the clock time at the view's left edge; the ticks
+    // are offsets from the window start.
+    ctx.fillStyle = '#f5f7fa';
+    ctx.fillRect(0, 0, labelW, RULER_H - 1);
     ctx.fillStyle = '#1d2330';
-    ctx.fillText(startMs !== null ? `+ from ${fmtClock(startMs + v0 / 1000)}` : 'time', 6, RULER_H / 2);
+    const left = startMs !== null ? fmtClock(startMs + v0 / 1000) : 'time';
+    ctx.fillText(labelW > 120 ? 'at ' + left : left, 6, RULER_H / 2);
     // Vertical grid lines through the lanes help reading alignment.
     ctx.strokeStyle = 'rgba(0,0,0,0.05)';
     for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
@@ -525,8 +562,10 @@ export function createViewer(root, model, opts = {}) {
 
   function drawCounter(ctx, c, y, lane) {
     const top = y + 4, bot = y + lane.h - 4;
-    const lo = Math.min(0, c.min), hi = c.max > lo ? c.max : lo + 1;
-    const yOf = (v) => bot - ((v - lo) / (hi - lo)) * (bot - top);
+    // Scaled to the 99th percentile so one outlier (a slow request) does
+    // not flatten the rest; points above it are clipped at the top.
+    const lo = Math.min(0, c.min), hi = c.p99 > lo ? c.p99 : c.max > lo ? c.max : lo + 1;
+    const yOf = (v) => bot - ((Math.min(v, hi) - lo) / (hi - lo)) * (bot - top);
     let i = Math.max(0, lowerBound(c.ts, v0, (t) => t) - 1);
     if (i >= c.ts.length) return;
     ctx.fillStyle = 'rgba(31,95,168,0.25)';
@@ -552,7 +591,7 @@ export function createViewer(root, model, opts = {}) {
     ctx.fill();
     ctx.fillStyle = '#6a7280';
     ctx.textAlign = 'right';
-    ctx.fillText(`max ${c.max}`, cssW - 6, y + 9);
+    ctx.fillText(c.max > hi ? `p99 ${c.p99} · max ${c.max}` : `max ${c.max}`, cssW - 6, y + 9);
   }
 
   // --------------------------------------------------------- hit test
