@@ -61,6 +61,8 @@ static void conn_update_reading(conn *c);
 static void ingest_update_pause(ingest *ing);
 static void drain_check(ingest *ing);
 static void on_retry(uv_timer_t *t);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* ------------------------------------------------------------- utilities */
 
@@ -351,10 +353,12 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
   c->ngens = 0;
   gtp_frame_decoder_fini(&c->dec);
   conn_account_decoder(c);
-  if (c->reading) {
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    c->reading = 0;
-  }
+  /* Keep reading (and discarding) until the handle closes: closing a socket
+   * with unread input sends RST, which can destroy the ERROR we just queued
+   * before the peer reads it. CLOSE_GRACE_MS bounds how long. */
+  if (!c->reading &&
+      uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+    c->reading = 1;
   if (c->self_paused) {
     c->self_paused = 0;
     CTR_ADD(ing, paused_now, (uint64_t)-1);
@@ -556,6 +560,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     ing->rbuf_busy = 0;
   if (nread == 0 || nread == UV_ENOBUFS)
     return; /* EAGAIN, or no buffer this time: libuv reads again later */
+  if (c->state == CONN_CLOSING) {
+    /* Discarding until close (see ingest_conn_close). */
+    if (nread < 0 && c->reading) {
+      uv_read_stop(s);
+      c->reading = 0;
+    }
+    return;
+  }
   if (nread < 0) {
     if (nread != UV_EOF)
       log_info("agent connection error", "conn=%" PRIu64 " error=%s", c->id,
