@@ -232,6 +232,29 @@ test_ingest__bad_generation_gets_error_and_connection_goes_on(void **st) {
   assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 2);
   assert_int_equal(gen, 6);
   assert_int_equal(code, GTP_E_MANIFEST);
+  /* Out of order: a GEN_END with no BATCH before it. */
+  g.end.gen = 99;
+  assert_int_equal(gtc_send_gen_end(&c, &g), 0);
+  assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 2);
+  assert_int_equal(gen, 99);
+  assert_int_equal(code, GTP_E_MANIFEST);
+  /* Records of generation 5 framed as generation 8: the EVENTS gen does not
+   * match, caught when the generation is parsed. */
+  g.end.events -= 1;
+  g.end.gen = 8;
+  {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    for (size_t i = 0; i < g.nrec; i++)
+      gtp_frame_batch_encode(&b, 8, g.body.data + g.off[i],
+                             g.off[i + 1] - g.off[i]);
+    gtp_frame_gen_end_encode(&b, &g.end);
+    assert_int_equal(gtc_send_raw(&c, b.data, b.len), 0);
+    gtp_wbuf_fini(&b);
+  }
+  assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 2);
+  assert_int_equal(gen, 8);
+  assert_int_equal(code, GTP_E_GEN);
   /* The same connection still stores a good generation. */
   gtc_gen_fini(&g);
   spec(&s, 3, 7);
@@ -239,7 +262,14 @@ test_ingest__bad_generation_gets_error_and_connection_goes_on(void **st) {
   assert_int_equal(gtc_send_gen(&c, &g), 0);
   expect_ack(&c, 7);
   assert_int_equal(db_count(d.db, "SELECT count(*) FROM generations"), 1);
-  assert_int_equal(gtd_metric(&d, "gentrace_generations_rejected_total"), 2);
+  assert_int_equal(gtd_metric(&d, "gentrace_generations_rejected_total"), 4);
+  /* Their events (as each GEN_END announced) count as rejected: E, E+1,
+   * E+1 and E. */
+  spec(&s, 3, 5);
+  int64_t e = (int64_t)gtf_events(&s);
+  assert_int_equal(
+      gtd_metric(&d, "gentrace_ledger_events_total{cause=\"rejected\"}"),
+      4 * e + 2);
   gtc_gen_fini(&g);
   gtc_close(&c);
   finish(&d);
