@@ -22,6 +22,9 @@ skip() {
 }
 [ -x "$CHROMIUM" ] || skip "$CHROMIUM not installed (apt-get install chromium)"
 command -v node >/dev/null 2>&1 || skip "node not installed"
+# playwright-core (package-lock.json) needs Node.js 20 or later.
+[ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 20 ] ||
+	skip "node $(node --version) is older than 20 (playwright-core needs 20)"
 [ -d "$HERE/node_modules/playwright-core" ] ||
 	skip "no $HERE/node_modules (run: npm ci --prefix $HERE)"
 for b in "$GENTRACED" "$DEMO" "$GENTRACE"; do
