@@ -226,13 +226,13 @@ static void on_write(uv_write_t *req, int status) {
 static void conn_send(conn *c, const gtp_wbuf *b) {
   if (b->err || b->len == 0 || c->state == CONN_CLOSING)
     return;
-  if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
-      WRITE_QUEUE_MAX) {
-    /* A peer that does not read our replies: it cannot see ACKs either. */
+  if (!c->write_overflow && uv_stream_get_write_queue_size(
+                                (uv_stream_t *)&c->tcp) > WRITE_QUEUE_MAX) {
+    /* A peer that does not read our replies cannot see ACKs either. The
+     * flag lets the closing ERROR(LIMIT) itself past this check. */
+    c->write_overflow = 1;
     CTR_ADD(c->ing, limit_hits[LIM_WRITE_QUEUE], 1);
-    log_warn("agent not reading replies", "conn=%" PRIu64 " peer=%s", c->id,
-             c->peer);
-    ingest_conn_close(c, 0, 0, 0, NULL);
+    ingest_conn_close(c, GTP_E_LIMIT, 0, 0, "agent does not read replies");
     return;
   }
   wreq *w = malloc(sizeof *w + b->len);

@@ -74,6 +74,7 @@ typedef struct conn {
   int reading;     /* uv_read_start active */
   int self_paused; /* over max-conn-buffer */
   int in_session_map;
+  int write_overflow; /* replies over WRITE_QUEUE_MAX: closing */
   uint64_t id;
   uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
   char peer[64];
