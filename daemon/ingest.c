@@ -8,11 +8,19 @@
  * Connection states (conn.state) and who moves them:
  *
  *   HANDSHAKE --HELLO ok (on_hello)--> ACTIVE
- *   HANDSHAKE/ACTIVE --error, timeout, GOODBYE, EOF, replaced, shutdown
- *       (conn_close)--> CLOSING --uv_close done (on_closed)--> freed when
- *       refs drops to 0
- *   ACTIVE --ingest_stop (drain)--> DRAINING --all committed-->
- *       GOODBYE + conn_close
+ *   HANDSHAKE/ACTIVE --error, timeout, GOODBYE, EOF, replaced
+ *       (ingest_conn_close)--> CLOSING --shutdown flushed, or
+ *       CLOSE_GRACE_MS (on_shutdown / on_sweep)--> uv_close --on_closed-->
+ *       freed when refs drops to 0
+ *   HANDSHAKE/ACTIVE --ingest_stop--> DRAINING --all committed and ACKed
+ *       (drain_check)--> GOODBYE(SHUTDOWN) + ingest_conn_close
+ *
+ * In CLOSING the socket is still read, and the input discarded, until the
+ * handle closes: closing with unread input sends RST, which can destroy the
+ * ERROR frame the peer has not read yet.
+ *
+ * Files: reasm.c holds reassembly and validation (BATCH, GEN_END),
+ * ingest_metrics.c the /metrics text; ingest_int.h their shared state.
  *
  * Invariants:
  *  1. Only the loop thread MUST touch conns, opengens and the retry list;
@@ -33,8 +41,8 @@
  *     space) MUST be counted in conn.buffered and ing.buffered; reading
  *     stops while a count is over its limit and resumes below 3/4 of it
  *     (hysteresis), otherwise memory grows with the peers' send rate.
- *  6. Once a read callback returns with a conn closed, nothing more of its
- *     input is processed: conn_handle_frame returns < 0 after conn_close.
+ *  6. Once a frame closed its conn, nothing more of that read is processed:
+ *     conn_handle_frame returns < 0 after ingest_conn_close.
  *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
  *     frames), so an idle connection holds no read buffer (S1: 10,000 idle
  *     agents in 256 MiB).
