@@ -122,6 +122,10 @@ int gtc_send_hello(gtc *c, const gtf_spec *s, const char *token,
 }
 
 int gtc_read_frame(gtc *c, gtp_frame *f, int timeout_ms) {
+  return gtc_read_any(c, f, timeout_ms, 1);
+}
+
+int gtc_read_any(gtc *c, gtp_frame *f, int timeout_ms, int skip_heartbeats) {
   int64_t deadline = now_ms() + timeout_ms;
   for (;;) {
     while (c->in_off < c->in_len) {
@@ -132,7 +136,7 @@ int gtc_read_frame(gtc *c, gtp_frame *f, int timeout_ms) {
         return rc;
       c->in_off += used;
       if (rc == 1) {
-        if (f->type == GTP_FR_HEARTBEAT)
+        if (skip_heartbeats && f->type == GTP_FR_HEARTBEAT)
           continue;
         return 1;
       }

@@ -63,6 +63,8 @@ int gtc_send_gen(gtc *c, const gtc_gen *g);
  * the next read), 0 = the daemon closed the connection, < 0 = error or
  * timeout (-ETIMEDOUT). */
 int gtc_read_frame(gtc *c, gtp_frame *f, int timeout_ms);
+/* The same, optionally returning HEARTBEAT frames too. */
+int gtc_read_any(gtc *c, gtp_frame *f, int timeout_ms, int skip_heartbeats);
 /* Reads until an ACK or ERROR: returns 1 (ACK, *gen set), 2 (ERROR, *gen
  * and *code set), 0 EOF, < 0 error. */
 int gtc_read_reply(gtc *c, uint64_t *gen, int *code, int timeout_ms);

@@ -532,6 +532,71 @@ test_ingest__sigterm_acks_complete_generations_then_goodbye(void **st) {
   finish(&d);
 }
 
+static void test_ingest__idle_agent_gets_heartbeats_then_timeout(void **st) {
+  gtd d;
+  const char *args[] = {"--idle-timeout", "600ms", NULL};
+  start(&d, args, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  spec(&s, 14, 1);
+
+  /* An agent that sends HEARTBEAT every 150 ms outlives the timeout. */
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  assert_int_equal(w.idle_timeout_ms, 600);
+  int64_t t0 = now_ms();
+  unsigned beats = 0;
+  while (now_ms() - t0 < 1500) {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    gtp_frame_heartbeat_encode(&b);
+    assert_int_equal(gtc_send_raw(&c, b.data, b.len), 0);
+    gtp_wbuf_fini(&b);
+    gtp_frame f;
+    int rc = gtc_read_any(&c, &f, 150, 0);
+    if (rc == 1) {
+      assert_int_equal(f.type, GTP_FR_HEARTBEAT);
+      beats++;
+    } else {
+      assert_int_equal(rc, -ETIMEDOUT);
+    }
+  }
+  /* Still connected: a generation is stored and ACKed. */
+  gtc_gen g;
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  expect_ack(&c, 1);
+  gtc_gen_fini(&g);
+
+  /* Silent now: HEARTBEATs from the daemon (idle/3), then ERROR(TIMEOUT). */
+  t0 = now_ms();
+  unsigned daemon_beats = 0;
+  int code = 0;
+  for (;;) {
+    gtp_frame f;
+    int rc = gtc_read_any(&c, &f, GTC_TIMEOUT_MS, 0);
+    if (rc != 1)
+      break;
+    if (f.type == GTP_FR_HEARTBEAT) {
+      daemon_beats++;
+    } else if (f.type == GTP_FR_ERROR) {
+      gtp_error_frame e;
+      assert_int_equal(gtp_frame_error_decode(f.payload, f.len, &e), 0);
+      code = e.code;
+    }
+  }
+  int64_t took = now_ms() - t0;
+  assert_int_equal(code, GTP_E_TIMEOUT);
+  assert_true(daemon_beats >= 1);
+  assert_true(took >= 500 && took < 5000);
+  gtc_close(&c);
+  assert_int_equal(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"idle-timeout\"}"), 1);
+  assert_true(gtd_metric(&d, "gentrace_heartbeats_sent_total") >= 1);
+  finish(&d);
+}
+
 /* ---------------------------------------------------------- kill -9 test */
 
 typedef struct sender {
@@ -803,6 +868,8 @@ int main(void) {
       cmocka_unit_test_teardown(
           test_ingest__sigterm_acks_complete_generations_then_goodbye,
           teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__idle_agent_gets_heartbeats_then_timeout, teardown),
       cmocka_unit_test_teardown(
           test_ingest__kill9_loses_no_acked_generation_and_resume_is_exact,
           teardown),
