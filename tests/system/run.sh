@@ -14,7 +14,8 @@
 #   5. disk full: restart with GENTRACE_TEST_MAX_PAGES just above the
 #      database's size plus a ballast table (so "space frees" is real); ingest
 #      must pause, /v1/agents and /v1/trace keep answering, /healthz says 503;
-#      deleting the ballast frees space and ingest resumes in the same process
+#      deleting the ballast frees space and ingest resumes in the same
+#      process; then a graceful restart (SIGTERM under load) lifts the limit
 #   6. hostile clients on both ports during ingest (tests/system/hostile.py)
 #   7. steady streaming, then every agent stops (gt_stop, daemon reachable)
 #   Checks, per emitter: emitted = events in its /v1/trace window (counted
@@ -86,9 +87,13 @@ say "phase 3: gentraced stopped for ${P_OUTAGE}s (past the s spool)"
 stop_daemon
 sleep "$P_OUTAGE"
 start_daemon d3 -- "${A_PORTS[@]}" --db "$DB" "${DFLAGS[@]}" || die "d3"
-# Let the resent backlog land before the disk fills.
+# Let the resent backlog land before the disk fills; measure the normal
+# commit rate meanwhile (rows in 2 s) to judge the pause against it.
 wait_for 30 "backlog" committed_above 20 || die "no resend after the outage"
+sleep 1
+r0=$(sql "$DB" "SELECT count(*) FROM generations")
 sleep 2
+normal2s=$(($(sql "$DB" "SELECT count(*) FROM generations") - r0))
 
 say "phase 4: disk full"
 stop_daemon
@@ -115,8 +120,13 @@ check "disk full: /v1/trace answers" 200 "$(cat "$T/full.code")"
 "$GENTRACE" stat "$T/full.gtrace" >/dev/null 2>&1
 check "disk full: that window decodes" 0 $?
 sleep 2
-check "disk full: no rows committed while full" "$rows_full" \
-	"$(sql "$DB" "SELECT count(*) FROM generations")"
+# Paused, not frozen: small generations that still fit in the last free
+# pages commit (and a commit clears the flag until the next batch fails), so
+# the check is against the normal rate measured before: under half of it.
+dfull=$(($(sql "$DB" "SELECT count(*) FROM generations") - rows_full))
+check "disk full: ingest paused (rows in 2 s < half of normal)" 1 \
+	"$([ $((dfull * 2)) -lt "$normal2s" ] && echo 1 || echo 0)"
+info "disk full: rows in 2 s full / normal" "$dfull / $normal2s"
 check "disk full: daemon alive" 0 "$(kill -0 "$DPID" 2>/dev/null; echo $?)"
 # The operator frees space; ingest must resume in the same process.
 sqlite3 -cmd '.timeout 10000' "$DB" "DELETE FROM system_test_ballast" ||
@@ -127,6 +137,10 @@ check "disk full: resumes after space frees" 0 "$(metric gentrace_disk_full)"
 rows_more() { [ "$(sql "$DB" "SELECT count(*) FROM generations")" -gt "$rows_full" ]; }
 wait_for 30 "rows after resume" rows_more
 check "disk full: rows committed after resume" 1 "$(rows_more && echo 1 || echo 0)"
+# The page limit stays with this process; the rest of the run needs room, so
+# a graceful restart (SIGTERM drains under load) lifts it.
+stop_daemon
+start_daemon d5 -- "${A_PORTS[@]}" --db "$DB" "${DFLAGS[@]}" || die "d5"
 
 say "phase 5: hostile clients for ${P_HOSTILE}s during ingest"
 c0=$(committed)
@@ -173,7 +187,7 @@ check "db: every generation has its payload" 0 "$(sql "$DB" \
 stop_daemon
 check "db: integrity_check" ok "$(sqlite3 "$DB" 'PRAGMA integrity_check')"
 # Error-level lines: only d4 may have them, and only about the full disk.
-errs=$(cat "$T"/d1.log "$T"/d2.log "$T"/d3.log 2>/dev/null | grep -c 'level=error')
+errs=$(cat "$T"/d[1235].log 2>/dev/null | grep -c 'level=error')
 check "logs: no error lines outside the disk-full phase" 0 "$errs"
 errs=$(grep 'level=error' "$T/d4.log" |
 	grep -v -E 'msg="storage full, ingest paused"|msg="store: [a-z ()]* failed".*(full|FULL)' |
