@@ -41,6 +41,9 @@
  *     space) MUST be counted in conn.buffered and ing.buffered; reading
  *     stops while a count is over its limit and resumes below 3/4 of it
  *     (hysteresis), otherwise memory grows with the peers' send rate.
+ *     Reading MUST stop only while queued_bytes > 0 (something will drain):
+ *     open generations drain only by reading on, so pausing for them would
+ *     deadlock; they are bounded by closing the connection (reasm_batch).
  *  6. Once a frame closed its conn, nothing more of that read is processed:
  *     conn_handle_frame returns < 0 after ingest_conn_close.
  *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
@@ -159,6 +162,15 @@ void ingest_conn_account(conn *c, int64_t delta) {
   c->buffered = (uint64_t)((int64_t)c->buffered + delta);
   ing->buffered = (uint64_t)((int64_t)ing->buffered + delta);
   CTR_SET(ing, buffered, ing->buffered);
+}
+
+/* A generation left the store queue (committed, failed or dropped): its
+ * bytes stop counting, in queued and in buffered. */
+static void conn_dequeue(conn *c, uint64_t len) {
+  c->inflight--;
+  c->queued_bytes -= len;
+  c->ing->queued_bytes -= len;
+  ingest_conn_account(c, -(int64_t)len);
 }
 
 /* Re-reads the decoder's partial-frame size into the accounts. */
@@ -628,13 +640,18 @@ static void conn_update_reading(conn *c) {
   ingest *ing = c->ing;
   if (c->state == CONN_CLOSING)
     return;
+  /* Pausing helps only while something at the store will drain: bytes of
+   * open generations drain only by reading on (their size is bounded by
+   * closing the connection instead, in reasm_batch), so pausing for them
+   * would deadlock the connection. */
   uint64_t lim = ing->cfg.max_conn_buffer;
-  if (!c->self_paused && c->buffered > lim) {
+  if (!c->self_paused && c->buffered > lim && c->queued_bytes > 0) {
     c->self_paused = 1;
     CTR_ADD(ing, reads_paused, 1);
     CTR_ADD(ing, paused_now, 1);
     CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
-  } else if (c->self_paused && c->buffered <= lim / 4 * 3) {
+  } else if (c->self_paused &&
+             (c->buffered <= lim / 4 * 3 || c->queued_bytes == 0)) {
     c->self_paused = 0;
     CTR_ADD(ing, paused_now, (uint64_t)-1);
   }
@@ -654,8 +671,11 @@ static void conn_update_reading(conn *c) {
 /* Global pause: total buffered bytes over max-buffer, or the disk full. */
 static void ingest_update_pause(ingest *ing) {
   int want;
+  /* As per connection: pause only while queued bytes will drain. */
   if (ing->disk_full)
     want = 1;
+  else if (ing->queued_bytes == 0)
+    want = 0;
   else if (ing->global_paused)
     want = ing->buffered > ing->cfg.max_buffer / 4 * 3;
   else
@@ -717,8 +737,7 @@ static void resubmit(ingest *ing, pending *pd) {
     /* The store is closing: the agent will resend after a restart. */
     ing->inflight--;
     conn *c = pd->c;
-    c->inflight--;
-    ingest_conn_account(c, -(int64_t)pd->g->len);
+    conn_dequeue(c, pd->g->len);
     store_gen_free(pd->g);
     free(pd);
     conn_unref(c);
@@ -769,8 +788,7 @@ static void complete(ingest *ing, pending *pd) {
     /* Something committed: space is back (retention or an operator). */
     disk_full_leave(ing);
   }
-  c->inflight--;
-  ingest_conn_account(c, -(int64_t)g->len);
+  conn_dequeue(c, g->len);
   if (g->result == 0 || g->result == 1) {
     if (g->result == 0) {
       CTR_ADD(ing, committed, 1);
@@ -886,8 +904,7 @@ static void on_sweep(uv_timer_t *t) {
     pending *pd;
     while ((pd = retry_pop(ing)) != NULL) {
       conn *c = pd->c;
-      c->inflight--;
-      ingest_conn_account(c, -(int64_t)pd->g->len);
+      conn_dequeue(c, pd->g->len);
       store_gen_free(pd->g);
       free(pd);
       conn_unref(c);

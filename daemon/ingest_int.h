@@ -79,10 +79,11 @@ typedef struct conn {
   uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
   char peer[64];
   gtp_frame_decoder dec;
-  size_t dec_buffered;  /* last seen gtp_frame_decoder_buffered */
-  size_t last_gen_size; /* size hint for the next opengen buffer */
-  uint64_t buffered;    /* invariant 5 */
-  uint64_t inflight;    /* generations at the store */
+  size_t dec_buffered;   /* last seen gtp_frame_decoder_buffered */
+  size_t last_gen_size;  /* size hint for the next opengen buffer */
+  uint64_t buffered;     /* invariant 5 */
+  uint64_t inflight;     /* generations at the store */
+  uint64_t queued_bytes; /* their bytes (also in buffered) */
   opengen *gens;
   unsigned ngens;
   /* Identity from HELLO; owned strings, NUL-terminated. */
@@ -127,8 +128,9 @@ struct ingest {
   conn *conns;
   uint64_t nconns;
   uint64_t next_id;
-  uint64_t buffered; /* invariant 5; mirrored into ctr.buffered */
-  uint64_t inflight; /* generations submitted and not completed */
+  uint64_t buffered;     /* invariant 5; mirrored into ctr.buffered */
+  uint64_t inflight;     /* generations submitted and not completed */
+  uint64_t queued_bytes; /* bytes at the store or waiting for disk space */
   int global_paused;
   int disk_full;
   pending *probe; /* the generation testing whether the disk has room */

@@ -268,12 +268,16 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   c->refs++;
   c->inflight++;
   ing->inflight++;
+  c->queued_bytes += sg->len;
+  ing->queued_bytes += sg->len;
   rc = store_submit(ing->store, sg);
   if (rc < 0) {
     /* Closing store: nothing will commit; the agent resends later. */
     c->refs--;
     c->inflight--;
     ing->inflight--;
+    c->queued_bytes -= sg->len;
+    ing->queued_bytes -= sg->len;
     ingest_conn_account(c, -(int64_t)sg->len);
     store_gen_free(sg);
     free(pd);

@@ -597,6 +597,70 @@ static void test_ingest__idle_agent_gets_heartbeats_then_timeout(void **st) {
   finish(&d);
 }
 
+static void test_ingest__generation_and_open_limits_are_enforced(void **st) {
+  gtd d;
+  const char *args[] = {"--max-gen-size", "64K", "--max-conn-buffer", "256K",
+                        NULL};
+  start(&d, args, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  gtc_gen g;
+  uint64_t gen;
+  int code;
+  spec(&s, 15, 1);
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  assert_int_equal(w.max_gen_bytes, 65536);
+
+  /* Over --max-gen-size (two ~63 KiB batches): refused at once, the rest
+   * swallowed up to its GEN_END, the connection goes on. */
+  assert_int_equal(gtc_gen_build_random(&g, &s, 2, 1), 0);
+  assert_true(g.body.len > 65536);
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  gtc_gen_fini(&g);
+  assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 2);
+  assert_int_equal(gen, 1);
+  assert_int_equal(code, GTP_E_TOOBIG);
+  spec(&s, 15, 2);
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  gtc_gen_fini(&g);
+  expect_ack(&c, 2);
+  assert_int_equal(gen_rows(d.db, 1), 0);
+  assert_int_equal(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"max-gen-size\"}"), 1);
+
+  /* A 65th generation open at once: ERROR(LIMIT) and the connection ends. */
+  for (uint64_t i = 0; i < 65; i++) {
+    spec(&s, 15, 100 + i);
+    assert_int_equal(gtc_gen_build(&g, &s), 0);
+    gtc_send_batch(&c, &g, 0);
+    gtc_gen_fini(&g);
+  }
+  expect_closed_with(&d, &c, GTP_E_LIMIT);
+  assert_int_equal(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"open-generations\"}"),
+      1);
+
+  /* Open generations beyond --max-conn-buffer (five of ~63 KiB, none
+   * finished): ERROR(LIMIT), closed. */
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  for (uint64_t i = 0; i < 5; i++) {
+    spec(&s, 15, 200 + i);
+    assert_int_equal(gtc_gen_build_random(&g, &s, 1, (unsigned)i), 0);
+    gtc_send_batch(&c, &g, 0); /* STRINGS */
+    gtc_send_batch(&c, &g, 1); /* EVENTS; CLOCK and GEN_END never come */
+    gtc_gen_fini(&g);
+  }
+  expect_closed_with(&d, &c, GTP_E_LIMIT);
+  assert_true(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"max-conn-buffer\"}") >=
+      1);
+  finish(&d);
+}
+
 /* ---------------------------------------------------------- kill -9 test */
 
 typedef struct sender {
@@ -870,6 +934,8 @@ int main(void) {
           teardown),
       cmocka_unit_test_teardown(
           test_ingest__idle_agent_gets_heartbeats_then_timeout, teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__generation_and_open_limits_are_enforced, teardown),
       cmocka_unit_test_teardown(
           test_ingest__kill9_loses_no_acked_generation_and_resume_is_exact,
           teardown),
