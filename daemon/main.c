@@ -234,6 +234,11 @@ int main(int argc, char **argv) {
   uv_close((uv_handle_t *)&d.sigterm, NULL);
   uv_close((uv_handle_t *)&d.sigint, NULL);
   uv_close((uv_handle_t *)&d.sighup, NULL);
+  /* Closing the handles restored the default actions; a repeated stop
+   * request must not kill us while the store commits what is queued. */
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
 fail_web:
 fail_listen:
   store_close(st);
