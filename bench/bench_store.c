@@ -15,7 +15,7 @@
  *
  * Environment: BENCH_STORE_MB (generation bytes per round, default 512),
  * BENCH_DIR (where the files go, default .; must be a real disk, not tmpfs),
- * BENCH_ROUNDS (default 3), BENCH_ZSTD_LEVEL (default 3, as gentraced). Prints
+ * BENCH_ROUNDS (default 3), BENCH_ZSTD_LEVEL (default 1, as gentraced). Prints
  * one BENCH line (DESIGN.md) plus comment lines with the details; never fails
  * the build.
  */
@@ -190,7 +190,7 @@ static void rm_db(const char *db) {
 }
 
 /* A: returns seconds; *stored gets the compressed bytes written. */
-static int level = 3; /* the daemon's default */
+static int level = 1; /* the daemon's default */
 
 static double run_store(const char *db, const tmpl *t, uint64_t ngens,
                         uint64_t *stored) {

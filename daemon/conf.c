@@ -81,9 +81,12 @@ static const opt opts[] = {
      "(default 64M)."},
     {"max-buffer", OPT_SIZE, O(max_buffer), 4096, 0, "SIZE",
      "Bytes buffered in total before all reads pause (default 512M)."},
-    {"max-frame", OPT_SIZE, O(max_frame), 64, GTP_FRAME_MAX, "SIZE",
+    /* The floor: WELCOME does not announce the frame limit and the reference
+     * agent packs BATCH frames up to 256 KiB, so a lower limit would refuse
+     * every agent. */
+    {"max-frame", OPT_SIZE, O(max_frame), 512u << 10, GTP_FRAME_MAX, "SIZE",
      "Largest frame accepted; a larger one closes the connection "
-     "(default 1M, at most 1M)."},
+     "(default 1M, at least 512K, at most 1M)."},
     {"max-gen-size", OPT_SIZE, O(max_gen_size), 1024, GTP_GEN_MAX_BYTES, "SIZE",
      "Largest generation accepted (default 64M, at most 256M)."},
     {"handshake-timeout", OPT_DURATION, O(handshake_timeout_ns), 1000000, 0,

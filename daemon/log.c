@@ -151,24 +151,48 @@ char *log_quote(char *buf, unsigned size, const char *s) {
   return buf;
 }
 
+/* Appends "ts=... level=..." for lvl at line; returns its length or -1. */
+static int log_prefix(char *line, size_t size, enum log_level lvl) {
+  struct timespec ts;
+  struct tm tm;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  gmtime_r(&ts.tv_sec, &tm);
+  return snprintf(line, size,
+                  "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s",
+                  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                  tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                  level_names[lvl]);
+}
+
+/* Ends the line and writes it with one write(2), so lines never mix. */
+static void log_emit(enum log_level lvl, char *line, size_t len, size_t size) {
+  if (len >= size - 1)
+    len = size - 2;
+  line[len++] = '\n';
+  pthread_mutex_lock(&lock);
+  if (lvl >= min_level) {
+    ssize_t w;
+    do {
+      w = write(log_fd, line, len);
+    } while (w < 0 && errno == EINTR);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
 void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
   char line[LOG_LINE_MAX];
   char qmsg[512];
-  struct timespec ts;
-  struct tm tm;
 
   if (lvl < LOG_DEBUG || lvl > LOG_ERROR)
     lvl = LOG_ERROR;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  int n = snprintf(line, sizeof line,
-                   "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=%s",
-                   tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                   tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[lvl],
-                   log_quote(qmsg, sizeof qmsg, msg));
+  int n = log_prefix(line, sizeof line, lvl);
   if (n < 0)
     return;
   size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  n = snprintf(line + len, sizeof line - len, " msg=%s",
+               log_quote(qmsg, sizeof qmsg, msg));
+  if (n > 0)
+    len += (size_t)n < sizeof line - len ? (size_t)n : sizeof line - len - 1;
   if (fields != NULL && *fields != '\0' && len + 2 < sizeof line) {
     va_list ap;
     line[len++] = ' ';
@@ -178,16 +202,19 @@ void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
     if (n > 0)
       len += (size_t)n < sizeof line - len ? (size_t)n : sizeof line - len - 1;
   }
-  if (len >= sizeof line - 1)
-    len = sizeof line - 2;
-  line[len++] = '\n';
+  log_emit(lvl, line, len, sizeof line);
+}
 
-  pthread_mutex_lock(&lock);
-  if (lvl >= min_level) {
-    ssize_t w;
-    do {
-      w = write(log_fd, line, len);
-    } while (w < 0 && errno == EINTR);
-  }
-  pthread_mutex_unlock(&lock);
+void log_kv(enum log_level lvl, const char *kv) {
+  char line[LOG_LINE_MAX];
+  if (lvl < LOG_DEBUG || lvl > LOG_ERROR)
+    lvl = LOG_ERROR;
+  int n = log_prefix(line, sizeof line, lvl);
+  if (n < 0)
+    return;
+  size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  n = snprintf(line + len, sizeof line - len, " %s", kv ? kv : "");
+  if (n > 0)
+    len += (size_t)n < sizeof line - len ? (size_t)n : sizeof line - len - 1;
+  log_emit(lvl, line, len, sizeof line);
 }

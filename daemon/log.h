@@ -32,6 +32,11 @@ void log_set_level(enum log_level lvl);
 void log_msg(enum log_level lvl, const char *msg, const char *fields, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Writes one line whose body kv is already logfmt ("msg=... k=v"): used by
+ * modules that must not depend on this logger (web/, the store), which hand
+ * their lines over through a callback. */
+void log_kv(enum log_level lvl, const char *kv);
+
 /* Quotes s for a logfmt value into buf (always NUL-terminated, truncated
  * with "..." to fit); returns buf. Plain words are copied unquoted. */
 char *log_quote(char *buf, unsigned size, const char *s);

@@ -270,17 +270,22 @@ static void set_cause(char **cause, const char *fmt, ...) {
 /* The daemon logs logfmt to stderr; only unexpected SQLite failures land
  * here (disk full is reported through store_stats_get instead). */
 static void store_log_error(store *s, const char *what, int rc) {
+  char kv[768];
+  snprintf(kv, sizeof kv, "msg=\"store: %s failed\" db=\"%s\" sqlite=%d err=\"%s\"",
+           what, s->path, rc,
+           s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+  if (s->cfg.log) {
+    s->cfg.log(s->cfg.log_ctx, kv);
+    return;
+  }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
   char when[32];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr,
-          "ts=%s.%03ldZ level=error msg=\"store: %s failed\" db=\"%s\""
-          " sqlite=%d err=\"%s\"\n",
-          when, ts.tv_nsec / 1000000, what, s->path, rc,
-          s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+  fprintf(stderr, "ts=%s.%03ldZ level=error %s\n", when, ts.tv_nsec / 1000000,
+          kv);
 }
 
 /* SQLite result -> the project's error table. */

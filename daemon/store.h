@@ -31,6 +31,10 @@ typedef struct store_config {
   uint32_t batch_max;        /* generations per transaction, default 64 */
   uint32_t test_delay_ms;    /* sleep before each commit (tests: slow store) */
   store_pins *pins;          /* retention never deletes seq >= pinned min */
+  /* Optional: receives one logfmt body ("msg=... k=v") per error line, from
+   * the store thread; NULL = logfmt lines on stderr. */
+  void (*log)(void *ctx, const char *kv);
+  void *log_ctx;
 } store_config;
 
 /* A complete generation handed to the store. Ownership of the struct and

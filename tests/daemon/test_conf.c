@@ -117,7 +117,7 @@ static void test_conf_parse_args__flags_both_forms(void **state) {
   conf_init(&c);
   ARGV("--agent-listen", "127.0.0.1:0", "--http-listen=127.0.0.1:0", "--db",
        "/tmp/x.db", "--retain=7d", "--max-db-size", "10G", "--sync", "full",
-       "--token", "s3cret", "--max-frame", "64K", "--idle-timeout", "5s");
+       "--token", "s3cret", "--max-frame", "512K", "--idle-timeout", "5s");
   assert_int_equal(conf_parse_args(&c, argc, argv, &cause), CONF_RUN);
   assert_null(cause);
   assert_int_equal(c.agent_listen.port, 0);
@@ -127,7 +127,7 @@ static void test_conf_parse_args__flags_both_forms(void **state) {
   assert_int_equal(c.max_db_size, 10ull << 30);
   assert_int_equal(c.sync_full, 1);
   assert_string_equal(c.token, "s3cret");
-  assert_int_equal(c.max_frame, 65536);
+  assert_int_equal(c.max_frame, 524288);
   assert_int_equal(c.idle_timeout_ns, 5000000000ll);
   conf_fini(&c);
 }
@@ -181,6 +181,11 @@ static void test_conf_parse_args__errors_name_the_flag(void **state) {
   {
     ARGV("--max-frame", "2M");
     expect_arg_error("--max-frame: 2M is out of range", argc, argv);
+  }
+  {
+    /* Below the agent's BATCH frame size every agent would be refused. */
+    ARGV("--max-frame", "64K");
+    expect_arg_error("--max-frame: 64K is out of range", argc, argv);
   }
   {
     ARGV("stray");

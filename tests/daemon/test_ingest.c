@@ -319,7 +319,7 @@ static void
 test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
   gtd d;
   const char *args[] = {"--token", "s3cret",      "--handshake-timeout",
-                        "1s",      "--max-frame", "64K",
+                        "1s",      "--max-frame", "512K",
                         NULL};
   start(&d, args, NULL);
   good gd;
@@ -343,7 +343,7 @@ test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
   /* A frame announcing more than --max-frame: ERROR TOOBIG, closed. */
   assert_int_equal(gtc_connect(&h, d.agent_port), 0);
   uint8_t hdr[GTP_FRAME_HEADER_SIZE];
-  gtp_frame_header_put(hdr, GTP_FR_HELLO, 64 * 1024 + 1);
+  gtp_frame_header_put(hdr, GTP_FR_HELLO, 512 * 1024 + 1);
   assert_int_equal(gtc_send_raw(&h, hdr, sizeof hdr), 0);
   expect_closed_with(&d, &h, GTP_E_TOOBIG);
   good_send_one(&gd);
