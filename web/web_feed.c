@@ -108,8 +108,28 @@ enum MHD_Result web_feed(web_req *r) {
   web_server *w = r->w;
   uint64_t after = 0, limit = WEB_FEED_LIMIT_DEFAULT, wait_s = 0;
   const char *wv = web_arg(r, "wait");
-  if (web_arg_u64(r, "after", 0, INT64_MAX, &after) < 0 ||
-      web_arg_u64(r, "limit", 1, WEB_FEED_LIMIT_MAX, &limit) < 0)
+  const char *av = web_arg(r, "after");
+  if (av && strcmp(av, "latest") == 0) {
+    /* A dashboard that wants only what commits from now on starts here
+     * instead of paging through everything retained. */
+    store_reader *sr;
+    int64_t max = 0;
+    int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
+    if (rc == 0) {
+      rc = store_read_max_seq(sr, &max);
+      readpool_put(w->pool, sr);
+    }
+    if (rc == GTP_E_LIMIT)
+      return web_error(r, 503, "overloaded",
+                       "every database reader is busy; retry shortly");
+    if (rc < 0)
+      return web_error(r, 500, "internal", "reading the feed failed: %s",
+                       gtp_strerror(rc));
+    after = (uint64_t)max;
+  } else if (web_arg_u64(r, "after", 0, INT64_MAX, &after) < 0) {
+    return r->ret;
+  }
+  if (web_arg_u64(r, "limit", 1, WEB_FEED_LIMIT_MAX, &limit) < 0)
     return r->ret;
   if (wv) {
     /* Seconds as an integer, or a duration (30s, 500ms). */

@@ -735,6 +735,21 @@ static void test_feed__long_poll_answers_soon_after_a_commit(void **state) {
   wt_resp_free(&a.r);
 }
 
+static void test_feed__after_latest_starts_at_the_newest_commit(void **state) {
+  char items[4096], cursor[32];
+  feed_all(1000, items, sizeof items, cursor, sizeof cursor);
+  wt_resp r;
+  get("/v1/feed?after=latest", &r);
+  assert_int_equal(r.status, 200);
+  char expr[128];
+  snprintf(expr, sizeof expr, "d=={'generations':[],'cursor':'%s'}", cursor);
+  assert_py(&r, expr);
+  wt_resp_free(&r);
+  get("/v1/feed?after=newest", &r);
+  assert_int_equal(r.status, 400);
+  wt_resp_free(&r);
+}
+
 static uint16_t stop_port;
 static void *poll_stop_thread(void *p) {
   wt_resp *r = p;
@@ -886,6 +901,7 @@ int main(void) {
       cmocka_unit_test(test_auth__read_token_guards_the_api),
       cmocka_unit_test(test_feed__pages_never_repeat_or_skip),
       cmocka_unit_test(test_feed__long_poll_answers_soon_after_a_commit),
+      cmocka_unit_test(test_feed__after_latest_starts_at_the_newest_commit),
       cmocka_unit_test(test_feed__stop_ends_waiting_polls_at_once),
       cmocka_unit_test(test_trace__stalled_download_pins_and_skips_deleted),
   };
