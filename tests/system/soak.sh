@@ -7,11 +7,13 @@
 # (1,000 events/s each, services svc0..svc4, "hosts" h0..h9 as tags), the
 # rest demo services. Every minute hostile clients attack both ports for 5 s
 # (their lines are warnings, not errors). The daemon's RSS and open fds are
-# sampled every 10 s; "start" is taken after a warm-up (a tenth of the run,
-# at most 60 s: SQLite's page cache and the agents' first connections settle
-# there). At the end every emitter must satisfy the exact ledger identity,
-# RSS must end within 25% + 16 MiB of its start and fds within 8 of theirs,
-# and the log must hold no error-level line.
+# sampled every 10 s; "start" is the sample at half the run: the first half
+# is warm-up (measured here: gentraced's RSS climbs for about 4 minutes
+# under 50 agents, as SQLite's caches, zstd contexts and the malloc arenas of
+# its threads fill, then levels off). At the end every emitter must satisfy
+# the exact ledger identity, RSS must end within 10% + 8 MiB of the
+# half-way sample and fds within 8 of theirs, and the log must hold no
+# error-level line. The second half's RSS slope is reported (kB/min).
 . "$(dirname "$0")/lib.sh"
 skip_unless curl sqlite3 bc "$PY" "$GENTRACED" "$GENTRACE" "$DEMO" "$EMITTER"
 
@@ -24,8 +26,7 @@ case $dur in
 *) SECS=$dur ;;
 esac
 [ "$SECS" -ge 20 ] 2>/dev/null || die "DURATION must be at least 20s (got $dur)"
-WARM=$((SECS / 10))
-[ $WARM -gt 60 ] && WARM=60
+WARM=$((SECS / 2))
 export PERIOD_MS=1000
 DB=$T/soak.db
 
@@ -73,10 +74,14 @@ check "db: no (session, gen) stored twice" 0 "$(sql "$DB" \
 	 FROM generations)) FROM generations")"
 check "soak: hostile runs all ended as expected" 0 \
 	"$(cat "$T/hostile.out" 2>/dev/null | grep -c '^HOSTILE-PROBLEM')"
-info "soak: daemon RSS kB start/end/max after warm-up" "$rss0/$rss1/$rmax"
-info "soak: daemon fds start/end" "$fd0/$fd1"
-check "soak: RSS flat (end <= 1.25 x start + 16 MiB)" 1 \
-	"$([ "$rss1" -le $((rss0 * 5 / 4 + 16384)) ] && echo 1 || echo 0)"
+info "soak: daemon RSS kB half-way/end/max after" "$rss0/$rss1/$rmax"
+info "soak: daemon fds half-way/end" "$fd0/$fd1"
+slope=$(awk -v w="$WARM" '$1 >= w { if (t0 == "") { t0 = $1; r0 = $2 } t1 = $1; r1 = $2 }
+	END { if (t1 > t0) printf "%.0f", (r1 - r0) * 60 / (t1 - t0); else print 0 }' "$SAMPLES")
+info "soak: RSS slope over the second half (kB/min)" "$slope"
+info "soak: RSS kB at 0s/warm-up/end" "$(head -n 1 "$SAMPLES" | cut -d' ' -f2)/$rss0/$rss1"
+check "soak: RSS flat (end <= 1.10 x half-way + 8 MiB)" 1 \
+	"$([ "$rss1" -le $((rss0 * 11 / 10 + 8192)) ] && echo 1 || echo 0)"
 check "soak: fds flat (end <= start + 8)" 1 \
 	"$([ "$fd1" -le $((fd0 + 8)) ] && echo 1 || echo 0)"
 stop_daemon
