@@ -158,11 +158,12 @@ sql() {
 }
 
 # start_emitter NAME SERVICE HOST RATE SPOOL_MB THREADS: an exact-count
-# emitter at RATE events/s for up to 20 minutes; stopped by stop_emitters.
+# emitter at RATE events/s for up to 20 minutes; stopped by stop_agents.
+# EMIT_ADDR overrides GENTRACE_ADDR (default: the daemon's agent address).
 EMITTERS=""
 start_emitter() {
 	local name=$1 svc=$2 host=$3 rate=$4 spool=$5 threads=$6
-	GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=$svc \
+	GENTRACE_ADDR=${EMIT_ADDR:-$AGENT} GENTRACE_SERVICE=$svc \
 		GENTRACE_TAGS="host=$host,emitter=$name" GENTRACE_PERIOD_MS=${PERIOD_MS:-250} \
 		GENTRACE_SPOOL_MB=$spool GENTRACE_FLUSH_MS=10000 \
 		"$EMITTER" --events $((rate * 1200)) --seconds 1200 --threads "$threads" \

@@ -6,7 +6,8 @@
 # Scenario A, one database, agents streaming the whole time:
 #   emitters (exact counts, tests/system/emitter) of several services and
 #   "hosts" (GENTRACE_TAGS host=...), in two groups: "n" with the default
-#   spool, "s" with GENTRACE_SPOOL_MB=1 at a higher rate; plus demo services.
+#   spool, "s" with GENTRACE_SPOOL_MB=1 at a higher rate and a GENTRACE_ADDR
+#   failover list whose first address refuses; plus demo services.
 #   1. steady streaming
 #   2. kill -9 of gentraced, integrity_check, restart on the same ports and db
 #   3. steady streaming
@@ -62,8 +63,10 @@ for svc in $NSVC; do
 		start_emitter "n$i" "$svc" "$h" "$N_RATE" 64 3
 	done
 done
-start_emitter s1 ingest h1 "$S_RATE" 1 2
-start_emitter s2 ingest h2 "$S_RATE" 1 2
+# The s group also gets a failover list whose first address refuses (port 1
+# on loopback): every (re)connect must fall over to the daemon.
+EMIT_ADDR="127.0.0.1:1,$AGENT" start_emitter s1 ingest h1 "$S_RATE" 1 2
+EMIT_ADDR="127.0.0.1:1,$AGENT" start_emitter s2 ingest h2 "$S_RATE" 1 2
 for j in $(seq 1 $NDEMO); do start_demo "demo$j" shop "h$j"; done
 
 committed() { metric gentrace_generations_committed_total; }
@@ -174,7 +177,11 @@ for n in $EMITTERS; do
 	case $n in
 	n*) check "emitter $n (default spool): nothing lost" 0/0 \
 		"$ACC_DROPPED/$ACC_EVICTED" ;;
-	s*) check_ge "emitter $n (1 MiB spool): eviction in the ledger" 1 "$ACC_EVICTED" ;;
+	s*) check_ge "emitter $n (1 MiB spool): eviction in the ledger" 1 "$ACC_EVICTED"
+		# d1, d2 (after kill -9), d3 (after the outage), d4, d5: one
+		# handshake each through the failover list.
+		check_ge "emitter $n (failover list): reconnected to each daemon" 5 \
+			"$(kv "$T/em-$n.out" connects)" ;;
 	esac
 done
 for n in $DEMOS; do check_demo "$n" "$DB"; done
