@@ -36,12 +36,34 @@ typedef struct cli_input {
 int cli_input_open(cli_input *in, const char *name);
 void cli_input_close(cli_input *in);
 
-/* Decodes every event of g (the reader validates the manifest, not the
- * events). Returns 0, or the first error with *err_off set to the input
- * offset of the event (or generation) that failed; data is the input g
- * was parsed from. */
-int cli_gen_check_events(const gtp_gen *g, const uint8_t *data,
-                         size_t *err_off);
+/* Decodes every event of g in batch order (the reader validates the
+ * manifest, not the events). fn, if not NULL, is called with ev NULL at the
+ * start of each batch, then with each event of it. Returns 0, or the first
+ * error with *err_off set to the input offset of the event (or generation)
+ * that failed; data is the input g was parsed from. */
+typedef void cli_event_fn(void *ctx, const gtp_event *ev);
+int cli_gen_events(const gtp_gen *g, const uint8_t *data, size_t *err_off,
+                   cli_event_fn *fn, void *ctx);
+
+/* What a cli_gen_fn returns besides 0 (go on) and a negative code from
+ * gtp_error.h (bad input at *err_off, printed by cli_each_gen). */
+enum {
+  CLI_EACH_STOP = 1,    /* stop early, not an error */
+  CLI_EACH_REPORTED = 2 /* failed, and the callback already said why (or
+                           leaves it to cli_output_close) */
+};
+/* Called for one generation; *err_off holds the input offset where the
+ * generation starts and may be moved to the event that failed. */
+typedef int cli_gen_fn(void *ctx, const cli_input *in, const gtp_gen *g,
+                       size_t *err_off);
+
+/* Walks every generation of in, in file order, calling fn for each and
+ * finalizing it afterwards (fn must not keep pointers into g's tables;
+ * strings borrowed from in->data are fine). A reader error or a negative
+ * return of fn is printed as "gentrace: NAME: offset N: problem", so every
+ * subcommand reports a damaged input the same way. Returns 0 (all walked,
+ * or CLI_EACH_STOP), the negative code, or CLI_EACH_REPORTED. */
+int cli_each_gen(const cli_input *in, cli_gen_fn *fn, void *ctx);
 
 /* Prints "gentrace: NAME: offset N: problem" for a decode error. */
 void cli_bad_input(const char *name, size_t offset, int code);

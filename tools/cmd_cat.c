@@ -46,6 +46,44 @@ static int by_time(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* What cat gathers from every input: one ref per generation. */
+typedef struct cat_ctx {
+  gen_ref *refs;
+  size_t nrefs, cap;
+  size_t input; /* index of the input being read */
+} cat_ctx;
+
+static int cat_gen(void *ctx, const cli_input *in, const gtp_gen *g,
+                   size_t *err_off) {
+  cat_ctx *c = ctx;
+  /* cat promises a valid file, and the reader checks the manifest but not
+   * the events inside the batches. */
+  int rc = cli_gen_events(g, in->data, err_off, NULL, NULL);
+  if (rc < 0)
+    return rc;
+  if (c->nrefs == c->cap) {
+    size_t nc = c->cap ? c->cap * 2 : 64;
+    gen_ref *nr = realloc(c->refs, nc * sizeof *nr);
+    if (!nr) {
+      fprintf(stderr, "gentrace: out of memory\n");
+      return CLI_EACH_REPORTED;
+    }
+    c->refs = nr;
+    c->cap = nc;
+  }
+  gen_ref *ref = &c->refs[c->nrefs];
+  ref->start_ns = gtp_gen_wall_ns(g, g->clock.start_ticks);
+  memcpy(ref->session, g->start.session, 16);
+  ref->gen = g->start.gen;
+  ref->input = c->input;
+  ref->offset = (size_t)(g->base - in->data);
+  ref->size = g->size;
+  ref->order = c->nrefs;
+  ref->dup = false;
+  c->nrefs++;
+  return 0;
+}
+
 int cmd_cat(int argc, char **argv) {
   cli_opts opt;
   if (cli_parse("cat", argc, argv, 0, &opt))
@@ -69,9 +107,9 @@ int cmd_cat(int argc, char **argv) {
     return CLI_USAGE;
   }
 
-  int status = CLI_BAD_INPUT, rc;
-  size_t nin = 0, nrefs = 0, cap = 0;
-  gen_ref *refs = NULL;
+  int status = CLI_BAD_INPUT;
+  size_t nin = 0;
+  cat_ctx c = {0};
   cli_input *ins = calloc((size_t)opt.nargs, sizeof *ins);
   cli_output *o = malloc(sizeof *o);
   if (!ins || !o) {
@@ -79,64 +117,18 @@ int cmd_cat(int argc, char **argv) {
     goto out;
   }
   for (; nin < (size_t)opt.nargs; nin++) {
-    cli_input *in = &ins[nin];
-    if (cli_input_open(in, opt.args[nin]))
+    if (cli_input_open(&ins[nin], opt.args[nin]))
       goto out;
-    gtp_file_reader r;
-    rc = gtp_file_reader_init(&r, in->data, in->len);
-    if (rc < 0) {
-      cli_bad_input(in->name, 0, rc);
-      nin++;
+    c.input = nin;
+    if (cli_each_gen(&ins[nin], cat_gen, &c)) {
+      nin++; /* opened: closed at out */
       goto out;
-    }
-    for (;;) {
-      gtp_gen g;
-      size_t at = r.offset;
-      rc = gtp_file_reader_next(&r, &g);
-      if (rc == 0)
-        break;
-      if (rc < 0) {
-        cli_bad_input(in->name, r.offset, rc);
-        nin++;
-        goto out;
-      }
-      size_t err_off = at;
-      /* cat promises a valid file, and the reader checks the manifest but
-       * not the events inside the batches. */
-      rc = cli_gen_check_events(&g, in->data, &err_off);
-      if (rc < 0) {
-        gtp_gen_fini(&g);
-        cli_bad_input(in->name, err_off, rc);
-        nin++;
-        goto out;
-      }
-      if (nrefs == cap) {
-        size_t nc = cap ? cap * 2 : 64;
-        gen_ref *nr = realloc(refs, nc * sizeof *nr);
-        if (!nr) {
-          gtp_gen_fini(&g);
-          fprintf(stderr, "gentrace: out of memory\n");
-          nin++;
-          goto out;
-        }
-        refs = nr;
-        cap = nc;
-      }
-      gen_ref *ref = &refs[nrefs];
-      ref->start_ns = gtp_gen_wall_ns(&g, g.clock.start_ticks);
-      memcpy(ref->session, g.start.session, 16);
-      ref->gen = g.start.gen;
-      ref->input = nin;
-      ref->offset = (size_t)(g.base - in->data);
-      ref->size = g.size;
-      ref->order = nrefs;
-      ref->dup = false;
-      nrefs++;
-      gtp_gen_fini(&g);
     }
   }
 
   /* Duplicates: same (session, gen); the copy met first is kept. */
+  gen_ref *refs = c.refs;
+  size_t nrefs = c.nrefs;
   if (nrefs)
     qsort(refs, nrefs, sizeof *refs, by_identity);
   for (size_t i = 1; i < nrefs; i++)
@@ -165,7 +157,7 @@ out:
     cli_input_close(&ins[i]);
   free(ins);
   free(o);
-  free(refs);
+  free(c.refs);
   cli_opts_free(&opt);
   return status;
 }

@@ -10,6 +10,25 @@
 #include "chrome.h"
 #include "cli.h"
 
+typedef struct convert_ctx {
+  gtp_chrome *ch;
+  cli_output *o;
+} convert_ctx;
+
+static int convert_gen(void *ctx, const cli_input *in, const gtp_gen *g,
+                       size_t *err_off) {
+  convert_ctx *c = ctx;
+  int rc = gtp_chrome_gen(c->ch, g);
+  if (rc >= 0)
+    return 0;
+  if (c->o->err)
+    return CLI_EACH_REPORTED; /* an output error is reported by close */
+  /* The writer does not say where; on this error path only, decode again
+   * to name the event that failed. */
+  int rc2 = cli_gen_events(g, in->data, err_off, NULL, NULL);
+  return rc2 < 0 ? rc2 : rc;
+}
+
 int cmd_convert(int argc, char **argv) {
   cli_opts opt;
   if (cli_parse("convert", argc, argv, CLI_F_TO, &opt))
@@ -46,34 +65,9 @@ int cmd_convert(int argc, char **argv) {
     goto done;
   }
 
-  gtp_file_reader r;
-  rc = gtp_file_reader_init(&r, in.data, in.len);
-  if (rc < 0) {
-    cli_bad_input(in.name, 0, rc);
+  convert_ctx c = {ch, o};
+  if (cli_each_gen(&in, convert_gen, &c))
     goto done;
-  }
-  for (;;) {
-    gtp_gen g;
-    size_t at = r.offset;
-    rc = gtp_file_reader_next(&r, &g);
-    if (rc == 0)
-      break;
-    if (rc < 0) {
-      cli_bad_input(in.name, r.offset, rc);
-      goto done;
-    }
-    rc = gtp_chrome_gen(ch, &g);
-    if (rc < 0 && !o->err) {
-      /* The writer does not say where; on this error path only, decode
-       * again to name the event that failed. */
-      size_t err_off = at;
-      int rc2 = cli_gen_check_events(&g, in.data, &err_off);
-      cli_bad_input(in.name, err_off, rc2 < 0 ? rc2 : rc);
-    }
-    gtp_gen_fini(&g);
-    if (rc < 0)
-      goto done; /* an output error is reported by close */
-  }
   rc = gtp_chrome_end(ch);
   if (rc < 0 && !o->err) {
     fprintf(stderr, "gentrace: %s: %s\n", in.name, gtp_strerror(rc));

@@ -207,6 +207,15 @@ out:
   return rc;
 }
 
+static int dump_each(void *ctx, const cli_input *in, const gtp_gen *g,
+                     size_t *err_off) {
+  cli_output *o = ctx;
+  int rc = dump_gen(o, in, g, err_off);
+  if (rc < 0)
+    return rc;
+  return o->err ? CLI_EACH_STOP : 0; /* an output error is reported by close */
+}
+
 int cmd_dump(int argc, char **argv) {
   cli_opts opt;
   if (cli_parse("dump", argc, argv, 0, &opt))
@@ -231,32 +240,8 @@ int cmd_dump(int argc, char **argv) {
   if (cli_output_open(o, opt.out))
     goto fail_output;
 
-  gtp_file_reader r;
-  int rc = gtp_file_reader_init(&r, in.data, in.len);
-  if (rc < 0) {
-    cli_bad_input(in.name, 0, rc);
+  if (cli_each_gen(&in, dump_each, o))
     goto done;
-  }
-  for (;;) {
-    gtp_gen g;
-    size_t at = r.offset;
-    rc = gtp_file_reader_next(&r, &g);
-    if (rc == 0)
-      break;
-    if (rc < 0) {
-      cli_bad_input(in.name, r.offset, rc);
-      goto done;
-    }
-    size_t err_off = at;
-    rc = dump_gen(o, &in, &g, &err_off);
-    gtp_gen_fini(&g);
-    if (rc < 0) {
-      cli_bad_input(in.name, err_off, rc);
-      goto done;
-    }
-    if (o->err)
-      break; /* reported by close */
-  }
   status = CLI_OK;
 done:
   if (cli_output_close(o, status == CLI_OK))

@@ -50,6 +50,19 @@ static void counts_add(counts *to, const counts *c, bool first) {
     to->end_ns = c->end_ns;
 }
 
+static void count_event(void *ctx, const gtp_event *ev) {
+  counts *c = ctx;
+  if (!ev) {
+    c->batches++;
+    return;
+  }
+  c->events++;
+  if (ev->type < GTP_EV_COUNT_)
+    c->kinds[ev->type]++;
+  if (ev->type == GTP_EV_LOST)
+    c->lost_marked += ev->args[0];
+}
+
 /* Counts one generation's events; a decode error sets *err_off. */
 static int gen_count(const cli_input *in, const gtp_gen *g, counts *c,
                      size_t *err_off) {
@@ -60,32 +73,7 @@ static int gen_count(const cli_input *in, const gtp_gen *g, counts *c,
   c->dropped = g->end.dropped;
   c->evicted = g->end.evicted;
   c->rejected = g->end.rejected;
-  size_t cursor = 0;
-  gtp_batch b;
-  int rc;
-  while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
-    gtp_event_iter it;
-    gtp_event ev;
-    c->batches++;
-    gtp_event_iter_init(&it, &b);
-    for (;;) {
-      const uint8_t *at = it.p;
-      rc = gtp_event_next(&it, &ev);
-      if (rc == 0)
-        break;
-      if (rc < 0) {
-        *err_off = (size_t)(at - in->data);
-        return rc;
-      }
-      c->events++;
-      if (ev.type < GTP_EV_COUNT_)
-        c->kinds[ev.type]++;
-      if (ev.type == GTP_EV_LOST)
-        c->lost_marked += ev.args[0];
-    }
-  }
-  if (rc < 0)
-    *err_off = (size_t)(g->base - in->data);
+  int rc = cli_gen_events(g, in->data, err_off, count_event, c);
   return rc < 0 ? rc : 0;
 }
 
@@ -255,6 +243,41 @@ static void print_json(cli_output *o, sess_stat *ss, size_t n,
   cli_output_puts(o, "}}\n");
 }
 
+/* Everything stat gathers before it prints. */
+typedef struct stat_ctx {
+  sess_stat *ss;
+  size_t nss, capss, ngens;
+  counts tot;
+} stat_ctx;
+
+static int stat_gen(void *ctx, const cli_input *in, const gtp_gen *g,
+                    size_t *err_off) {
+  stat_ctx *st = ctx;
+  gen_stat gs = {.gen = g->start.gen};
+  int rc = gen_count(in, g, &gs.c, err_off);
+  if (rc < 0)
+    return rc;
+  sess_stat *s = sess_get(&st->ss, &st->nss, &st->capss, g);
+  if (!s)
+    goto oom;
+  if (s->ngens == s->cap) {
+    size_t nc = s->cap ? s->cap * 2 : 16;
+    gen_stat *ng = realloc(s->gens, nc * sizeof *ng);
+    if (!ng)
+      goto oom;
+    s->gens = ng;
+    s->cap = nc;
+  }
+  s->gens[s->ngens++] = gs;
+  counts_add(&s->c, &gs.c, s->ngens == 1);
+  counts_add(&st->tot, &gs.c, st->ngens == 0);
+  st->ngens++;
+  return 0;
+oom:
+  fprintf(stderr, "gentrace: %s: %s\n", in->name, gtp_strerror(-ENOMEM));
+  return CLI_EACH_REPORTED;
+}
+
 int cmd_stat(int argc, char **argv) {
   cli_opts opt;
   if (cli_parse("stat", argc, argv, CLI_F_JSON, &opt))
@@ -269,75 +292,30 @@ int cmd_stat(int argc, char **argv) {
     cli_opts_free(&opt);
     return CLI_USAGE;
   }
-  int status = CLI_BAD_INPUT, rc;
-  sess_stat *ss = NULL;
-  size_t nss = 0, capss = 0, ngens = 0;
-  counts tot;
-  memset(&tot, 0, sizeof tot);
+  int status = CLI_BAD_INPUT;
+  stat_ctx st = {0};
   cli_input in;
   cli_output *o = malloc(sizeof *o);
   if (!o)
     goto fail_alloc;
   if (cli_input_open(&in, opt.args[0]))
     goto fail_input;
-
-  gtp_file_reader r;
-  rc = gtp_file_reader_init(&r, in.data, in.len);
-  if (rc < 0) {
-    cli_bad_input(in.name, 0, rc);
+  if (cli_each_gen(&in, stat_gen, &st))
     goto fail_read;
-  }
-  for (;;) {
-    gtp_gen g;
-    size_t at = r.offset;
-    rc = gtp_file_reader_next(&r, &g);
-    if (rc == 0)
-      break;
-    if (rc < 0) {
-      cli_bad_input(in.name, r.offset, rc);
-      goto fail_read;
-    }
-    gen_stat gs = {.gen = g.start.gen};
-    size_t err_off = at;
-    rc = gen_count(&in, &g, &gs.c, &err_off);
-    sess_stat *s = rc < 0 ? NULL : sess_get(&ss, &nss, &capss, &g);
-    gtp_gen_fini(&g);
-    if (rc < 0) {
-      cli_bad_input(in.name, err_off, rc);
-      goto fail_read;
-    }
-    if (!s)
-      goto fail_oom;
-    if (s->ngens == s->cap) {
-      size_t nc = s->cap ? s->cap * 2 : 16;
-      gen_stat *ng = realloc(s->gens, nc * sizeof *ng);
-      if (!ng)
-        goto fail_oom;
-      s->gens = ng;
-      s->cap = nc;
-    }
-    s->gens[s->ngens++] = gs;
-    counts_add(&s->c, &gs.c, s->ngens == 1);
-    counts_add(&tot, &gs.c, ngens == 0);
-    ngens++;
-  }
 
   if (cli_output_open(o, opt.out))
     goto fail_read;
   if (opt.json)
-    print_json(o, ss, nss, &tot, ngens);
+    print_json(o, st.ss, st.nss, &st.tot, st.ngens);
   else
-    print_text(o, ss, nss, &tot, ngens);
+    print_text(o, st.ss, st.nss, &st.tot, st.ngens);
   status = cli_output_close(o, true) ? CLI_BAD_INPUT : CLI_OK;
-  goto fail_read;
 
-fail_oom:
-  fprintf(stderr, "gentrace: %s: %s\n", in.name, gtp_strerror(-ENOMEM));
 fail_read:
   /* Session identities borrow from the input: free them before it. */
-  for (size_t i = 0; i < nss; i++)
-    free(ss[i].gens);
-  free(ss);
+  for (size_t i = 0; i < st.nss; i++)
+    free(st.ss[i].gens);
+  free(st.ss);
   cli_input_close(&in);
 fail_input:
   free(o);

@@ -126,14 +126,16 @@ void cli_bad_input(const char *name, size_t offset, int code) {
           gtp_strerror(code));
 }
 
-int cli_gen_check_events(const gtp_gen *g, const uint8_t *data,
-                         size_t *err_off) {
+int cli_gen_events(const gtp_gen *g, const uint8_t *data, size_t *err_off,
+                   cli_event_fn *fn, void *ctx) {
   size_t cursor = 0;
   gtp_batch b;
   int rc;
   while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
     gtp_event_iter it;
     gtp_event ev;
+    if (fn)
+      fn(ctx, NULL);
     gtp_event_iter_init(&it, &b);
     for (;;) {
       const uint8_t *at = it.p;
@@ -144,9 +146,42 @@ int cli_gen_check_events(const gtp_gen *g, const uint8_t *data,
         *err_off = (size_t)(at - data);
         return rc;
       }
+      if (fn)
+        fn(ctx, &ev);
     }
   }
   if (rc < 0)
     *err_off = (size_t)(g->base - data);
   return rc;
+}
+
+int cli_each_gen(const cli_input *in, cli_gen_fn *fn, void *ctx) {
+  gtp_file_reader r;
+  int rc = gtp_file_reader_init(&r, in->data, in->len);
+  if (rc < 0) {
+    cli_bad_input(in->name, 0, rc);
+    return rc;
+  }
+  for (;;) {
+    gtp_gen g;
+    /* Where this generation starts: the offset a callback's error is
+     * reported at unless it names the failing event. */
+    size_t err_off = r.offset;
+    rc = gtp_file_reader_next(&r, &g);
+    if (rc == 0)
+      return 0;
+    if (rc < 0) {
+      /* The reader leaves its offset at the record it could not read. */
+      cli_bad_input(in->name, r.offset, rc);
+      return rc;
+    }
+    rc = fn(ctx, in, &g, &err_off);
+    gtp_gen_fini(&g);
+    if (rc < 0)
+      cli_bad_input(in->name, err_off, rc);
+    if (rc == CLI_EACH_STOP)
+      return 0;
+    if (rc)
+      return rc;
+  }
 }
