@@ -203,10 +203,7 @@ static void ch_elem(gtp_chrome *c) {
 
 /* -------------------------------------------------------- JSON escape */
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if the bytes there
- * are not one: overlong forms, surrogates and code points past U+10FFFF are
- * invalid (RFC 3629), as are truncated sequences. */
-static size_t utf8_seq(const uint8_t *p, size_t n, uint32_t *cp) {
+size_t gtp_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp) {
   uint8_t b = p[0];
   size_t need;
   uint32_t v, min;
@@ -254,7 +251,7 @@ int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n) {
       memcpy(esc, "\\u00", 4);
       esc[4] = hexd[*p >> 4], esc[5] = hexd[*p & 15], elen = 6;
     } else {
-      adv = utf8_seq(p, (size_t)(end - p), &cp);
+      adv = gtp_utf8_seq(p, (size_t)(end - p), &cp);
       if (adv == 0) {
         /* One replacement per bad byte: simple, and resynchronises at the
          * next byte that can start a sequence. */

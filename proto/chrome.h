@@ -54,6 +54,12 @@ void gtp_chrome_free(gtp_chrome *c);
  * web/ for JSON answers. Returns 0 or the sink's error. */
 int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n);
 
+/* Length of the valid UTF-8 sequence at p (1..4, n > 0) with its code point
+ * in *cp, or 0 if the bytes there are not one: overlong forms, surrogates,
+ * code points past U+10FFFF and truncated sequences are invalid (RFC 3629).
+ * The one decoder behind JSON escaping and the CLI's text escaping. */
+size_t gtp_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp);
+
 #ifdef __cplusplus
 }
 #endif

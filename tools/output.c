@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chrome.h"
 #include "cli.h"
 
 int cli_output_open(cli_output *o, const char *path) {
@@ -168,28 +169,12 @@ void cli_rfc3339(int64_t ns, char out[40]) {
   snprintf(out + n, 40 - n, ".%09lldZ", (long long)frac);
 }
 
-/* Length of a valid UTF-8 sequence at p that is not a C1 control, or 0. */
+/* Length of a valid UTF-8 sequence at p that is not a C1 control
+ * (U+0080..U+009F: terminals act on them), or 0. */
 static size_t utf8_ok(const unsigned char *p, size_t n) {
-  size_t need;
-  uint32_t v, min;
-  if (p[0] >= 0xc2 && p[0] <= 0xdf)
-    need = 2, v = p[0] & 0x1f, min = 0xa0; /* 0x80-0x9f: C1 controls */
-  else if (p[0] >= 0xe0 && p[0] <= 0xef)
-    need = 3, v = p[0] & 0x0f, min = 0x800;
-  else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-    need = 4, v = p[0] & 0x07, min = 0x10000;
-  else
-    return 0;
-  if (n < need)
-    return 0;
-  for (size_t i = 1; i < need; i++) {
-    if ((p[i] & 0xc0) != 0x80)
-      return 0;
-    v = v << 6 | (p[i] & 0x3f);
-  }
-  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-    return 0;
-  return need;
+  uint32_t cp;
+  size_t k = gtp_utf8_seq(p, n, &cp);
+  return k && cp >= 0xa0 ? k : 0;
 }
 
 void cli_output_escaped(cli_output *o, const char *s, size_t n, bool quote) {
