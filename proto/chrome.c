@@ -729,7 +729,7 @@ int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
   return ch_flush(c) ? c->err : 0;
 }
 
-static void ch_rfc3339(gtp_chrome *c, int64_t ns) {
+size_t gtp_rfc3339(int64_t ns, char out[40]) {
   int64_t sec = ns / 1000000000, frac = ns % 1000000000;
   if (frac < 0) {
     frac += 1000000000;
@@ -737,14 +737,20 @@ static void ch_rfc3339(gtp_chrome *c, int64_t ns) {
   }
   time_t t = (time_t)sec;
   struct tm tm;
-  char b[64];
-  if (!gmtime_r(&t, &tm)) {
-    ch_puts(c, "\"\"");
-    return;
-  }
-  size_t n = strftime(b, sizeof b, "\"%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(b + n, sizeof b - n, ".%09lldZ\"", (long long)frac);
-  ch_puts(c, b);
+  out[0] = '\0';
+  if (!gmtime_r(&t, &tm))
+    return 0;
+  size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+  int m = snprintf(out + n, 40 - n, ".%09lldZ", (long long)frac);
+  return n + (m > 0 ? (size_t)m : 0);
+}
+
+static void ch_rfc3339(gtp_chrome *c, int64_t ns) {
+  char b[40];
+  size_t n = gtp_rfc3339(ns, b);
+  ch_put(c, "\"", 1);
+  ch_put(c, b, n);
+  ch_put(c, "\"", 1);
 }
 
 int gtp_chrome_end(gtp_chrome *c) {

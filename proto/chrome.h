@@ -60,6 +60,12 @@ int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n);
  * The one decoder behind JSON escaping and the CLI's text escaping. */
 size_t gtp_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp);
 
+/* Formats unix_ns as RFC 3339 UTC with nanoseconds,
+ * "2026-11-22T03:04:05.123456789Z" (30 chars + NUL; every int64_t fits).
+ * Returns the length, or 0 with out "" if the time cannot be broken down;
+ * the caller decides what stands in for it. */
+size_t gtp_rfc3339(int64_t unix_ns, char out[40]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,7 +97,8 @@ int cli_output_sink(void *ctx, const void *p, size_t n);
 
 /* -------------------------------------------------------------- misc */
 
-/* "2026-11-22T03:04:05.123456789Z" (31 chars + NUL). */
+/* "2026-11-22T03:04:05.123456789Z" (30 chars + NUL) through gtp_rfc3339;
+ * "@NS" for a time gmtime cannot break down. */
 void cli_rfc3339(int64_t unix_ns, char out[40]);
 
 /* Escapes bytes for one-line text output: backslash, tab, newline, CR and

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "chrome.h"
@@ -154,19 +153,8 @@ int cli_output_close(cli_output *o, bool ok) {
 }
 
 void cli_rfc3339(int64_t ns, char out[40]) {
-  int64_t sec = ns / 1000000000, frac = ns % 1000000000;
-  if (frac < 0) {
-    frac += 1000000000;
-    sec--;
-  }
-  time_t t = (time_t)sec;
-  struct tm tm;
-  if (!gmtime_r(&t, &tm)) {
+  if (!gtp_rfc3339(ns, out))
     snprintf(out, 40, "@%lld", (long long)ns);
-    return;
-  }
-  size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out + n, 40 - n, ".%09lldZ", (long long)frac);
 }
 
 /* Length of a valid UTF-8 sequence at p that is not a C1 control
