@@ -94,7 +94,12 @@
 #define STACK_PCS (256u << 10)
 #define STACK_DEPTH 64
 /* Size cut: a generation is cut early once its buffers pass this, below the
- * daemon's default maximum generation size. */
+ * daemon's default maximum generation size. The effective cut is also at
+ * most half the buffer pool (A.cut_bytes): full buffers stay with their
+ * generation until it is sealed, so a cut at the pool's size would only fire
+ * once the pool was empty and every busy thread was already dropping; at
+ * half, the next generation fills the other half while this one seals (B1
+ * measured zero loss only up to ~1 M events/s with the cut at the pool size). */
 #define GEN_CUT_BYTES (8u << 20)
 
 typedef struct gt__thread {
@@ -171,6 +176,7 @@ typedef struct agent {
   int wake_fd;
   _Atomic int stop_req, cut_req;
   _Atomic int conn_state;
+  size_t cut_bytes; /* written once before the agent thread starts */
   uint64_t flush_deadline_ms;
 } agent;
 
@@ -368,7 +374,7 @@ static __attribute__((noinline)) gt__buf *refill(gt__thread *t, uint64_t stamp,
   int signal = 0;
   pthread_mutex_lock(&A.full_lock);
   A.gen_bytes[par] += GT_BUF_SIZE;
-  if (A.gen_bytes[par] >= GEN_CUT_BYTES && !A.cut_signalled[par]) {
+  if (A.gen_bytes[par] >= A.cut_bytes && !A.cut_signalled[par]) {
     A.cut_signalled[par] = 1;
     signal = 1;
   }
@@ -1114,6 +1120,11 @@ int gt_start(const gt_config *user) {
   rc = gt__pool_init(&A.pool, (size_t)c.buffer_mb << 20);
   if (rc != 0)
     goto fail_pool;
+  A.cut_bytes = ((size_t)c.buffer_mb << 20) / 2;
+  if (A.cut_bytes > GEN_CUT_BYTES)
+    A.cut_bytes = GEN_CUT_BYTES;
+  if (A.cut_bytes < 2 * GT_BUF_SIZE)
+    A.cut_bytes = 2 * GT_BUF_SIZE;
   for (int i = 0; i < 2; i++) {
     rc = gt__strtab_init(&A.str[i], STR_ENTS, STR_BYTES);
     if (rc == 0 && c.stacks)
