@@ -33,7 +33,9 @@ int gt__strtab_init(gt__strtab *t, size_t max_ents, size_t max_bytes) {
   t->nslots = pow2_at_least(max_ents * 2);
   t->slots = calloc(t->nslots, sizeof *t->slots);
   t->ents = calloc(max_ents, sizeof *t->ents);
-  t->arena = malloc(max_bytes);
+  /* GT_STRCACHE_PAD: the cache check reads whole words (intern.h); zeroed
+   * so those bytes are never uninitialized memory. */
+  t->arena = calloc(1, max_bytes + GT_STRCACHE_PAD);
   int rc = pthread_mutex_init(&t->lock, NULL);
   if (t->slots == NULL || t->ents == NULL || t->arena == NULL || rc != 0) {
     free(t->slots);
@@ -129,7 +131,7 @@ void gt__strtab_reset(gt__strtab *t) {
 
 size_t gt__strtab_mem(const gt__strtab *t) {
   return t->nslots * sizeof *t->slots + t->max_ents * sizeof *t->ents +
-         t->max_bytes;
+         t->max_bytes + GT_STRCACHE_PAD;
 }
 
 uint32_t gt__stack_hash(const uint64_t *pcs, size_t depth) {

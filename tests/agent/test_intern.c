@@ -4,7 +4,10 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -62,8 +65,10 @@ static void
 test_strcache__reused_buffer_with_new_contents_misses(void **state) {
   (void)state;
   char buf[16];
+  /* The copy is padded like a strtab arena (GT_STRCACHE_PAD). */
+  static const char copy[16] = "alpha";
   strcpy(buf, "alpha");
-  gt__strcache_ent e = {buf, "alpha", 7, 5, 3};
+  gt__strcache_ent e = {buf, copy, 7, 5, 3};
   assert_int_equal(gt__strcache_get(&e, buf, 7), 3);
   assert_int_equal(gt__strcache_get(&e, buf, 8), 0); /* other generation */
   strcpy(buf, "alphb");
@@ -74,6 +79,85 @@ test_strcache__reused_buffer_with_new_contents_misses(void **state) {
   assert_int_equal(gt__strcache_get(&e, buf, 7), 0); /* longer */
   strcpy(buf, "alpha");
   assert_int_equal(gt__strcache_get(&e, buf, 7), 3);
+}
+
+/* The word-wise check against a byte-by-byte reference: every cached length
+ * up to 40 (word boundaries and the NUL's position in its word), the
+ * caller's string changed at each position, shortened and lengthened. */
+static void
+test_strcache__word_check_matches_bytewise_for_every_length(void **state) {
+  (void)state;
+  gt__strtab t;
+  assert_int_equal(gt__strtab_init(&t, 64, 4096), 0);
+  for (size_t len = 0; len <= 40; len++) {
+    char ref[64];
+    for (size_t i = 0; i < len; i++)
+      ref[i] = (char)('a' + (i * 7 + len) % 26);
+    ref[len] = '\0';
+    const char *copy = NULL;
+    uint32_t id = gt__strtab_intern(&t, ref, len, &copy);
+    assert_int_not_equal(id, 0);
+    /* Unaligned starts too: the caller's strings are anywhere. */
+    for (size_t off = 0; off < 8; off++) {
+      char buf[80];
+      char *s = buf + off;
+      memset(buf, 'x', sizeof buf);
+      memcpy(s, ref, len + 1);
+      gt__strcache_ent e = {s, copy, 9, (uint32_t)len, id};
+      assert_int_equal(gt__strcache_get(&e, s, 9), id);
+      for (size_t i = 0; i < len; i++) { /* one byte changed */
+        s[i] ^= 1;
+        assert_int_equal(gt__strcache_get(&e, s, 9), 0);
+        s[i] ^= 1;
+      }
+      for (size_t k = 0; k < len; k++) { /* shortened to k bytes */
+        char saved = s[k];
+        s[k] = '\0';
+        assert_int_equal(gt__strcache_get(&e, s, 9), 0);
+        s[k] = saved;
+      }
+      s[len] = 'q'; /* lengthened: the NUL is compared too */
+      assert_int_equal(gt__strcache_get(&e, s, 9), 0);
+      s[len] = '\0';
+      assert_int_equal(gt__strcache_get(&e, s, 9), id);
+    }
+  }
+  gt__strtab_fini(&t);
+}
+
+/* A reused buffer whose new, shorter string ends right before an unreadable
+ * page: the check must miss without reading into that page (a fault would
+ * kill the test). The cached entry is longer than the whole readable tail. */
+static void
+test_strcache__shorter_string_before_unmapped_page_misses(void **state) {
+  (void)state;
+  long pg = sysconf(_SC_PAGESIZE);
+  char *m = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(m != MAP_FAILED);
+  assert_int_equal(mprotect(m + pg, (size_t)pg, PROT_NONE), 0);
+  gt__strtab t;
+  assert_int_equal(gt__strtab_init(&t, 4, 256), 0);
+  const char *copy = NULL;
+  const char *longer = "abcdefghijklmnopqrstuvwxyz0123456789";
+  uint32_t id = gt__strtab_intern(&t, longer, strlen(longer), &copy);
+  assert_int_not_equal(id, 0);
+  for (size_t tail = 1; tail <= 24; tail++) {
+    /* tail readable bytes: tail - 1 of them matching, then the NUL. */
+    char *s = m + pg - tail;
+    memcpy(s, longer, tail - 1);
+    s[tail - 1] = '\0';
+    gt__strcache_ent e = {s, copy, 3, (uint32_t)strlen(longer), id};
+    assert_int_equal(gt__strcache_get(&e, s, 3), 0);
+  }
+  /* An exact match that ends on the page's last byte still hits. */
+  size_t n = strlen(longer);
+  char *s = m + pg - (n + 1);
+  memcpy(s, longer, n + 1);
+  gt__strcache_ent e = {s, copy, 3, (uint32_t)n, id};
+  assert_int_equal(gt__strcache_get(&e, s, 3), id);
+  gt__strtab_fini(&t);
+  munmap(m, (size_t)pg * 2);
 }
 
 static void test_stacktab__dedups_by_frames(void **state) {
@@ -100,6 +184,10 @@ int main(void) {
       cmocka_unit_test(test_strtab__same_bytes_same_id_until_reset),
       cmocka_unit_test(test_strtab__full_table_gives_zero),
       cmocka_unit_test(test_strcache__reused_buffer_with_new_contents_misses),
+      cmocka_unit_test(
+          test_strcache__word_check_matches_bytewise_for_every_length),
+      cmocka_unit_test(
+          test_strcache__shorter_string_before_unmapped_page_misses),
       cmocka_unit_test(test_stacktab__dedups_by_frames),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
