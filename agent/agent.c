@@ -99,7 +99,8 @@
  * generation until it is sealed, so a cut at the pool's size would only fire
  * once the pool was empty and every busy thread was already dropping; at
  * half, the next generation fills the other half while this one seals (B1
- * measured zero loss only up to ~1 M events/s with the cut at the pool size). */
+ * measured zero loss only up to ~1 M events/s with the cut at the pool size).
+ */
 #define GEN_CUT_BYTES (8u << 20)
 
 typedef struct gt__thread {
@@ -258,21 +259,14 @@ static __attribute__((noinline)) gt__thread *thread_register(void) {
 
 /* ------------------------------------------------------------ hot path */
 
-/* Enters the write section; returns the thread with *stamp set, or NULL
- * (off, dead, nested from a signal handler) with the section left. */
-static inline gt__thread *enter(uint64_t *stamp) {
-  gt__thread *t = tls_self;
-  if (UNLIKELY((uintptr_t)t <= 1)) {
-    if (t == DEAD_THREAD)
-      return NULL;
-    t = thread_register();
-    if (t == NULL)
-      return NULL;
-  }
+/* Enters the write section of registered thread t; returns the stamp, or 0
+ * (off, nested from a signal handler) with the section left. No call: the
+ * named-event fast path relies on it. */
+static inline uint64_t enter_t(gt__thread *t) {
   /* A signal handler interrupting a section would make seq even while the
    * interrupted write is still going on: drop such nested events. */
   if (UNLIKELY(t->seq_local & 1))
-    return NULL;
+    return 0;
   uint64_t s = ++t->seq_local;
 #if GT_TSAN
   atomic_store_explicit(&t->seq, s, memory_order_seq_cst);
@@ -289,11 +283,28 @@ static inline gt__thread *enter(uint64_t *stamp) {
 #endif
   if (UNLIKELY(g == 0)) {
     atomic_store_explicit(&t->seq, ++t->seq_local, memory_order_release);
-    return NULL;
+    return 0;
   }
-  *stamp = g;
   t->written_local++;
   atomic_store_explicit(&t->written, t->written_local, memory_order_relaxed);
+  return g;
+}
+
+/* Enters the write section; returns the thread with *stamp set, or NULL
+ * (off, dead, nested from a signal handler) with the section left. */
+static inline gt__thread *enter(uint64_t *stamp) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    if (t == DEAD_THREAD)
+      return NULL;
+    t = thread_register();
+    if (t == NULL)
+      return NULL;
+  }
+  uint64_t g = enter_t(t);
+  if (g == 0)
+    return NULL;
+  *stamp = g;
   return t;
 }
 
@@ -328,8 +339,7 @@ static inline uint32_t intern(gt__thread *t, uint64_t stamp, const char *s) {
   return intern_slow(t, stamp, s, e);
 }
 
-static inline uint8_t *put_head(gt__buf *b, uint8_t type) {
-  uint64_t now = gt__ticks();
+static inline uint8_t *put_head_at(gt__buf *b, uint8_t type, uint64_t now) {
   /* Ticks may step back a little when a thread migrates between cores. */
   uint64_t d = now > b->last_ticks ? now - b->last_ticks : 0;
   if (now > b->last_ticks)
@@ -338,6 +348,10 @@ static inline uint8_t *put_head(gt__buf *b, uint8_t type) {
   *p++ = type;
   p += gtp_uvarint_put(p, d);
   return p;
+}
+
+static inline uint8_t *put_head(gt__buf *b, uint8_t type) {
+  return put_head_at(b, type, gt__ticks());
 }
 
 static inline void put_done(gt__buf *b, uint8_t *p) {
@@ -419,7 +433,17 @@ static inline gt__buf *buf_get(gt__thread *t, uint64_t stamp, size_t need) {
   return b;
 }
 
-static uint32_t stack_id(gt__thread *t, uint64_t stamp) {
+/* The caller of the public gt_* function: its return address and its
+ * frame record (the saved frame pointer in our frame). Only valid used
+ * textually inside a gt_* function or a helper always inlined into one
+ * (then GCC evaluates them for the function it was inlined into). Passed
+ * down, so the stack does not depend on how many agent frames (inlining,
+ * tail calls) lie between the public function and the walk. */
+#define CALLER_PC() ((uintptr_t)__builtin_return_address(0))
+#define CALLER_FP() (*(const uintptr_t *)__builtin_frame_address(0))
+
+static uint32_t stack_id(gt__thread *t, uint64_t stamp, uintptr_t pc,
+                         uintptr_t fp) {
   if (UNLIKELY(!t->stack_tried)) {
     /* Once per thread, on the first stack of a session that wants them:
      * pthread_getattr_np may read /proc for the main thread. */
@@ -429,7 +453,9 @@ static uint32_t stack_id(gt__thread *t, uint64_t stamp) {
   if (!t->stack_ok)
     return 0;
   uint64_t pcs[STACK_DEPTH];
-  size_t n = gt__stack_walk(t->stack_lo, t->stack_hi, pcs, STACK_DEPTH, 2);
+  pcs[0] = pc;
+  size_t n = 1 + gt__stack_walk_from(fp, t->stack_lo, t->stack_hi, pcs + 1,
+                                     STACK_DEPTH - 1);
   if (n == 0)
     return 0;
   uint32_t h = gt__stack_hash(pcs, n);
@@ -444,17 +470,29 @@ static uint32_t stack_id(gt__thread *t, uint64_t stamp) {
   return id;
 }
 
-/* One-string events: region begin, instant (with an optional stack). */
-static inline void emit_named(uint8_t type, uint8_t stack_type,
-                              const char *name) {
-  uint64_t stamp;
-  gt__thread *t = enter(&stamp);
-  if (t == NULL)
-    return;
-  uint32_t id = intern(t, stamp, name);
+/* Whether events must leave the fast path: stack ids wanted, or no TSC.
+ * Written with stacks_on, before stamp_now becomes non-zero; read after
+ * the stamp (acquire), like stacks_on. One flag, so the fast path tests one
+ * global instead of two. */
+static int hot_slow;
+
+/* Cold continuation of a one-string event (string not cached for this
+ * stamp, buffer missing/full/of another stamp, stacks on, no TSC):
+ * finishes the event and leaves. Kept out of line and entered as the last
+ * act of the fast path, so the fast path makes no call, keeps everything in
+ * caller-saved registers and saves none (the prologue/epilogue of the
+ * callee-saved registers was ~30 of ~160 instructions per event). */
+/* types = type | stack_type << 8: six arguments, all in registers, so the
+ * fast path's call is a tail jump. */
+static __attribute__((noinline)) void named_cont(gt__thread *t, uint64_t stamp,
+                                                 unsigned types,
+                                                 const char *name, uintptr_t pc,
+                                                 uintptr_t fp) {
+  uint8_t type = (uint8_t)types, stack_type = (uint8_t)(types >> 8);
   uint32_t sid = 0;
   if (UNLIKELY(stacks_on))
-    sid = stack_id(t, stamp);
+    sid = stack_id(t, stamp, pc, fp);
+  uint32_t id = intern(t, stamp, name);
   gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
   if (LIKELY(b != NULL)) {
     uint8_t *p = put_head(b, sid ? stack_type : type);
@@ -466,6 +504,57 @@ static inline void emit_named(uint8_t type, uint8_t stack_type,
   leave(t);
 }
 
+/* A thread's first event (registration) or a dead thread's. */
+static __attribute__((noinline)) void named_first(uint8_t type,
+                                                  uint8_t stack_type,
+                                                  const char *name,
+                                                  uintptr_t pc, uintptr_t fp) {
+  uint64_t stamp;
+  gt__thread *t = enter(&stamp);
+  if (t != NULL)
+    named_cont(t, stamp, type | (unsigned)stack_type << 8, name, pc, fp);
+}
+
+/* The fast path's buffer: the current one when it is of this stamp and has
+ * room for a whole event, else NULL (then the continuation refills). */
+static inline gt__buf *buf_fast(gt__thread *t, uint64_t stamp) {
+  gt__buf *b = atomic_load_explicit(&t->bufs[stamp & 1], memory_order_relaxed);
+  if (LIKELY(b != NULL && b->gen == stamp &&
+             (size_t)(b->end - b->pos) >= GTP_EVENT_MAX))
+    return b;
+  return NULL;
+}
+
+/* One-string events: region begin, instant (with an optional stack).
+ * always_inline: CALLER_PC/CALLER_FP must see the public function. */
+static inline __attribute__((always_inline)) void
+emit_named(uint8_t type, uint8_t stack_type, const char *name) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    named_first(type, stack_type, name, CALLER_PC(), CALLER_FP());
+    return;
+  }
+  uint64_t stamp = enter_t(t);
+  if (stamp == 0)
+    return;
+  uint32_t id = 0;
+  gt__buf *b = NULL;
+  if (LIKELY(!hot_slow && name != NULL)) {
+    id = gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+    b = buf_fast(t, stamp);
+  }
+  if (UNLIKELY(id == 0 || b == NULL)) {
+    named_cont(t, stamp, type | (unsigned)stack_type << 8, name, CALLER_PC(),
+               CALLER_FP());
+    return;
+  }
+  /* hot_slow is clear: the TSC is on. */
+  uint8_t *p = put_head_at(b, type, gt__ticks_tsc());
+  p += gtp_uvarint_put(p, id);
+  put_done(b, p);
+  leave(t);
+}
+
 void gt_region_begin(const char *name) {
   emit_named(GTP_EV_REGION_BEGIN, GTP_EV_REGION_BEGIN_STACK, name);
 }
@@ -474,14 +563,32 @@ void gt_instant(const char *name) {
   emit_named(GTP_EV_INSTANT, GTP_EV_INSTANT_STACK, name);
 }
 
-void gt_region_end(void) {
-  uint64_t stamp;
-  gt__thread *t = enter(&stamp);
-  if (t == NULL)
+/* Region end's cold part: registration, refill, no TSC. */
+static __attribute__((noinline)) void region_end_slow(gt__thread *t,
+                                                      uint64_t stamp) {
+  if (t == NULL && (t = enter(&stamp)) == NULL)
     return;
   gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
   if (LIKELY(b != NULL))
-    put_done(b, put_head(b, GTP_EV_REGION_END));
+    put_done(b, put_head_at(b, GTP_EV_REGION_END, gt__ticks_tsc()));
+  leave(t);
+}
+
+void gt_region_end(void) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    region_end_slow(NULL, 0);
+    return;
+  }
+  uint64_t stamp = enter_t(t);
+  if (stamp == 0)
+    return;
+  gt__buf *b = buf_fast(t, stamp);
+  if (UNLIKELY(b == NULL || hot_slow)) {
+    region_end_slow(t, stamp);
+    return;
+  }
+  put_done(b, put_head_at(b, GTP_EV_REGION_END, gt__ticks_tsc()));
   leave(t);
 }
 
@@ -509,7 +616,7 @@ void gt_log(const char *category, const char *message) {
   uint32_t id = intern(t, stamp, category);
   uint32_t sid = 0;
   if (UNLIKELY(stacks_on))
-    sid = stack_id(t, stamp);
+    sid = stack_id(t, stamp, CALLER_PC(), CALLER_FP());
   size_t len = message ? strnlen(message, GTP_LOG_MAX) : 0;
   gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX + len);
   if (LIKELY(b != NULL)) {
@@ -1160,6 +1267,7 @@ int gt_start(const gt_config *user) {
   A.dropped_accounted = d;
 
   stacks_on = c.stacks;
+  hot_slow = stacks_on || !gt__clock_tsc;
   A.stamp_base = stamp_last; /* wire gens start at 1 */
   A.open_stamp = ++stamp_last;
   clock_now(&A.open_clock.start_ticks, &A.open_clock.start_mono_ns,

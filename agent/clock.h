@@ -12,8 +12,11 @@
 #include <stdint.h>
 #include <time.h>
 
-extern int gt__clock_tsc; /* written once by gt__clock_init */
-extern unsigned gt__clock_shift;
+/* Hidden: read on every event; without it a -fPIC build (libgentrace.so)
+ * loads each through the GOT. */
+extern int gt__clock_tsc /* written once by gt__clock_init */
+    __attribute__((visibility("hidden")));
+extern unsigned gt__clock_shift __attribute__((visibility("hidden")));
 
 /* Idempotent; thread-safe (pthread_once). */
 void gt__clock_init(void);
@@ -30,6 +33,16 @@ static inline uint64_t gt__ticks(void) {
     return __builtin_ia32_rdtsc() >> gt__clock_shift;
 #endif
   return gt__ns(CLOCK_MONOTONIC);
+}
+
+/* The TSC alone, for paths that already know gt__clock_tsc is set: no
+ * clock_gettime call in them, so they need no register saves. */
+static inline uint64_t gt__ticks_tsc(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc() >> gt__clock_shift;
+#else
+  return gt__ticks(); /* never reached: gt__clock_tsc is 0 here */
+#endif
 }
 
 #endif

@@ -27,13 +27,11 @@ int gt__stack_bounds(uintptr_t *lo, uintptr_t *hi) {
   return 0;
 }
 
-/* Not inlined and frame pointer kept, so the first frame is ours and the
- * chain starts from a valid record even in hosts built without them. */
-__attribute__((noinline, optimize("no-omit-frame-pointer"))) size_t
-gt__stack_walk(uintptr_t lo, uintptr_t hi, uint64_t *pcs, size_t max,
-               size_t skip) {
+/* Collects return addresses from the frame record at fp outward, skipping
+ * the first `skip`. */
+static size_t walk(uintptr_t fp, uintptr_t lo, uintptr_t hi, uint64_t *pcs,
+                   size_t max, size_t skip) {
   size_t n = 0;
-  uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
   uintptr_t prev = 0;
   while (n < max) {
     /* Invariant 1: aligned, strictly growing, both words inside the stack. */
@@ -53,6 +51,19 @@ gt__stack_walk(uintptr_t lo, uintptr_t hi, uint64_t *pcs, size_t max,
     fp = next;
   }
   return n;
+}
+
+/* Not inlined and frame pointer kept, so the first frame is ours and the
+ * chain starts from a valid record even in hosts built without them. */
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) size_t
+gt__stack_walk(uintptr_t lo, uintptr_t hi, uint64_t *pcs, size_t max,
+               size_t skip) {
+  return walk((uintptr_t)__builtin_frame_address(0), lo, hi, pcs, max, skip);
+}
+
+size_t gt__stack_walk_from(uintptr_t fp, uintptr_t lo, uintptr_t hi,
+                           uint64_t *pcs, size_t max) {
+  return walk(fp, lo, hi, pcs, max, 0);
 }
 
 #define GT_MODULES_MAX 512 /* x ~1.1 KiB stays under GTP_RECORD_MAX */

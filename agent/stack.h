@@ -28,6 +28,13 @@ int gt__stack_bounds(uintptr_t *lo, uintptr_t *hi);
 size_t gt__stack_walk(uintptr_t lo, uintptr_t hi, uint64_t *pcs, size_t max,
                       size_t skip);
 
+/* Walks from the frame record at fp (a frame pointer value read from a
+ * frame, e.g. the saved one of the agent's entry point, so the first address
+ * is its caller's caller); fp is checked like every other (invariant 1).
+ * Returns the number of return addresses stored in pcs (<= max). */
+size_t gt__stack_walk_from(uintptr_t fp, uintptr_t lo, uintptr_t hi,
+                           uint64_t *pcs, size_t max);
+
 /* Appends a MODULES record for every loaded object (path, base, size, GNU
  * build-id). 0 or a wbuf error. */
 int gt__modules_encode(gtp_wbuf *b);

@@ -24,6 +24,7 @@
 #include "format.h"
 #include "gentrace.h"
 #include "receiver.h"
+#include "varint.h"
 
 /* Generous bound on one call's latency: 50 ms, 10x that when sanitizers
  * slow everything down on a shared 2-core machine. */
@@ -472,7 +473,9 @@ static void test_agent__fork_child_stays_off(void **state) {
   gt_stop();
 }
 
-static __attribute__((noinline)) void leaf(int depth) {
+/* Frame pointers here, whatever the test's CFLAGS: the walk follows them. */
+static __attribute__((noinline, optimize("no-omit-frame-pointer"))) void
+leaf(int depth) {
   if (depth > 0) {
     leaf(depth - 1);
     __asm__ volatile("" ::: "memory"); /* keep the call a real frame */
@@ -514,7 +517,18 @@ static void test_agent__stacks_and_modules_recorded(void **state) {
     gtp_event_iter_init(&it, &b);
     while (gtp_event_next(&it, &ev) == 1)
       if (ev.type == GTP_EV_INSTANT_STACK) {
-        assert_non_null(gtp_gen_stack(&g, ev.args[1]));
+        const gtp_stack_ent *se = gtp_gen_stack(&g, ev.args[1]);
+        assert_non_null(se);
+        /* The innermost frame is the caller of gt_instant (leaf), not an
+         * agent frame: the walk skips exactly the agent's own frames. */
+        const uint8_t *fp = se->frames;
+        uint64_t pc0 = 0;
+        assert_int_equal(
+            gtp_uvarint_get(&fp, se->frames + se->frames_len, &pc0), 0);
+        assert_true(pc0 > (uint64_t)(uintptr_t)leaf &&
+                    pc0 < (uint64_t)(uintptr_t)leaf + 256);
+        /* Then the other five leaf frames (at least). */
+        assert_true(se->nframes >= 6);
         with_stack++;
       }
   }
