@@ -339,6 +339,22 @@ static inline uint32_t intern(gt__thread *t, uint64_t stamp, const char *s) {
   return intern_slow(t, stamp, s, e);
 }
 
+/* Varint for the hot path: tick deltas and string ids nearly always fit one
+ * byte (a tick is <= 32 ns, ids are per generation), sometimes two; the
+ * general loop stays for the rest. Same bytes as gtp_uvarint_put. */
+static inline uint8_t *put_uv(uint8_t *p, uint64_t v) {
+  if (LIKELY(v < 0x80)) {
+    p[0] = (uint8_t)v;
+    return p + 1;
+  }
+  if (v < 0x4000) {
+    p[0] = (uint8_t)(v | 0x80);
+    p[1] = (uint8_t)(v >> 7);
+    return p + 2;
+  }
+  return p + gtp_uvarint_put(p, v);
+}
+
 static inline uint8_t *put_head_at(gt__buf *b, uint8_t type, uint64_t now) {
   /* Ticks may step back a little when a thread migrates between cores. */
   uint64_t d = now > b->last_ticks ? now - b->last_ticks : 0;
@@ -346,8 +362,7 @@ static inline uint8_t *put_head_at(gt__buf *b, uint8_t type, uint64_t now) {
     b->last_ticks = now;
   uint8_t *p = b->pos;
   *p++ = type;
-  p += gtp_uvarint_put(p, d);
-  return p;
+  return put_uv(p, d);
 }
 
 static inline uint8_t *put_head(gt__buf *b, uint8_t type) {
@@ -550,8 +565,7 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
   }
   /* hot_slow is clear: the TSC is on. */
   uint8_t *p = put_head_at(b, type, gt__ticks_tsc());
-  p += gtp_uvarint_put(p, id);
-  put_done(b, p);
+  put_done(b, put_uv(p, id));
   leave(t);
 }
 
