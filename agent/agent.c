@@ -183,6 +183,12 @@ typedef struct agent {
 
 static agent A;
 
+/* The counters of the session that gt_stop() ended, so a caller can read its
+ * final accounting after the flush. Protected by life_lock. */
+static gt_stats_t last_stats;
+static int have_last_stats;
+static void stats_locked(gt_stats_t *out);
+
 /* ------------------------------------------------------------- logging */
 
 static void logf_(int level, const char *fmt, ...)
@@ -1035,6 +1041,8 @@ static void config_from_env(gt_config *c) {
     c->service = v;
   if ((v = getenv("GENTRACE_TOKEN")) && *v)
     c->token = v;
+  if ((v = getenv("GENTRACE_HOST")) && *v)
+    c->host = v;
   if ((v = getenv("GENTRACE_TAGS")) && *v)
     c->tags = v;
   c->period_ms = env_u32("GENTRACE_PERIOD_MS", c->period_ms);
@@ -1120,7 +1128,10 @@ static int ident_init(gt__ident *id, const gt_config *c) {
     svc = program_invocation_short_name;
   id->service = strndup(svc, GTP_IDENT_STR_MAX);
   char host[256] = "";
-  gethostname(host, sizeof host - 1);
+  if (c->host != NULL && *c->host != '\0')
+    snprintf(host, sizeof host, "%s", c->host);
+  else
+    gethostname(host, sizeof host - 1);
   id->host = strdup(host);
   id->token = c->token && *c->token ? strndup(c->token, GTP_TOKEN_MAX) : NULL;
   id->pid = (uint64_t)getpid();
@@ -1152,6 +1163,7 @@ static void atfork_child(void) {
     close(A.sender.fd);
   memset(&A, 0, sizeof A);
   agent_running = 0;
+  have_last_stats = 0; /* the parent's counters are not the child's */
   atomic_store(&stamp_now, 0);
   pthread_mutex_init(&life_lock, NULL);
   pthread_mutex_init(&reg_lock, NULL);
@@ -1275,6 +1287,7 @@ int gt_start(const gt_config *user) {
     d += atomic_load_explicit(&t->dropped, memory_order_relaxed);
   }
   agent_running = 1;
+  have_last_stats = 0;
   pthread_mutex_unlock(&reg_lock);
   A.base_written = w;
   A.base_dropped = d;
@@ -1353,6 +1366,10 @@ void gt_stop(void) {
       thread_free_locked(t);
   }
   pthread_mutex_unlock(&reg_lock);
+  /* After the final seal and flush: what the session ends with. */
+  stats_locked(&last_stats);
+  last_stats.conn_state = GT_CONN_OFF;
+  have_last_stats = 1;
   logf_(GT_LOG_INFO, "gentrace: stopped");
   agent_free();
   memset(&A, 0, sizeof A);
@@ -1361,15 +1378,9 @@ void gt_stop(void) {
 
 /* ------------------------------------------------------- stats, snapshot */
 
-int gt_stats(gt_stats_t *out) {
-  if (out == NULL)
-    return -EINVAL;
+/* Fills *out from the running session. Lock: life_lock held. */
+static void stats_locked(gt_stats_t *out) {
   memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&life_lock);
-  if (!agent_running) {
-    pthread_mutex_unlock(&life_lock);
-    return 0;
-  }
   pthread_mutex_lock(&reg_lock);
   uint64_t w = folded_written, d = folded_dropped;
   size_t nthreads = 0;
@@ -1413,6 +1424,17 @@ int gt_stats(gt_stats_t *out) {
   out->conn_state = st == GT_SEND_STREAMING ? GT_CONN_CONNECTED
                     : st == GT_SEND_BACKOFF ? GT_CONN_BACKOFF
                                             : GT_CONN_CONNECTING;
+}
+
+int gt_stats(gt_stats_t *out) {
+  if (out == NULL)
+    return -EINVAL;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&life_lock);
+  if (agent_running)
+    stats_locked(out);
+  else if (have_last_stats)
+    *out = last_stats; /* conn_state is GT_CONN_OFF there */
   pthread_mutex_unlock(&life_lock);
   return 0;
 }

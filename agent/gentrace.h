@@ -62,14 +62,15 @@ typedef struct gt_config {
   gt_log_fn log;             /* optional diagnostics sink */
   void *log_ctx;
   int log_level; /* minimum level passed to log, default GT_LOG_INFO */
+  const char *host; /* host name reported to the daemon, default gethostname() */
 } gt_config;
 
 /* Fills *cfg with the defaults (and cfg->size). */
 GT_API void gt_config_init(gt_config *cfg);
 
 /* Starts a tracing session. cfg NULL = read the GENTRACE_* environment
- * (GENTRACE_ADDR, _SERVICE, _TOKEN, _TAGS, _PERIOD_MS, _BUFFER_MB, _SPOOL_MB,
- * _STACKS, _FLUSH_MS). A daemon that is unreachable is normal: tracing goes
+ * (GENTRACE_ADDR, _SERVICE, _HOST, _TOKEN, _TAGS, _PERIOD_MS, _BUFFER_MB,
+ * _SPOOL_MB, _STACKS, _FLUSH_MS). A daemon that is unreachable is normal: tracing goes
  * on into the spool and the agent reconnects with backoff.
  * Returns 0, -EALREADY if already started, -EINVAL for a bad config, or
  * -errno (thread creation, memory). */
@@ -139,8 +140,10 @@ typedef struct gt_stats_t {
   uint64_t last_acked_gen;
 } gt_stats_t;
 
-/* Fills *out. Returns 0, or -EINVAL for NULL. Zeroes with conn_state OFF
- * when not started. */
+/* Fills *out. Returns 0, or -EINVAL for NULL. After gt_stop() it returns
+ * the final counters of the session that ended (conn_state OFF), so the
+ * identity above can be checked after the flush; zeroes before the first
+ * gt_start(). */
 GT_API int gt_stats(gt_stats_t *out);
 
 /* Flight recorder: seals the open generation and writes the recent

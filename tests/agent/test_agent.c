@@ -222,6 +222,15 @@ static void test_agent__every_event_arrives_once_in_order(void **state) {
   usleep(50000); /* let the 20 ms period cut between the halves */
   run_workers(4, 10000, 1, NULL);
   gt_stop();
+  /* The final counters stay readable after the flush. */
+  gt_stats_t st;
+  assert_int_equal(gt_stats(&st), 0);
+  assert_int_equal(st.conn_state, GT_CONN_OFF);
+  /* Every event call counts, gt_thread_name("main") included. */
+  assert_int_equal(st.events_written, 4 * 20000 * 4 + 1);
+  assert_int_equal(st.events_delivered + st.events_dropped +
+                       st.events_evicted + st.events_rejected,
+                   st.events_written);
   rx_stop(r);
   tally t;
   tally_rx(&t, r, 1);
