@@ -431,6 +431,12 @@ static enum MHD_Result metrics(web_req *r) {
              "counter\ngentrace_http_skipped_generations_total %" PRIuFAST64
              "\n",
              atomic_load_explicit(&w->skipped_gens, memory_order_relaxed));
+  put_metric(&b,
+             "# HELP gentrace_http_slow_clients_cut_total Connections cut "
+             "because a request's headers did not arrive within the HTTP "
+             "timeout.\n# TYPE gentrace_http_slow_clients_cut_total "
+             "counter\ngentrace_http_slow_clients_cut_total %" PRIu64 "\n",
+             slowguard_cuts(w->guard));
   if (b.err) {
     gtp_wbuf_fini(&b);
     return web_error(r, 500, "internal", "metrics too large");
@@ -527,11 +533,41 @@ static enum MHD_Result route(web_req *r) {
   return web_error(r, 404, "not_found", "no such path: %.200s", u);
 }
 
+/* The guard's tracker of a connection (NULL if it has none). */
+static slowguard_conn *conn_guard(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? (slowguard_conn *)ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  web_server *w = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = ci ? slowguard_conn_started(w->guard, ci->connect_fd)
+                         : NULL;
+  } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+    slowguard_conn_closed(w->guard, *socket_context);
+    *socket_context = NULL;
+  }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn,
+                         void **con_cls, enum MHD_RequestTerminationCode toe) {
+  slowguard_request_done(conn_guard(conn));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
   web_req r = {.w = cls, .conn = conn, .url = url, .ret = MHD_NO};
+  /* The headers are in: from here on the idle timeout, not the headers
+   * deadline, watches this connection (long polls, downloads). */
+  slowguard_request_began(conn_guard(conn));
   r.now_ns = httptime_now_ns();
   /* Every method is answered on the first call: GET, HEAD and OPTIONS carry
    * no body, and a body sent with another method is never read (MHD closes
@@ -647,6 +683,16 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
       *cause = dup_cause("web: cannot resolve listen address '%s'", w->host);
     goto fail_daemon;
   }
+  /* Each request's headers must arrive within the HTTP timeout in total,
+   * not just without an idle gap: MHD's own timeout alone lets a client
+   * trickling a byte at a time hold a connection forever. */
+  rc = slowguard_new((int64_t)w->cfg.timeout_s * 1000000000, &w->guard);
+  if (rc < 0) {
+    if (cause)
+      *cause = dup_cause("web: cannot start the slow-client guard: %s",
+                         gtp_strerror(rc));
+    goto fail_daemon;
+  }
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                    MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
@@ -657,7 +703,8 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
       (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned)w->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       (unsigned)w->cfg.per_ip_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-      (unsigned)w->cfg.timeout_s, MHD_OPTION_END);
+      (unsigned)w->cfg.timeout_s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+      w, MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_END);
   if (!w->mhd) {
     rc = -errno ? -errno : GTP_E_INTERNAL;
     if (cause)
@@ -673,6 +720,7 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
   return 0;
 
 fail_daemon:
+  slowguard_free(w->guard);
   readpool_free(w->pool);
 fail_pool:
   pthread_cond_destroy(&w->feed_cond);
@@ -697,6 +745,7 @@ void web_stop(web_server *w) {
   pthread_cond_broadcast(&w->feed_cond);
   pthread_mutex_unlock(&w->feed_lock);
   MHD_stop_daemon(w->mhd);
+  slowguard_free(w->guard);
   readpool_free(w->pool);
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);

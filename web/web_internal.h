@@ -9,6 +9,7 @@
 
 #include "json.h"
 #include "readpool.h"
+#include "slowguard.h"
 #include "web.h"
 
 /* Status codes counted one by one in /metrics; the rest go to "other". */
@@ -41,6 +42,7 @@ struct web_server {
   unsigned max_downloads;
   struct MHD_Daemon *mhd;
   readpool *pool;
+  slowguard *guard; /* headers deadline (slowloris) */
 
   /* Protected by feed_lock: the feed's wake-up state. */
   pthread_mutex_t feed_lock;

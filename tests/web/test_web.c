@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -63,11 +67,15 @@ static const char *tags_for(unsigned n) {
                 : "{\"env\":\"prod\",\"zone\":\"eu-1\"}";
 }
 
+static unsigned start_timeout_s; /* 0 = the default */
+
 static int start_server(web_server **w, uint16_t *p, const char *token,
                         uint64_t max_window) {
   web_config cfg;
   web_config_init(&cfg);
   cfg.port = 0;
+  if (start_timeout_s)
+    cfg.timeout_s = start_timeout_s;
   cfg.db_path = dbpath;
   cfg.read_token = token;
   if (max_window)
@@ -617,6 +625,54 @@ static void test_auth__read_token_guards_the_api(void **state) {
   web_stop(w2);
 }
 
+/* A client that trickles its request headers a byte at a time never trips
+ * the idle timeout; the headers deadline (the HTTP timeout, in total) cuts
+ * it, counts it, and leaves other clients alone. */
+static void test_limits__slowloris_headers_are_cut(void **state) {
+  web_server *w2;
+  uint16_t p2;
+  start_timeout_s = 2;
+  int rc = start_server(&w2, &p2, NULL, 0);
+  start_timeout_s = 0;
+  assert_int_equal(rc, 0);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(p2)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  int64_t t0 = wt_mono_ns(), cut_after = -1;
+  for (size_t i = 0; i < sizeof req - 1; i++) {
+    /* Each byte well inside the 2 s idle timeout. */
+    if (send(fd, req + i, 1, MSG_NOSIGNAL) != 1) {
+      cut_after = wt_mono_ns() - t0;
+      break;
+    }
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 200) == 1) {
+      char c;
+      if (recv(fd, &c, 1, MSG_DONTWAIT) <= 0) {
+        cut_after = wt_mono_ns() - t0;
+        break;
+      }
+    }
+  }
+  close(fd);
+  /* Cut after the 2 s deadline (not at once), well before the 24 s the
+   * whole trickle would take; generous bounds. */
+  assert_true(cut_after >= 0);
+  assert_true(cut_after >= 1 * SEC);
+  assert_true(cut_after < 10 * SEC);
+  wt_resp r;
+  assert_int_equal(wt_get(p2, "/metrics", &r), 0);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr((char *)r.body, "gentrace_http_slow_clients_cut_total 1\n"));
+  wt_resp_free(&r);
+  web_stop(w2);
+}
+
 /* Pages through the feed with `limit`, returning "sess:gen" items joined by
  * spaces and the final cursor. */
 static void feed_all(unsigned limit, char *items, size_t cap, char *cursor,
@@ -899,6 +955,7 @@ int main(void) {
       cmocka_unit_test(test_errors__every_bad_parameter_class_is_400_json),
       cmocka_unit_test(test_errors__404_405_and_cors_preflight),
       cmocka_unit_test(test_auth__read_token_guards_the_api),
+      cmocka_unit_test(test_limits__slowloris_headers_are_cut),
       cmocka_unit_test(test_feed__pages_never_repeat_or_skip),
       cmocka_unit_test(test_feed__long_poll_answers_soon_after_a_commit),
       cmocka_unit_test(test_feed__after_latest_starts_at_the_newest_commit),

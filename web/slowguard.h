@@ -1,0 +1,29 @@
+/* slowguard.h: a deadline for each HTTP request's headers (slowloris guard).
+ * See slowguard.c for the design. Thread: any, except where noted. */
+#ifndef SLOWGUARD_H
+#define SLOWGUARD_H
+
+#include <stdint.h>
+
+typedef struct slowguard slowguard;
+typedef struct slowguard_conn slowguard_conn;
+
+/* Starts the watchdog. deadline_ns: time a client has to send a request's
+ * headers (<= 0: 30 s). 0 or a negative code. */
+int slowguard_new(int64_t deadline_ns, slowguard **out);
+/* Stops the watchdog and frees the guard. Call after libmicrohttpd stopped. */
+void slowguard_free(slowguard *g);
+
+/* A connection opened on socket fd; returns its tracker (NULL on ENOMEM: the
+ * connection is then not guarded). Thread: libmicrohttpd's notify callback. */
+slowguard_conn *slowguard_conn_started(slowguard *g, int fd);
+/* The connection closed; frees the tracker. NULL is fine. */
+void slowguard_conn_closed(slowguard *g, slowguard_conn *c);
+/* Headers of a request arrived / its answer completed. NULL is fine. */
+void slowguard_request_began(slowguard_conn *c);
+void slowguard_request_done(slowguard_conn *c);
+
+/* Connections cut so far. */
+uint64_t slowguard_cuts(slowguard *g);
+
+#endif
