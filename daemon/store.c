@@ -83,6 +83,7 @@
 #include <zstd.h>
 
 #include "gtp_error.h"
+#include "store_int.h"
 #include "store_schema.h"
 
 #define NS_PER_SEC 1000000000LL
@@ -253,9 +254,7 @@ static char *xstrdup_printf(const char *fmt, ...) {
   return out;
 }
 
-static void set_cause(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void set_cause(char **cause, const char *fmt, ...) {
+void store_set_cause(char **cause, const char *fmt, ...) {
   if (!cause)
     return;
   va_list ap;
@@ -271,9 +270,9 @@ static void set_cause(char **cause, const char *fmt, ...) {
  * here (disk full is reported through store_stats_get instead). */
 static void store_log_error(store *s, const char *what, int rc) {
   char kv[768];
-  snprintf(kv, sizeof kv, "msg=\"store: %s failed\" db=\"%s\" sqlite=%d err=\"%s\"",
-           what, s->path, rc,
-           s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+  snprintf(kv, sizeof kv,
+           "msg=\"store: %s failed\" db=\"%s\" sqlite=%d err=\"%s\"", what,
+           s->path, rc, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
   if (s->cfg.log) {
     s->cfg.log(s->cfg.log_ctx, kv);
     return;
@@ -492,8 +491,8 @@ static int load_index(store *s, char **cause) {
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) {
-    set_cause(cause, "%s: loading sessions: %s", s->path,
-              sqlite3_errmsg(s->db));
+    store_set_cause(cause, "%s: loading sessions: %s", s->path,
+                    sqlite3_errmsg(s->db));
     return store_err(rc);
   }
   s->max_span_ns =
@@ -509,8 +508,8 @@ static int load_index(store *s, char **cause) {
 static int setup_schema(store *s, char **cause) {
   int rc = exec_sql(s->db, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK) {
-    set_cause(cause, "%s: cannot lock database: %s", s->path,
-              sqlite3_errmsg(s->db));
+    store_set_cause(cause, "%s: cannot lock database: %s", s->path,
+                    sqlite3_errmsg(s->db));
     return store_err(rc);
   }
   int64_t ntables = pragma_int(s->db, "SELECT count(*) FROM sqlite_master");
@@ -520,15 +519,15 @@ static int setup_schema(store *s, char **cause) {
   int err = 0;
   if (ntables < 0 || has_meta < 0) {
     rc = sqlite3_errcode(s->db);
-    set_cause(cause, "%s: cannot read database: %s", s->path,
-              sqlite3_errmsg(s->db));
+    store_set_cause(cause, "%s: cannot read database: %s", s->path,
+                    sqlite3_errmsg(s->db));
     err = store_err(rc) ? store_err(rc) : GTP_E_CORRUPT;
     goto fail;
   }
   if (ntables > 0 && !has_meta) {
-    set_cause(cause,
-              "%s: not a gentrace database (it has tables but no meta table)",
-              s->path);
+    store_set_cause(
+        cause, "%s: not a gentrace database (it has tables but no meta table)",
+        s->path);
     err = GTP_E_VERSION;
     goto fail;
   }
@@ -542,18 +541,19 @@ static int setup_schema(store *s, char **cause) {
       version = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     if (version <= 0) {
-      set_cause(cause, "%s: not a gentrace database (no schema_version)",
-                s->path);
+      store_set_cause(cause, "%s: not a gentrace database (no schema_version)",
+                      s->path);
       err = GTP_E_VERSION;
       goto fail;
     }
   }
   if (version > STORE_SCHEMA_VERSION) {
-    set_cause(cause,
-              "%s: database schema version %" PRId64
-              " is newer than this gentraced supports (%d); upgrade gentraced"
-              " or use another --db",
-              s->path, version, STORE_SCHEMA_VERSION);
+    store_set_cause(
+        cause,
+        "%s: database schema version %" PRId64
+        " is newer than this gentraced supports (%d); upgrade gentraced"
+        " or use another --db",
+        s->path, version, STORE_SCHEMA_VERSION);
     err = GTP_E_VERSION;
     goto fail;
   }
@@ -563,8 +563,8 @@ static int setup_schema(store *s, char **cause) {
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
                            " ('schema_version', '1')");
     if (rc != SQLITE_OK) {
-      set_cause(cause, "%s: creating schema: %s", s->path,
-                sqlite3_errmsg(s->db));
+      store_set_cause(cause, "%s: creating schema: %s", s->path,
+                      sqlite3_errmsg(s->db));
       err = store_err(rc);
       goto fail;
     }
@@ -574,8 +574,8 @@ static int setup_schema(store *s, char **cause) {
    * first, so there is nothing to migrate yet. */
   rc = exec_sql(s->db, "COMMIT");
   if (rc != SQLITE_OK) {
-    set_cause(cause, "%s: committing schema: %s", s->path,
-              sqlite3_errmsg(s->db));
+    store_set_cause(cause, "%s: committing schema: %s", s->path,
+                    sqlite3_errmsg(s->db));
     err = store_err(rc);
     goto fail;
   }
@@ -600,7 +600,7 @@ static int setup_pragmas(store *s, char **cause) {
              STORE_PAGE_SIZE);
     int rc = exec_sql(s->db, sql);
     if (rc != SQLITE_OK) {
-      set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
+      store_set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
       return store_err(rc);
     }
   }
@@ -613,10 +613,11 @@ static int setup_pragmas(store *s, char **cause) {
   int wal = mode && strcmp(mode, "wal") == 0;
   sqlite3_finalize(st);
   if (!wal) {
-    set_cause(cause,
-              "%s: cannot switch to WAL mode (%s); gentraced needs a local "
-              "file system with shared memory",
-              s->path, sqlite3_errmsg(s->db));
+    store_set_cause(
+        cause,
+        "%s: cannot switch to WAL mode (%s); gentraced needs a local "
+        "file system with shared memory",
+        s->path, sqlite3_errmsg(s->db));
     return GTP_E_INTERNAL;
   }
   int64_t page = pragma_int(s->db, "PRAGMA page_size");
@@ -630,7 +631,7 @@ static int setup_pragmas(store *s, char **cause) {
            (unsigned long long)(STORE_WAL_TARGET / (uint64_t)page));
   rc = exec_sql(s->db, sql);
   if (rc != SQLITE_OK) {
-    set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
+    store_set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
     return store_err(rc);
   }
   const char *maxp = getenv("GENTRACE_TEST_MAX_PAGES");
@@ -650,8 +651,8 @@ static int prepare_all(store *s, char **cause) {
     int rc = sqlite3_prepare_v3(s->db, store_sql[i], -1,
                                 SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL);
     if (rc != SQLITE_OK) {
-      set_cause(cause, "%s: preparing \"%s\": %s", s->path, store_sql[i],
-                sqlite3_errmsg(s->db));
+      store_set_cause(cause, "%s: preparing \"%s\": %s", s->path, store_sql[i],
+                      sqlite3_errmsg(s->db));
       return store_err(rc) ? store_err(rc) : GTP_E_INTERNAL;
     }
   }
@@ -666,7 +667,7 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   if (cause)
     *cause = NULL;
   if (!cfg || !cfg->path || !*cfg->path || !done || !out) {
-    set_cause(cause, "store: no database path or callback");
+    store_set_cause(cause, "store: no database path or callback");
     return GTP_E_BADARG;
   }
   int err = -ENOMEM;
@@ -714,8 +715,8 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
     int sys = s->db ? sqlite3_system_errno(s->db) : 0;
-    set_cause(cause, "%s: cannot open database: %s", s->path,
-              s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+    store_set_cause(cause, "%s: cannot open database: %s", s->path,
+                    s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
     err = sys ? -sys : store_err(rc);
     goto fail_db;
   }
@@ -734,7 +735,7 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
 
   rc = pthread_create(&s->thread, NULL, store_main, s);
   if (rc != 0) {
-    set_cause(cause, "store: cannot start thread: %s", strerror(rc));
+    store_set_cause(cause, "store: cannot start thread: %s", strerror(rc));
     err = -rc;
     goto fail_db;
   }
@@ -742,7 +743,7 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   for (; s->comp_started < STORE_COMPRESSORS; s->comp_started++) {
     rc = pthread_create(&s->comp_thread[s->comp_started], NULL, comp_main, s);
     if (rc != 0) {
-      set_cause(cause, "store: cannot start thread: %s", strerror(rc));
+      store_set_cause(cause, "store: cannot start thread: %s", strerror(rc));
       err = -rc;
       goto fail_thread;
     }
@@ -776,7 +777,7 @@ fail_db:
   pthread_cond_destroy(&s->space_cond);
 fail_strings:
   if (err == -ENOMEM && cause && !*cause)
-    set_cause(cause, "store: out of memory");
+    store_set_cause(cause, "store: out of memory");
   free(s->batch);
   free(s->cq);
   free(s->idx);
@@ -785,7 +786,7 @@ fail_strings:
   free(s);
 fail_alloc:
   if (err == -ENOMEM && cause && !*cause)
-    set_cause(cause, "store: out of memory");
+    store_set_cause(cause, "store: out of memory");
   return err;
 }
 

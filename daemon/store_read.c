@@ -37,6 +37,7 @@
 #include <zstd.h>
 
 #include "gtp_error.h"
+#include "store_int.h"
 #include "store_schema.h"
 
 #define READ_BUSY_MS 5000
@@ -115,20 +116,6 @@ struct store_reader {
   ZSTD_DCtx *dctx;
 };
 
-static void set_cause(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void set_cause(char **cause, const char *fmt, ...) {
-  if (!cause)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  char *out = NULL;
-  if (vasprintf(&out, fmt, ap) < 0)
-    out = NULL;
-  va_end(ap);
-  *cause = out;
-}
-
 static int read_err(int rc) {
   switch (rc & 0xff) {
   case SQLITE_OK:
@@ -159,7 +146,7 @@ int store_reader_open(const char *path, store_reader **out, char **cause) {
   if (cause)
     *cause = NULL;
   if (!path || !*path || !out) {
-    set_cause(cause, "store_reader: no database path");
+    store_set_cause(cause, "store_reader: no database path");
     return GTP_E_BADARG;
   }
   int err = -ENOMEM;
@@ -172,8 +159,8 @@ int store_reader_open(const char *path, store_reader **out, char **cause) {
   int rc = sqlite3_open_v2(path, &r->db,
                            SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK) {
-    set_cause(cause, "%s: cannot open database read-only: %s", path,
-              r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
+    store_set_cause(cause, "%s: cannot open database read-only: %s", path,
+                    r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
     err = read_err(rc);
     goto fail_db;
   }
@@ -189,17 +176,17 @@ int store_reader_open(const char *path, store_reader **out, char **cause) {
     version = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
   if (version < 0) {
-    set_cause(cause, "%s: not a gentrace database (%s)", path,
-              sqlite3_errmsg(r->db));
+    store_set_cause(cause, "%s: not a gentrace database (%s)", path,
+                    sqlite3_errmsg(r->db));
     err = (rc & 0xff) == SQLITE_ERROR || rc == SQLITE_DONE ? GTP_E_VERSION
                                                            : read_err(rc);
     goto fail_db;
   }
   if (version > STORE_SCHEMA_VERSION) {
-    set_cause(cause,
-              "%s: database schema version %" PRId64
-              " is newer than this build supports (%d)",
-              path, version, STORE_SCHEMA_VERSION);
+    store_set_cause(cause,
+                    "%s: database schema version %" PRId64
+                    " is newer than this build supports (%d)",
+                    path, version, STORE_SCHEMA_VERSION);
     err = GTP_E_VERSION;
     goto fail_db;
   }
@@ -211,7 +198,7 @@ fail_db:
   free(r);
 fail_alloc:
   if (err == -ENOMEM && cause && !*cause)
-    set_cause(cause, "store_reader: out of memory");
+    store_set_cause(cause, "store_reader: out of memory");
   return err;
 }
 
