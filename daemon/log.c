@@ -179,6 +179,14 @@ static void log_emit(enum log_level lvl, char *line, size_t len, size_t size) {
   pthread_mutex_unlock(&lock);
 }
 
+/* Length after appending n more bytes that snprintf reported for a line of
+ * size bytes holding len (output truncated to fit, NUL kept). */
+static size_t log_grow(size_t len, int n, size_t size) {
+  if (n <= 0)
+    return len;
+  return (size_t)n < size - len ? len + (size_t)n : size - 1;
+}
+
 void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
   char line[LOG_LINE_MAX];
   char qmsg[512];
@@ -188,19 +196,17 @@ void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
   int n = log_prefix(line, sizeof line, lvl);
   if (n < 0)
     return;
-  size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  size_t len = log_grow(0, n, sizeof line);
   n = snprintf(line + len, sizeof line - len, " msg=%s",
                log_quote(qmsg, sizeof qmsg, msg));
-  if (n > 0)
-    len += (size_t)n < sizeof line - len ? (size_t)n : sizeof line - len - 1;
+  len = log_grow(len, n, sizeof line);
   if (fields != NULL && *fields != '\0' && len + 2 < sizeof line) {
     va_list ap;
     line[len++] = ' ';
     va_start(ap, fields);
     n = vsnprintf(line + len, sizeof line - len, fields, ap);
     va_end(ap);
-    if (n > 0)
-      len += (size_t)n < sizeof line - len ? (size_t)n : sizeof line - len - 1;
+    len = log_grow(len, n, sizeof line);
   }
   log_emit(lvl, line, len, sizeof line);
 }
@@ -212,9 +218,8 @@ void log_kv(enum log_level lvl, const char *kv) {
   int n = log_prefix(line, sizeof line, lvl);
   if (n < 0)
     return;
-  size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  size_t len = log_grow(0, n, sizeof line);
   n = snprintf(line + len, sizeof line - len, " %s", kv ? kv : "");
-  if (n > 0)
-    len += (size_t)n < sizeof line - len ? (size_t)n : sizeof line - len - 1;
+  len = log_grow(len, n, sizeof line);
   log_emit(lvl, line, len, sizeof line);
 }
