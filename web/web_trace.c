@@ -425,6 +425,30 @@ static int parse_format(web_req *r, int *chrome) {
   return -1;
 }
 
+/* Starts a download: pins every generation (min seq 0, invariant 1) before
+ * the caller lists what it will send, then takes a reader. The caller raises
+ * the pin to what its listing found. Returns the reader, or NULL with the
+ * error answer queued in r->ret and nothing left pinned (*pin = -1). */
+static store_reader *dl_begin(web_req *r, int *pin) {
+  web_server *w = r->w;
+  *pin = -1;
+  if (w->cfg.pins) {
+    *pin = store_pins_add(w->cfg.pins, 0);
+    if (*pin < 0) {
+      *pin = -1;
+      r->ret = web_error(r, 503, "overloaded",
+                         "too many downloads pinned; retry shortly");
+      return NULL;
+    }
+  }
+  store_reader *sr = web_reader_get(r);
+  if (!sr && *pin >= 0) {
+    store_pins_remove(w->cfg.pins, *pin);
+    *pin = -1;
+  }
+  return sr;
+}
+
 static int overloaded(web_req *r) {
   if ((unsigned)atomic_load_explicit(
           &r->w->active_downloads, memory_order_relaxed) < r->w->max_downloads)
@@ -583,21 +607,10 @@ enum MHD_Result web_trace(web_req *r) {
   if (overloaded(r))
     return r->ret;
 
-  /* Invariant 1: pin everything before listing (min seq 0), then raise the
-   * pin to what the listing found. */
-  int pin = -1;
-  if (w->cfg.pins) {
-    pin = store_pins_add(w->cfg.pins, 0);
-    if (pin < 0)
-      return web_error(r, 503, "overloaded",
-                       "too many downloads pinned; retry shortly");
-  }
-  store_reader *sr = web_reader_get(r);
-  if (!sr) {
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+  int pin;
+  store_reader *sr = dl_begin(r, &pin);
+  if (!sr)
     return r->ret;
-  }
   win_ctx *c = calloc(1, sizeof *c);
   if (!c) {
     web_reader_put(r, sr);
@@ -694,19 +707,10 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
   if (overloaded(r))
     return r->ret;
   web_server *w = r->w;
-  int pin = -1;
-  if (w->cfg.pins) {
-    pin = store_pins_add(w->cfg.pins, 0);
-    if (pin < 0)
-      return web_error(r, 503, "overloaded",
-                       "too many downloads pinned; retry shortly");
-  }
-  store_reader *sr = web_reader_get(r);
-  if (!sr) {
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+  int pin;
+  store_reader *sr = dl_begin(r, &pin);
+  if (!sr)
     return r->ret;
-  }
   one_ctx c = {.want = g};
   int rc = store_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
                                    one_row, &c);
