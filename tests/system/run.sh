@@ -70,8 +70,21 @@ EMIT_ADDR="127.0.0.1:1,$AGENT" start_emitter s2 ingest h2 "$S_RATE" 1 2
 for j in $(seq 1 $NDEMO); do start_demo "demo$j" shop "h$j"; done
 
 committed() { metric gentrace_generations_committed_total; }
+# The s group reconnects with backoff (up to 10 s with jitter) through its
+# failover list; a daemon that lives only a few seconds can come and go
+# between two attempts. Each phase therefore waits until both s agents have
+# handshaken with the current daemon, so "reconnected to each daemon" below
+# is a fact the scenario establishes, not a race it hopes to win.
+s_connected() {
+	[ "$(grep -c 'msg="agent connected".* service=ingest ' "$DLOG")" -ge 2 ]
+}
+wait_s_group() {
+	wait_for 30 "s group on $1" s_connected ||
+		check "s group handshook with $1 within 30 s" yes no
+}
 committed_above() { [ "$(committed)" -gt "$1" ] 2>/dev/null; }
 wait_for 30 "first commits" committed_above 10 || die "no generations committed"
+wait_s_group d1
 say "phase 1: steady streaming ${P_STEADY}s"
 sleep "$P_STEADY"
 
@@ -84,6 +97,7 @@ start_daemon d2 -- "${A_PORTS[@]}" --db "$DB" "${DFLAGS[@]}" ||
 wait_for 30 "commits after restart" committed_above 5 ||
 	die "nothing committed after the restart"
 check_ge "kill -9: rows kept after restart" 1 "$rows_before"
+wait_s_group d2
 sleep "$P_AFTER_KILL"
 
 say "phase 3: gentraced stopped for ${P_OUTAGE}s (past the s spool)"
@@ -93,6 +107,7 @@ start_daemon d3 -- "${A_PORTS[@]}" --db "$DB" "${DFLAGS[@]}" || die "d3"
 # Let the resent backlog land before the disk fills; measure the normal
 # commit rate meanwhile (rows in 2 s) to judge the pause against it.
 wait_for 30 "backlog" committed_above 20 || die "no resend after the outage"
+wait_s_group d3
 sleep 1
 r0=$(sql "$DB" "SELECT count(*) FROM generations")
 sleep 2
@@ -140,6 +155,7 @@ check "disk full: resumes after space frees" 0 "$(metric gentrace_disk_full)"
 rows_more() { [ "$(sql "$DB" "SELECT count(*) FROM generations")" -gt "$rows_full" ]; }
 wait_for 30 "rows after resume" rows_more
 check "disk full: rows committed after resume" 1 "$(rows_more && echo 1 || echo 0)"
+wait_s_group d4
 # The page limit stays with this process; the rest of the run needs room, so
 # a graceful restart (SIGTERM drains under load) lifts it.
 stop_daemon
@@ -169,6 +185,7 @@ check "hostile: daemon alive" 0 "$(kill -0 "$DPID" 2>/dev/null; echo $?)"
 
 say "phase 6: steady ${P_FINAL}s, then every agent stops"
 sleep "$P_FINAL"
+wait_s_group d5
 stop_agents
 
 say "checks"
