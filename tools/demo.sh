@@ -91,7 +91,7 @@ cat <<MSG
     curl -s localhost:$HTTP_PORT/v1/agents
     curl -s 'localhost:$HTTP_PORT/v1/trace?service=gentrace-demo&last=30s' -o demo.trace
     curl -s 'localhost:$HTTP_PORT/v1/trace?service=gentrace-demo&last=30s&format=chrome' -o demo.json
-    ./tools/gentrace stat demo.trace
+    $B/tools/gentrace stat demo.trace
     curl -s localhost:$HTTP_PORT/metrics | grep ^gentrace_generations
 
   Press Ctrl-C to stop both.
