@@ -71,9 +71,9 @@ static double cpu_s(pid_t pid) {
   char *p = ok != NULL ? strrchr(line, ')') : NULL;
   unsigned long ut, st;
   /* Fields after "(comm)": state is 3rd, utime 14th, stime 15th. */
-  if (p == NULL || sscanf(p + 2,
-                          "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                          &ut, &st) != 2)
+  if (p == NULL ||
+      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+             &st) != 2)
     return -1;
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
