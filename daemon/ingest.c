@@ -49,6 +49,18 @@
  *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
  *     frames), so an idle connection holds no read buffer (S1: 10,000 idle
  *     agents in 256 MiB).
+ *  8. Generation buffers the store is done with (and those of refused or
+ *     dropped generations) go to a pool of at most GENBUF_POOL_MAX buffers
+ *     and max-buffer/8 bytes, reused for the next generations (a fresh
+ *     buffer costs a page fault per 4 KiB written). Pooled bytes
+ *     (ing.pool_bytes, not part of buffered: they hold nothing for agents)
+ *     MUST keep buffered + pool_bytes <= max-buffer: a buffer enters the
+ *     pool only if it fits, and ingest_update_pause frees pooled buffers
+ *     (before deciding to pause) while the sum is over, otherwise the pool
+ *     would add to the memory the limit bounds or hold agents back. A
+ *     buffer MUST enter the pool only after the store handed its
+ *     generation back (done callback), otherwise the store would read a
+ *     buffer being refilled.
  */
 #include "config.h"
 
@@ -671,6 +683,8 @@ static void conn_update_reading(conn *c) {
 /* Global pause: total buffered bytes over max-buffer, or the disk full. */
 static void ingest_update_pause(ingest *ing) {
   int want;
+  /* Idle pooled buffers give way to bytes held for agents (invariant 8). */
+  genbuf_pool_trim(ing);
   /* As per connection: pause only while queued bytes will drain. */
   if (ing->disk_full)
     want = 1;
@@ -789,6 +803,9 @@ static void complete(ingest *ing, pending *pd) {
     disk_full_leave(ing);
   }
   conn_dequeue(c, g->len);
+  /* The store is done with the payload (invariant 8). */
+  genbuf_release(ing, g->payload, pd->cap);
+  g->payload = NULL;
   if (g->result == 0 || g->result == 1) {
     if (g->result == 0) {
       CTR_ADD(ing, committed, 1);
@@ -1162,6 +1179,7 @@ void ingest_free(ingest *ing) {
     conn_unref(pd->c);
     free(pd);
   }
+  genbuf_pool_clear(ing);
   pthread_mutex_destroy(&ing->done_lock);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);

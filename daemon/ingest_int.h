@@ -22,6 +22,7 @@
 #define CLOSE_GRACE_MS 2000        /* time for a last frame to flush */
 #define SESS_BUCKETS 16384         /* power of two */
 #define DISKFULL_PROBE_MS 1000
+#define GENBUF_POOL_MAX 8 /* idle generation buffers kept (invariant 8) */
 
 enum conn_state {
   CONN_HANDSHAKE,
@@ -61,7 +62,14 @@ typedef struct pending {
   struct pending *next;
   struct conn *c;
   store_gen *g;
+  size_t cap; /* capacity of g->payload, for the buffer pool */
 } pending;
+
+/* An idle generation buffer (malloc'd, cap bytes) kept for reuse. */
+typedef struct genbuf {
+  uint8_t *data;
+  size_t cap;
+} genbuf;
 
 typedef struct conn {
   /* Loop thread only. */
@@ -109,6 +117,7 @@ typedef struct counters {
   uint64_t limit_hits[LIM_COUNT_];
   uint64_t disk_full, disk_full_total;
   uint64_t heartbeats_sent;
+  uint64_t pool_bytes, pool_reused;
 } counters;
 
 struct ingest {
@@ -147,6 +156,9 @@ struct ingest {
   int handles_open;
   uint8_t *rbuf;
   int rbuf_busy;
+  genbuf pool[GENBUF_POOL_MAX]; /* invariant 8; bytes in pool_bytes */
+  unsigned npool;
+  uint64_t pool_bytes; /* buffered + pool_bytes <= max_buffer (inv. 8) */
 
   /* Protected by done_lock: completions from the store thread. */
   pthread_mutex_t done_lock;
@@ -181,5 +193,16 @@ void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
 int reasm_batch(conn *c, const gtp_frame *f);
 int reasm_gen_end(conn *c, const gtp_frame *f);
 void reasm_free(conn *c, opengen *g);
+
+/* reasm.c: the pool of idle generation buffers (invariant 8 of ingest.c).
+ * genbuf_alloc returns a buffer of at least want bytes (pooled or new, its
+ * first `touch` bytes faulted in) and its capacity in *cap; genbuf_release
+ * keeps data for reuse or frees it; genbuf_pool_trim frees pooled buffers
+ * until buffered + pool_bytes <= max_buffer; genbuf_pool_clear frees them
+ * all. */
+uint8_t *genbuf_alloc(ingest *ing, size_t want, size_t touch, size_t *cap);
+void genbuf_release(ingest *ing, uint8_t *data, size_t cap);
+void genbuf_pool_trim(ingest *ing);
+void genbuf_pool_clear(ingest *ing);
 
 #endif

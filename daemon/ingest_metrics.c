@@ -60,6 +60,11 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "Frames received from agents.", NULL, C(frames));
   metric(b, "gentrace_bytes_received_total", "counter",
          "Bytes received from agents.", NULL, C(bytes));
+  metric(b, "gentrace_ingest_buffer_pool_bytes", "gauge",
+         "Idle generation buffers kept for reuse (part of buffered bytes).",
+         NULL, C(pool_bytes));
+  metric(b, "gentrace_ingest_buffer_pool_reused_total", "counter",
+         "Generations assembled in a reused buffer.", NULL, C(pool_reused));
   metric(b, "gentrace_protocol_errors_total", "counter",
          "Connections closed for a protocol error.", NULL, C(protocol_errors));
   metric(b, "gentrace_generations_committed_total", "counter",
