@@ -10,7 +10,7 @@
  * States: HEADER (file header / JSON opening pending in `out`) -> GENS
  * (one generation at a time: seqs[next]) -> TRAILER (Chrome closing) ->
  * DONE. dl_read moves between them whenever `out` has been fully sent.
- * Payloads come from a read-ahead thread (struct prefetch below) when the
+ * Payloads come from read-ahead threads (struct prefetch below) when the
  * download has more than one generation.
  *
  * Invariants:
@@ -63,28 +63,42 @@ typedef struct dl {
   struct prefetch *pf; /* NULL: payloads are read inline */
 } dl;
 
-/* Read-ahead: a thread per download (started at the first body read, so
- * HEAD requests never start one) reads the next payloads into a ring of
- * PF_SLOTS buffers while the connection's thread sends the current one, so
- * decompression overlaps with the socket copies.
+/* Read-ahead: PF_WORKERS threads per download (started at the first body
+ * read, so HEAD requests never start one) read the next payloads into a
+ * ring of PF_SLOTS buffers while the connection's thread sends the current
+ * one, so decompression overlaps with the socket copies. Decompression is
+ * the costliest step per byte (zstd), slower than the socket: one reader
+ * thread alone would bound the download at its speed, two decompress
+ * consecutive generations side by side. Payloads are claimed in order, so
+ * payload i always lands in slot i % PF_SLOTS.
  *
  * Invariants (beyond the file's):
- *  5. The producer MUST move the pin to minrem[i] before reading payload i;
- *     payloads already in a slot are in memory and need no pin.
+ *  5. Before a worker reads payload i, the pin MUST be at or below
+ *     minrem[lo], lo the lowest payload claimed but not yet in a slot
+ *     (another worker may still be reading it); moves happen under mu so
+ *     concurrent workers never move it past each other. Payloads already in
+ *     a slot are in memory and need no pin.
  *  6. At most PF_SLOTS payloads are held besides `out`, otherwise memory
- *     would grow with the window (invariant 2).
- *  7. dl_free MUST stop and join the thread before freeing anything it
- *     touches (the slots, seqs, minrem, the pin).
+ *     would grow with the window (invariant 2): a worker claims payload i
+ *     only once the consumer has taken payload i - PF_SLOTS from its slot.
+ *  7. dl_free MUST stop and join every worker before freeing anything they
+ *     touch (the slots, seqs, minrem, the pin).
  */
 #define PF_SLOTS 2
+#define PF_WORKERS 2
 
 typedef struct prefetch {
-  pthread_t th;
+  pthread_t th[PF_WORKERS];
+  int nth; /* workers started */
   /* Protected by mu. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int stop;
+  int failed;         /* a read failed: claim nothing more */
+  size_t claim;       /* next payload to claim */
   int full[PF_SLOTS]; /* slot i % PF_SLOTS holds payload i, with rc */
+  int busy[PF_SLOTS]; /* a worker is reading payload idx[k] into slot k */
+  size_t idx[PF_SLOTS];
   int rc[PF_SLOTS];
   gtp_wbuf buf[PF_SLOTS];
 } prefetch;
@@ -96,11 +110,10 @@ static int out_sink(void *ctx, const void *p, size_t n) {
 }
 
 /* Reads payload i into b; 0, GTP_E_NOTFOUND, or another error. Any
- * thread; borrows a pool reader for this one read only (invariant 3). */
+ * thread; borrows a pool reader for this one read only (invariant 3). The
+ * caller has moved the pin (invariants 1 and 5). */
 static int read_payload(dl *d, size_t i, gtp_wbuf *b) {
   web_server *w = d->w;
-  if (d->pin >= 0 && w->cfg.pins)
-    store_pins_move(w->cfg.pins, d->pin, d->minrem[i]);
   store_reader *sr;
   int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc < 0)
@@ -114,49 +127,52 @@ static int read_payload(dl *d, size_t i, gtp_wbuf *b) {
 static void *pf_main(void *arg) {
   dl *d = arg;
   prefetch *pf = d->pf;
-  for (size_t i = 0; i < d->n; i++) {
-    size_t k = i % PF_SLOTS;
-    pthread_mutex_lock(&pf->mu);
-    while (pf->full[k] && !pf->stop)
+  pthread_mutex_lock(&pf->mu);
+  for (;;) {
+    size_t k = pf->claim % PF_SLOTS;
+    while (!pf->stop && !pf->failed && pf->claim < d->n &&
+           (pf->full[k] || pf->busy[k])) {
       pthread_cond_wait(&pf->cv, &pf->mu);
-    int stop = pf->stop;
+      k = pf->claim % PF_SLOTS;
+    }
+    /* stop: dl_free, nobody waits for slots any more. failed: the consumer
+     * aborts the stream on that payload and asks no more. */
+    if (pf->stop || pf->failed || pf->claim >= d->n)
+      break;
+    size_t i = pf->claim++;
+    pf->busy[k] = 1;
+    pf->idx[k] = i;
+    size_t lo = i;
+    for (int j = 0; j < PF_SLOTS; j++)
+      if (pf->busy[j] && pf->idx[j] < lo)
+        lo = pf->idx[j];
+    if (d->pin >= 0 && d->w->cfg.pins)
+      store_pins_move(d->w->cfg.pins, d->pin, d->minrem[lo]); /* inv. 5 */
     pthread_mutex_unlock(&pf->mu);
-    if (stop)
-      break; /* dl_free: nobody waits for slots any more */
-    /* The slot is empty and only this thread fills it: no lock needed for
-     * the read itself. A server shutdown still fills the slot (with an
-     * error) because the consumer may already be waiting for it. */
+    /* The slot is busy for this worker alone: no lock needed for the read
+     * itself. A server shutdown still fills the slot (with an error)
+     * because the consumer may already be waiting for it. */
     int rc = atomic_load_explicit(&d->w->stopping, memory_order_relaxed)
                  ? GTP_E_SHUTDOWN
                  : read_payload(d, i, &pf->buf[k]);
     pthread_mutex_lock(&pf->mu);
     pf->rc[k] = rc;
+    pf->busy[k] = 0;
     pf->full[k] = 1;
-    pthread_cond_broadcast(&pf->cv);
-    pthread_mutex_unlock(&pf->mu);
     if (rc < 0 && rc != GTP_E_NOTFOUND)
-      break; /* the consumer aborts the stream on it and asks no more */
+      pf->failed = 1;
+    pthread_cond_broadcast(&pf->cv);
   }
+  pthread_mutex_unlock(&pf->mu);
   return NULL;
 }
 
-static void pf_start(dl *d) {
-  prefetch *pf = calloc(1, sizeof *pf);
-  if (!pf)
-    return; /* inline reads still work */
-  pthread_mutex_init(&pf->mu, NULL);
-  pthread_cond_init(&pf->cv, NULL);
+static void pf_free(prefetch *pf) {
   for (int k = 0; k < PF_SLOTS; k++)
-    gtp_wbuf_init(&pf->buf[k], 0);
-  d->pf = pf;
-  if (pthread_create(&pf->th, NULL, pf_main, d) != 0) {
-    d->pf = NULL;
-    for (int k = 0; k < PF_SLOTS; k++)
-      gtp_wbuf_fini(&pf->buf[k]);
-    pthread_cond_destroy(&pf->cv);
-    pthread_mutex_destroy(&pf->mu);
-    free(pf);
-  }
+    gtp_wbuf_fini(&pf->buf[k]);
+  pthread_cond_destroy(&pf->cv);
+  pthread_mutex_destroy(&pf->mu);
+  free(pf);
 }
 
 static void pf_stop(dl *d) {
@@ -167,21 +183,45 @@ static void pf_stop(dl *d) {
   pf->stop = 1;
   pthread_cond_broadcast(&pf->cv);
   pthread_mutex_unlock(&pf->mu);
-  pthread_join(pf->th, NULL); /* invariant 7 */
-  for (int k = 0; k < PF_SLOTS; k++)
-    gtp_wbuf_fini(&pf->buf[k]);
-  pthread_cond_destroy(&pf->cv);
-  pthread_mutex_destroy(&pf->mu);
-  free(pf);
+  for (int t = 0; t < pf->nth; t++)
+    pthread_join(pf->th[t], NULL); /* invariant 7 */
+  pf_free(pf);
   d->pf = NULL;
+}
+
+/* Starts the workers; without any (no memory, no thread), payloads are
+ * read inline. A second worker only when there are at least two payloads
+ * to read ahead besides the one the connection waits for. */
+static void pf_start(dl *d) {
+  prefetch *pf = calloc(1, sizeof *pf);
+  if (!pf)
+    return; /* inline reads still work */
+  pthread_mutex_init(&pf->mu, NULL);
+  pthread_cond_init(&pf->cv, NULL);
+  for (int k = 0; k < PF_SLOTS; k++)
+    gtp_wbuf_init(&pf->buf[k], 0);
+  d->pf = pf;
+  int want = d->n > 2 ? PF_WORKERS : 1;
+  for (int t = 0; t < want; t++) {
+    if (pthread_create(&pf->th[t], NULL, pf_main, d) != 0)
+      break;
+    pf->nth++; /* only this thread writes nth; workers never read it */
+  }
+  if (pf->nth == 0) {
+    d->pf = NULL;
+    pf_free(pf);
+  }
 }
 
 /* Payload i into *dst: from the read-ahead ring (swapping buffers, no
  * copy) or read inline. */
 static int take_payload(dl *d, size_t i, gtp_wbuf *dst) {
   prefetch *pf = d->pf;
-  if (!pf)
+  if (!pf) {
+    if (d->pin >= 0 && d->w->cfg.pins)
+      store_pins_move(d->w->cfg.pins, d->pin, d->minrem[i]); /* inv. 1 */
     return read_payload(d, i, dst);
+  }
   size_t k = i % PF_SLOTS;
   pthread_mutex_lock(&pf->mu);
   while (!pf->full[k])
