@@ -147,7 +147,6 @@ static int port_open(uint16_t port) {
   return ok;
 }
 
-/* Best of 3 curl downloads of url to out_file (NULL = /dev/null): MB/s. */
 /* One curl download of url (to out_file, or /dev/null): MB/s, 0 on error. */
 static double curl_once(const char *url, const char *out_file,
                         uint64_t *bytes) {
@@ -247,6 +246,19 @@ static pid_t nginx_start(const char *dir, uint16_t *port) {
   for (int i = 0; i < 200 && !port_open(*port); i++)
     usleep(10000);
   return pid;
+}
+
+/* The 1-minute load average, for the log: on a shared machine it says how
+ * far to trust the figures (-1 if unknown). */
+static double loadavg1(void) {
+  double l = -1;
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fscanf(f, "%lf", &l) != 1)
+      l = -1;
+    fclose(f);
+  }
+  return l;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -387,6 +399,7 @@ int main(int argc, char **argv) {
     ip = spawn(sargv);
   }
   double ours[ROUNDS], nginx[ROUNDS] = {0}, iperf[ROUNDS] = {0};
+  double load0 = loadavg1();
   for (int i = 0; i < ROUNDS; i++) {
     ours[i] = curl_once(url, NULL, NULL);
     if (ngx > 0)
@@ -402,8 +415,9 @@ int main(int argc, char **argv) {
   reap(ip);
   web_stop(w);
   fprintf(stderr,
-          "bench_download: %u generations, %" PRIu64 " bytes per window\n",
-          ngens, got);
+          "bench_download: %u generations, %" PRIu64 " bytes per window; "
+          "load average %.2f before the rounds, %.2f after\n",
+          ngens, got, load0, loadavg1());
   if (ip <= 0)
     fprintf(stderr, "bench_download: iperf3 not installed (apt-get install "
                     "iperf3)\n");
