@@ -561,7 +561,7 @@ static int setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '1')");
+                           " ('schema_version', '2')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -569,9 +569,17 @@ static int setup_schema(store *s, char **cause) {
       goto fail;
     }
   }
-  /* Migrations: version N-1 -> N steps go here, each inside this same
-   * transaction, when STORE_SCHEMA_VERSION is bumped. Version 1 is the
-   * first, so there is nothing to migrate yet. */
+  /* Migrations: version N-1 -> N steps, each inside this same transaction
+   * (a failure leaves the file as it was). */
+  if (version == 1) {
+    rc = exec_sql(s->db, STORE_MIGRATE_2_SQL);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: migrating schema 1 to 2: %s", s->path,
+                      sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
+  }
   rc = exec_sql(s->db, "COMMIT");
   if (rc != SQLITE_OK) {
     store_set_cause(cause, "%s: committing schema: %s", s->path,
@@ -586,8 +594,8 @@ fail:
   return err ? err : GTP_E_INTERNAL;
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 1,
-               "store.c writes schema_version 1 on a fresh database; add a "
+_Static_assert(STORE_SCHEMA_VERSION == 2,
+               "store.c writes schema_version 2 on a fresh database; add a "
                "migration step and update that insert when bumping");
 
 static int setup_pragmas(store *s, char **cause) {

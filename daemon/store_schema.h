@@ -9,7 +9,13 @@
  *   meta         key/value; 'schema_version'.
  *   sessions     one row per agent session (id = 32 hex digits), identity from
  *                HELLO, tags as a JSON object, first/last seen (unix ns), the
- *                daemon's rejected count, last committed gen (for WELCOME).
+ *                daemon's rejected count, last committed gen (for WELCOME),
+ *                and the totals of its stored generations (gens, events,
+ *                bytes, lost = dropped + evicted + rejected), kept by triggers
+ *                on every insert into and delete from generations, so
+ *                /v1/agents reads one row per session instead of aggregating
+ *                every generation ever kept (invariant: the totals equal
+ *                the aggregate over the session's rows, test_store checks).
  *   generations  one row per (session, gen): wall-clock span (unix ns), counts,
  *                ledger, status, codec. seq = commit order (the feed cursor).
  *   payloads     seq -> the generation's bytes (GEN_START + body + GEN_END),
@@ -19,7 +25,7 @@
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -31,7 +37,9 @@
   " tags TEXT NOT NULL DEFAULT '{}',"                                          \
   " first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,"            \
   " last_gen INTEGER, rejected INTEGER NOT NULL DEFAULT 0,"                    \
-  " rejected_events INTEGER NOT NULL DEFAULT 0);"                              \
+  " rejected_events INTEGER NOT NULL DEFAULT 0,"                              \
+  " gens INTEGER NOT NULL DEFAULT 0, events INTEGER NOT NULL DEFAULT 0,"       \
+  " bytes INTEGER NOT NULL DEFAULT 0, lost INTEGER NOT NULL DEFAULT 0);"       \
   "CREATE INDEX IF NOT EXISTS sessions_by_service ON sessions(service, host);" \
   "CREATE TABLE IF NOT EXISTS generations("                                    \
   " seq INTEGER PRIMARY KEY AUTOINCREMENT,"                                    \
@@ -49,7 +57,38 @@
   " ON generations(session_id, start_ns);"                                     \
   "CREATE INDEX IF NOT EXISTS generations_by_start ON generations(start_ns);"   \
   "CREATE TABLE IF NOT EXISTS payloads("                                       \
-  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);"
+  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_TRIGGERS_SQL
+
+/* The session totals follow every row of generations, whichever path adds or
+ * deletes it (commit, retention, --max-db-size, an operator's DELETE). */
+#define STORE_SCHEMA_TRIGGERS_SQL                                              \
+  "CREATE TRIGGER IF NOT EXISTS generations_add AFTER INSERT ON generations"   \
+  " BEGIN UPDATE sessions SET gens = gens + 1, events = events + NEW.events,"  \
+  " bytes = bytes + NEW.bytes,"                                                \
+  " lost = lost + NEW.dropped + NEW.evicted + NEW.rejected"                    \
+  " WHERE id = NEW.session_id; END;"                                           \
+  "CREATE TRIGGER IF NOT EXISTS generations_del AFTER DELETE ON generations"   \
+  " BEGIN UPDATE sessions SET gens = gens - 1, events = events - OLD.events,"  \
+  " bytes = bytes - OLD.bytes,"                                                \
+  " lost = lost - OLD.dropped - OLD.evicted - OLD.rejected"                    \
+  " WHERE id = OLD.session_id; END;"
+
+/* Migration 1 -> 2: the columns, their values from the rows kept so far,
+ * then the triggers (store.c runs it inside the schema transaction). */
+#define STORE_MIGRATE_2_SQL                                                    \
+  "ALTER TABLE sessions ADD COLUMN gens INTEGER NOT NULL DEFAULT 0;"           \
+  "ALTER TABLE sessions ADD COLUMN events INTEGER NOT NULL DEFAULT 0;"         \
+  "ALTER TABLE sessions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;"          \
+  "ALTER TABLE sessions ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;"           \
+  "UPDATE sessions SET (gens, events, bytes, lost) = (SELECT count(*),"        \
+  " coalesce(sum(events), 0), coalesce(sum(bytes), 0),"                        \
+  " coalesce(sum(dropped + evicted + rejected), 0)"                            \
+  " FROM generations g WHERE g.session_id = sessions.id);"                     \
+  STORE_SCHEMA_TRIGGERS_SQL                                                    \
+  "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
+
+/* Version history: 1 first; 2 adds the session totals (columns + triggers),
+ * migrated by store.c from 1 in place. */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

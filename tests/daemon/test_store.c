@@ -64,6 +64,17 @@ static int64_t count_rows(fx *f, const char *table) {
   return sf_sql_int(f->dir.db, sql);
 }
 
+/* Sessions whose kept totals (schema 2) disagree with the aggregate over
+ * their generation rows: 0 whenever the triggers did their job. */
+static int64_t totals_mismatch(fx *f) {
+  return sf_sql_int(
+      f->dir.db,
+      "SELECT count(*) FROM sessions s WHERE (s.gens, s.events, s.bytes,"
+      " s.lost) IS NOT (SELECT count(*), coalesce(sum(events), 0),"
+      " coalesce(sum(bytes), 0), coalesce(sum(dropped + evicted + rejected),"
+      " 0) FROM generations g WHERE g.session_id = s.id)");
+}
+
 /* -------------------------------------------------------------- commit */
 
 static void
@@ -298,6 +309,43 @@ static void test_store_open__newer_schema_is_refused(void **state) {
   free(cause);
 }
 
+/* A version 1 database (no session totals) is migrated in place on open:
+ * the totals are computed from the rows already kept, and the triggers keep
+ * them from then on. */
+static void test_store_open__schema_1_is_migrated_with_totals(void **state) {
+  fx *f = *state;
+  open_default(f);
+  for (uint64_t g = 1; g <= 6; g++)
+    assert_int_equal(store_submit(f->s, gen_of(20 + (unsigned)(g % 2), g)), 0);
+  assert_int_equal(sf_done_wait(&f->done, 6), 6);
+  store_close(f->s);
+  f->s = NULL;
+  /* Make it what a schema 1 build left behind. */
+  assert_int_equal(
+      sf_sql_exec(f->dir.db,
+                  "DROP TRIGGER generations_add; DROP TRIGGER generations_del;"
+                  "ALTER TABLE sessions DROP COLUMN gens;"
+                  "ALTER TABLE sessions DROP COLUMN events;"
+                  "ALTER TABLE sessions DROP COLUMN bytes;"
+                  "ALTER TABLE sessions DROP COLUMN lost;"
+                  "UPDATE meta SET value = '1' WHERE key = 'schema_version'"),
+      SQLITE_OK);
+  f->done.n = 0;
+  open_default(f);
+  assert_int_equal(
+      sf_sql_int(f->dir.db,
+                 "SELECT value FROM meta WHERE key = 'schema_version'"),
+      2);
+  assert_int_equal(sf_sql_int(f->dir.db, "SELECT sum(gens) FROM sessions"), 6);
+  assert_true(sf_sql_int(f->dir.db, "SELECT min(events) FROM sessions") > 0);
+  assert_int_equal(totals_mismatch(f), 0);
+  /* And the triggers run after the migration. */
+  assert_int_equal(store_submit(f->s, gen_of(20, 7)), 0);
+  assert_int_equal(sf_done_wait(&f->done, 1), 1);
+  assert_int_equal(sf_sql_int(f->dir.db, "SELECT sum(gens) FROM sessions"), 7);
+  assert_int_equal(totals_mismatch(f), 0);
+}
+
 static void test_store_open__foreign_database_is_refused(void **state) {
   fx *f = *state;
   /* Someone else's SQLite file (sf_sql_exec cannot create files). */
@@ -392,6 +440,9 @@ test_store_retention__by_age_deletes_old_and_never_pinned(void **state) {
   assert_int_equal(count_rows(f, "payloads"), 2);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT min(gen) FROM generations"),
                    10);
+  /* The session totals followed the deletions. */
+  assert_int_equal(sf_sql_int(f->dir.db, "SELECT gens FROM sessions"), 2);
+  assert_int_equal(totals_mismatch(f), 0);
 }
 
 static void
@@ -431,6 +482,7 @@ test_store_retention__by_size_deletes_oldest_whole_gens(void **state) {
                    61 - left);
   assert_int_equal(count_rows(f, "payloads"), left);
   assert_int_equal(st.retention_deleted_gens, (uint64_t)(60 - left));
+  assert_int_equal(totals_mismatch(f), 0);
   assert_true(sf_file_size(f->dir.db) <= c.max_db_bytes);
   assert_true(sf_integrity_ok(f->dir.db));
 }
@@ -531,6 +583,7 @@ int main(void) {
       T(test_store_submit__never_waits_for_a_slow_disk),
       T(test_store_note_rejected__counted_in_session_row),
       T(test_store_open__newer_schema_is_refused),
+      T(test_store_open__schema_1_is_migrated_with_totals),
       T(test_store_open__foreign_database_is_refused),
       T(test_store_open__missing_directory_fails_with_cause),
       T(test_store_open__fresh_database_settings),
