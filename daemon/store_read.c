@@ -58,20 +58,20 @@ enum {
 };
 
 static const char *const read_sql[RQ_ALL_] = {
-    /* Aggregates in one pass: LEFT JOIN so sessions without a stored
-     * generation still show up (count 0). */
+    /* One row per session: the totals are kept by triggers (schema 2),
+     * first/last gen are two probes of UNIQUE(session_id, gen); nothing
+     * here walks a session's generations. */
     [STORE_RQ_SESSIONS] =
         "SELECT s.session, s.service, s.host, s.agent_version, s.tags, s.pid,"
-        " s.process_start_ns, s.first_seen_ns, s.last_seen_ns,"
-        " count(g.seq), min(g.gen), max(g.gen), total(g.events),"
-        " total(g.bytes), total(g.dropped + g.evicted + g.rejected),"
-        " s.rejected"
-        " FROM sessions s LEFT JOIN generations g ON g.session_id = s.id"
+        " s.process_start_ns, s.first_seen_ns, s.last_seen_ns, s.gens,"
+        " (SELECT min(gen) FROM generations WHERE session_id = s.id),"
+        " (SELECT max(gen) FROM generations WHERE session_id = s.id),"
+        " s.events, s.bytes, s.lost, s.rejected FROM sessions s"
         " WHERE (?1 IS NULL OR s.service = ?1) AND (?2 IS NULL OR s.host = ?2)"
         " AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(s.tags) j"
         " WHERE j.key = ?3 AND (?4 IS NULL OR (j.type = 'text' AND j.value = "
         "?4))))"
-        " GROUP BY s.id ORDER BY s.service, s.host, s.first_seen_ns, s.id",
+        " ORDER BY s.service, s.host, s.first_seen_ns, s.id",
     [STORE_RQ_SESSION_GENS] =
         "SELECT " GEN_COLS " FROM generations g JOIN sessions s"
         " ON s.id = g.session_id"
@@ -190,6 +190,17 @@ int store_reader_open(const char *path, store_reader **out, char **cause) {
     err = GTP_E_VERSION;
     goto fail_db;
   }
+  if (version < STORE_SCHEMA_VERSION) {
+    /* The queries use columns of the current version; the writer
+     * (store_open) migrates, and gentraced opens it before any reader. */
+    store_set_cause(cause,
+                    "%s: database schema version %" PRId64
+                    " is older than this build reads (%d); open it with"
+                    " this gentraced once to migrate it",
+                    path, version, STORE_SCHEMA_VERSION);
+    err = GTP_E_VERSION;
+    goto fail_db;
+  }
   *out = r;
   return 0;
 fail_db:
@@ -289,11 +300,9 @@ int store_read_sessions(store_reader *r, const store_session_filter *f,
         .generations = (uint64_t)sqlite3_column_int64(st, 9),
         .first_gen = (uint64_t)sqlite3_column_int64(st, 10),
         .last_gen = (uint64_t)sqlite3_column_int64(st, 11),
-        /* total() is a float so sums never overflow; counts stay far below
-         * 2^53 where doubles are exact. */
-        .events = (uint64_t)sqlite3_column_double(st, 12),
-        .bytes = (uint64_t)sqlite3_column_double(st, 13),
-        .lost = (uint64_t)sqlite3_column_double(st, 14),
+        .events = (uint64_t)sqlite3_column_int64(st, 12),
+        .bytes = (uint64_t)sqlite3_column_int64(st, 13),
+        .lost = (uint64_t)sqlite3_column_int64(st, 14),
         .rejected_gens = (uint64_t)sqlite3_column_int64(st, 15),
     };
     row.has_gens = row.generations > 0;

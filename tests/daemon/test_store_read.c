@@ -370,6 +370,32 @@ static void test_store_read_explain__window_and_feed_use_indexes(void **state) {
   gtp_wbuf_fini(&b);
 }
 
+/* /v1/agents is polled by every open dashboard: the listing reads the
+ * totals the triggers keep (schema 2, test_store checks they are exact)
+ * instead of aggregating every generation ever kept. Proven by changing a
+ * kept total behind the store's back: an aggregating query would not see it.
+ * (EXPLAIN cannot tell: walking a session's rows by index looks like a
+ * search.) */
+static void test_store_read_sessions__read_the_kept_totals(void **state) {
+  fx *f = *state;
+  char hex[33], sql[200];
+  sf_session_hex(S1, hex);
+  snprintf(sql, sizeof sql,
+           "UPDATE sessions SET events = 123456789, lost = 77"
+           " WHERE session = '%s'",
+           hex);
+  assert_int_equal(sf_sql_exec(f->dir.db, sql), SQLITE_OK);
+  srows r;
+  assert_int_equal(list_sessions(f, NULL, NULL, NULL, NULL, &r), 4);
+  const store_session_row *s1 = find_session(&r, S1, NULL);
+  assert_non_null(s1);
+  assert_int_equal(s1->events, 123456789);
+  assert_int_equal(s1->lost, 77);
+  /* first/last gen still come from the rows (two index probes). */
+  assert_int_equal(s1->first_gen, 0);
+  assert_int_equal(s1->last_gen, 4);
+}
+
 static void test_store_read_payload__round_trip_decodes(void **state) {
   fx *f = *state;
   gtp_wbuf b;
@@ -580,6 +606,7 @@ int main(void) {
       T(test_store_read_window__callback_stop_is_returned),
       T(test_store_read_feed__seq_order_after_and_limit),
       T(test_store_read_explain__window_and_feed_use_indexes),
+      T(test_store_read_sessions__read_the_kept_totals),
       T(test_store_read_payload__round_trip_decodes),
       T(test_store_read_payload__corrupt_rows_are_errors),
       T(test_store_read__no_transaction_outlives_a_call),
