@@ -48,7 +48,8 @@
  *     conn_handle_frame returns < 0 after ingest_conn_close.
  *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
  *     frames), so an idle connection holds no read buffer (S1: 10,000 idle
- *     agents in 256 MiB).
+ *     agents in 256 MiB); the one exception is a staged frame (9), whose
+ *     buffer is its generation's.
  *  8. Generation buffers the store is done with (and those of refused or
  *     dropped generations) go to a pool of at most GENBUF_POOL_MAX buffers
  *     and max-buffer/8 bytes, reused for the next generations (a fresh
@@ -61,6 +62,19 @@
  *     buffer MUST enter the pool only after the store handed its
  *     generation back (done callback), otherwise the store would read a
  *     buffer being refilled.
+ *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
+ *     boundary but does not lie whole in a read is staged: its records are
+ *     read straight into its generation's buffer past buf.len (no decoder
+ *     copy, no second copy), and appended only once whole and checked like
+ *     gtp_frame_batch_decode does. Only a frame reasm_batch would append
+ *     without refusing anything (open, accepted generation within
+ *     max-gen-size and the per-connection open bytes) is staged, so the
+ *     outcome never depends on how the bytes arrived. While c->stage is
+ *     set, every read MUST go into the staged frame's remaining bytes
+ *     (exactly those, so no next frame lands there) and its bytes MUST be
+ *     counted in buffered (5); ingest_conn_close and ingest_stop MUST call
+ *     reasm_stage_abort before they free the generations, otherwise a read
+ *     would write into a freed buffer.
  */
 #include "config.h"
 
@@ -377,6 +391,7 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
   c->state = CONN_CLOSING;
   c->closing_ms = uv_now(ing->loop);
   sess_remove(c);
+  reasm_stage_abort(c); /* invariant 9: before its generation goes */
   while (c->gens != NULL) {
     opengen *g = c->gens;
     c->gens = g->next;
@@ -560,6 +575,13 @@ static int conn_handle_frame(conn *c, const gtp_frame *f) {
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   conn *c = h->data;
   ingest *ing = c->ing;
+  if (c->stage != NULL) {
+    /* Exactly the staged frame's missing bytes, in place (invariant 9). */
+    opengen *g = c->stage;
+    *buf = uv_buf_init((char *)g->buf.data + g->buf.len + c->stage_have,
+                       (unsigned)(c->stage_len - c->stage_have));
+    return;
+  }
   /* One read is processed at a time on this loop, so one buffer serves
    * every connection (invariant 7). */
   if (ing->rbuf_busy) {
@@ -588,6 +610,9 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   conn *c = s->data;
   ingest *ing = c->ing;
+  int staged = buf->base != (char *)ing->rbuf && c->stage != NULL &&
+               buf->base == (char *)c->stage->buf.data + c->stage->buf.len +
+                                c->stage_have;
   if (buf->base == (char *)ing->rbuf)
     ing->rbuf_busy = 0;
   if (nread == 0 || nread == UV_ENOBUFS)
@@ -612,12 +637,28 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   c->last_rx_ms = uv_now(ing->loop);
   CTR_ADD(ing, bytes, (uint64_t)nread);
+  c->refs++; /* keep c across ingest_conn_close inside the loop */
+  if (staged) {
+    (void)reasm_stage_read(c, (size_t)nread);
+    if (c->state != CONN_CLOSING) {
+      conn_update_reading(c);
+      ingest_update_pause(ing);
+    }
+    conn_unref(c);
+    return;
+  }
   const uint8_t *p = (const uint8_t *)buf->base;
   size_t n = (size_t)nread;
-  c->refs++; /* keep c across ingest_conn_close inside the loop */
   while (n > 0 && c->state != CONN_CLOSING) {
     gtp_frame f;
     size_t used = 0;
+    if (gtp_frame_decoder_buffered(&c->dec) == 0 && c->dec.err == 0 &&
+        reasm_stage_begin(c, p, n)) {
+      /* The rest of this frame is read in place (invariant 9). Feeding
+       * nothing releases the decoder's last returned frame. */
+      (void)gtp_frame_decoder_feed(&c->dec, NULL, 0, &used, &f);
+      break;
+    }
     int rc = gtp_frame_decoder_feed(&c->dec, p, n, &used, &f);
     conn_account_decoder(c);
     if (rc < 0) {
@@ -1132,6 +1173,7 @@ void ingest_stop(ingest *ing, uint64_t drain_ms, void (*done)(void *arg),
       c->state = CONN_DRAINING;
     } else if (c->state == CONN_ACTIVE) {
       c->state = CONN_DRAINING;
+      reasm_stage_abort(c); /* invariant 9 */
       while (c->gens != NULL) {
         opengen *g = c->gens;
         c->gens = g->next;

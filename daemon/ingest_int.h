@@ -22,7 +22,8 @@
 #define CLOSE_GRACE_MS 2000        /* time for a last frame to flush */
 #define SESS_BUCKETS 16384         /* power of two */
 #define DISKFULL_PROBE_MS 1000
-#define GENBUF_POOL_MAX 8 /* idle generation buffers kept (invariant 8) */
+#define GENBUF_POOL_MAX 8     /* idle generation buffers kept (invariant 8) */
+#define STAGE_MIN (16u << 10) /* BATCH payloads read in place (inv. 9) */
 
 enum conn_state {
   CONN_HANDSHAKE,
@@ -94,6 +95,12 @@ typedef struct conn {
   uint64_t queued_bytes; /* their bytes (also in buffered) */
   opengen *gens;
   unsigned ngens;
+  /* A BATCH frame being read straight into its generation's buffer
+   * (invariant 9 of ingest.c): its records go to stage->buf.data +
+   * stage->buf.len; stage_have of stage_len bytes are there (and counted
+   * in buffered). stage == NULL: not staging. */
+  opengen *stage;
+  size_t stage_have, stage_len;
   /* Identity from HELLO; owned strings, NUL-terminated. */
   uint8_t session[16];
   char session_hex[33];
@@ -193,6 +200,19 @@ void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
 int reasm_batch(conn *c, const gtp_frame *f);
 int reasm_gen_end(conn *c, const gtp_frame *f);
 void reasm_free(conn *c, opengen *g);
+
+/* reasm.c: reading a large BATCH frame straight into its generation's
+ * buffer (invariant 9 of ingest.c). reasm_stage_begin looks at the unread
+ * input [p, p+n) at a frame boundary: if it starts a BATCH frame of an open
+ * generation that does not lie whole in it, it copies what is there into
+ * place, sets c->stage and returns 1 (all n bytes used); else 0 and
+ * nothing changed. reasm_stage_read takes nread bytes the kernel wrote in
+ * place and, once the frame is whole, checks and appends it; 0, or < 0
+ * once the connection was closed. reasm_stage_abort forgets a staged frame
+ * (before its generation is freed). */
+int reasm_stage_begin(conn *c, const uint8_t *p, size_t n);
+int reasm_stage_read(conn *c, size_t nread);
+void reasm_stage_abort(conn *c);
 
 /* reasm.c: the pool of idle generation buffers (invariant 8 of ingest.c).
  * genbuf_alloc returns a buffer of at least want bytes (pooled or new, its

@@ -23,6 +23,7 @@
 #include "gtp_error.h"
 #include "ingest_int.h"
 #include "log.h"
+#include "varint.h"
 
 /* ------------------------------------------------------ generation buffers */
 
@@ -250,6 +251,114 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     return -1;
   }
   return 0;
+}
+
+/* ------------------------------------------------------------- staging */
+
+/* The record check of gtp_frame_batch_decode, for records that reached the
+ * generation buffer without passing through it: one or more whole body
+ * records (a GEN_START or GEN_END smuggled in would split the stored
+ * generation); unknown types pass. MUST stay the same check, otherwise a
+ * frame would be accepted or refused depending on how it was read. */
+static int batch_records_check(const uint8_t *q, size_t n) {
+  const uint8_t *end = q + n;
+  if (q == end)
+    return GTP_E_TRUNC;
+  while (q < end) {
+    gtp_record rec;
+    int rc = gtp_record_parse(q, (size_t)(end - q), &rec);
+    if (rc < 0)
+      return rc;
+    if (rec.type == GTP_REC_GEN_START || rec.type == GTP_REC_GEN_END)
+      return GTP_E_CORRUPT;
+    q += rec.size;
+  }
+  return 0;
+}
+
+int reasm_stage_begin(conn *c, const uint8_t *p, size_t n) {
+  ingest *ing = c->ing;
+  if (c->state != CONN_ACTIVE || n < GTP_FRAME_HEADER_SIZE ||
+      p[4] != GTP_FR_BATCH)
+    return 0;
+  uint32_t len = gtp_get_u32le(p);
+  /* Frames too big, too small or whole in the input take the decoder's
+   * path, which also reports every error. */
+  if (len > ing->cfg.max_frame || len < STAGE_MIN ||
+      len <= n - GTP_FRAME_HEADER_SIZE)
+    return 0;
+  const uint8_t *q = p + GTP_FRAME_HEADER_SIZE, *end = p + n;
+  uint64_t gen;
+  if (gtp_uvarint_get(&q, end, &gen) < 0)
+    return 0; /* the varint is split (or bad): let the decoder see it */
+  size_t vlen = (size_t)(q - (p + GTP_FRAME_HEADER_SIZE));
+  size_t rlen = len - vlen;
+  opengen *g = gen_find(c, gen);
+  /* Only appends that reasm_batch would make without refusing anything:
+   * an open, accepted generation that stays within max-gen-size and the
+   * per-connection open bytes. */
+  if (g == NULL || g->rejected || g->buf.err ||
+      g->buf.len - g->body_off + rlen > ing->cfg.max_gen_size)
+    return 0;
+  uint64_t open = 0;
+  for (opengen *o = c->gens; o != NULL; o = o->next)
+    open += o->buf.len;
+  if (open + rlen > ing->cfg.max_conn_buffer)
+    return 0;
+  /* Room for the whole frame, so the kernel can write the rest in place;
+   * the buffer does not move again until the frame is appended. */
+  if (gtp_wbuf_grow(&g->buf, rlen) == NULL) {
+    g->buf.err = 0; /* nothing was appended: the decoder path decides */
+    return 0;
+  }
+  g->buf.len -= rlen;
+  size_t have = (size_t)(end - q);
+  memcpy(g->buf.data + g->buf.len, q, have);
+  c->stage = g;
+  c->stage_len = rlen;
+  c->stage_have = have;
+  ingest_conn_account(c, (int64_t)have);
+  return 1;
+}
+
+int reasm_stage_read(conn *c, size_t nread) {
+  ingest *ing = c->ing;
+  opengen *g = c->stage;
+  c->stage_have += nread;
+  ingest_conn_account(c, (int64_t)nread);
+  if (c->stage_have < c->stage_len)
+    return 0;
+  /* The frame is whole: the same steps as reasm_batch's append. */
+  size_t rlen = c->stage_len;
+  c->stage = NULL;
+  c->stage_have = c->stage_len = 0;
+  CTR_ADD(ing, frames, 1);
+  int rc = batch_records_check(g->buf.data + g->buf.len, rlen);
+  if (rc < 0) {
+    ingest_conn_account(c, -(int64_t)rlen);
+    CTR_ADD(ing, protocol_errors, 1);
+    ingest_conn_close(c, rc, 0, 0, "bad BATCH frame");
+    return -1;
+  }
+  g->buf.len += rlen; /* counted in buffered as it arrived */
+  uint64_t open = 0;
+  for (opengen *o = c->gens; o != NULL; o = o->next)
+    open += o->buf.len;
+  if (open > ing->cfg.max_conn_buffer) {
+    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
+    ingest_conn_close(c, GTP_E_LIMIT, 0, 0,
+                      "open generations exceed the per-connection buffer");
+    return -1;
+  }
+  return 0;
+}
+
+void reasm_stage_abort(conn *c) {
+  if (c->stage == NULL)
+    return;
+  ingest_conn_account(c, -(int64_t)c->stage_have);
+  c->stage = NULL;
+  c->stage_have = c->stage_len = 0;
 }
 
 int reasm_gen_end(conn *c, const gtp_frame *f) {
