@@ -54,6 +54,7 @@ enum {
   RQ_MAX_SPAN,
   RQ_MAX_SEQ,
   RQ_PAYLOAD_GEN,
+  RQ_SEQ_AT,
   RQ_ALL_
 };
 
@@ -104,6 +105,8 @@ static const char *const read_sql[RQ_ALL_] = {
     [RQ_MAX_SPAN] = "SELECT value FROM meta WHERE key = 'max_span_ns'",
     [RQ_MAX_SEQ] = "SELECT coalesce((SELECT seq FROM sqlite_sequence"
                    " WHERE name = 'generations'), 0)",
+    [RQ_SEQ_AT] = "SELECT seq, committed_ns FROM generations WHERE seq >= ?1"
+                  " ORDER BY seq LIMIT 1",
     [RQ_PAYLOAD_GEN] =
         "SELECT g.codec, g.bytes, p.data FROM sessions s"
         " JOIN generations g ON g.session_id = s.id"
@@ -467,6 +470,59 @@ int store_read_max_seq(store_reader *r, int64_t *seq) {
     *seq = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
   return rc == SQLITE_ROW ? 0 : read_err(rc);
+}
+
+/* The first generation at or after seq: 1 with (*got, *committed), 0 if
+ * there is none, or a negative code. */
+static int seq_at(store_reader *r, int64_t seq, int64_t *got,
+                  int64_t *committed) {
+  sqlite3_stmt *st;
+  int err = get_stmt(r, RQ_SEQ_AT, &st);
+  if (err)
+    return err;
+  sqlite3_bind_int64(st, 1, seq);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *got = sqlite3_column_int64(st, 0);
+    *committed = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : read_err(rc);
+}
+
+/* Binary search over seq (the rowid) on committed_ns, which the single
+ * writer stamps in commit order: about 2 log2(rows) index probes, whatever
+ * the size of the database, inside one read transaction so retention
+ * cannot move the rows between probes. */
+int store_read_feed_since(store_reader *r, int64_t since_ns,
+                          int64_t *after_seq) {
+  int err = tx_begin(r);
+  if (err)
+    return err;
+  int64_t max = 0, s = 0, c = 0;
+  err = store_read_max_seq(r, &max);
+  /* Invariants of the loop: rows with seq < lo were committed before
+   * since_ns; rows with seq >= hi at or after it (or do not exist). */
+  int64_t lo = 0, hi = max + 1;
+  while (err == 0 && lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    int found = seq_at(r, mid, &s, &c);
+    if (found < 0)
+      err = found;
+    else if (!found || s >= hi || c >= since_ns)
+      hi = mid;
+    else
+      lo = s + 1;
+  }
+  if (err == 0) {
+    int found = seq_at(r, lo, &s, &c);
+    if (found < 0)
+      err = found;
+    else
+      *after_seq = found ? s - 1 : max;
+  }
+  tx_end(r);
+  return err;
 }
 
 /* Appends the decompressed payload of the row st points at to out.

@@ -80,6 +80,11 @@ int store_read_feed(store_reader *r, int64_t after_seq, uint32_t limit,
                     store_gen_cb cb, void *ctx);
 /* Highest committed seq (0 if none). */
 int store_read_max_seq(store_reader *r, int64_t *seq);
+/* The feed cursor just before the first generation committed at or after
+ * since_ns (unix ns): store_read_feed(after_seq) then starts there. When
+ * nothing was committed since, the newest seq (only new commits follow). */
+int store_read_feed_since(store_reader *r, int64_t since_ns,
+                          int64_t *after_seq);
 
 /* One generation by (session hex, gen) or by seq: looks up the row, and
  * appends its decompressed bytes (GEN_START + body + GEN_END) to out.

@@ -340,6 +340,39 @@ static void test_store_read_feed__seq_order_after_and_limit(void **state) {
   assert_int_equal(max, f->nrows);
 }
 
+static void test_store_read_feed_since__starts_at_first_commit_after(
+    void **state) {
+  fx *f = *state;
+  /* Commit times 1000 * seq, then a hole (3..7 deleted, as retention or a
+   * size limit would). */
+  assert_int_equal(
+      sf_sql_exec(f->dir.db, "UPDATE generations SET committed_ns = seq * 1000;"
+                             "DELETE FROM generations WHERE seq BETWEEN 3 AND 7"),
+      SQLITE_OK);
+  int64_t after = -1, n = f->nrows;
+  assert_true(n >= 10);
+  assert_int_equal(store_read_feed_since(f->r, 0, &after), 0);
+  assert_int_equal(after, 0); /* everything, from seq 1 */
+  assert_int_equal(store_read_feed_since(f->r, 2000, &after), 0);
+  assert_int_equal(after, 1);
+  assert_int_equal(store_read_feed_since(f->r, 2001, &after), 0);
+  assert_int_equal(after, 7); /* seq 8 is the next one kept */
+  assert_int_equal(store_read_feed_since(f->r, 4500, &after), 0);
+  assert_int_equal(after, 7);
+  assert_int_equal(store_read_feed_since(f->r, 9000, &after), 0);
+  assert_int_equal(after, 8);
+  assert_int_equal(store_read_feed_since(f->r, n * 1000, &after), 0);
+  assert_int_equal(after, n - 1);
+  /* Nothing since: start at the newest, so only new commits follow. */
+  assert_int_equal(store_read_feed_since(f->r, n * 1000 + 1, &after), 0);
+  assert_int_equal(after, n);
+  rows r = {0};
+  assert_int_equal(store_read_feed_since(f->r, 2001, &after), 0);
+  assert_int_equal(store_read_feed(f->r, after, 1, gen_cb, &r), 0);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.seq[0], 8);
+}
+
 static void test_store_read_explain__window_and_feed_use_indexes(void **state) {
   fx *f = *state;
   const int queries[] = {STORE_RQ_WINDOW_SESSION,      STORE_RQ_WINDOW_SERVICE,
@@ -605,6 +638,7 @@ int main(void) {
       T(test_store_read_window__long_generation_found_from_inside),
       T(test_store_read_window__callback_stop_is_returned),
       T(test_store_read_feed__seq_order_after_and_limit),
+      T(test_store_read_feed_since__starts_at_first_commit_after),
       T(test_store_read_explain__window_and_feed_use_indexes),
       T(test_store_read_sessions__read_the_kept_totals),
       T(test_store_read_payload__round_trip_decodes),

@@ -731,6 +731,41 @@ static void test_feed__pages_never_repeat_or_skip(void **state) {
   wt_resp_free(&r);
 }
 
+static void test_feed__since_starts_at_a_time(void **state) {
+  char items[4096], all_cursor[32];
+  feed_all(1000, items, sizeof items, all_cursor, sizeof all_cursor);
+  /* Everything here committed in the last hour: since=-1h is the whole
+   * feed, from its first generation. */
+  wt_resp r, a;
+  get("/v1/feed?since=-1h&limit=1000", &r);
+  assert_int_equal(r.status, 200);
+  get("/v1/feed?after=0&limit=1000", &a);
+  assert_int_equal(a.status, 200);
+  assert_int_equal(r.len, a.len);
+  assert_memory_equal(r.body, a.body, a.len);
+  wt_resp_free(&r);
+  wt_resp_free(&a);
+  /* A time after the last commit: nothing yet, and the cursor is the
+   * newest, so following it yields only new commits. */
+  get("/v1/feed?since=now%2B1h", &r);
+  assert_int_equal(r.status, 200);
+  char out[64], want[80];
+  assert_int_equal(wt_py(&r, "str(len(d['generations']))+'|'+d['cursor']",
+                         out, sizeof out),
+                   0);
+  snprintf(want, sizeof want, "0|%s", all_cursor);
+  assert_string_equal(out, want);
+  wt_resp_free(&r);
+  static const char *const bad[] = {"/v1/feed?since=yesterday",
+                                    "/v1/feed?since=-1h&after=0", NULL};
+  for (size_t i = 0; bad[i]; i++) {
+    get(bad[i], &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr((char *)r.body, "since"));
+    wt_resp_free(&r);
+  }
+}
+
 typedef struct poll_arg {
   char path[128];
   wt_resp r;
@@ -957,6 +992,7 @@ int main(void) {
       cmocka_unit_test(test_auth__read_token_guards_the_api),
       cmocka_unit_test(test_limits__slowloris_headers_are_cut),
       cmocka_unit_test(test_feed__pages_never_repeat_or_skip),
+      cmocka_unit_test(test_feed__since_starts_at_a_time),
       cmocka_unit_test(test_feed__long_poll_answers_soon_after_a_commit),
       cmocka_unit_test(test_feed__after_latest_starts_at_the_newest_commit),
       cmocka_unit_test(test_feed__stop_ends_waiting_polls_at_once),

@@ -19,11 +19,16 @@ const RATE_WINDOW_MS = 10000; // events/s and bytes/s are averaged over this
 const AGENTS_POLL_MS = 5000;
 const FEED_WAIT_S = 25; // below the daemon's 30 s idle timeout + wait
 const CATCHUP_LIMIT = 10000; // the feed's largest page
+// The feed starts this far back: enough for the rates (RATE_WINDOW_MS) and a
+// first stretch of every timeline; older history comes per session from
+// /v1/agents/{id}/generations when a session is opened, never by replaying
+// everything a fleet has retained (days of generations).
+const FEED_SINCE = '-60s';
 
 export class FleetStore {
   constructor() {
     this.sessions = new Map(); // session id -> session record
-    this.cursor = '0';
+    this.cursor = null; // none until the first answer (invariant 1)
     // 'starting' | 'catching-up' | 'live' | 'error'
     this.feedState = 'starting';
     this.feedError = '';
@@ -112,9 +117,9 @@ export class FleetStore {
     this.emit('agents');
   }
 
-  // Follows /v1/feed forever. The first pages replay what is retained,
-  // oldest first (the API has no "start at the end"); only the recent part
-  // of that replay is kept, and the view is told once it is caught up.
+  // Follows /v1/feed forever. The first request starts FEED_SINCE back
+  // (since=), later ones continue from the returned cursor; the view is
+  // told once the catch-up pages are done.
   async followFeed() {
     let backoff = 1000;
     for (;;) {
@@ -122,8 +127,11 @@ export class FleetStore {
       const wait = caughtUp ? FEED_WAIT_S : 0;
       const limit = caughtUp ? 1000 : CATCHUP_LIMIT;
       try {
+        const from = this.cursor === null
+          ? `since=${encodeURIComponent(FEED_SINCE)}`
+          : `after=${encodeURIComponent(this.cursor)}`;
         const { json, headers } = await getJSON(
-          `/v1/feed?after=${encodeURIComponent(this.cursor)}&wait=${wait}&limit=${limit}`);
+          `/v1/feed?${from}&wait=${wait}&limit=${limit}`);
         noteServerDate(headers);
         const gens = json.generations || [];
         this.cursor = json.cursor; // invariant 1
