@@ -125,6 +125,7 @@ typedef struct counters {
   uint64_t disk_full, disk_full_total;
   uint64_t heartbeats_sent;
   uint64_t pool_bytes, pool_reused;
+  uint64_t staged_frames;
 } counters;
 
 struct ingest {

@@ -65,6 +65,9 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          NULL, C(pool_bytes));
   metric(b, "gentrace_ingest_buffer_pool_reused_total", "counter",
          "Generations assembled in a reused buffer.", NULL, C(pool_reused));
+  metric(b, "gentrace_ingest_staged_frames_total", "counter",
+         "BATCH frames whose rest was read straight into the generation.", NULL,
+         C(staged_frames));
   metric(b, "gentrace_protocol_errors_total", "counter",
          "Connections closed for a protocol error.", NULL, C(protocol_errors));
   metric(b, "gentrace_generations_committed_total", "counter",

@@ -318,6 +318,7 @@ int reasm_stage_begin(conn *c, const uint8_t *p, size_t n) {
   c->stage_len = rlen;
   c->stage_have = have;
   ingest_conn_account(c, (int64_t)have);
+  CTR_ADD(ing, staged_frames, 1);
   return 1;
 }
 
