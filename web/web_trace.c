@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chrome.h"
 #include "gtp_error.h"
@@ -191,7 +192,10 @@ static void pf_stop(dl *d) {
 
 /* Starts the workers; without any (no memory, no thread), payloads are
  * read inline. A second worker only when there are at least two payloads
- * to read ahead besides the one the connection waits for. */
+ * to read ahead besides the one the connection waits for, and more than two
+ * CPUs: on two, the connection's thread and one worker already keep both
+ * busy, and measured (bench_download, 2 vCPU) a second worker only made
+ * the three threads preempt each other. */
 static void pf_start(dl *d) {
   prefetch *pf = calloc(1, sizeof *pf);
   if (!pf)
@@ -201,7 +205,7 @@ static void pf_start(dl *d) {
   for (int k = 0; k < PF_SLOTS; k++)
     gtp_wbuf_init(&pf->buf[k], 0);
   d->pf = pf;
-  int want = d->n > 2 ? PF_WORKERS : 1;
+  int want = d->n > 2 && sysconf(_SC_NPROCESSORS_ONLN) > 2 ? PF_WORKERS : 1;
   for (int t = 0; t < want; t++) {
     if (pthread_create(&pf->th[t], NULL, pf_main, d) != 0)
       break;
