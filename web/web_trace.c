@@ -205,7 +205,13 @@ static void pf_start(dl *d) {
   for (int k = 0; k < PF_SLOTS; k++)
     gtp_wbuf_init(&pf->buf[k], 0);
   d->pf = pf;
-  int want = d->n > 2 && sysconf(_SC_NPROCESSORS_ONLN) > 2 ? PF_WORKERS : 1;
+  int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  /* Tests force the two-worker path on small machines so it runs under
+   * TSan in CI (test_web sets it); never set it in production. */
+  const char *force = getenv("GENTRACE_TEST_DL_WORKERS");
+  if (force && *force)
+    cpus = atoi(force) > 1 ? 3 : 1;
+  int want = d->n > 2 && cpus > 2 ? PF_WORKERS : 1;
   for (int t = 0; t < want; t++) {
     if (pthread_create(&pf->th[t], NULL, pf_main, d) != 0)
       break;

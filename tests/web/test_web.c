@@ -974,6 +974,10 @@ static void test_trace__stalled_download_pins_and_skips_deleted(void **state) {
 }
 
 int main(void) {
+  /* Window downloads here use two read-ahead workers, whatever the CPUs,
+   * so that path runs (and under TSan in CI); the system and integration
+   * tests keep the one-worker path of a 2-CPU machine. */
+  setenv("GENTRACE_TEST_DL_WORKERS", "2", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_healthz__ok_then_503_with_reason),
       cmocka_unit_test(test_metrics__daemon_part_and_web_counters),
