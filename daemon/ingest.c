@@ -62,6 +62,15 @@
  *     buffer MUST enter the pool only after the store handed its
  *     generation back (done callback), otherwise the store would read a
  *     buffer being refilled.
+ * 10. When the pool has no buffer for a new generation (the store is
+ *     behind, or at the start), the loop asks the filler thread to prepare
+ *     the next ones (GENBUF_FILL_MAX at most, of the size just needed):
+ *     it mallocs them and faults their pages in off the loop, which then
+ *     only copies. A slot's size MUST be counted in ing.pool_bytes from the
+ *     ask until the loop takes or frees it (bounded by invariant 8, except
+ *     one being prepared, which a trim cannot stop), and a slot MUST change
+ *     hands only under fill_lock (the filler owns it only while BUSY),
+ *     otherwise a buffer could be handed out twice or freed while faulted in.
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
  *     boundary but does not lie whole in a read is staged: its records are
  *     read straight into its generation's buffer past buf.len (no decoder
@@ -1075,6 +1084,7 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   ing->done_tail = &ing->done_head;
   pthread_mutex_init(&ing->done_lock, NULL);
   pthread_mutex_init(&ing->sess_lock, NULL);
+  genbuf_start(ing);
   snprintf(ing->host, sizeof ing->host, "%s",
            cfg->host != NULL ? cfg->host : "127.0.0.1");
 
@@ -1221,7 +1231,7 @@ void ingest_free(ingest *ing) {
     conn_unref(pd->c);
     free(pd);
   }
-  genbuf_pool_clear(ing);
+  genbuf_stop(ing); /* after the loop: no genbuf call can race it */
   pthread_mutex_destroy(&ing->done_lock);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);

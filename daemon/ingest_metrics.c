@@ -65,6 +65,12 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          NULL, C(pool_bytes));
   metric(b, "gentrace_ingest_buffer_pool_reused_total", "counter",
          "Generations assembled in a reused buffer.", NULL, C(pool_reused));
+  metric(b, "gentrace_ingest_buffer_prepared_used_total", "counter",
+         "Generations assembled in a buffer prepared off the loop thread.",
+         NULL, C(prepared_used));
+  metric(b, "gentrace_ingest_buffer_prepared_ready", "gauge",
+         "Buffers prepared off the loop thread, waiting for a generation.",
+         NULL, C(prepared_ready));
   metric(b, "gentrace_ingest_staged_frames_total", "counter",
          "BATCH frames whose rest was read straight into the generation.", NULL,
          C(staged_frames));

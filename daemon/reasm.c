@@ -16,6 +16,8 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,14 +58,145 @@ static void pool_account(ingest *ing, int64_t delta) {
   CTR_SET(ing, pool_bytes, ing->pool_bytes);
 }
 
+static int pool_fits(const ingest *ing, size_t n) {
+  return ing->pool_bytes + n <= pool_limit(ing) &&
+         ing->buffered + ing->pool_bytes + n <= ing->cfg.max_buffer;
+}
+
+/* A buffer of cap k serves a want of w without stranding memory on one
+ * agent: big enough, not more than four times too big. */
+static int fits_want(size_t k, size_t w) {
+  return k >= w && k / 4 <= w;
+}
+
+/* The filler thread: turns ASKED slots into READY buffers, faulting their
+ * pages in off the loop thread (invariant 10). */
+static void *filler_main(void *arg) {
+  ingest *ing = arg;
+  pthread_mutex_lock(&ing->fill_lock);
+  while (!ing->fill_stop) {
+    fillslot *sl = NULL;
+    for (unsigned i = 0; i < GENBUF_FILL_MAX && sl == NULL; i++)
+      if (ing->fill[i].state == FILL_ASKED)
+        sl = &ing->fill[i];
+    if (sl == NULL) {
+      pthread_cond_wait(&ing->fill_cond, &ing->fill_lock);
+      continue;
+    }
+    /* BUSY: the loop leaves the slot alone until it is READY. */
+    sl->state = FILL_BUSY;
+    size_t n = sl->size;
+    pthread_mutex_unlock(&ing->fill_lock);
+    uint8_t *d = malloc(n);
+    if (d == NULL) {
+      /* STYLE.md: the daemon may die loudly on out-of-memory. */
+      fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__,
+              __LINE__);
+      abort();
+    }
+    prefault(d, n - n / 9);
+    pthread_mutex_lock(&ing->fill_lock);
+    sl->data = d;
+    sl->state = FILL_READY;
+    CTR_ADD(ing, prepared_ready, 1);
+  }
+  pthread_mutex_unlock(&ing->fill_lock);
+  return NULL;
+}
+
+void genbuf_start(ingest *ing) {
+  pthread_mutex_init(&ing->fill_lock, NULL);
+  pthread_cond_init(&ing->fill_cond, NULL);
+  /* Without the thread buffers are simply made on the loop. */
+  ing->filler_running =
+      pthread_create(&ing->filler, NULL, filler_main, ing) == 0;
+}
+
+void genbuf_stop(ingest *ing) {
+  if (ing->filler_running) {
+    pthread_mutex_lock(&ing->fill_lock);
+    ing->fill_stop = 1;
+    pthread_cond_signal(&ing->fill_cond);
+    pthread_mutex_unlock(&ing->fill_lock);
+    pthread_join(ing->filler, NULL); /* no slot is BUSY after this */
+    ing->filler_running = 0;
+  }
+  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
+    fillslot *sl = &ing->fill[i];
+    if (sl->state == FILL_READY)
+      free(sl->data);
+    if (sl->state != FILL_EMPTY)
+      pool_account(ing, -(int64_t)sl->size);
+    *sl = (fillslot){FILL_EMPTY, 0, NULL};
+  }
+  while (ing->npool > 0) {
+    genbuf b = ing->pool[--ing->npool];
+    pool_account(ing, -(int64_t)b.cap);
+    free(b.data);
+  }
+  pthread_cond_destroy(&ing->fill_cond);
+  pthread_mutex_destroy(&ing->fill_lock);
+}
+
+/* Asks the filler for buffers of want bytes in its empty slots, as far as
+ * the memory bound allows (invariant 8); drops prepared buffers that no
+ * longer fit what generations need. Called when the pool had nothing. */
+static void fill_ask(ingest *ing, size_t want) {
+  if (!ing->filler_running)
+    return;
+  uint8_t *drop[GENBUF_FILL_MAX];
+  unsigned ndrop = 0, asked = 0;
+  pthread_mutex_lock(&ing->fill_lock);
+  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
+    fillslot *sl = &ing->fill[i];
+    if ((sl->state == FILL_READY || sl->state == FILL_ASKED) &&
+        !fits_want(sl->size, want)) {
+      if (sl->state == FILL_READY) {
+        drop[ndrop++] = sl->data;
+        CTR_ADD(ing, prepared_ready, (uint64_t)-1);
+      }
+      pool_account(ing, -(int64_t)sl->size);
+      *sl = (fillslot){FILL_EMPTY, 0, NULL};
+    }
+    if (sl->state == FILL_EMPTY && pool_fits(ing, want)) {
+      *sl = (fillslot){FILL_ASKED, want, NULL};
+      pool_account(ing, (int64_t)want);
+      asked++;
+    }
+  }
+  if (asked > 0)
+    pthread_cond_signal(&ing->fill_cond);
+  pthread_mutex_unlock(&ing->fill_lock);
+  for (unsigned i = 0; i < ndrop; i++)
+    free(drop[i]);
+}
+
+/* Takes a prepared buffer that fits want, or NULL. */
+static uint8_t *fill_take(ingest *ing, size_t want, size_t *cap) {
+  if (!ing->filler_running)
+    return NULL;
+  uint8_t *d = NULL;
+  pthread_mutex_lock(&ing->fill_lock);
+  for (unsigned i = 0; i < GENBUF_FILL_MAX && d == NULL; i++) {
+    fillslot *sl = &ing->fill[i];
+    if (sl->state == FILL_READY && fits_want(sl->size, want)) {
+      d = sl->data;
+      *cap = sl->size;
+      CTR_ADD(ing, prepared_ready, (uint64_t)-1);
+      pool_account(ing, -(int64_t)sl->size);
+      *sl = (fillslot){FILL_EMPTY, 0, NULL};
+    }
+  }
+  pthread_mutex_unlock(&ing->fill_lock);
+  return d;
+}
+
 uint8_t *genbuf_alloc(ingest *ing, size_t want, size_t touch, size_t *cap) {
-  /* Best fit: the smallest pooled buffer that holds want, unless it is so
-   * much larger that handing it out would strand memory on one agent. */
+  /* Best fit: the smallest pooled buffer that fits want. */
   unsigned best = ing->npool;
   for (unsigned i = 0; i < ing->npool; i++) {
     size_t k = ing->pool[i].cap;
-    if (k >= want && k / 4 <= want &&
-        (best == ing->npool || k < ing->pool[best].cap))
+    if (fits_want(k, want) && (best == ing->npool || k < ing->pool[best].cap))
       best = i;
   }
   if (best < ing->npool) {
@@ -74,13 +207,22 @@ uint8_t *genbuf_alloc(ingest *ing, size_t want, size_t touch, size_t *cap) {
     *cap = b.cap;
     return b.data; /* its pages are mapped already */
   }
-  uint8_t *d = malloc(want);
-  if (d == NULL) {
-    *cap = 0;
-    return NULL;
+  /* The store has not handed buffers back (it is behind, or this is the
+   * start): a prepared one, else one made here; either way ask the filler
+   * to prepare the next ones. */
+  uint8_t *d = fill_take(ing, want, cap);
+  if (d != NULL) {
+    CTR_ADD(ing, prepared_used, 1);
+  } else {
+    d = malloc(want);
+    if (d == NULL) {
+      *cap = 0;
+      return NULL;
+    }
+    prefault(d, touch < want ? touch : want);
+    *cap = want;
   }
-  prefault(d, touch < want ? touch : want);
-  *cap = want;
+  fill_ask(ing, want);
   return d;
 }
 
@@ -90,8 +232,7 @@ void genbuf_release(ingest *ing, uint8_t *data, size_t cap) {
   /* Keep it only while the pool and the bytes held for agents together
    * stay under max-buffer (invariant 8). */
   if (ing->npool < GENBUF_POOL_MAX && !ing->global_paused &&
-      ing->pool_bytes + cap <= pool_limit(ing) &&
-      ing->buffered + ing->pool_bytes + cap <= ing->cfg.max_buffer) {
+      pool_fits(ing, cap)) {
     ing->pool[ing->npool++] = (genbuf){data, cap};
     pool_account(ing, (int64_t)cap);
     return;
@@ -106,14 +247,30 @@ void genbuf_pool_trim(ingest *ing) {
     pool_account(ing, -(int64_t)b.cap);
     free(b.data);
   }
-}
-
-void genbuf_pool_clear(ingest *ing) {
-  while (ing->npool > 0) {
-    genbuf b = ing->pool[--ing->npool];
-    pool_account(ing, -(int64_t)b.cap);
-    free(b.data);
+  if (!ing->filler_running ||
+      ing->buffered + ing->pool_bytes <= ing->cfg.max_buffer)
+    return;
+  /* Then prepared and asked-for buffers; one being prepared (BUSY) stays
+   * and is dropped by the next trim once READY. */
+  uint8_t *drop[GENBUF_FILL_MAX];
+  unsigned ndrop = 0;
+  pthread_mutex_lock(&ing->fill_lock);
+  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
+    fillslot *sl = &ing->fill[i];
+    if (ing->buffered + ing->pool_bytes <= ing->cfg.max_buffer)
+      break;
+    if (sl->state == FILL_READY || sl->state == FILL_ASKED) {
+      if (sl->state == FILL_READY) {
+        drop[ndrop++] = sl->data;
+        CTR_ADD(ing, prepared_ready, (uint64_t)-1);
+      }
+      pool_account(ing, -(int64_t)sl->size);
+      *sl = (fillslot){FILL_EMPTY, 0, NULL};
+    }
   }
+  pthread_mutex_unlock(&ing->fill_lock);
+  for (unsigned i = 0; i < ndrop; i++)
+    free(drop[i]);
 }
 
 /* -------------------------------------------------------------- reassembly */

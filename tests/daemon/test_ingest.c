@@ -1085,6 +1085,64 @@ test_ingest__cut_batch_frame_bad_or_abandoned_leaves_nothing_held(void **st) {
   finish(&d);
 }
 
+static void
+test_ingest__store_behind_new_generations_get_prepared_buffers(void **st) {
+  /* The store holds every generation for 1.5 s, so none hands its
+   * buffer back: from the second generation on the loop asks the filler
+   * thread for buffers, and the third is assembled in one. */
+  gtd d;
+  const char *args[] = {"--test-store-delay-ms", "1500", NULL};
+  start(&d, args, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  spec(&s, 23, 1);
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  gtc_gen g[3];
+  for (uint64_t gen = 1; gen <= 3; gen++) {
+    s.gen = gen;
+    assert_int_equal(gtc_gen_build_random(&g[gen - 1], &s, 3, (unsigned)gen),
+                     0);
+    if (gen == 3) /* the filler has a buffer ready */
+      wait_metric_at_least(&d, "gentrace_ingest_buffer_prepared_ready", 1);
+    assert_int_equal(gtc_send_gen(&c, &g[gen - 1]), 0);
+    if (gen == 2) /* generation 2 was read: its buffer was made here */
+      wait_metric_at_least(&d, "gentrace_frames_received_total",
+                           (int64_t)(1 + 2 * g[0].nrec + 2));
+  }
+  assert_int_equal(gtd_metric(&d, "gentrace_ingest_buffer_pool_reused_total"),
+                   0);
+  for (uint64_t gen = 1; gen <= 3; gen++)
+    expect_ack(&c, gen);
+  assert_true(gtd_metric(&d, "gentrace_ingest_buffer_prepared_used_total") >=
+              1);
+  /* Prepared and pooled bytes stay within the max-buffer slice. */
+  assert_true(gtd_metric(&d, "gentrace_ingest_buffer_pool_bytes") <=
+              (512ll << 20) / 8);
+  for (uint64_t gen = 1; gen <= 3; gen++) {
+    s.gen = gen;
+    store_reader *rd;
+    char *cause = NULL;
+    assert_int_equal(store_reader_open(d.db, &rd, &cause), 0);
+    char hex[33];
+    gtp_session_hex(s.session, hex);
+    gtp_wbuf got;
+    gtp_wbuf_init(&got, 0);
+    assert_int_equal(store_read_payload_by_gen(rd, hex, gen, &got), 0);
+    gtp_record start_rec;
+    assert_int_equal(gtp_record_parse(got.data, got.len, &start_rec), 0);
+    assert_memory_equal(got.data + start_rec.size, g[gen - 1].body.data,
+                        g[gen - 1].body.len);
+    gtp_wbuf_fini(&got);
+    store_reader_close(rd);
+    gtc_gen_fini(&g[gen - 1]);
+  }
+  assert_int_equal(gtd_metric(&d, "gentrace_buffered_bytes"), 0);
+  gtc_close(&c);
+  finish(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -1123,6 +1181,9 @@ int main(void) {
           teardown),
       cmocka_unit_test_teardown(
           test_ingest__cut_batch_frame_bad_or_abandoned_leaves_nothing_held,
+          teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__store_behind_new_generations_get_prepared_buffers,
           teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
