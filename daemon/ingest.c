@@ -19,7 +19,8 @@
  * handle closes: closing with unread input sends RST, which can destroy the
  * ERROR frame the peer has not read yet.
  *
- * Files: reasm.c holds reassembly and validation (BATCH, GEN_END),
+ * Files: reasm.c holds reassembly and validation (BATCH, GEN_END) and the
+ * generation buffers (the pool, the filler thread: invariants 8-10),
  * ingest_metrics.c the /metrics text; ingest_int.h their shared state.
  *
  * Invariants:
@@ -56,21 +57,12 @@
  *     buffer costs a page fault per 4 KiB written). Pooled bytes
  *     (ing.pool_bytes, not part of buffered: they hold nothing for agents)
  *     MUST keep buffered + pool_bytes <= max-buffer: a buffer enters the
- *     pool only if it fits, and ingest_update_pause frees pooled buffers
- *     (before deciding to pause) while the sum is over, otherwise the pool
- *     would add to the memory the limit bounds or hold agents back. A
- *     buffer MUST enter the pool only after the store handed its
- *     generation back (done callback), otherwise the store would read a
- *     buffer being refilled.
- * 10. When the pool has no buffer for a new generation (the store is
- *     behind, or at the start), the loop asks the filler thread to prepare
- *     the next ones (GENBUF_FILL_MAX at most, of the size just needed):
- *     it mallocs them and faults their pages in off the loop, which then
- *     only copies. A slot's size MUST be counted in ing.pool_bytes from the
- *     ask until the loop takes or frees it (bounded by invariant 8, except
- *     one being prepared, which a trim cannot stop), and a slot MUST change
- *     hands only under fill_lock (the filler owns it only while BUSY),
- *     otherwise a buffer could be handed out twice or freed while faulted in.
+ *     pool only if it fits, and ingest_update_pause frees pooled (then
+ *     prepared, 10) buffers before deciding to pause while the sum is
+ *     over, otherwise the pool would add to the memory the limit bounds or
+ *     hold agents back. A buffer MUST enter the pool only after the store
+ *     handed its generation back (done callback), otherwise the store
+ *     would read a buffer being refilled.
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
  *     boundary but does not lie whole in a read is staged: its records are
  *     read straight into its generation's buffer past buf.len (no decoder
@@ -84,6 +76,15 @@
  *     counted in buffered (5); ingest_conn_close and ingest_stop MUST call
  *     reasm_stage_abort before they free the generations, otherwise a read
  *     would write into a freed buffer.
+ * 10. When the pool has no buffer for a new generation (the store is
+ *     behind, or at the start), the loop asks the filler thread to prepare
+ *     the next ones (GENBUF_FILL_MAX at most, of the size just needed):
+ *     it mallocs them and faults their pages in off the loop, which then
+ *     only copies. A slot's size MUST be counted in ing.pool_bytes from the
+ *     ask until the loop takes or frees it (bounded by invariant 8, except
+ *     one being prepared, which a trim cannot stop), and a slot MUST change
+ *     hands only under fill_lock (the filler owns it only while BUSY),
+ *     otherwise a buffer could be handed out twice or freed while faulted in.
  */
 #include "config.h"
 

@@ -10,6 +10,8 @@
  *
  * Thread: everything is loop-thread only except ingest_store_done (store
  * thread), ingest_metrics, ingest_healthy and ingest_connected (any thread).
+ * ingest_new starts one helper thread (it prepares generation buffers off
+ * the loop) and ingest_free joins it.
  */
 #ifndef INGEST_H
 #define INGEST_H
