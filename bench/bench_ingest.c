@@ -182,6 +182,11 @@ static int b2(size_t mib) {
   }
   double t = now_s() - t0;
   double cpu = cpu_s(d.pid) - cpu0;
+  /* How the generation buffers came: prepared off the loop thread, read
+   * in place (staged frames), or made on the loop itself. */
+  int64_t prepared =
+      gtd_metric(&d, "gentrace_ingest_buffer_prepared_used_total");
+  int64_t staged = gtd_metric(&d, "gentrace_ingest_staged_frames_total");
   double rate = (double)frames.len / t;
   double base_rate = iperf3_loopback();
   double ratio = base_rate > 0 ? rate / base_rate : 0;
@@ -192,9 +197,11 @@ static int b2(size_t mib) {
   fflush(stdout);
   fprintf(stderr,
           "bench: B2 %zu generations of %zu bytes, %.3f s; gentraced used "
-          "%.3f CPU s (%.0f MB per CPU second)\n",
+          "%.3f CPU s (%.0f MB per CPU second); %lld generations in "
+          "prepared buffers, %lld BATCH frames read in place\n",
           ngens, per_gen, t, cpu,
-          cpu > 0 ? (double)frames.len / cpu / 1e6 : 0.0);
+          cpu > 0 ? (double)frames.len / cpu / 1e6 : 0.0, (long long)prepared,
+          (long long)staged);
   gtc_close(&c);
   gtp_wbuf_fini(&frames);
   gtd_kill9(&d); /* a drain would wait for the held-back store */
