@@ -139,20 +139,28 @@ void genbuf_stop(ingest *ing) {
 }
 
 /* Asks the filler for buffers of want bytes in its empty slots, as far as
- * the memory bound allows (invariant 8); drops prepared buffers that no
- * longer fit what generations need. Called when the pool had nothing. */
+ * the memory bound allows (invariant 8). A slot holding a size that does
+ * not fit want is replaced only when no slot fits it, so agents of
+ * different generation sizes share the slots instead of each throwing away
+ * what was prepared for the other. Called when the pool had nothing. */
 static void fill_ask(ingest *ing, size_t want) {
   if (!ing->filler_running)
     return;
-  uint8_t *drop[GENBUF_FILL_MAX];
-  unsigned ndrop = 0, asked = 0;
+  uint8_t *drop = NULL;
+  unsigned fit = 0, asked = 0;
   pthread_mutex_lock(&ing->fill_lock);
   for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
     fillslot *sl = &ing->fill[i];
-    if ((sl->state == FILL_READY || sl->state == FILL_ASKED) &&
-        !fits_want(sl->size, want)) {
+    if (sl->state != FILL_EMPTY && fits_want(sl->size, want))
+      fit++;
+  }
+  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
+    fillslot *sl = &ing->fill[i];
+    if (fit == 0 && drop == NULL &&
+        (sl->state == FILL_READY || sl->state == FILL_ASKED)) {
+      /* Nothing fits: this one goes (BUSY ones finish first). */
       if (sl->state == FILL_READY) {
-        drop[ndrop++] = sl->data;
+        drop = sl->data;
         CTR_ADD(ing, prepared_ready, (uint64_t)-1);
       }
       pool_account(ing, -(int64_t)sl->size);
@@ -162,13 +170,13 @@ static void fill_ask(ingest *ing, size_t want) {
       *sl = (fillslot){FILL_ASKED, want, NULL};
       pool_account(ing, (int64_t)want);
       asked++;
+      fit++;
     }
   }
   if (asked > 0)
     pthread_cond_signal(&ing->fill_cond);
   pthread_mutex_unlock(&ing->fill_lock);
-  for (unsigned i = 0; i < ndrop; i++)
-    free(drop[i]);
+  free(drop);
 }
 
 /* Takes a prepared buffer that fits want, or NULL. */
