@@ -61,7 +61,8 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
   metric(b, "gentrace_bytes_received_total", "counter",
          "Bytes received from agents.", NULL, C(bytes));
   metric(b, "gentrace_ingest_buffer_pool_bytes", "gauge",
-         "Idle generation buffers kept for reuse (with buffered bytes, under --max-buffer).",
+         "Idle generation buffers kept for reuse (with buffered bytes, under "
+         "--max-buffer).",
          NULL, C(pool_bytes));
   metric(b, "gentrace_ingest_buffer_pool_reused_total", "counter",
          "Generations assembled in a reused buffer.", NULL, C(pool_reused));
