@@ -29,8 +29,9 @@
  *  4. The hot path (an event on a thread whose buffer has room and whose
  *     strings are cached) MUST NOT lock, allocate, make a syscall or do an
  *     atomic read-modify-write, otherwise tracing would perturb the host.
- *     Buffer refills (once per 64 KiB), first use of a string in a
- *     generation, and thread registration take short O(1) locks.
+ *     Buffer refills (once per 64 KiB) take no lock either (lock-free pool
+ *     and full lists, pool.h invariant 2); the first use of a string in a
+ *     generation and thread registration take short O(1) locks.
  *  5. Every event call made while tracing is on counts once in `written`
  *     and, if it found no buffer, once in `dropped`; the sealer attributes
  *     drops to generations by differences of these cumulative counters, so
@@ -158,10 +159,12 @@ typedef struct agent {
   gt__pool pool;
   gt__strtab str[2];
   gt__stacktab stk[2];
-  pthread_mutex_t full_lock;
-  gt__buf *full[2];     /* full_lock */
-  size_t gen_bytes[2];  /* full_lock */
-  int cut_signalled[2]; /* full_lock */
+  /* Lock-free (invariant 4): writers push full buffers (Treiber push), the
+   * sealer takes a whole list with one exchange once every writer has left
+   * its generation (invariant 2), so no pop ever races a push. */
+  _Atomic(gt__buf *) full[2];
+  _Atomic size_t gen_bytes[2];
+  atomic_int cut_signalled[2];
   gt__spool spool;
   gt__sender sender;
   pthread_mutex_t seal_lock;
@@ -389,10 +392,11 @@ static __attribute__((noinline)) gt__buf *refill(gt__thread *t, uint64_t stamp,
     if (b->gen == stamp) {
       if ((size_t)(b->end - b->pos) >= need)
         return b;
-      pthread_mutex_lock(&A.full_lock);
-      b->next = A.full[par];
-      A.full[par] = b;
-      pthread_mutex_unlock(&A.full_lock);
+      gt__buf *h = atomic_load_explicit(&A.full[par], memory_order_relaxed);
+      do
+        b->next = h;
+      while (!atomic_compare_exchange_weak_explicit(
+          &A.full[par], &h, b, memory_order_release, memory_order_relaxed));
     } else {
       /* Left behind by a sealer that gave up waiting for us (see seal()):
        * its generation is gone, so its events count as dropped. */
@@ -407,13 +411,14 @@ static __attribute__((noinline)) gt__buf *refill(gt__thread *t, uint64_t stamp,
   if (b == NULL)
     return NULL;
   int signal = 0;
-  pthread_mutex_lock(&A.full_lock);
-  A.gen_bytes[par] += GT_BUF_SIZE;
-  if (A.gen_bytes[par] >= A.cut_bytes && !A.cut_signalled[par]) {
-    A.cut_signalled[par] = 1;
+  size_t held = atomic_fetch_add_explicit(&A.gen_bytes[par], GT_BUF_SIZE,
+                                          memory_order_relaxed) +
+                GT_BUF_SIZE;
+  /* One writer wins the exchange, so the cut is asked for once. */
+  if (held >= A.cut_bytes &&
+      !atomic_exchange_explicit(&A.cut_signalled[par], 1,
+                                memory_order_relaxed))
     signal = 1;
-  }
-  pthread_mutex_unlock(&A.full_lock);
   if (signal) {
     atomic_store_explicit(&A.cut_req, 1, memory_order_relaxed);
     uint64_t one = 1;
@@ -824,10 +829,10 @@ static void seal(int final) {
   clock_now(&ck.end_ticks, &ck.end_mono_ns, &ck.end_real_ns);
   if (!final) {
     unsigned np = next & 1;
-    pthread_mutex_lock(&A.full_lock);
-    A.gen_bytes[np] = 0;
-    A.cut_signalled[np] = 0;
-    pthread_mutex_unlock(&A.full_lock);
+    /* No writer is in generation `next` yet: the stamp store below
+     * publishes these resets before anyone can add to them. */
+    atomic_store_explicit(&A.gen_bytes[np], 0, memory_order_relaxed);
+    atomic_store_explicit(&A.cut_signalled[np], 0, memory_order_relaxed);
     A.open_clock.start_ticks = ck.end_ticks;
     A.open_clock.start_mono_ns = ck.end_mono_ns;
     A.open_clock.start_real_ns = ck.end_real_ns;
@@ -875,10 +880,8 @@ static void seal(int final) {
   pthread_mutex_unlock(&reg_lock);
   free(arr);
 
-  pthread_mutex_lock(&A.full_lock);
-  gt__buf *full = A.full[par];
-  A.full[par] = NULL;
-  pthread_mutex_unlock(&A.full_lock);
+  gt__buf *full =
+      atomic_exchange_explicit(&A.full[par], NULL, memory_order_acquire);
   /* Batches in write order per thread: full buffers (oldest last in the
    * list) come before the thread's current one. Reverse `full` so the
    * oldest is first, then append the current buffers. */
@@ -1197,7 +1200,6 @@ static void agent_free(void) {
   if (A.wake_fd > 0)
     close(A.wake_fd);
   A.wake_fd = 0;
-  pthread_mutex_destroy(&A.full_lock);
   pthread_mutex_destroy(&A.seal_lock);
   ident_fini(&A.id);
   free(A.addr);
@@ -1276,7 +1278,6 @@ int gt_start(const gt_config *user) {
     rc = -errno;
     goto fail_wake;
   }
-  pthread_mutex_init(&A.full_lock, NULL);
   pthread_mutex_init(&A.seal_lock, NULL);
 
   /* Baselines so stats and ledgers count this session only. */

@@ -10,20 +10,17 @@ int gt__pool_init(gt__pool *p, size_t bytes) {
   size_t n = bytes / GT_BUF_SIZE;
   if (n < 2)
     n = 2;
+  if (n > UINT32_MAX - 1)
+    n = UINT32_MAX - 1; /* indexes travel in 32 bits (invariant 2) */
   void *m = mmap(NULL, n * GT_BUF_SIZE, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED)
     return -errno;
-  int rc = pthread_mutex_init(&p->lock, NULL);
-  if (rc != 0) {
-    munmap(m, n * GT_BUF_SIZE);
-    return -rc;
-  }
   p->base = m;
   p->max = n;
-  p->free = NULL;
-  p->carved = 0;
-  p->used = 0;
+  atomic_init(&p->head, 0);
+  atomic_init(&p->carved, 0);
+  atomic_init(&p->used, 0);
   return 0;
 }
 
@@ -31,25 +28,48 @@ void gt__pool_fini(gt__pool *p) {
   if (p->base == NULL)
     return;
   munmap(p->base, p->max * GT_BUF_SIZE);
-  pthread_mutex_destroy(&p->lock);
   p->base = NULL;
 }
 
-gt__buf *gt__pool_get(gt__pool *p) {
-  gt__buf *b = NULL;
-  pthread_mutex_lock(&p->lock);
-  if (p->free != NULL) {
-    b = p->free;
-    p->free = b->next;
-  } else if (p->carved < p->max) {
-    b = (gt__buf *)(p->base + p->carved * GT_BUF_SIZE);
-    p->carved++;
+static gt__buf *buf_at(gt__pool *p, uint32_t idx) {
+  return (gt__buf *)(p->base + (size_t)idx * GT_BUF_SIZE);
+}
+
+/* Invariant 2: pop from the free stack; the tag makes a stale next fail. */
+static gt__buf *pop_free(gt__pool *p) {
+  uint64_t h = atomic_load_explicit(&p->head, memory_order_acquire);
+  for (;;) {
+    uint32_t top = (uint32_t)h;
+    if (top == 0)
+      return NULL;
+    gt__buf *b = buf_at(p, top - 1);
+    uint32_t next = atomic_load_explicit(&b->free_next, memory_order_relaxed);
+    uint64_t nh = (((h >> 32) + 1) << 32) | next;
+    /* acquire: the previous owner's writes to b happen before ours. */
+    if (atomic_compare_exchange_weak_explicit(&p->head, &h, nh,
+                                              memory_order_acquire,
+                                              memory_order_acquire))
+      return b;
   }
-  if (b != NULL)
-    p->used++;
-  pthread_mutex_unlock(&p->lock);
+}
+
+static gt__buf *carve(gt__pool *p) {
+  size_t c = atomic_load_explicit(&p->carved, memory_order_relaxed);
+  while (c < p->max)
+    if (atomic_compare_exchange_weak_explicit(&p->carved, &c, c + 1,
+                                              memory_order_relaxed,
+                                              memory_order_relaxed))
+      return buf_at(p, (uint32_t)c);
+  return NULL;
+}
+
+gt__buf *gt__pool_get(gt__pool *p) {
+  gt__buf *b = pop_free(p);
+  if (b == NULL)
+    b = carve(p);
   if (b == NULL)
     return NULL;
+  atomic_fetch_add_explicit(&p->used, 1, memory_order_relaxed);
   b->next = NULL;
   b->gen = 0;
   b->tid = 0;
@@ -63,23 +83,22 @@ gt__buf *gt__pool_get(gt__pool *p) {
 }
 
 void gt__pool_put(gt__pool *p, gt__buf *b) {
-  pthread_mutex_lock(&p->lock);
-  b->next = p->free;
-  p->free = b;
-  p->used--;
-  pthread_mutex_unlock(&p->lock);
+  uint32_t idx = (uint32_t)(((uint8_t *)b - p->base) / GT_BUF_SIZE);
+  atomic_fetch_sub_explicit(&p->used, 1, memory_order_relaxed);
+  uint64_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
+  uint64_t nh;
+  do {
+    atomic_store_explicit(&b->free_next, (uint32_t)h, memory_order_relaxed);
+    nh = (((h >> 32) + 1) << 32) | (idx + 1);
+    /* release: our writes to b (and free_next) reach the next popper. */
+  } while (!atomic_compare_exchange_weak_explicit(
+      &p->head, &h, nh, memory_order_release, memory_order_relaxed));
 }
 
 size_t gt__pool_used(gt__pool *p) {
-  pthread_mutex_lock(&p->lock);
-  size_t n = p->used;
-  pthread_mutex_unlock(&p->lock);
-  return n;
+  return atomic_load_explicit(&p->used, memory_order_relaxed);
 }
 
 size_t gt__pool_bytes(gt__pool *p) {
-  pthread_mutex_lock(&p->lock);
-  size_t n = p->carved * GT_BUF_SIZE;
-  pthread_mutex_unlock(&p->lock);
-  return n;
+  return atomic_load_explicit(&p->carved, memory_order_relaxed) * GT_BUF_SIZE;
 }

@@ -7,16 +7,20 @@
  *  1. A buffer MUST be owned by exactly one of: the free list, one thread's
  *     generation slot, one generation's full list, or the sealer; otherwise
  *     two writers could interleave events in it.
- *  2. The lock MUST only be held for O(1) list operations (never across I/O
- *     or allocation), otherwise an application thread refilling its buffer
- *     could wait behind slow work.
+ *  2. get and put MUST NOT lock or wait (an application thread refills its
+ *     buffer here, and a preempted lock holder would stall every other
+ *     writer): the free list is a Treiber stack whose head packs the top
+ *     buffer's index with a 32-bit tag bumped by every push and pop, so a
+ *     pop that read a stale `free_next` fails its compare-and-swap instead
+ *     of linking a buffer that was taken meanwhile (ABA); carving is a
+ *     compare-and-swap on `carved` bounded by `max`.
  *  3. gt__pool_get MUST return NULL rather than grow past `max`, otherwise
  *     memory would not be bounded; callers count the events they drop.
  */
 #ifndef GT_POOL_H
 #define GT_POOL_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +35,9 @@ typedef struct gt__buf {
   uint32_t nevents;     /* events written, LOST markers included */
   uint32_t nlost;       /* LOST markers among them */
   uint8_t *pos, *end;   /* write cursor; end leaves room for one event */
+  /* Free list link: index + 1 of the next free buffer (0: none). Atomic
+   * because a pop may read it while another pop takes the buffer. */
+  _Atomic uint32_t free_next;
   uint8_t data[];
 } gt__buf;
 
@@ -39,13 +46,12 @@ typedef struct gt__buf {
 #define GT_BUF_DATA (GT_BUF_SIZE - 128)
 
 typedef struct gt__pool {
-  pthread_mutex_t lock;
   uint8_t *base; /* mapping, max * GT_BUF_SIZE bytes; written once at init */
-  size_t max;    /* written once at init */
-  /* Protected by lock. */
-  gt__buf *free;
-  size_t carved; /* buffers handed out of the mapping so far */
-  size_t used;   /* buffers not on the free list */
+  size_t max;    /* written once at init, < 2^32 */
+  /* Free stack head: tag << 32 | (index + 1) of the top buffer (0: empty). */
+  _Atomic uint64_t head;
+  _Atomic size_t carved; /* buffers handed out of the mapping so far */
+  _Atomic size_t used;   /* buffers not on the free list */
 } gt__pool;
 
 /* Reserves room for `bytes` (rounded down to whole buffers, at least 2).
