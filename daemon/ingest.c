@@ -816,7 +816,18 @@ static void disk_full_enter(ingest *ing) {
   ing->last_probe_ms = uv_now(ing->loop);
   CTR_SET(ing, disk_full, 1);
   CTR_ADD(ing, disk_full_total, 1);
-  log_error("storage full, ingest paused", "queued=%" PRIu64, ing->retry_n);
+  uint64_t now = uv_now(ing->loop);
+  ing->full_logged =
+      ing->full_log_ms == 0 || now - ing->full_log_ms >= DISKFULL_LOG_MS;
+  if (ing->full_logged) {
+    log_error("storage full, ingest paused",
+              "queued=%" PRIu64 " pauses_not_logged=%" PRIu64, ing->retry_n,
+              ing->full_quiet);
+    ing->full_log_ms = now;
+    ing->full_quiet = 0;
+  } else {
+    ing->full_quiet++; /* gentrace_disk_full_total counts every pause */
+  }
   ingest_update_pause(ing);
   uv_timer_start(&ing->retry_timer, on_retry, DISKFULL_PROBE_MS / 4,
                  DISKFULL_PROBE_MS / 4);
@@ -828,8 +839,9 @@ static void disk_full_leave(ingest *ing) {
   ing->disk_full = 0;
   CTR_SET(ing, disk_full, 0);
   uv_timer_stop(&ing->retry_timer);
-  log_info("storage has room again, ingest resumes", "queued=%" PRIu64,
-           ing->retry_n);
+  if (ing->full_logged)
+    log_info("storage has room again, ingest resumes", "queued=%" PRIu64,
+             ing->retry_n);
   pending *pd;
   while ((pd = retry_pop(ing)) != NULL)
     resubmit(ing, pd);

@@ -22,6 +22,7 @@
 #define CLOSE_GRACE_MS 2000        /* time for a last frame to flush */
 #define SESS_BUCKETS 16384         /* power of two */
 #define DISKFULL_PROBE_MS 1000
+#define DISKFULL_LOG_MS 60000
 #define GENBUF_POOL_MAX 8     /* idle generation buffers kept (invariant 8) */
 #define STAGE_MIN (16u << 10) /* BATCH payloads read in place (inv. 9) */
 #define GENBUF_FILL_MAX 2     /* buffers the filler prepares ahead (inv. 10) */
@@ -163,6 +164,12 @@ struct ingest {
   int disk_full;
   pending *probe; /* the generation testing whether the disk has room */
   uint64_t last_probe_ms;
+  /* Disk-full log damping: while small generations still fit in the last
+   * free pages, ingest pauses and resumes every second; one error line per
+   * DISKFULL_LOG_MS (with the pauses since) instead of two lines a second. */
+  uint64_t full_log_ms; /* when the last "storage full" line was written */
+  uint64_t full_quiet;  /* pauses since then that were not logged */
+  int full_logged;      /* the current pause was logged (so is its end) */
   char host[256];
   pending *retry_head, **retry_tail;
   uint64_t retry_n;
