@@ -99,6 +99,12 @@
 /* 64 KiB pages: a generation's blob then spans few overflow pages, and blob
  * inserts run close to raw disk speed (PEERS.md). */
 #define STORE_PAGE_SIZE 65536
+/* The write connection's page cache, set explicitly once the page size is
+ * known: SQLite turns its default (-2000 KiB) into a page count with the
+ * page size current at open (4 KiB), so with 64 KiB pages the default
+ * became 500 pages = 32 MiB, and the daemon's RSS crept up by one
+ * committed payload per generation until it got there (soak). */
+#define STORE_CACHE_KIB 2048
 /* WAL grows to about this before an automatic checkpoint; large enough to
  * batch checkpoint I/O, small enough to bound recovery and disk use. */
 #define STORE_WAL_TARGET (64ull << 20)
@@ -632,9 +638,10 @@ static int setup_pragmas(store *s, char **cause) {
   if (page <= 0)
     page = 4096;
   snprintf(sql, sizeof sql,
-           "PRAGMA synchronous = %s; PRAGMA journal_size_limit = %llu;"
+           "PRAGMA cache_size = -%d; PRAGMA synchronous = %s;"
+           " PRAGMA journal_size_limit = %llu;"
            " PRAGMA wal_autocheckpoint = %llu; PRAGMA foreign_keys = OFF;",
-           s->cfg.sync_full ? "FULL" : "NORMAL",
+           STORE_CACHE_KIB, s->cfg.sync_full ? "FULL" : "NORMAL",
            (unsigned long long)STORE_WAL_TARGET,
            (unsigned long long)(STORE_WAL_TARGET / (uint64_t)page));
   rc = exec_sql(s->db, sql);

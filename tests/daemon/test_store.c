@@ -411,6 +411,25 @@ static void test_store_open__fresh_database_settings(void **state) {
   sqlite3_close(h);
 }
 
+/* The write connection's page cache stays at its 2 MiB: SQLite sized its
+ * default with 4 KiB pages (500 pages, 32 MiB at our 64 KiB), so before the
+ * explicit PRAGMA every committed payload stayed cached up to 32 MiB. */
+static void test_store_commit__page_cache_is_bounded(void **state) {
+  fx *f = *state;
+  open_default(f);
+  int64_t before = sqlite3_memory_used();
+  enum { N = 160 }; /* 160 x ~100 KB incompressible: 16 MB written */
+  for (uint64_t g = 0; g < N; g++) {
+    sf_gen_opts o = {.session = 30, .gen = g, .noise = 100000};
+    assert_int_equal(store_submit(f->s, sf_gen_new(&o)), 0);
+  }
+  assert_int_equal(sf_done_wait(&f->done, N), N);
+  int64_t grew = sqlite3_memory_used() - before;
+  print_message("sqlite memory grew %lld KiB over %d commits\n",
+                (long long)(grew >> 10), N);
+  assert_true(grew < (6 << 20));
+}
+
 /* ------------------------------------------------------------ retention */
 
 static void
@@ -592,6 +611,7 @@ int main(void) {
       T(test_store_commit__payload_compressed_or_kept_raw),
       T(test_store_submit__never_waits_for_a_slow_disk),
       T(test_store_note_rejected__counted_in_session_row),
+      T(test_store_commit__page_cache_is_bounded),
       T(test_store_open__newer_schema_is_refused),
       T(test_store_open__schema_1_is_migrated_with_totals),
       T(test_store_open__foreign_database_is_refused),
