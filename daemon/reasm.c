@@ -339,6 +339,23 @@ static void gen_start_of(const conn *c, uint64_t gen, gtp_gen_start *s) {
   }
 }
 
+/* Open generations only drain through GEN_END, so pausing reads cannot
+ * help: a connection holding more open than it may buffer is closed
+ * (ERROR LIMIT). 0, or -1 when it was closed. */
+static int check_open_bytes(conn *c) {
+  ingest *ing = c->ing;
+  uint64_t open = 0;
+  for (opengen *o = c->gens; o != NULL; o = o->next)
+    open += o->buf.len;
+  if (open > ing->cfg.max_conn_buffer) {
+    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
+    ingest_conn_close(c, GTP_E_LIMIT, 0, 0,
+                      "open generations exceed the per-connection buffer");
+    return -1;
+  }
+  return 0;
+}
+
 int reasm_batch(conn *c, const gtp_frame *f) {
   ingest *ing = c->ing;
   uint64_t gen;
@@ -404,18 +421,7 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     return 0;
   }
   ingest_conn_account(c, (int64_t)rlen);
-  /* Open generations only drain through GEN_END, so pausing reads cannot
-   * help: an agent holding more open than it may buffer is cut off. */
-  uint64_t open = 0;
-  for (opengen *o = c->gens; o != NULL; o = o->next)
-    open += o->buf.len;
-  if (open > ing->cfg.max_conn_buffer) {
-    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
-    ingest_conn_close(c, GTP_E_LIMIT, 0, 0,
-                      "open generations exceed the per-connection buffer");
-    return -1;
-  }
-  return 0;
+  return check_open_bytes(c);
 }
 
 /* ------------------------------------------------------------- staging */
@@ -507,16 +513,7 @@ int reasm_stage_read(conn *c, size_t nread) {
     return -1;
   }
   g->buf.len += rlen; /* counted in buffered as it arrived */
-  uint64_t open = 0;
-  for (opengen *o = c->gens; o != NULL; o = o->next)
-    open += o->buf.len;
-  if (open > ing->cfg.max_conn_buffer) {
-    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
-    ingest_conn_close(c, GTP_E_LIMIT, 0, 0,
-                      "open generations exceed the per-connection buffer");
-    return -1;
-  }
-  return 0;
+  return check_open_bytes(c);
 }
 
 void reasm_stage_abort(conn *c) {

@@ -101,6 +101,26 @@ static int feed_read(web_req *r, int64_t after, uint32_t limit, json *j) {
   return (int)f.n;
 }
 
+/* The cursor a feed starts from: just before the first generation committed
+ * at or after since_ns, or the newest (since_ns < 0). On failure the error
+ * answer is queued (r->ret) and a negative code returned. */
+static int feed_start(web_req *r, int64_t since_ns, int64_t *cursor) {
+  store_reader *sr;
+  int rc = readpool_get(r->w->pool, WEB_POOL_WAIT_MS, &sr);
+  if (rc == 0) {
+    rc = since_ns < 0 ? store_read_max_seq(sr, cursor)
+                      : store_read_feed_since(sr, since_ns, cursor);
+    readpool_put(r->w->pool, sr);
+  }
+  if (rc == GTP_E_LIMIT)
+    web_error(r, 503, "overloaded",
+              "every database reader is busy; retry shortly");
+  else if (rc < 0)
+    web_error(r, 500, "internal", "reading the feed failed: %s",
+              gtp_strerror(rc));
+  return rc < 0 ? rc : 0;
+}
+
 enum MHD_Result web_feed(web_req *r) {
   static const char *const allowed[] = {"after", "since", "wait", "limit",
                                         NULL};
@@ -124,36 +144,16 @@ enum MHD_Result web_feed(web_req *r) {
       return web_error(r, 400, "bad_parameter",
                        "since: not a time (RFC 3339, unix ns, or relative "
                        "like -1m)");
-    store_reader *sr;
     int64_t cur = 0;
-    int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
-    if (rc == 0) {
-      rc = store_read_feed_since(sr, since, &cur);
-      readpool_put(w->pool, sr);
-    }
-    if (rc == GTP_E_LIMIT)
-      return web_error(r, 503, "overloaded",
-                       "every database reader is busy; retry shortly");
-    if (rc < 0)
-      return web_error(r, 500, "internal", "reading the feed failed: %s",
-                       gtp_strerror(rc));
+    if (feed_start(r, since, &cur) < 0)
+      return r->ret;
     after = (uint64_t)cur;
   } else if (av && strcmp(av, "latest") == 0) {
     /* A dashboard that wants only what commits from now on starts here
      * instead of paging through everything retained. */
-    store_reader *sr;
     int64_t max = 0;
-    int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
-    if (rc == 0) {
-      rc = store_read_max_seq(sr, &max);
-      readpool_put(w->pool, sr);
-    }
-    if (rc == GTP_E_LIMIT)
-      return web_error(r, 503, "overloaded",
-                       "every database reader is busy; retry shortly");
-    if (rc < 0)
-      return web_error(r, 500, "internal", "reading the feed failed: %s",
-                       gtp_strerror(rc));
+    if (feed_start(r, -1, &max) < 0)
+      return r->ret;
     after = (uint64_t)max;
   } else if (web_arg_u64(r, "after", 0, INT64_MAX, &after) < 0) {
     return r->ret;
