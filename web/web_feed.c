@@ -145,6 +145,8 @@ enum MHD_Result web_feed(web_req *r) {
                        "since: not a time (RFC 3339, unix ns, or relative "
                        "like -1m)");
     int64_t cur = 0;
+    if (since < 0)
+      since = 0; /* before 1970: everything (and < 0 means "newest" below) */
     if (feed_start(r, since, &cur) < 0)
       return r->ret;
     after = (uint64_t)cur;
