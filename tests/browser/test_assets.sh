@@ -7,35 +7,15 @@
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-GENTRACED=$top_builddir/daemon/gentraced
 SRC=$top_srcdir/web/dashboard
+# Daemon start, PID bookkeeping and fail(): the integration tests' helpers.
+. "$top_srcdir/tests/integration/lib.sh"
 command -v curl >/dev/null 2>&1 || { echo "SKIP: curl not installed"; exit 77; }
 [ -x "$GENTRACED" ] || { echo "SKIP: $GENTRACED not built"; exit 77; }
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/gt-assets-XXXXXX")
-DPID=""
-cleanup() {
-	[ -n "$DPID" ] && { kill -KILL "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
-	rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	[ -f "$T/d.log" ] && tail -n 20 "$T/d.log" >&2
-	exit 1
-}
-
-"$GENTRACED" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-	--db "$T/g.db" --read-token secret --log "$T/d.log" >"$T/stderr.log" 2>&1 &
-DPID=$!
-i=0
-while ! grep -q 'msg=listening ' "$T/d.log" 2>/dev/null; do
-	kill -0 "$DPID" 2>/dev/null || fail "gentraced exited at start"
-	i=$((i + 1))
-	[ $i -lt 400 ] || fail "no listening line in 20 s"
-	sleep 0.05
-done
-H=http://$(sed -n 's/.*msg=listening .* http=\([^ ]*\).*/\1/p' "$T/d.log" | tail -n 1)
+start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+	--db "$T/g.db" --read-token secret
+H=http://$HTTP
 
 # header FILE NAME: the value of header NAME in a curl -D dump.
 header() {

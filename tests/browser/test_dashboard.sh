@@ -12,9 +12,8 @@ set -u
 : "${top_srcdir:=.}"
 HERE=$top_srcdir/tests/browser
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-GENTRACED=$top_builddir/daemon/gentraced
-DEMO=$top_builddir/examples/gentrace-demo
-GENTRACE=$top_builddir/tools/gentrace
+# Daemon start, PID bookkeeping and fail(): the integration tests' helpers.
+. "$top_srcdir/tests/integration/lib.sh"
 
 skip() {
 	echo "SKIP: $*"
@@ -31,12 +30,10 @@ for b in "$GENTRACED" "$DEMO" "$GENTRACE"; do
 	[ -x "$b" ] || skip "$b not built"
 done
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/gt-browser-XXXXXX")
 ART=$top_builddir/tests/browser/artifacts
 mkdir -p "$ART"
 rm -f "$ART"/*.png "$ART"/*.gentrace
-PIDS=""
-cleanup() {
+before_cleanup() {
 	# The browser first (its PIDs, written by dashboard.mjs; Playwright
 	# starts it in its own process group, so its group goes with it).
 	if [ -s "$T/browser.pid" ]; then
@@ -44,38 +41,11 @@ cleanup() {
 			kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
 		done
 	fi
-	for p in $PIDS; do
-		kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL: $*" >&2
-	for f in "$T"/*.log; do
-		[ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
-	done
-	exit 1
 }
 
 TOKEN=tok-$$-$(date +%s)
-"$GENTRACED" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-	--db "$T/g.db" --read-token "$TOKEN" --log "$T/d.log" >"$T/stderr.log" 2>&1 &
-DPID=$!
-PIDS="$PIDS $DPID"
-i=0
-while ! grep -q 'msg=listening ' "$T/d.log" 2>/dev/null; do
-	kill -0 "$DPID" 2>/dev/null || fail "gentraced exited at start"
-	i=$((i + 1))
-	[ $i -lt 400 ] || fail "no listening line in 20 s"
-	sleep 0.05
-done
-line=$(grep 'msg=listening ' "$T/d.log" | tail -n 1)
-AGENT=$(echo "$line" | sed -n 's/.* agent=\([^ ]*\).*/\1/p')
-HTTP=$(echo "$line" | sed -n 's/.* http=\([^ ]*\).*/\1/p')
-[ -n "$AGENT" ] && [ -n "$HTTP" ] || fail "cannot parse: $line"
+start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+	--db "$T/g.db" --read-token "$TOKEN"
 
 # Half-second generations so the timeline visibly grows during the test;
 # a modest rate keeps the windows small and the machine free.

@@ -10,7 +10,12 @@ GENTRACE=$top_builddir/tools/gentrace
 T=$(mktemp -d "${TMPDIR:-/tmp}/gt-int-XXXXXX")
 PIDS=""
 
+# before_cleanup: a hook a test may redefine after sourcing this file, for
+# what must stop before the recorded PIDs (the browser test's Chromium).
+before_cleanup() { :; }
+
 cleanup() {
+	before_cleanup
 	for p in $PIDS; do
 		kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
