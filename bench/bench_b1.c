@@ -19,10 +19,8 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "gentrace.h"
-
-extern char **environ;
 
 static double now_s(void) {
   struct timespec ts;
@@ -141,59 +138,8 @@ static int64_t stored_events(const char *db, const char *service,
   return v;
 }
 
-typedef struct daemon_proc {
-  pid_t pid;
-  char dir[128], db[160], log[160], addr[64];
-} daemon_proc;
-
-static int daemon_start(daemon_proc *d) {
-  snprintf(d->dir, sizeof d->dir, "/tmp/b1-XXXXXX");
-  if (mkdtemp(d->dir) == NULL)
-    return -1;
-  snprintf(d->db, sizeof d->db, "%s/b1.db", d->dir);
-  snprintf(d->log, sizeof d->log, "%s/d.log", d->dir);
-  const char *top = getenv("top_builddir");
-  char bin[512];
-  snprintf(bin, sizeof bin, "%s/daemon/gentraced", top ? top : ".");
-  char *argv[] = {bin,           "--agent-listen",
-                  "127.0.0.1:0", "--http-listen",
-                  "127.0.0.1:0", "--db",
-                  d->db,         "--log",
-                  d->log,        NULL};
-  if (posix_spawn(&d->pid, bin, NULL, NULL, argv, environ) != 0)
-    return -1;
-  for (int i = 0; i < 2000; i++) {
-    FILE *f = fopen(d->log, "r");
-    char line[1024];
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-      char *a = strstr(line, "msg=listening agent=");
-      if (a != NULL) {
-        a += strlen("msg=listening agent=");
-        size_t n = strcspn(a, " \n");
-        snprintf(d->addr, sizeof d->addr, "%.*s", (int)n, a);
-        fclose(f);
-        return 0;
-      }
-    }
-    if (f != NULL)
-      fclose(f);
-    struct timespec ts = {0, 10000000};
-    nanosleep(&ts, NULL);
-  }
-  return -1;
-}
-
-static void daemon_stop(daemon_proc *d) {
-  kill(d->pid, SIGTERM);
-  waitpid(d->pid, NULL, 0);
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
-  if (system(cmd) != 0)
-    fprintf(stderr, "bench: could not remove %s\n", d->dir);
-}
-
 /* 1 = zero loss at rate, 0 = loss, < 0 = error. */
-static int run_trial(daemon_proc *d, double rate, unsigned threads,
+static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
                      double seconds, int idx) {
   char service[64];
   snprintf(service, sizeof service, "b1-%d", idx);
@@ -203,7 +149,7 @@ static int run_trial(daemon_proc *d, double rate, unsigned threads,
   pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
-    _exit(trial_child(d->addr, service, rate, threads, seconds, p[1]));
+    _exit(trial_child(addr, service, rate, threads, seconds, p[1]));
   }
   close(p[1]);
   char buf[128] = {0};
@@ -233,15 +179,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]\n");
     return 2;
   }
-  daemon_proc d;
-  if (daemon_start(&d) < 0) {
+  /* gentraced on port 0 through tests/daemon/client.c, stopped by PID. */
+  gtd d;
+  char addr[64];
+  if (gtd_init(&d) < 0 || gtd_start(&d, NULL, NULL) < 0) {
     fprintf(stderr, "bench: gentraced did not start\n");
     return 1;
   }
+  snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
   double good = 0, bad = 0, rate = 1e6;
   int idx = 0;
   while (rate <= 512e6) {
-    int r = run_trial(&d, rate, threads, seconds, idx++);
+    int r = run_trial(&d, addr, rate, threads, seconds, idx++);
     if (r < 0)
       break;
     if (r == 0) {
@@ -253,7 +202,7 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < 3 && bad > 0 && good > 0; i++) {
     double mid = (good + bad) / 2;
-    int r = run_trial(&d, mid, threads, seconds, idx++);
+    int r = run_trial(&d, addr, mid, threads, seconds, idx++);
     if (r < 0)
       break;
     if (r)
@@ -261,7 +210,8 @@ int main(int argc, char **argv) {
     else
       bad = mid;
   }
-  daemon_stop(&d);
+  gtd_stop(&d);
+  gtd_cleanup(&d);
   if (lttng > 0)
     printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:%.2f "
            "ratio=%.2f bar=1.00 pass=%d\n",

@@ -9,14 +9,12 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,11 +22,10 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "client.h"
 #include "format.h"
 #include "gentrace.h"
 #include "store_read.h"
-
-extern char **environ;
 
 static double now_s(void) {
   struct timespec ts;
@@ -36,70 +33,10 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-typedef struct daemon_proc {
-  pid_t pid;
-  char dir[128], db[160], log[160], addr[64];
-} daemon_proc;
-
-static daemon_proc dp = {.pid = -1};
-
-static int daemon_start(daemon_proc *d) {
-  snprintf(d->dir, sizeof d->dir, "/tmp/gt-ledger-XXXXXX");
-  if (mkdtemp(d->dir) == NULL)
-    return -1;
-  snprintf(d->db, sizeof d->db, "%s/l.db", d->dir);
-  snprintf(d->log, sizeof d->log, "%s/d.log", d->dir);
-  const char *top = getenv("top_builddir");
-  char bin[512], out[200];
-  snprintf(bin, sizeof bin, "%s/daemon/gentraced", top ? top : ".");
-  snprintf(out, sizeof out, "%s/stderr.log", d->dir);
-  char *argv[] = {bin,           "--agent-listen",
-                  "127.0.0.1:0", "--http-listen",
-                  "127.0.0.1:0", "--db",
-                  d->db,         "--log",
-                  d->log,        NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_APPEND,
-                                   0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  int rc = posix_spawn(&d->pid, bin, &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    return -1;
-  /* Readiness from the `listening` line. */
-  for (int i = 0; i < 2000; i++) {
-    FILE *f = fopen(d->log, "r");
-    char line[1024];
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-      char *a = strstr(line, "msg=listening agent=");
-      if (a != NULL && strchr(a, '\n') != NULL) {
-        a += strlen("msg=listening agent=");
-        snprintf(d->addr, sizeof d->addr, "%.*s", (int)strcspn(a, " \n"), a);
-        fclose(f);
-        return 0;
-      }
-    }
-    if (f != NULL)
-      fclose(f);
-    struct timespec ts = {0, 10000000};
-    nanosleep(&ts, NULL);
-  }
-  return -1;
-}
-
-static void daemon_kill(daemon_proc *d) {
-  if (d->pid > 0) {
-    kill(d->pid, SIGKILL);
-    waitpid(d->pid, NULL, 0);
-  }
-  d->pid = -1;
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
-  if (d->dir[0] != '\0' && system(cmd) != 0)
-    fprintf(stderr, "could not remove %s\n", d->dir);
-  d->dir[0] = '\0';
-}
+/* The daemon under test: started and stopped through tests/daemon/client.c
+ * (port 0, readiness from its `listening` line, stopped by PID). */
+static gtd dp;
+static char dp_addr[64];
 
 typedef struct worker {
   double rate, seconds;
@@ -130,7 +67,7 @@ static int child(const char *service, double rate, uint32_t buffer_mb,
                  int nthreads, int fd) {
   gt_config cfg;
   gt_config_init(&cfg);
-  cfg.addr = dp.addr;
+  cfg.addr = dp_addr;
   cfg.service = service;
   cfg.period_ms = 200;
   cfg.buffer_mb = buffer_mb;
@@ -250,11 +187,15 @@ static int64_t stored_user_events(const char *service, int64_t *markers) {
 }
 
 static int setup(void **state) {
-  return daemon_start(&dp);
+  if (gtd_init(&dp) < 0 || gtd_start(&dp, NULL, NULL) < 0)
+    return -1;
+  snprintf(dp_addr, sizeof dp_addr, "127.0.0.1:%u", dp.agent_port);
+  return 0;
 }
 
 static int teardown(void **state) {
-  daemon_kill(&dp);
+  gtd_kill9(&dp);
+  gtd_cleanup(&dp);
   return 0;
 }
 
