@@ -1,4 +1,4 @@
-/* test_store.c: the write side (daemon/store.c) against real SQLite files. */
+/* test_store.c: the write side (store/store.c) against real SQLite files. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

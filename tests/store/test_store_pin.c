@@ -1,4 +1,4 @@
-/* test_store_pin.c: the retention pins (daemon/store_pin.c). */
+/* test_store_pin.c: the retention pins (store/store_pin.c). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* test_store_read.c: the read side (daemon/store_read.c) over a database
+/* test_store_read.c: the read side (store/store_read.c) over a database
  * written by the real store. */
 #include <errno.h>
 #include <setjmp.h>
