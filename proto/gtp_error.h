@@ -35,7 +35,11 @@ extern "C" {
   XX(DISKFULL, -7016, "storage full; ingest paused")                           \
   XX(NOTFOUND, -7017, "not found")                                             \
   XX(BADARG, -7018, "bad argument")                                            \
-  XX(INTERNAL, -7019, "internal error")
+  XX(INTERNAL, -7019, "internal error")                                       \
+  XX(AUTH, -7020, "not authorized for this session or service")              \
+  XX(CONFLICT, -7021, "differs from what is stored under the same name")     \
+  XX(UNAVAIL, -7022, "storage backend unavailable; retrying")                \
+  XX(TLS, -7023, "TLS handshake or record failed")
 
 enum {
 #define GTP_ERR_ENUM_(name, value, msg) GTP_E_##name = (value),
