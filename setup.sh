@@ -4,6 +4,14 @@
 # need (as root, or with sudo; otherwise says what to install), then runs
 # autoreconf, configure (into ./build) and make.
 #
+# The shared store (store/pg*.c, store/s3.c) builds on libpq and libcurl;
+# its tests start a real PostgreSQL and a real OpenStack Swift (with its S3
+# API, and memcached for tempauth's tokens) through scripts/cluster-up. The
+# libcurl flavour is OpenSSL's: the same TLS library libpq already links,
+# so gentraced carries one TLS stack, and it is the flavour the curl tool
+# itself uses on Debian. The server packages' own services stay off unless
+# the machine enables them; cluster-up runs private instances.
+#
 #   ./setup.sh            install what is missing, configure, build
 #   BUILD=dir ./setup.sh  build somewhere else (configure flags: CONFIGURE_FLAGS)
 set -eu
@@ -13,7 +21,9 @@ CONFIGURE_FLAGS=${CONFIGURE_FLAGS:-}
 
 PKGS="build-essential autoconf automake libtool pkg-config \
 libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
-curl sqlite3 python3 clang libclang-rt-14-dev"
+curl sqlite3 python3 clang libclang-rt-14-dev \
+libpq-dev libcurl4-openssl-dev libssl-dev postgresql \
+swift swift-proxy swift-object swift-container swift-account memcached"
 
 missing=""
 for p in $PKGS; do
