@@ -19,7 +19,7 @@ static void fixture_quiet(void *arg, const char *msg) {
 }
 
 /* Creates database NAME_<pid> and writes its URI to out. 0 or -1. */
-static int fixture_db(const char *name, char *out, size_t cap) {
+static inline int fixture_db(const char *name, char *out, size_t cap) {
   const char *base = getenv("GENTRACE_CATALOG");
   if (!base) return -1;
   const char *slash = strrchr(base, '/');
@@ -46,7 +46,7 @@ static int fixture_db(const char *name, char *out, size_t cap) {
 }
 
 /* Runs SQL on uri and returns the first value as an integer (-1 if none). */
-static long long fixture_sql_int(const char *uri, const char *sql) {
+static inline long long fixture_sql_int(const char *uri, const char *sql) {
   PGconn *c = PQconnectdb(uri);
   PGresult *r = PQexec(c, sql);
   long long v = -1;
@@ -62,7 +62,7 @@ static long long fixture_sql_int(const char *uri, const char *sql) {
 
 /* A generation of session sid (its first byte), gen, 1 s long from
  * start_s seconds, with a payload of len bytes of a pattern. */
-static store_gen *fixture_gen(uint8_t sid, const char *service, uint64_t gen,
+static inline store_gen *fixture_gen(uint8_t sid, const char *service, uint64_t gen,
                               int64_t start_s, size_t len) {
   store_gen *g = calloc(1, sizeof *g);
   memset(g->session, 0, 16);
@@ -87,7 +87,7 @@ static store_gen *fixture_gen(uint8_t sid, const char *service, uint64_t gen,
   return g;
 }
 
-static void fixture_hex(const uint8_t id[16], char out[33]) {
+static inline void fixture_hex(const uint8_t id[16], char out[33]) {
   for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
