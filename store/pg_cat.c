@@ -57,7 +57,8 @@ static const pg_stmt cat_stmts[] = {
     {"session_upsert",
      "INSERT INTO gt_sessions(session, service, host, pid, process_start_ns,"
      " agent_version, tags, first_seen_ns, last_seen_ns, last_gen)"
-     " VALUES($1, $2, $3, $4, $5, $6, gt_json_object($7), $8, $8, $9)"
+     " VALUES($1, $2, $3, $4, $5, $6, gt_json_object($7), " NOW_NS ", "
+     NOW_NS ", $8)"
      " ON CONFLICT(session) DO UPDATE SET"
      " last_seen_ns = greatest(gt_sessions.last_seen_ns,"
      " excluded.last_seen_ns),"
@@ -122,10 +123,12 @@ static const pg_stmt cat_stmts[] = {
      "SELECT seq FROM gt_generations WHERE committed_ns >= $1"
      " ORDER BY committed_ns, seq LIMIT 1"},
     {"locate",
-     "SELECT sg.object, g.off, g.len, g.codec, g.bytes FROM gt_generations g"
+     "SELECT sg.object, g.off, g.len, g.codec, g.bytes, g.seq"
+     " FROM gt_generations g"
      " JOIN gt_segments sg ON sg.id = g.segment_id WHERE g.seq = $1"},
     {"locate_by_gen",
-     "SELECT sg.object, g.off, g.len, g.codec, g.bytes FROM gt_sessions s"
+     "SELECT sg.object, g.off, g.len, g.codec, g.bytes, g.seq"
+     " FROM gt_sessions s"
      " JOIN gt_generations g ON g.session_id = s.id"
      " JOIN gt_segments sg ON sg.id = g.segment_id"
      " WHERE s.session = $1 AND g.gen = $2"},
@@ -237,10 +240,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
   for (size_t i = 0; i < n;) {
     size_t j = i;
     uint64_t last = 0;
-    int64_t seen = 0;
     while (j < n && memcmp(ord[j]->g->session, ord[i]->g->session, 16) == 0) {
       if (ord[j]->g->gen > last) last = ord[j]->g->gen;
-      if (ord[j]->g->end_ns > seen) seen = ord[j]->g->end_ns;
       int64_t span = ord[j]->g->end_ns - ord[j]->g->start_ns;
       if (span > max_span) max_span = span;
       j++;
@@ -256,9 +257,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                        num_u(&nb, g->process_start_ns),
                        g->agent_version ? g->agent_version : "",
                        g->tags_json ? g->tags_json : "{}",
-                       num_i(&nb, seen),
                        num_u(&nb, last)};
-    if (!(r = pg_exec(k, "session_upsert", 9, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "session_upsert", 8, p, &rc, cause))) goto rollback;
     int64_t id = val_i(r, 0, 0);
     PQclear(r);
     r = NULL;
@@ -547,6 +547,7 @@ static int locate(pg_cat *c, const char *stmt, int np, const char *const *p,
   out->len = (uint64_t)val_i(r, 0, 2);
   snprintf(out->codec, sizeof out->codec, "%s", PQgetvalue(r, 0, 3));
   out->bytes = (uint64_t)val_i(r, 0, 4);
+  out->seq = val_i(r, 0, 5);
   PQclear(r);
   return out->object ? 0 : -ENOMEM;
 }

@@ -73,6 +73,7 @@ int pg_cat_read_feed_since(pg_cat *c, int64_t since_ns, int64_t *after_seq);
 
 /* Where one generation's bytes are. object is malloc'd (caller frees). */
 typedef struct pg_cat_loc {
+  int64_t seq;
   char *object;
   uint64_t off, len;
   char codec[16];

@@ -1,0 +1,298 @@
+/* storage.c: the storage interface's dispatch (see storage.h).
+ *
+ * Owns: the backend's writer (store or segment_store); for the shared
+ * backend also the readers' catalog pool and generation cache, which every
+ * storage_reader borrows, and each reader's own S3 client.
+ *
+ * Invariants:
+ *   1. Exactly one backend MUST be open per storage, chosen at open from the
+ *      configuration, otherwise a daemon could ACK into one store and serve
+ *      from another.
+ *   2. A shared payload read MUST check the generation's length after
+ *      decompression against the catalog, otherwise a damaged object would
+ *      reach a download as a short or garbled generation.
+ */
+#include "config.h" /* _GNU_SOURCE: asprintf */
+
+#include "storage.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "gencache.h"
+#include "gtp_error.h"
+#include "pg_cat.h"
+#include "s3.h"
+#include "store_schema.h"
+
+struct storage {
+  int shared;
+  char *describe;
+  char *path; /* SQLite: the database readers open */
+  store *sq;
+  segment_store *seg;
+  pg_cat *rcat;     /* shared: the readers' catalog pool */
+  gencache *cache;  /* shared: decompressed generations by seq */
+  s3_config s3cfg;  /* shared: what each reader's S3 client opens */
+  char *objects, *endpoint, *region, *akey, *skey;
+};
+
+struct storage_reader {
+  storage *st;
+  store_reader *sq; /* SQLite */
+  s3 *s3;           /* shared */
+  ZSTD_DCtx *dctx;
+};
+
+static char *dup_or_null(const char *v) { return v ? strdup(v) : NULL; }
+
+static int set_cause(char **cause, const char *msg) {
+  if (cause) *cause = strdup(msg);
+  return GTP_E_BADARG;
+}
+
+int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
+                 storage **out, char **cause) {
+  *out = NULL;
+  if (cause) *cause = NULL;
+  int has_cat = cfg->catalog && *cfg->catalog;
+  int has_obj = cfg->objects && *cfg->objects;
+  if (has_cat != has_obj)
+    return set_cause(cause, has_cat
+                                ? "--catalog needs --objects s3://BUCKET"
+                                  "[/PREFIX] too (the shared store keeps "
+                                  "rows in PostgreSQL and bytes in S3)"
+                                : "--objects needs --catalog postgresql://..."
+                                  " too (the shared store keeps rows in "
+                                  "PostgreSQL and bytes in S3)");
+  storage *st = calloc(1, sizeof *st);
+  if (!st) return -ENOMEM;
+  int rc;
+  if (!has_cat) {
+    st->path = dup_or_null(cfg->sqlite.path);
+    st->describe = dup_or_null(cfg->sqlite.path);
+    rc = store_open(&cfg->sqlite, done, ctx, &st->sq, cause);
+    if (rc < 0) goto fail;
+    *out = st;
+    return 0;
+  }
+  st->shared = 1;
+  segment_config sc = cfg->shared;
+  sc.catalog = cfg->catalog;
+  sc.s3.url = cfg->objects;
+  if (!sc.log) {
+    sc.log = cfg->sqlite.log;
+    sc.log_ctx = cfg->sqlite.log_ctx;
+  }
+  st->objects = dup_or_null(cfg->objects);
+  st->endpoint = dup_or_null(sc.s3.endpoint);
+  st->region = dup_or_null(sc.s3.region);
+  st->akey = dup_or_null(sc.s3.access_key);
+  st->skey = dup_or_null(sc.s3.secret_key);
+  st->s3cfg = sc.s3;
+  st->s3cfg.url = st->objects;
+  st->s3cfg.endpoint = st->endpoint;
+  st->s3cfg.region = st->region;
+  st->s3cfg.access_key = st->akey;
+  st->s3cfg.secret_key = st->skey;
+  if (asprintf(&st->describe, "catalog=%s objects=%s", cfg->catalog,
+               cfg->objects) < 0)
+    st->describe = NULL;
+  st->cache = gencache_new(cfg->cache_bytes ? cfg->cache_bytes : 64ull << 20);
+  if (!st->objects || !st->describe || !st->cache) {
+    rc = -ENOMEM;
+    goto fail;
+  }
+  rc = segment_open(&sc, done, ctx, &st->seg, cause);
+  if (rc < 0) goto fail;
+  rc = pg_cat_open(cfg->catalog, 4, &st->rcat, cause);
+  if (rc < 0) goto fail;
+  *out = st;
+  return 0;
+fail:
+  storage_close(st);
+  return rc;
+}
+
+void storage_close(storage *st) {
+  if (!st) return;
+  if (st->sq) store_close(st->sq);
+  if (st->seg) segment_close(st->seg);
+  pg_cat_close(st->rcat);
+  gencache_free(st->cache);
+  free(st->describe);
+  free(st->path);
+  free(st->objects);
+  free(st->endpoint);
+  free(st->region);
+  free(st->akey);
+  free(st->skey);
+  free(st);
+}
+
+int storage_is_shared(const storage *st) { return st->shared; }
+const char *storage_describe(const storage *st) {
+  return st->describe ? st->describe : "";
+}
+
+int storage_submit(storage *st, store_gen *g) {
+  return st->shared ? segment_submit(st->seg, g) : store_submit(st->sq, g);
+}
+
+int storage_last_gen(storage *st, const uint8_t session[16], uint64_t *gen) {
+  return st->shared ? segment_last_gen(st->seg, session, gen)
+                    : store_last_gen(st->sq, session, gen);
+}
+
+void storage_note_rejected(storage *st, const uint8_t session[16],
+                           uint64_t events) {
+  if (st->shared)
+    segment_note_rejected(st->seg, session, events);
+  else
+    store_note_rejected(st->sq, session, events);
+}
+
+void storage_stats_get(storage *st, store_stats *out) {
+  if (st->shared)
+    segment_stats_get(st->seg, out);
+  else
+    store_stats_get(st->sq, out);
+}
+
+int storage_health(storage *st, char *reason, size_t cap) {
+  if (st->shared) return segment_health(st->seg, reason, cap);
+  if (cap) reason[0] = '\0';
+  return 0;
+}
+
+int storage_reader_open(storage *st, storage_reader **out, char **cause) {
+  *out = NULL;
+  if (cause) *cause = NULL;
+  storage_reader *r = calloc(1, sizeof *r);
+  if (!r) return -ENOMEM;
+  r->st = st;
+  int rc;
+  if (!st->shared) {
+    rc = store_reader_open(st->path, &r->sq, cause);
+  } else {
+    rc = s3_open(&st->s3cfg, &r->s3, cause);
+    if (rc == 0 && !(r->dctx = ZSTD_createDCtx())) rc = -ENOMEM;
+  }
+  if (rc < 0) {
+    storage_reader_close(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+void storage_reader_close(storage_reader *r) {
+  if (!r) return;
+  if (r->sq) store_reader_close(r->sq);
+  s3_close(r->s3);
+  ZSTD_freeDCtx(r->dctx);
+  free(r);
+}
+
+int storage_read_sessions(storage_reader *r, const store_session_filter *f,
+                          store_session_cb cb, void *ctx) {
+  return r->sq ? store_read_sessions(r->sq, f, cb, ctx)
+               : pg_cat_read_sessions(r->st->rcat, f, cb, ctx);
+}
+
+int storage_read_session_gens(storage_reader *r, const char *session,
+                              int64_t from_ns, int64_t to_ns, int64_t after,
+                              uint32_t limit, store_gen_cb cb, void *ctx) {
+  return r->sq ? store_read_session_gens(r->sq, session, from_ns, to_ns, after,
+                                         limit, cb, ctx)
+               : pg_cat_read_session_gens(r->st->rcat, session, from_ns, to_ns,
+                                          after, limit, cb, ctx);
+}
+
+int storage_read_window(storage_reader *r, const store_window_query *q,
+                        store_gen_cb cb, void *ctx) {
+  return r->sq ? store_read_window(r->sq, q, cb, ctx)
+               : pg_cat_read_window(r->st->rcat, q, cb, ctx);
+}
+
+int storage_read_feed(storage_reader *r, int64_t after_seq, uint32_t limit,
+                      store_gen_cb cb, void *ctx) {
+  return r->sq ? store_read_feed(r->sq, after_seq, limit, cb, ctx)
+               : pg_cat_read_feed(r->st->rcat, after_seq, limit, cb, ctx);
+}
+
+int storage_read_max_seq(storage_reader *r, int64_t *seq) {
+  return r->sq ? store_read_max_seq(r->sq, seq)
+               : pg_cat_read_max_seq(r->st->rcat, seq);
+}
+
+int storage_read_feed_since(storage_reader *r, int64_t since_ns,
+                            int64_t *after_seq) {
+  return r->sq ? store_read_feed_since(r->sq, since_ns, after_seq)
+               : pg_cat_read_feed_since(r->st->rcat, since_ns, after_seq);
+}
+
+/* Fetches a located generation: cache, else ranged GET + decompress. */
+static int shared_fetch(storage_reader *r, pg_cat_loc *loc, gtp_wbuf *out) {
+  if (gencache_get(r->st->cache, loc->seq, out)) return 0;
+  uint8_t *z = NULL;
+  size_t zn = 0;
+  char *cause = NULL;
+  /* The stored length bounds the GET; the generation's own bound the
+   * decompressed size (a lying catalog row cannot make us allocate more). */
+  if (loc->bytes > GTP_GEN_MAX_BYTES || loc->len > GTP_GEN_MAX_BYTES)
+    return GTP_E_CORRUPT;
+  int rc = s3_get(r->s3, loc->object, loc->off, loc->len, (size_t)loc->len,
+                  &z, &zn, &cause);
+  free(cause);
+  if (rc < 0) return rc == GTP_E_NOTFOUND ? GTP_E_NOTFOUND : rc;
+  size_t before = out->len;
+  if (strcmp(loc->codec, STORE_CODEC_ZSTD) == 0) {
+    uint8_t *dst = gtp_wbuf_grow(out, (size_t)loc->bytes);
+    if (!dst) {
+      free(z);
+      return out->err ? out->err : -ENOMEM;
+    }
+    size_t got = ZSTD_decompressDCtx(r->dctx, dst, (size_t)loc->bytes, z, zn);
+    if (ZSTD_isError(got) || got != loc->bytes) { /* invariant 2 */
+      out->len = before;
+      free(z);
+      return GTP_E_CORRUPT;
+    }
+  } else if (strcmp(loc->codec, STORE_CODEC_NONE) == 0 && zn == loc->bytes) {
+    gtp_wbuf_put(out, z, zn);
+  } else {
+    free(z);
+    return GTP_E_CORRUPT;
+  }
+  free(z);
+  if (out->err) return out->err;
+  gencache_put(r->st->cache, loc->seq, out->data + before, out->len - before);
+  return 0;
+}
+
+int storage_read_payload(storage_reader *r, int64_t seq, gtp_wbuf *out) {
+  if (r->sq) return store_read_payload(r->sq, seq, out);
+  /* A cached generation needs neither the catalog nor S3. */
+  if (gencache_get(r->st->cache, seq, out)) return 0;
+  pg_cat_loc loc;
+  int rc = pg_cat_locate(r->st->rcat, seq, &loc);
+  if (rc < 0) return rc;
+  rc = shared_fetch(r, &loc, out);
+  free(loc.object);
+  return rc;
+}
+
+int storage_read_payload_by_gen(storage_reader *r, const char *session,
+                                uint64_t gen, gtp_wbuf *out) {
+  if (r->sq) return store_read_payload_by_gen(r->sq, session, gen, out);
+  pg_cat_loc loc;
+  int rc = pg_cat_locate_by_gen(r->st->rcat, session, gen, &loc);
+  if (rc < 0) return rc;
+  rc = shared_fetch(r, &loc, out);
+  free(loc.object);
+  return rc;
+}
