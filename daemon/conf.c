@@ -102,6 +102,30 @@ static const opt opts[] = {
      "DURATION", "Idle HTTP connection timeout (default 30s)."},
     {"http-threads", OPT_UINT, O(http_threads), 1, 256, "N",
      "HTTP worker threads (default 4)."},
+    {"catalog", OPT_STR, O(catalog), 0, 0, "URI",
+     "Shared store: PostgreSQL catalog, postgresql://USER@HOST:PORT/DB "
+     "(with --objects; several daemons can share one store)."},
+    {"objects", OPT_STR, O(objects), 0, 0, "s3://BUCKET[/PREFIX]",
+     "Shared store: S3-compatible bucket for segment objects (with "
+     "--catalog). Endpoint and keys from AWS_ENDPOINT_URL, AWS_REGION, "
+     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or the s3-* keys."},
+    {"s3-endpoint", OPT_STR, O(s3_endpoint), 0, 0, "URL",
+     "S3 endpoint, e.g. http://127.0.0.1:8080 (default $AWS_ENDPOINT_URL)."},
+    {"s3-region", OPT_STR, O(s3_region), 0, 0, "REGION",
+     "S3 signing region (default $AWS_REGION, else us-east-1)."},
+    {"s3-access-key-id", OPT_STR, O(s3_access_key_id), 0, 0, "KEY",
+     "S3 access key id (default $AWS_ACCESS_KEY_ID)."},
+    {"s3-secret-access-key", OPT_STR, O(s3_secret_access_key), 0, 0, "SECRET",
+     "S3 secret key (default $AWS_SECRET_ACCESS_KEY; prefer the config file "
+     "or the environment to the command line)."},
+    {"daemon-id", OPT_STR, O(daemon_id), 0, 0, "ID",
+     "Names this daemon's segment objects (default HOST-PID-RANDOM)."},
+    {"segment-max-age", OPT_DURATION, O(segment_max_age_ns), 10000000,
+     600000000000ull, "DURATION",
+     "Shared store: close a segment this long after its first generation; "
+     "ACKs wait for it (default 2s)."},
+    {"segment-max-size", OPT_SIZE, O(segment_max_bytes), 65536, 1ull << 30,
+     "SIZE", "Shared store: close a segment at this size (default 32M)."},
     {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
      NULL},
 };
@@ -157,6 +181,13 @@ void conf_fini(conf *c) {
   free(c->read_token);
   free(c->log);
   free(c->config);
+  free(c->catalog);
+  free(c->objects);
+  free(c->s3_endpoint);
+  free(c->s3_region);
+  free(c->s3_access_key_id);
+  free(c->s3_secret_access_key);
+  free(c->daemon_id);
   memset(c, 0, sizeof *c);
 }
 

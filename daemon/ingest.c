@@ -517,7 +517,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
 
   gtp_welcome w = {0};
   w.version = hi;
-  w.has_last = store_last_gen(ing->store, c->session, &w.last_gen) == 1;
+  w.has_last = storage_last_gen(ing->store, c->session, &w.last_gen) == 1;
   w.idle_timeout_ms = ing->cfg.idle_timeout_ms;
   w.max_gen_bytes = ing->cfg.max_gen_size;
   uint8_t mem[128];
@@ -798,7 +798,7 @@ static pending *retry_pop(ingest *ing) {
 static void resubmit(ingest *ing, pending *pd) {
   pd->g->result = 0;
   ing->inflight++;
-  if (store_submit(ing->store, pd->g) < 0) {
+  if (storage_submit(ing->store, pd->g) < 0) {
     /* The store is closing: the agent will resend after a restart. */
     ing->inflight--;
     conn *c = pd->c;
@@ -921,7 +921,7 @@ static void on_retry(uv_timer_t *t) {
   if (!ing->disk_full || ing->probe != NULL || ing->retry_head == NULL)
     return;
   store_stats st;
-  store_stats_get(ing->store, &st);
+  storage_stats_get(ing->store, &st);
   uint64_t now = uv_now(ing->loop);
   if (st.disk_full && now - ing->last_probe_ms < DISKFULL_PROBE_MS)
     return;
@@ -1112,7 +1112,7 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   return 0;
 }
 
-void ingest_set_store(ingest *ing, store *s) {
+void ingest_set_store(ingest *ing, storage *s) {
   ing->store = s;
 }
 

@@ -13,7 +13,7 @@
 #include "format.h"
 #include "frame.h"
 #include "ingest.h"
-#include "store.h"
+#include "storage.h"
 
 #define READ_BUF_SIZE (256u << 10)
 #define READ_MIN (16u << 10)
@@ -146,7 +146,7 @@ struct ingest {
   ingest_config cfg;
   char *token;
   size_t token_len;
-  store *store;
+  storage *store;
 
   /* Loop thread only. */
   uv_tcp_t listener;

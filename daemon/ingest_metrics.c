@@ -118,7 +118,7 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          NULL, C(disk_full_total));
   if (ing->store != NULL) {
     store_stats st;
-    store_stats_get(ing->store, &st);
+    storage_stats_get(ing->store, &st);
     metric(b, "gentrace_store_queue_generations", "gauge",
            "Generations waiting for the store thread.", NULL, st.queued_gens);
     metric(b, "gentrace_store_queue_bytes", "gauge",

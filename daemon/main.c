@@ -28,7 +28,7 @@
 #include "gtp_error.h"
 #include "ingest.h"
 #include "log.h"
-#include "store.h"
+#include "storage.h"
 #include "store_pin.h"
 #include "web.h"
 
@@ -37,6 +37,7 @@
 typedef struct daemon_state {
   uv_loop_t *loop;
   ingest *ing;
+  storage *st; /* set before web starts */
   web_server *web; /* set once before the first commit can be reported */
   uv_signal_t sigterm, sigint, sighup;
   int stopping;
@@ -71,6 +72,14 @@ static int web_healthy(void *ctx, const char **reason) {
   if (__atomic_load_n(&d->stopping, __ATOMIC_RELAXED)) {
     if (reason != NULL)
       *reason = "shutting down";
+    return 0;
+  }
+  /* The shared store's reason names the server and the error; it is
+   * written per HTTP thread, so the pointer stays valid for the caller. */
+  static __thread char why[400];
+  if (d->st && storage_health(d->st, why, sizeof why) < 0) {
+    if (reason != NULL)
+      *reason = why;
     return 0;
   }
   return ingest_healthy(d->ing, reason);
@@ -166,7 +175,7 @@ int main(int argc, char **argv) {
   icfg.on_commit_ctx = &d;
 
   store_pins *pins = store_pins_new();
-  store *st = NULL;
+  storage *st = NULL;
   uint16_t agent_port = 0, http_port = 0;
   if (pins == NULL) {
     status = die("cannot start", -ENOMEM, NULL);
@@ -191,10 +200,26 @@ int main(int argc, char **argv) {
   scfg.batch_max = 64;
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   scfg.pins = pins;
-  if ((rc = store_open(&scfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
-    status = die("cannot open the database", rc, cause);
+  storage_config stcfg;
+  memset(&stcfg, 0, sizeof stcfg);
+  stcfg.sqlite = scfg;
+  stcfg.catalog = c.catalog;
+  stcfg.objects = c.objects;
+  stcfg.shared.s3.endpoint = c.s3_endpoint;
+  stcfg.shared.s3.region = c.s3_region;
+  stcfg.shared.s3.access_key = c.s3_access_key_id;
+  stcfg.shared.s3.secret_key = c.s3_secret_access_key;
+  stcfg.shared.daemon_id = c.daemon_id;
+  stcfg.shared.max_age_ms = (uint32_t)(c.segment_max_age_ns / 1000000);
+  stcfg.shared.max_bytes = c.segment_max_bytes;
+  stcfg.shared.zstd_level = 1;
+  if ((rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
+    status = die(c.catalog || c.objects ? "cannot open the shared store"
+                                        : "cannot open the database",
+                 rc, cause);
     goto fail_store;
   }
+  d.st = st;
   ingest_set_store(d.ing, st);
   if ((rc = ingest_start(d.ing, &agent_port, &cause)) < 0) {
     status = die("cannot listen for agents", rc, cause);
@@ -206,6 +231,7 @@ int main(int argc, char **argv) {
   wcfg.host = c.http_listen.host;
   wcfg.port = c.http_listen.port;
   wcfg.db_path = c.db;
+  wcfg.storage = st;
   wcfg.read_token = c.read_token;
   wcfg.max_window_bytes = c.max_window_bytes;
   wcfg.max_connections = (unsigned)c.http_max_connections;
@@ -240,8 +266,9 @@ int main(int argc, char **argv) {
     h.port = http_port;
     conf_addr_format(&a, as, sizeof as);
     conf_addr_format(&h, hs, sizeof hs);
-    log_info("listening", "agent=%s http=%s db=%s", as, hs,
-             log_quote(q, sizeof q, c.db));
+    log_info("listening", "agent=%s http=%s %s=%s", as, hs,
+             storage_is_shared(st) ? "store" : "db",
+             log_quote(q, sizeof q, storage_describe(st)));
   }
 
   uv_run(d.loop, UV_RUN_DEFAULT);
@@ -258,7 +285,8 @@ int main(int argc, char **argv) {
   signal(SIGHUP, SIG_IGN);
 fail_web:
 fail_listen:
-  store_close(st);
+  d.st = NULL;
+  storage_close(st);
 fail_store : {
   ingest_stats is;
   ingest_stats_get(d.ing, &is);

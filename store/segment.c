@@ -729,6 +729,14 @@ int segment_submit(segment_store *s, store_gen *g) {
 
 int segment_last_gen(segment_store *s, const uint8_t session[16],
                      uint64_t *gen) {
+  /* The daemon asks on its event loop (HELLO): while the catalog is known
+   * to be down, answer "nothing stored" at once rather than wait for a
+   * connect timeout. The agent then resends what it still spools, and the
+   * catalog stores each generation once (resends are duplicates). */
+  pthread_mutex_lock(&s->lock);
+  int down = s->unhealthy;
+  pthread_mutex_unlock(&s->lock);
+  if (down) return 0;
   char *cause = NULL;
   int rc = pg_cat_last_gen(s->cat, session, gen, &cause);
   free(cause);

@@ -98,9 +98,19 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   st->s3cfg.region = st->region;
   st->s3cfg.access_key = st->akey;
   st->s3cfg.secret_key = st->skey;
-  if (asprintf(&st->describe, "catalog=%s objects=%s", cfg->catalog,
-               cfg->objects) < 0)
-    st->describe = NULL;
+  {
+    /* Logs name the catalog without its password. */
+    char cat[512];
+    snprintf(cat, sizeof cat, "%s", cfg->catalog);
+    char *s = strstr(cat, "://");
+    char *at = s ? strchr(s + 3, '@') : NULL;
+    char *colon = s ? strchr(s + 3, ':') : NULL;
+    if (at && colon && colon < at)
+      memmove(colon + 1, at, strlen(at) + 1);
+    if (asprintf(&st->describe, "catalog=%s objects=%s", cat, cfg->objects) <
+        0)
+      st->describe = NULL;
+  }
   st->cache = gencache_new(cfg->cache_bytes ? cfg->cache_bytes : 64ull << 20);
   if (!st->objects || !st->describe || !st->cache) {
     rc = -ENOMEM;
@@ -115,6 +125,22 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
 fail:
   storage_close(st);
   return rc;
+}
+
+int storage_open_sqlite_readonly(const char *path, storage **out,
+                                 char **cause) {
+  *out = NULL;
+  if (cause) *cause = NULL;
+  storage *st = calloc(1, sizeof *st);
+  if (!st) return -ENOMEM;
+  st->path = dup_or_null(path);
+  st->describe = dup_or_null(path);
+  if (!st->path || !st->describe) {
+    storage_close(st);
+    return -ENOMEM;
+  }
+  *out = st;
+  return 0;
 }
 
 void storage_close(storage *st) {
@@ -139,6 +165,7 @@ const char *storage_describe(const storage *st) {
 }
 
 int storage_submit(storage *st, store_gen *g) {
+  if (!st->shared && !st->sq) return GTP_E_STATE; /* read-only */
   return st->shared ? segment_submit(st->seg, g) : store_submit(st->sq, g);
 }
 

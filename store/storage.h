@@ -41,6 +41,10 @@ typedef struct storage_config {
  * store that cannot be reached, is an error with a clear *cause. */
 int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
                  storage **out, char **cause);
+/* A read-only storage over an SQLite database (no writer): for readers of a
+ * database another process writes (web/ tests, tools). */
+int storage_open_sqlite_readonly(const char *path, storage **out,
+                                 char **cause);
 void storage_close(storage *st);
 /* 1 when the shared backend runs. */
 int storage_is_shared(const storage *st);

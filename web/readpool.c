@@ -1,6 +1,6 @@
 /* readpool.c: bounded pool of read-only store connections.
  *
- * Owns: every store_reader it opened (idle ones in `idle`, lent ones
+ * Owns: every storage_reader it opened (idle ones in `idle`, lent ones
  * counted in `open - nidle`).
  * Invariants:
  *  1. open MUST NOT exceed size, otherwise a burst of requests would open
@@ -23,17 +23,17 @@
 #include "gtp_error.h"
 
 struct readpool {
-  char *path; /* written once before use */
+  storage *st; /* borrowed; written once before use */
   unsigned size;
   /* Protected by lock. */
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  store_reader **idle;
+  storage_reader **idle;
   unsigned nidle;
   unsigned open;
 };
 
-int readpool_new(const char *path, unsigned size, readpool **out,
+int readpool_new(storage *st, unsigned size, readpool **out,
                  char **cause) {
   int rc = -ENOMEM;
   if (size == 0)
@@ -42,12 +42,12 @@ int readpool_new(const char *path, unsigned size, readpool **out,
   if (!p)
     goto fail_alloc;
   p->size = size;
-  p->path = strdup(path);
+  p->st = st;
   p->idle = calloc(size, sizeof *p->idle);
-  if (!p->path || !p->idle)
+  if (!p->idle)
     goto fail_fields;
-  store_reader *r;
-  rc = store_reader_open(path, &r, cause);
+  storage_reader *r;
+  rc = storage_reader_open(st, &r, cause);
   if (rc < 0)
     goto fail_fields;
   p->idle[p->nidle++] = r;
@@ -63,7 +63,6 @@ int readpool_new(const char *path, unsigned size, readpool **out,
 
 fail_fields:
   free(p->idle);
-  free(p->path);
   free(p);
 fail_alloc:
   if (rc == -ENOMEM && cause && !*cause)
@@ -75,15 +74,14 @@ void readpool_free(readpool *p) {
   if (!p)
     return;
   for (unsigned i = 0; i < p->nidle; i++)
-    store_reader_close(p->idle[i]);
+    storage_reader_close(p->idle[i]);
   pthread_cond_destroy(&p->cond);
   pthread_mutex_destroy(&p->lock);
   free(p->idle);
-  free(p->path);
   free(p);
 }
 
-int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
+int readpool_get(readpool *p, unsigned wait_ms, storage_reader **out) {
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += wait_ms / 1000;
@@ -105,7 +103,7 @@ int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
       p->open++;
       pthread_mutex_unlock(&p->lock);
       char *cause = NULL;
-      int rc = store_reader_open(p->path, out, &cause);
+      int rc = storage_reader_open(p->st, out, &cause);
       free(cause);
       if (rc < 0) {
         pthread_mutex_lock(&p->lock);
@@ -123,7 +121,7 @@ int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
   }
 }
 
-void readpool_put(readpool *p, store_reader *r) {
+void readpool_put(readpool *p, storage_reader *r) {
   pthread_mutex_lock(&p->lock);
   p->idle[p->nidle++] = r;
   pthread_cond_signal(&p->cond);

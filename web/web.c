@@ -140,6 +140,16 @@ enum MHD_Result web_reply_json(web_req *r, unsigned status, json *j) {
   return web_reply(r, status, "application/json", body, len + 1);
 }
 
+unsigned web_rc_status(int rc) {
+  return rc == GTP_E_UNAVAIL || rc == GTP_E_LIMIT ? 503 : 500;
+}
+
+const char *web_rc_code(int rc) {
+  return rc == GTP_E_UNAVAIL ? "unavailable"
+         : rc == GTP_E_LIMIT ? "overloaded"
+                             : "internal";
+}
+
 enum MHD_Result web_error(web_req *r, unsigned status, const char *code,
                           const char *fmt, ...) {
   char msg[512];
@@ -289,8 +299,8 @@ int web_arg_session(web_req *r, const char *name, char out[33]) {
   return -1;
 }
 
-store_reader *web_reader_get(web_req *r) {
-  store_reader *sr;
+storage_reader *web_reader_get(web_req *r) {
+  storage_reader *sr;
   int rc = readpool_get(r->w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc == 0)
     return sr;
@@ -303,7 +313,7 @@ store_reader *web_reader_get(web_req *r) {
   return NULL;
 }
 
-void web_reader_put(web_req *r, store_reader *sr) {
+void web_reader_put(web_req *r, storage_reader *sr) {
   readpool_put(r->w->pool, sr);
 }
 
@@ -353,11 +363,11 @@ static enum MHD_Result healthz(web_req *r) {
   }
   if (ok) {
     /* Health includes being able to read the database right now. */
-    store_reader *sr;
+    storage_reader *sr;
     int rc = readpool_get(w->pool, 1000, &sr);
     if (rc == 0) {
       int64_t seq;
-      rc = store_read_max_seq(sr, &seq);
+      rc = storage_read_max_seq(sr, &seq);
       readpool_put(w->pool, sr);
     }
     if (rc < 0) {
@@ -613,9 +623,9 @@ static char *dup_cause(const char *fmt, ...) {
 int web_start(const web_config *cfg, web_server **out, uint16_t *port,
               char **cause) {
   int rc = -ENOMEM;
-  if (!cfg->db_path) {
+  if (!cfg->db_path && !cfg->storage) {
     if (cause)
-      *cause = strdup("web: no database path");
+      *cause = strdup("web: no database path or storage");
     return GTP_E_BADARG;
   }
   web_server *w = calloc(1, sizeof *w);
@@ -623,7 +633,8 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
     goto fail_alloc;
   w->cfg = *cfg;
   w->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
-  w->db_path = strdup(cfg->db_path);
+  w->db_path = strdup(cfg->db_path ? cfg->db_path
+                                    : storage_describe(cfg->storage));
   w->read_token =
       cfg->read_token && *cfg->read_token ? strdup(cfg->read_token) : NULL;
   if (!w->host || !w->db_path ||
@@ -657,7 +668,13 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
   pthread_condattr_destroy(&ca);
 
   char *pcause = NULL;
-  rc = readpool_new(w->db_path, w->cfg.threads, &w->pool, &pcause);
+  storage *st = cfg->storage;
+  if (!st) {
+    rc = storage_open_sqlite_readonly(w->db_path, &w->own_st, &pcause);
+    st = w->own_st;
+  }
+  if (st)
+    rc = readpool_new(st, w->cfg.threads, &w->pool, &pcause);
   if (rc < 0) {
     if (cause)
       *cause = dup_cause("web: cannot open %s: %s", w->db_path,
@@ -666,10 +683,10 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
     goto fail_pool;
   }
   {
-    store_reader *sr;
+    storage_reader *sr;
     if (readpool_get(w->pool, 0, &sr) == 0) {
       int64_t seq = 0;
-      if (store_read_max_seq(sr, &seq) == 0)
+      if (storage_read_max_seq(sr, &seq) == 0)
         w->last_seq = seq;
       readpool_put(w->pool, sr);
     }
@@ -730,6 +747,7 @@ fail_daemon:
   slowguard_free(w->guard);
   readpool_free(w->pool);
 fail_pool:
+  storage_close(w->own_st);
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
 fail_strings:
@@ -754,6 +772,7 @@ void web_stop(web_server *w) {
   MHD_stop_daemon(w->mhd);
   slowguard_free(w->guard);
   readpool_free(w->pool);
+  storage_close(w->own_st);
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
   free(w->host);

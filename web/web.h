@@ -19,7 +19,9 @@ typedef struct web_server web_server;
 typedef struct web_config {
   const char *host;            /* listen address, e.g. "127.0.0.1" */
   uint16_t port;               /* 0 = pick a free port */
-  const char *db_path;         /* opened read-only */
+  const char *db_path;         /* opened read-only when storage is NULL */
+  struct storage *storage;     /* the daemon's storage (borrowed); NULL:
+                                  read the SQLite file db_path */
   const char *read_token;      /* NULL = no auth for reads */
   uint64_t max_window_bytes;   /* default 1 GiB */
   unsigned max_connections;    /* default 256 */

@@ -42,6 +42,8 @@ struct web_server {
   unsigned max_downloads;
   struct MHD_Daemon *mhd;
   readpool *pool;
+  storage *own_st; /* a read-only SQLite storage web opened (no storage
+                      given in the config), else NULL */
   slowguard *guard; /* headers deadline (slowloris) */
 
   /* Protected by feed_lock: the feed's wake-up state. */
@@ -82,6 +84,11 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
 enum MHD_Result web_reply(web_req *r, unsigned status, const char *ctype,
                           char *body, size_t len);
 enum MHD_Result web_reply_json(web_req *r, unsigned status, json *j);
+/* The HTTP status and error code for a failed storage read: 503
+ * "unavailable" while a shared store cannot be reached (retry later), 503
+ * "overloaded" when every reader is busy, else 500 "internal". */
+unsigned web_rc_status(int rc);
+const char *web_rc_code(int rc);
 /* {"error":code,"message":...}; also stores the result in r->ret. */
 enum MHD_Result web_error(web_req *r, unsigned status, const char *code,
                           const char *fmt, ...)
@@ -102,8 +109,8 @@ int web_arg_session(web_req *r, const char *name, char out[33]);
 int web_session_valid(const char *s, char out[33]);
 
 /* Borrow a reader or answer 503 / 500 (returns NULL then). */
-store_reader *web_reader_get(web_req *r);
-void web_reader_put(web_req *r, store_reader *sr);
+storage_reader *web_reader_get(web_req *r);
+void web_reader_put(web_req *r, storage_reader *sr);
 
 /* Endpoints (web_list.c, web_trace.c, web_feed.c). */
 enum MHD_Result web_agents(web_req *r);

@@ -115,12 +115,12 @@ static int out_sink(void *ctx, const void *p, size_t n) {
  * caller has moved the pin (invariants 1 and 5). */
 static int read_payload(dl *d, size_t i, gtp_wbuf *b) {
   web_server *w = d->w;
-  store_reader *sr;
+  storage_reader *sr;
   int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc < 0)
     return rc;
   gtp_wbuf_reset(b);
-  rc = store_read_payload(sr, d->seqs[i], b);
+  rc = storage_read_payload(sr, d->seqs[i], b);
   readpool_put(w->pool, sr);
   return rc < 0 ? rc : b->err;
 }
@@ -479,7 +479,7 @@ static int parse_format(web_req *r, int *chrome) {
  * the caller lists what it will send, then takes a reader. The caller raises
  * the pin to what its listing found. Returns the reader, or NULL with the
  * error answer queued in r->ret and nothing left pinned (*pin = -1). */
-static store_reader *dl_begin(web_req *r, int *pin) {
+static storage_reader *dl_begin(web_req *r, int *pin) {
   web_server *w = r->w;
   *pin = -1;
   if (w->cfg.pins) {
@@ -491,7 +491,7 @@ static store_reader *dl_begin(web_req *r, int *pin) {
       return NULL;
     }
   }
-  store_reader *sr = web_reader_get(r);
+  storage_reader *sr = web_reader_get(r);
   if (!sr && *pin >= 0) {
     store_pins_remove(w->cfg.pins, *pin);
     *pin = -1;
@@ -658,7 +658,7 @@ enum MHD_Result web_trace(web_req *r) {
     return r->ret;
 
   int pin;
-  store_reader *sr = dl_begin(r, &pin);
+  storage_reader *sr = dl_begin(r, &pin);
   if (!sr)
     return r->ret;
   win_ctx *c = calloc(1, sizeof *c);
@@ -672,11 +672,12 @@ enum MHD_Result web_trace(web_req *r) {
   store_window_query q = {has_session ? sid : NULL,
                           has_session ? NULL : service,
                           has_session ? NULL : host, from, to};
-  int rc = store_read_window(sr, &q, win_row, c);
+  int rc = storage_read_window(sr, &q, win_row, c);
   web_reader_put(r, sr);
   enum MHD_Result ret;
   if (rc < 0 || c->oom) {
-    ret = web_error(r, 500, "internal", "listing the window failed: %s",
+    ret = web_error(r, web_rc_status(rc), web_rc_code(rc),
+                    "listing the window failed: %s",
                     gtp_strerror(rc < 0 ? rc : -ENOMEM));
   } else if (c->too_big) {
     char lim[32];
@@ -758,11 +759,11 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
     return r->ret;
   web_server *w = r->w;
   int pin;
-  store_reader *sr = dl_begin(r, &pin);
+  storage_reader *sr = dl_begin(r, &pin);
   if (!sr)
     return r->ret;
   one_ctx c = {.want = g};
-  int rc = store_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
+  int rc = storage_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
                                    one_row, &c);
   web_reader_put(r, sr);
   if (rc == GTP_E_NOTFOUND || (rc >= 0 && !c.found)) {
@@ -776,7 +777,8 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
   if (rc < 0) {
     if (pin >= 0)
       store_pins_remove(w->cfg.pins, pin);
-    return web_error(r, 500, "internal", "reading the generation failed: %s",
+    return web_error(r, web_rc_status(rc), web_rc_code(rc),
+                     "reading the generation failed: %s",
                      gtp_strerror(rc));
   }
   int64_t *seqs = malloc(sizeof *seqs);
