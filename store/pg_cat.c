@@ -32,6 +32,7 @@
 
 #include "gtp_error.h"
 #include "pg.h"
+#include "pg_schema.h"
 
 struct pg_cat {
   pg *pool;
@@ -132,6 +133,34 @@ static const pg_stmt cat_stmts[] = {
      " JOIN gt_generations g ON g.session_id = s.id"
      " JOIN gt_segments sg ON sg.id = g.segment_id"
      " WHERE s.session = $1 AND g.gen = $2"},
+    {"pin_publish",
+     "INSERT INTO gt_pins(daemon, handle, min_seq, expires_ns)"
+     " VALUES($1, 0, $2, " NOW_NS " + $3::bigint * 1000000)"
+     " ON CONFLICT(daemon, handle) DO UPDATE SET min_seq = excluded.min_seq,"
+     " expires_ns = excluded.expires_ns"},
+    {"pin_drop", "DELETE FROM gt_pins WHERE daemon = $1 OR expires_ns < "
+                 NOW_NS " - 3600000000000"},
+    {"retain_lock", "SELECT pg_try_advisory_xact_lock(" PG_LOCK_RETAIN ")"},
+    {"pin_min",
+     "SELECT coalesce(min(min_seq), 9223372036854775807) FROM gt_pins"
+     " WHERE expires_ns > " NOW_NS},
+    /* end < cutoff implies start < cutoff: the start_ns index finds them. */
+    {"retain_age",
+     "DELETE FROM gt_generations WHERE seq IN (SELECT seq FROM gt_generations"
+     " WHERE start_ns < $1 AND end_ns < $1 AND seq < $2 LIMIT $3)"},
+    {"stored_total",
+     "SELECT coalesce(sum(stored_bytes), 0)::bigint FROM gt_generations"},
+    /* The oldest rows (below the pin) whose running total reaches excess. */
+    {"retain_size",
+     "DELETE FROM gt_generations WHERE seq IN (SELECT seq FROM"
+     " (SELECT seq, sum(stored_bytes) OVER (ORDER BY seq) - stored_bytes"
+     " AS before FROM gt_generations WHERE seq < $2 ORDER BY seq LIMIT $3) x"
+     " WHERE before < $1)"},
+    {"dead_list",
+     "SELECT id, object FROM gt_segments WHERE dead_ns IS NOT NULL"
+     " AND live_gens = 0 AND dead_ns < " NOW_NS " - $1::bigint * 1000000"
+     " ORDER BY id LIMIT $2"},
+    {"dead_forget", "DELETE FROM gt_segments WHERE id = $1 AND live_gens = 0"},
 };
 
 int pg_cat_open(const char *conninfo, int pool, pg_cat **out, char **cause) {
@@ -338,6 +367,111 @@ out:
   free(sid);
   pg_put(c->pool, k);
   return rc;
+}
+
+int pg_cat_pin_publish(pg_cat *c, const char *daemon, int64_t min_seq,
+                       int64_t ttl_ms, char **cause) {
+  PGconn *k;
+  int rc = pg_get(c->pool, &k, cause);
+  if (rc < 0) return rc;
+  numbuf nb = {.n = 0};
+  PGresult *r;
+  if (min_seq == INT64_MAX) {
+    const char *p[] = {daemon};
+    r = pg_exec(k, "pin_drop", 1, p, &rc, cause);
+  } else {
+    const char *p[] = {daemon, num_i(&nb, min_seq), num_i(&nb, ttl_ms)};
+    r = pg_exec(k, "pin_publish", 3, p, &rc, cause);
+  }
+  PQclear(r);
+  pg_put(c->pool, k);
+  return rc;
+}
+
+int pg_cat_retain(pg_cat *c, int64_t cutoff_ns, uint64_t max_bytes,
+                  uint32_t limit, int *ran, char **cause) {
+  *ran = 0;
+  PGconn *k;
+  int rc = pg_get(c->pool, &k, cause);
+  if (rc < 0) return rc;
+  PGresult *r = NULL;
+  numbuf nb = {.n = 0};
+  int64_t deleted = 0;
+  rc = pg_cmd(k, "BEGIN", cause);
+  if (rc < 0) goto out;
+  if (!(r = pg_exec(k, "retain_lock", 0, NULL, &rc, cause))) goto rollback;
+  int got = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+  PQclear(r);
+  r = NULL;
+  if (!got) { /* another daemon runs retention now */
+    rc = pg_cmd(k, "COMMIT", cause);
+    goto out;
+  }
+  *ran = 1;
+  if (!(r = pg_exec(k, "pin_min", 0, NULL, &rc, cause))) goto rollback;
+  int64_t pin = val_i(r, 0, 0);
+  PQclear(r);
+  r = NULL;
+  if (cutoff_ns > 0) {
+    const char *p[] = {num_i(&nb, cutoff_ns), num_i(&nb, pin),
+                       num_u(&nb, limit)};
+    if (!(r = pg_exec(k, "retain_age", 3, p, &rc, cause))) goto rollback;
+    deleted += strtoll(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    r = NULL;
+  }
+  if (max_bytes > 0) {
+    if (!(r = pg_exec(k, "stored_total", 0, NULL, &rc, cause)))
+      goto rollback;
+    uint64_t total = (uint64_t)val_i(r, 0, 0);
+    PQclear(r);
+    r = NULL;
+    if (total > max_bytes) {
+      uint64_t excess = total - (max_bytes - max_bytes / 16);
+      nb.n = 0;
+      const char *p[] = {num_u(&nb, excess), num_i(&nb, pin),
+                         num_u(&nb, limit)};
+      if (!(r = pg_exec(k, "retain_size", 3, p, &rc, cause))) goto rollback;
+      deleted += strtoll(PQcmdTuples(r), NULL, 10);
+      PQclear(r);
+      r = NULL;
+    }
+  }
+  rc = pg_cmd(k, "COMMIT", cause);
+  if (rc < 0) goto rollback;
+  goto out;
+rollback:
+  PQclear(PQexec(k, "ROLLBACK"));
+out:
+  PQclear(r);
+  pg_put(c->pool, k);
+  return rc < 0 ? rc : (int)(deleted > INT32_MAX ? INT32_MAX : deleted);
+}
+
+int pg_cat_sweep_dead(pg_cat *c, int64_t grace_ms, uint32_t limit,
+                      int (*fn)(void *ctx, const char *object), void *ctx,
+                      char **cause) {
+  PGconn *k;
+  int rc = pg_get(c->pool, &k, cause);
+  if (rc < 0) return rc;
+  numbuf nb = {.n = 0};
+  const char *p[] = {num_i(&nb, grace_ms), num_u(&nb, limit)};
+  PGresult *r = pg_exec(k, "dead_list", 2, p, &rc, cause);
+  int removed = 0;
+  for (int i = 0; r && i < PQntuples(r); i++) {
+    /* The object first, then the row: a crash between leaves a row whose
+     * object is gone, which the next sweep removes (DELETE of an absent
+     * object succeeds); never an object nothing points at. */
+    if (fn(ctx, PQgetvalue(r, i, 1)) != 0) continue;
+    const char *q[] = {PQgetvalue(r, i, 0)};
+    PGresult *d = pg_exec(k, "dead_forget", 1, q, &rc, cause);
+    if (!d) break;
+    removed += strtol(PQcmdTuples(d), NULL, 10) > 0;
+    PQclear(d);
+  }
+  PQclear(r);
+  pg_put(c->pool, k);
+  return rc < 0 ? rc : removed;
 }
 
 int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,

@@ -84,4 +84,28 @@ int pg_cat_locate(pg_cat *c, int64_t seq, pg_cat_loc *out);
 int pg_cat_locate_by_gen(pg_cat *c, const char *session, uint64_t gen,
                          pg_cat_loc *out);
 
+/* ---- cluster retention (store/shared_retain.c drives these) ---- */
+
+/* Publishes this daemon's lowest pinned seq (INT64_MAX: none) for ttl_ms;
+ * retention on every daemon keeps seqs >= the lowest unexpired pin. */
+int pg_cat_pin_publish(pg_cat *c, const char *daemon, int64_t min_seq,
+                       int64_t ttl_ms, char **cause);
+
+/* One retention pass, if no other daemon runs one (PostgreSQL advisory
+ * lock, taken without waiting): deletes generations that ended before
+ * cutoff_ns (0 = no age limit), then the oldest ones while the stored bytes
+ * exceed max_bytes (0 = no limit; down to max - max/16), never a seq at or
+ * above the lowest pin of any daemon, at most limit rows. Segments whose
+ * last generation goes are marked dead. Returns rows deleted (>= 0), or a
+ * negative code; *ran is 0 when another daemon held the lock. */
+int pg_cat_retain(pg_cat *c, int64_t cutoff_ns, uint64_t max_bytes,
+                  uint32_t limit, int *ran, char **cause);
+
+/* Dead segments (no live generation) that died before grace_ms ago: calls
+ * fn(object) for up to limit of them; when fn returns 0 the row is removed.
+ * Returns the number removed or a negative code. */
+int pg_cat_sweep_dead(pg_cat *c, int64_t grace_ms, uint32_t limit,
+                      int (*fn)(void *ctx, const char *object), void *ctx,
+                      char **cause);
+
 #endif /* PG_CAT_H */

@@ -777,3 +777,4 @@ int segment_health(segment_store *s, char *reason, size_t cap) {
 }
 
 struct pg_cat *segment_catalog(segment_store *s) { return s->cat; }
+const char *segment_daemon_id(const segment_store *s) { return s->daemon_id; }

@@ -26,6 +26,7 @@
 #include "gtp_error.h"
 #include "pg_cat.h"
 #include "s3.h"
+#include "shared_retain.h"
 #include "store_schema.h"
 
 struct storage {
@@ -34,6 +35,7 @@ struct storage {
   char *path; /* SQLite: the database readers open */
   store *sq;
   segment_store *seg;
+  shared_retain *retain; /* shared: cluster retention and pins */
   pg_cat *rcat;     /* shared: the readers' catalog pool */
   gencache *cache;  /* shared: decompressed generations by seq */
   s3_config s3cfg;  /* shared: what each reader's S3 client opens */
@@ -120,6 +122,18 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   if (rc < 0) goto fail;
   rc = pg_cat_open(cfg->catalog, 4, &st->rcat, cause);
   if (rc < 0) goto fail;
+  shared_retain_config rcfg = {.cat = st->rcat,
+                               .s3 = &st->s3cfg,
+                               .daemon_id = segment_daemon_id(st->seg),
+                               .pins = cfg->sqlite.pins,
+                               .retain_ns = cfg->sqlite.retain_ns,
+                               .max_bytes = cfg->sqlite.max_db_bytes,
+                               .tick_ms = cfg->retain_tick_ms,
+                               .grace_ms = cfg->retain_grace_ms,
+                               .log = sc.log,
+                               .log_ctx = sc.log_ctx};
+  rc = shared_retain_start(&rcfg, &st->retain, cause);
+  if (rc < 0) goto fail;
   *out = st;
   return 0;
 fail:
@@ -145,6 +159,7 @@ int storage_open_sqlite_readonly(const char *path, storage **out,
 
 void storage_close(storage *st) {
   if (!st) return;
+  shared_retain_stop(st->retain);
   if (st->sq) store_close(st->sq);
   if (st->seg) segment_close(st->seg);
   pg_cat_close(st->rcat);

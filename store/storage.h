@@ -35,6 +35,10 @@ typedef struct storage_config {
   const char *objects;  /* s3://BUCKET[/PREFIX] */
   segment_config shared; /* tuning and S3 overrides (config-file keys) */
   uint64_t cache_bytes;  /* shared readers' cache; 0 = 64 MiB */
+  /* Shared retention (sqlite.retain_ns and sqlite.max_db_bytes are the
+   * limits, sqlite.pins this daemon's download pins): */
+  uint32_t retain_tick_ms;  /* 0 = 5000 */
+  uint32_t retain_grace_ms; /* dead segment objects kept; 0 = 60000 */
 } storage_config;
 
 /* Opens the configured backend. Only one of catalog/objects, or a shared
