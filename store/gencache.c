@@ -94,6 +94,14 @@ int gencache_get(gencache *c, int64_t seq, gtp_wbuf *out) {
   return 1;
 }
 
+int gencache_has(gencache *c, int64_t seq) {
+  pthread_mutex_lock(&c->lock);
+  gc_ent *e = c->table[gc_slot(seq)];
+  while (e && e->seq != seq) e = e->next_hash;
+  pthread_mutex_unlock(&c->lock);
+  return e != NULL;
+}
+
 void gencache_put(gencache *c, int64_t seq, const uint8_t *data, size_t len) {
   if (len > c->max / 8) return;
   gc_ent *e = malloc(sizeof *e + len);

@@ -23,6 +23,8 @@ gencache *gencache_new(uint64_t max_bytes);
 void gencache_free(gencache *c);
 /* 1 and the bytes appended to out on a hit; 0 on a miss. */
 int gencache_get(gencache *c, int64_t seq, gtp_wbuf *out);
+/* 1 when seq is cached (does not touch the LRU order). */
+int gencache_has(gencache *c, int64_t seq);
 /* Copies data in (best effort: no room or no memory = not cached). */
 void gencache_put(gencache *c, int64_t seq, const uint8_t *data, size_t len);
 /* Bytes held now (tests, metrics). */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "gencache.h"
@@ -277,7 +278,20 @@ int storage_read_feed_since(storage_reader *r, int64_t since_ns,
                : pg_cat_read_feed_since(r->st->rcat, since_ns, after_seq);
 }
 
-/* Fetches a located generation: cache, else ranged GET + decompress. */
+int storage_read_check(storage_reader *r, const int64_t *seqs, size_t n) {
+  if (r->sq) return 0;
+  size_t i = 0;
+  while (i < n && gencache_has(r->st->cache, seqs[i])) i++;
+  if (i == n) return 0;
+  char *cause = NULL;
+  int rc = s3_check(r->s3, &cause);
+  free(cause);
+  return rc < 0 ? GTP_E_UNAVAIL : 0;
+}
+
+/* Fetches a located generation: cache, else ranged GET + decompress. An
+ * unreachable S3 is retried for a few seconds, so a blip during a
+ * download does not cut the stream (its headers are sent). */
 static int shared_fetch(storage_reader *r, pg_cat_loc *loc, gtp_wbuf *out) {
   if (gencache_get(r->st->cache, loc->seq, out)) return 0;
   uint8_t *z = NULL;
@@ -287,9 +301,15 @@ static int shared_fetch(storage_reader *r, pg_cat_loc *loc, gtp_wbuf *out) {
    * decompressed size (a lying catalog row cannot make us allocate more). */
   if (loc->bytes > GTP_GEN_MAX_BYTES || loc->len > GTP_GEN_MAX_BYTES)
     return GTP_E_CORRUPT;
-  int rc = s3_get(r->s3, loc->object, loc->off, loc->len, (size_t)loc->len,
-                  &z, &zn, &cause);
-  free(cause);
+  int rc;
+  for (int ms = 100, waited = 0;; waited += ms, ms *= 2) {
+    rc = s3_get(r->s3, loc->object, loc->off, loc->len, (size_t)loc->len, &z,
+                &zn, &cause);
+    free(cause);
+    cause = NULL;
+    if (rc != GTP_E_UNAVAIL || waited >= 5000) break;
+    usleep((useconds_t)ms * 1000);
+  }
   if (rc < 0) return rc == GTP_E_NOTFOUND ? GTP_E_NOTFOUND : rc;
   size_t before = out->len;
   if (strcmp(loc->codec, STORE_CODEC_ZSTD) == 0) {

@@ -80,6 +80,11 @@ int storage_read_feed(storage_reader *r, int64_t after_seq, uint32_t limit,
 int storage_read_max_seq(storage_reader *r, int64_t *seq);
 int storage_read_feed_since(storage_reader *r, int64_t since_ns,
                             int64_t *after_seq);
+/* Before a download's headers: 0 when the payloads of seqs[0..n) can be
+ * read now (always on SQLite; on the shared store when every one is cached
+ * or S3 answers), else GTP_E_UNAVAIL, so the caller can answer 503 instead
+ * of cutting a stream short. */
+int storage_read_check(storage_reader *r, const int64_t *seqs, size_t n);
 /* GTP_E_UNAVAIL on the shared backend when the catalog or S3 cannot be
  * reached and the generation is not in the readers' cache. */
 int storage_read_payload(storage_reader *r, int64_t seq, gtp_wbuf *out);

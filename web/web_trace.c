@@ -701,11 +701,25 @@ enum MHD_Result web_trace(web_req *r) {
       store_pins_remove(w->cfg.pins, pin);
       pin = -1;
     }
-    char what[80];
-    snprintf(what, sizeof what, "window %.64s", info.stem);
-    ret = dl_respond(r, chrome, c->seqs, c->n, pin, &info, what);
-    c->seqs = NULL; /* taken */
-    pin = -1;       /* taken */
+    /* Before the headers: a shared store that cannot serve the window
+     * now gets a clean 503 instead of a stream cut short. */
+    storage_reader *cr;
+    int crc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &cr);
+    if (crc == 0) {
+      crc = storage_read_check(cr, c->seqs, c->n);
+      readpool_put(w->pool, cr);
+    }
+    if (crc < 0) {
+      ret = web_error(r, web_rc_status(crc), web_rc_code(crc),
+                      "the store cannot serve this window now: %s",
+                      gtp_strerror(crc));
+    } else {
+      char what[80];
+      snprintf(what, sizeof what, "window %.64s", info.stem);
+      ret = dl_respond(r, chrome, c->seqs, c->n, pin, &info, what);
+      c->seqs = NULL; /* taken */
+      pin = -1;       /* taken */
+    }
   }
   if (pin >= 0)
     store_pins_remove(w->cfg.pins, pin);
