@@ -634,6 +634,7 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
   if (rc < 0) goto fail_s3;
   rc = pg_cat_open(s->catalog, 4, &s->cat, cause);
   if (rc < 0) goto fail_s3;
+  pg_cat_set_test_delay(s->cat, s->cfg.test_commit_delay_ms);
   if (pthread_create(&s->uploader, NULL, uploader_main, s) != 0) {
     rc = -EAGAIN;
     goto fail_cat;

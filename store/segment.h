@@ -42,6 +42,8 @@ typedef struct segment_config {
   int zstd_level;        /* 0 = 3 */
   uint32_t close_wait_ms; /* segment_close retries an unreachable store this
                              long, then fails what is left; 0 = 10000 */
+  uint32_t test_commit_delay_ms; /* tests: stall each catalog commit after
+                                    its seqs are taken (a late commit) */
   void (*log)(void *ctx, const char *kv); /* logfmt body; NULL = stderr */
   void *log_ctx;
 } segment_config;
