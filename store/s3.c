@@ -207,6 +207,12 @@ void s3_close(s3 *c) {
 }
 
 const char *s3_bucket(const s3 *c) { return c->bucket; }
+
+char *s3_root_url(const s3 *c) {
+  char *u = NULL;
+  if (asprintf(&u, "s3://%s", c->bucket) < 0) return NULL;
+  return u;
+}
 const char *s3_prefix(const s3 *c) { return c->prefix; }
 
 static int s3_key_ok(const char *key) {

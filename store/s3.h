@@ -49,6 +49,12 @@ void s3_close(s3 *c);
 const char *s3_bucket(const s3 *c);
 const char *s3_prefix(const s3 *c);
 
+/* "s3://BUCKET" of c (malloc'd): a client opened on it addresses keys
+ * from the bucket's root. The shared store catalogs bucket-relative keys
+ * (prefix included), so daemons agree on them whatever prefix each was
+ * started with. */
+char *s3_root_url(const s3 *c);
+
 /* HEAD of the bucket: reachable, credentials good, bucket present. */
 int s3_check(s3 *c, char **cause);
 /* Creates the bucket; an existing bucket of ours is success. */

@@ -86,6 +86,7 @@ struct segment_store {
   /* Written once before the threads start: */
   segment_config cfg;
   char *catalog, *daemon_id, *objects, *endpoint, *region, *akey, *skey;
+  char *prefix; /* "" or "dir/": the start of every object key */
   pg_cat *cat;
   s3 *up; /* uploader thread only */
   store_done_fn done;
@@ -438,8 +439,8 @@ static void seg_upload(segment_store *s, seg *sg) {
   uint64_t no = ++s->seg_counter;
   pthread_mutex_unlock(&s->lock);
   /* Unique across daemons (daemon id) and restarts (wall clock). */
-  snprintf(key, sizeof key, "segments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
-           s->daemon_id, real_ns(), no);
+  snprintf(key, sizeof key, "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
+           s->prefix, s->daemon_id, real_ns(), no);
   int rc = seg_footer(sg);
   int ms = SEG_BACKOFF_MIN_MS;
   char *cause = NULL;
@@ -628,6 +629,19 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
   }
   rc = s3_open(&s->cfg.s3, &s->up, cause);
   if (rc < 0) goto fail_alloc;
+  {
+    /* Keys in the catalog are bucket-relative (prefix included): reopen on
+     * the bucket's root. */
+    s3_config root = s->cfg.s3;
+    char *url = s3_root_url(s->up);
+    s->prefix = strdup(s3_prefix(s->up));
+    s3_close(s->up);
+    s->up = NULL;
+    root.url = url;
+    rc = url && s->prefix ? s3_open(&root, &s->up, cause) : -ENOMEM;
+    free(url);
+    if (rc < 0) goto fail_alloc;
+  }
   /* Both stores must answer now: a typo or a dead server is an error at
    * start, not a daemon that accepts and never ACKs. */
   rc = s3_check(s->up, cause);
@@ -653,8 +667,9 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
 fail_cat:
   pg_cat_close(s->cat);
 fail_s3:
-  s3_close(s->up);
 fail_alloc:
+  s3_close(s->up);
+  free(s->prefix);
   free(s->daemon_id);
   free(s->catalog);
   free(s->objects);
@@ -684,6 +699,7 @@ void segment_close(segment_store *s) {
   seg_flush_rejected(s);
   pg_cat_close(s->cat);
   s3_close(s->up);
+  free(s->prefix);
   free(s->q);
   free(s->daemon_id);
   free(s->catalog);

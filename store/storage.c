@@ -95,6 +95,15 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   st->region = dup_or_null(sc.s3.region);
   st->akey = dup_or_null(sc.s3.access_key);
   st->skey = dup_or_null(sc.s3.secret_key);
+  {
+    /* Readers address the catalog's bucket-relative keys from the root. */
+    s3 *probe = NULL;
+    rc = s3_open(&sc.s3, &probe, cause);
+    if (rc < 0) goto fail;
+    free(st->objects);
+    st->objects = s3_root_url(probe);
+    s3_close(probe);
+  }
   st->s3cfg = sc.s3;
   st->s3cfg.url = st->objects;
   st->s3cfg.endpoint = st->endpoint;

@@ -85,12 +85,14 @@ done
 [ "$(SQL "SELECT count(DISTINCT sg.daemon) FROM gt_generations g JOIN gt_sessions s ON s.id = g.session_id JOIN gt_segments sg ON sg.id = g.segment_id WHERE s.service = 'fo1'")" = 2 ] ||
 	fail "fo1 did not fail over to B"
 
-# The bucket holds every cataloged segment object.
+# The bucket holds the cataloged segment objects (keys are bucket-relative,
+# the --objects prefix included).
+case $obj in itest/segments/itest-*) ;; *) fail "unexpected object key $obj" ;; esac
 obj=$(SQL "SELECT object FROM gt_segments ORDER BY id LIMIT 1")
 empty=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 code=$(curl -s -o /dev/null -w '%{http_code}' -I --netrc-file "$GENTRACE_CLUSTER_DIR/netrc" \
 	--aws-sigv4 "aws:amz:$AWS_REGION:s3" -H "x-amz-content-sha256: $empty" \
-	"$AWS_ENDPOINT_URL/$GENTRACE_BUCKET/itest/$obj")
+	"$AWS_ENDPOINT_URL/$GENTRACE_BUCKET/$obj")
 [ "$code" = 200 ] || fail "segment object $obj: HTTP $code"
 
 # A third daemon that ingested nothing answers like the survivor.

@@ -79,7 +79,8 @@ static shared_retain *start(pg_cat *c, const char *id, store_pins *pins,
 }
 
 static int object_exists(const char *object) {
-  s3_config cfg = {.url = objects};
+  /* Catalog keys are bucket-relative (the prefix is in them). */
+  s3_config cfg = {.url = getenv("GENTRACE_OBJECTS")};
   s3 *c = NULL;
   char *cause = NULL;
   assert_int_equal(s3_open(&cfg, &c, &cause), 0);
