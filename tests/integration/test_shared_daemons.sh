@@ -87,8 +87,8 @@ done
 
 # The bucket holds the cataloged segment objects (keys are bucket-relative,
 # the --objects prefix included).
-case $obj in itest/segments/itest-*) ;; *) fail "unexpected object key $obj" ;; esac
 obj=$(SQL "SELECT object FROM gt_segments ORDER BY id LIMIT 1")
+case $obj in itest/segments/itest-*) ;; *) fail "unexpected object key $obj" ;; esac
 empty=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 code=$(curl -s -o /dev/null -w '%{http_code}' -I --netrc-file "$GENTRACE_CLUSTER_DIR/netrc" \
 	--aws-sigv4 "aws:amz:$AWS_REGION:s3" -H "x-amz-content-sha256: $empty" \
