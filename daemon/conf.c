@@ -94,6 +94,13 @@ static const opt opts[] = {
     {"idle-timeout", OPT_DURATION, O(idle_timeout_ns), 1000000, 0, "DURATION",
      "Silence after which an agent is disconnected; announced to agents "
      "(default 60s)."},
+    {"max-gen-span", OPT_DURATION, O(max_gen_span_ns), 1000000000,
+     86400ll * 1000000000, "DURATION",
+     "Longest generation (its CLOCK record) accepted, at most 1d; bounds "
+     "the scan of every window query (default 10m)."},
+    {"max-clock-skew", OPT_DURATION, O(max_clock_skew_ns), 0, 0, "DURATION",
+     "Refuse generations whose wall clock is further than this from the "
+     "daemon's; 0 = off (default 24h)."},
     {"http-max-connections", OPT_UINT, O(http_max_connections), 1, 100000, "N",
      "HTTP connections at once (default 256)."},
     {"http-per-ip-connections", OPT_UINT, O(http_per_ip_connections), 1, 100000,
@@ -145,6 +152,8 @@ void conf_init(conf *c) {
   c->max_gen_size = 64ull << 20;
   c->handshake_timeout_ns = 10ll * 1000000000;
   c->idle_timeout_ns = 60ll * 1000000000;
+  c->max_gen_span_ns = 600ll * 1000000000;
+  c->max_clock_skew_ns = 86400ll * 1000000000;
   c->http_max_connections = 256;
   c->http_per_ip_connections = 32;
   c->http_timeout_ns = 30ll * 1000000000;

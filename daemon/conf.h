@@ -38,6 +38,8 @@ typedef struct conf {
   uint64_t max_gen_size;
   int64_t handshake_timeout_ns;
   int64_t idle_timeout_ns;
+  int64_t max_gen_span_ns;   /* --max-gen-span */
+  int64_t max_clock_skew_ns; /* --max-clock-skew, 0 = off */
   uint64_t http_max_connections;
   uint64_t http_per_ip_connections;
   int64_t http_timeout_ns;

@@ -124,6 +124,8 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->max_gen_size = 64ull << 20;
   cfg->handshake_timeout_ms = 10000;
   cfg->idle_timeout_ms = 60000;
+  cfg->max_gen_span_ns = 600ull * 1000000000;
+  cfg->max_clock_skew_ns = 86400ull * 1000000000;
 }
 
 static int set_cause(char **cause, const char *fmt, ...)
@@ -436,6 +438,8 @@ static int on_hello(conn *c, const gtp_frame *f) {
   ingest *ing = c->ing;
   gtp_hello h;
   int rc = gtp_frame_hello_decode(f->payload, f->len, &h);
+  if (rc == GTP_E_CORRUPT && h.bad_field != NULL)
+    return session_auth_bad_text(c, &h);
   if (rc < 0) {
     CTR_ADD(ing, protocol_errors, 1);
     ingest_conn_close(c, rc, 0, 0, "bad HELLO");
@@ -446,10 +450,13 @@ static int on_hello(conn *c, const gtp_frame *f) {
   uint32_t hi =
       h.max_version < GTP_PROTO_VERSION ? h.max_version : GTP_PROTO_VERSION;
   if (lo > hi) {
-    char r[128];
-    snprintf(r, sizeof r, "daemon speaks versions %u..%u, agent %u..%u",
+    char r[160];
+    snprintf(r, sizeof r, "daemon speaks versions %u..%u, agent %u..%u%s",
              GTP_PROTO_VERSION_MIN, GTP_PROTO_VERSION, h.min_version,
-             h.max_version);
+             h.max_version,
+             h.max_version < GTP_PROTO_VERSION_MIN
+                 ? ": agent too old, upgrade it (version 2 adds session keys)"
+                 : "");
     CTR_ADD(ing, protocol_errors, 1);
     log_warn("agent refused", "conn=%" PRIu64 " peer=%s error=VERSION", c->id,
              c->peer);
@@ -465,6 +472,9 @@ static int on_hello(conn *c, const gtp_frame *f) {
     ingest_conn_close(c, GTP_E_TOKEN, 0, 0, "wrong or missing token");
     return -1;
   }
+  /* Before anything of the session is touched (session_auth.c inv. 1). */
+  if (session_auth_hello(c, &h, sess_find(ing, h.session)) < 0)
+    return -1;
 
   memcpy(c->session, h.session, 16);
   gtp_session_hex(c->session, c->session_hex);
@@ -869,7 +879,9 @@ static void complete(ingest *ing, pending *pd) {
   /* The store is done with the payload (invariant 8). */
   genbuf_release(ing, g->payload, pd->cap);
   g->payload = NULL;
-  if (g->result == 0 || g->result == 1) {
+  if (g->result == GTP_E_CONFLICT || g->result == GTP_E_TOOBIG) {
+    session_auth_store_refused(c, g); /* final for the generation */
+  } else if (g->result == 0 || g->result == 1) {
     if (g->result == 0) {
       CTR_ADD(ing, committed, 1);
       CTR_ADD(ing, ledger_dropped, g->end.dropped);

@@ -13,6 +13,7 @@
 #include "format.h"
 #include "frame.h"
 #include "ingest.h"
+#include "session_auth.h"
 #include "store.h"
 
 #define READ_BUF_SIZE (256u << 10)
@@ -116,6 +117,7 @@ typedef struct conn {
   /* Identity from HELLO; owned strings, NUL-terminated. */
   uint8_t session[16];
   char session_hex[33];
+  uint8_t key_hash[STORE_KEY_HASH_SIZE]; /* SHA-256 of the HELLO's key */
   uint32_t version;
   char *service, *host, *agent_version, *tags_json;
   uint64_t pid, process_start_ns;
@@ -138,6 +140,7 @@ typedef struct counters {
   uint64_t heartbeats_sent;
   uint64_t pool_bytes, pool_reused, prepared_used, prepared_ready;
   uint64_t staged_frames;
+  uint64_t trust[TR_COUNT_]; /* session_auth.c refusals */
 } counters;
 
 struct ingest {

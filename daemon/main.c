@@ -162,6 +162,8 @@ int main(int argc, char **argv) {
   icfg.max_gen_size = c.max_gen_size;
   icfg.handshake_timeout_ms = (uint64_t)c.handshake_timeout_ns / 1000000;
   icfg.idle_timeout_ms = (uint64_t)c.idle_timeout_ns / 1000000;
+  icfg.max_gen_span_ns = (uint64_t)c.max_gen_span_ns;
+  icfg.max_clock_skew_ns = (uint64_t)c.max_clock_skew_ns;
   icfg.on_commit = on_commit;
   icfg.on_commit_ctx = &d;
 

@@ -52,6 +52,21 @@
  *      order and seq (the feed cursor) would not follow arrival.
  *   9. cq MUST stay bounded (cq_cap), otherwise a slow disk would let the
  *      compressor double the memory of everything queued.
+ *  10. Index entries of sessions that stored nothing (only rejected
+ *      counts: "no-row") MUST stay at most STORE_NOROW_MAX and expire
+ *      STORE_NOROW_TTL_NS after their last rejection, and flush_rejected
+ *      MUST only visit sessions that have a row, otherwise throwaway
+ *      sessions by the hundred thousand would grow memory and the
+ *      per-tick flush (CPU on the store thread, so ACK latency) forever.
+ *  11. A generation whose counts would push its session's totals
+ *      (sessions.events, sessions.lost) past INT64_MAX MUST be refused
+ *      (GTP_E_TOOBIG), otherwise the totals wrap or turn REAL and the
+ *      ledger reads as a small or negative loss.
+ *  12. A generation already stored under (session, gen) is a duplicate
+ *      (result 1) only if its CRC equals the stored one; otherwise it is
+ *      refused (GTP_E_CONFLICT) and the stored row stays, otherwise
+ *      whoever sends a generation number first decides what is kept and
+ *      the later, different one would be ACKed as stored.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -119,6 +134,14 @@
 #define STORE_MIN_FREE_BYTES (8ull << 20)
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
+/* Sessions that stored nothing but had generations rejected: at most this
+ * many are tracked (about 100 bytes each), each for this long after its last
+ * rejection (invariant 10). Their counts only reach a sessions row if the
+ * session commits something meanwhile; the agent's own ledger carries the
+ * loss either way (GEN_END rejected). */
+#define STORE_NOROW_MAX 65536
+#define STORE_NOROW_TTL_NS (600 * NS_PER_SEC)
+#define STORE_NOROW_SWEEP_NS (60 * NS_PER_SEC)
 
 enum {
   ST_BEGIN,
@@ -129,6 +152,7 @@ enum {
   ST_INSERT_PAYLOAD,
   ST_SET_META,
   ST_REJECTED,
+  ST_GEN_CRC,
   ST_AGE_DEL_PAYLOADS,
   ST_AGE_DEL_GENS,
   ST_SIZE_SCAN,
@@ -146,20 +170,23 @@ static const char *const store_sql[ST_COUNT_] = {
      * with json_each without erroring on one bad row. */
     [ST_UPSERT_SESSION] =
         "INSERT INTO sessions(session, service, host, pid, process_start_ns,"
-        " agent_version, tags, first_seen_ns, last_seen_ns, last_gen)"
+        " agent_version, tags, first_seen_ns, last_seen_ns, last_gen, key_hash)"
         " VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
-        " CASE WHEN json_valid(?7) THEN ?7 ELSE '{}' END, ?8, ?8, ?9)"
+        " CASE WHEN json_valid(?7) THEN ?7 ELSE '{}' END, ?8, ?8, ?9, ?10)"
         " ON CONFLICT(session) DO UPDATE SET"
         " last_seen_ns = max(last_seen_ns, excluded.last_seen_ns),"
         " last_gen = CASE WHEN last_gen IS NULL OR excluded.last_gen > last_gen"
-        " THEN excluded.last_gen ELSE last_gen END"
-        " RETURNING id",
+        " THEN excluded.last_gen ELSE last_gen END,"
+        " key_hash = coalesce(key_hash, excluded.key_hash)"
+        " RETURNING id, events, lost",
     [ST_INSERT_GEN] =
         "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
         " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
-        " codec, committed_ns)"
-        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'ok', ?11, ?12)",
+        " codec, committed_ns, crc)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'ok', ?11, ?12, ?13)",
     [ST_INSERT_PAYLOAD] = "INSERT INTO payloads(seq, data) VALUES(?1, ?2)",
+    [ST_GEN_CRC] =
+        "SELECT crc FROM generations WHERE session_id = ?1 AND gen = ?2",
     [ST_SET_META] = "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
     [ST_REJECTED] =
         "UPDATE sessions SET rejected = rejected + ?2,"
@@ -191,10 +218,15 @@ typedef struct zitem {
 typedef struct idx_ent {
   uint8_t key[16];
   uint8_t used;
-  uint8_t has_gen;
+  uint8_t has_gen; /* committed: the sessions row exists */
+  uint8_t has_key; /* key_hash is bound (store_submit or the row) */
   uint64_t last_gen;
   /* Rejected generations/events not yet written to the sessions row. */
   uint64_t rej_gens, rej_events;
+  /* An entry with neither gen nor key only holds rejected counts of a
+   * session that stored nothing ("no-row"): its last note, for expiry. */
+  int64_t noted_ns;
+  uint8_t key_hash[STORE_KEY_HASH_SIZE];
 } idx_ent;
 
 struct store {
@@ -233,7 +265,10 @@ struct store {
   idx_ent *idx;
   size_t idx_cap, idx_len;
   uint64_t idx_seed;
-  uint64_t rej_pending; /* entries with rejected counts to write */
+  uint64_t rej_pending; /* has_gen entries with rejected counts to write */
+  uint64_t norow;       /* no-row entries (idx_is_norow) */
+  uint64_t norow_untracked; /* rejections not tracked: norow was full */
+  int64_t norow_sweep_ns; /* next expiry pass over no-row entries */
 
   /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
   pthread_mutex_t st_lock;
@@ -445,14 +480,53 @@ static idx_ent *idx_find(store *s, const uint8_t key[16], int create) {
   return e;
 }
 
+/* 1 if e only holds rejected counts of a session that stored nothing. */
+static int idx_is_norow(const idx_ent *e) {
+  return !e->has_gen && !e->has_key && e->noted_ns != 0;
+}
+
 static void idx_note_gen(store *s, const uint8_t key[16], uint64_t gen) {
   pthread_mutex_lock(&s->idx_lock);
   idx_ent *e = idx_find(s, key, 1);
   if (e && (!e->has_gen || gen > e->last_gen)) {
+    if (idx_is_norow(e))
+      s->norow--;
+    if (!e->has_gen && e->rej_gens > 0)
+      s->rej_pending++; /* its row exists now: flush_rejected can write */
     e->has_gen = 1;
     e->last_gen = gen;
   }
   pthread_mutex_unlock(&s->idx_lock);
+}
+
+/* Binds the key hash of a session whose generation is being submitted, so
+ * the binding holds from then on even if the connection goes before the
+ * commit (a HELLO with another key in between would otherwise bind its
+ * own). The first binding wins; the daemon checked the key at HELLO. */
+static void idx_bind_key(store *s, const uint8_t key[16],
+                         const uint8_t hash[STORE_KEY_HASH_SIZE]) {
+  pthread_mutex_lock(&s->idx_lock);
+  idx_ent *e = idx_find(s, key, 1);
+  if (e && !e->has_key) {
+    if (idx_is_norow(e))
+      s->norow--;
+    e->has_key = 1;
+    memcpy(e->key_hash, hash, STORE_KEY_HASH_SIZE);
+  }
+  pthread_mutex_unlock(&s->idx_lock);
+}
+
+int store_session_key(store *s, const uint8_t session[16],
+                      uint8_t hash[STORE_KEY_HASH_SIZE]) {
+  int found = 0;
+  pthread_mutex_lock(&s->idx_lock);
+  idx_ent *e = idx_find(s, session, 0);
+  if (e && e->has_key) {
+    memcpy(hash, e->key_hash, STORE_KEY_HASH_SIZE);
+    found = 1;
+  }
+  pthread_mutex_unlock(&s->idx_lock);
+  return found;
 }
 
 int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen) {
@@ -468,24 +542,82 @@ int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen) {
 }
 
 void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
+  int64_t now = now_ns(CLOCK_MONOTONIC);
   pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, session, 1);
+  idx_ent *e = idx_find(s, session, 0);
+  if (e == NULL) {
+    /* A session that stored nothing: bounded (invariant 10), so throwaway
+     * sessions cannot grow the index or the flush without end. */
+    if (s->norow >= STORE_NOROW_MAX) {
+      s->norow_untracked++;
+      pthread_mutex_unlock(&s->idx_lock);
+      return;
+    }
+    e = idx_find(s, session, 1);
+    if (e)
+      s->norow++;
+  }
   if (e) {
-    if (e->rej_gens == 0)
+    if (e->has_gen && e->rej_gens == 0)
       s->rej_pending++;
-    e->rej_gens++;
-    e->rej_events += events;
+    /* Saturating: a count that wrapped would read as a small loss. */
+    e->rej_gens += e->rej_gens < UINT64_MAX;
+    e->rej_events = events > UINT64_MAX - e->rej_events
+                        ? UINT64_MAX
+                        : e->rej_events + events;
+    e->noted_ns = now;
   }
   pthread_mutex_unlock(&s->idx_lock);
+}
+
+/* Drops no-row entries not noted for STORE_NOROW_TTL_NS by rebuilding the
+ * table (open addressing has no cheap delete). At most once per
+ * STORE_NOROW_SWEEP_NS, and only while there are such entries. Thread:
+ * store. */
+static void expire_norow(store *s) {
+  int64_t now = now_ns(CLOCK_MONOTONIC);
+  pthread_mutex_lock(&s->idx_lock);
+  if (s->norow == 0 || now < s->norow_sweep_ns || s->idx_cap == 0) {
+    pthread_mutex_unlock(&s->idx_lock);
+    return;
+  }
+  s->norow_sweep_ns = now + STORE_NOROW_SWEEP_NS;
+  idx_ent *n = calloc(s->idx_cap, sizeof *n);
+  if (n == NULL) {
+    pthread_mutex_unlock(&s->idx_lock);
+    return;
+  }
+  idx_ent *old = s->idx;
+  size_t len = 0, norow = 0;
+  for (size_t i = 0; i < s->idx_cap; i++) {
+    if (!old[i].used)
+      continue;
+    if (idx_is_norow(&old[i])) {
+      if (now - old[i].noted_ns > STORE_NOROW_TTL_NS)
+        continue;
+      norow++;
+    }
+    size_t j = idx_slot(s, old[i].key);
+    while (n[j].used)
+      j = (j + 1) & (s->idx_cap - 1);
+    n[j] = old[i];
+    len++;
+  }
+  s->idx = n;
+  s->idx_len = len;
+  s->norow = norow;
+  pthread_mutex_unlock(&s->idx_lock);
+  free(old);
 }
 
 /* ---------------------------------------------------------- open/schema */
 
 static int load_index(store *s, char **cause) {
   sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(
-      s->db, "SELECT session, last_gen FROM sessions WHERE last_gen NOT NULL",
-      -1, &st, NULL);
+  int rc = sqlite3_prepare_v2(s->db,
+                              "SELECT session, last_gen, key_hash FROM sessions"
+                              " WHERE last_gen NOT NULL OR key_hash NOT NULL",
+                              -1, &st, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_step(st);
   for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
@@ -493,7 +625,10 @@ static int load_index(store *s, char **cause) {
     uint8_t key[16];
     if (!hex || gtp_session_parse(hex, key) != 0)
       continue; /* not ours to judge here; readers show it as is */
-    idx_note_gen(s, key, (uint64_t)sqlite3_column_int64(st, 1));
+    if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+      idx_note_gen(s, key, (uint64_t)sqlite3_column_int64(st, 1));
+    if (sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
+      idx_bind_key(s, key, sqlite3_column_blob(st, 2));
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) {
@@ -567,7 +702,7 @@ static int setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '2')");
+                           " ('schema_version', '3')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -581,6 +716,16 @@ static int setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_MIGRATE_2_SQL);
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: migrating schema 1 to 2: %s", s->path,
+                      sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
+    version = 2;
+  }
+  if (version == 2) {
+    rc = exec_sql(s->db, STORE_MIGRATE_3_SQL);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: migrating schema 2 to 3: %s", s->path,
                       sqlite3_errmsg(s->db));
       err = store_err(rc);
       goto fail;
@@ -600,8 +745,8 @@ fail:
   return err ? err : GTP_E_INTERNAL;
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 2,
-               "store.c writes schema_version 2 on a fresh database; add a "
+_Static_assert(STORE_SCHEMA_VERSION == 3,
+               "store.c writes schema_version 3 on a fresh database; add a "
                "migration step and update that insert when bumping");
 
 static int setup_pragmas(store *s, char **cause) {
@@ -834,6 +979,8 @@ int store_submit(store *s, store_gen *g) {
   pthread_cond_signal(&s->q_cond);
 out:
   pthread_mutex_unlock(&s->q_lock);
+  if (err == 0 && g->has_key)
+    idx_bind_key(s, g->session, g->key_hash);
   return err;
 }
 
@@ -852,6 +999,11 @@ void store_stats_get(store *s, store_stats *out) {
   pthread_mutex_lock(&s->st_lock);
   *out = s->stats;
   pthread_mutex_unlock(&s->st_lock);
+  pthread_mutex_lock(&s->idx_lock);
+  out->norow_sessions = s->norow;
+  out->norow_untracked = s->norow_untracked;
+  out->index_sessions = s->idx_len;
+  pthread_mutex_unlock(&s->idx_lock);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);
   out->queued_gens = s->q_len + s->cq_len;
@@ -908,14 +1060,36 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_bind_text(st, 7, str_or(g->tags_json, "{}"), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 8, now_real);
   sqlite3_bind_int64(st, 9, (int64_t)g->gen);
+  if (g->has_key)
+    sqlite3_bind_blob(st, 10, g->key_hash, STORE_KEY_HASH_SIZE, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, 10);
   int rc = sqlite3_step(st);
-  int64_t sid = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-  if (rc == SQLITE_ROW)
+  int64_t sid = 0, tot_events = 0, tot_lost = 0;
+  if (rc == SQLITE_ROW) {
+    sid = sqlite3_column_int64(st, 0);
+    tot_events = sqlite3_column_int64(st, 1);
+    tot_lost = sqlite3_column_int64(st, 2);
     rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
+  }
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (rc != SQLITE_DONE)
     return rc;
+  /* Invariant 11: the session totals (triggers) must not wrap. */
+  uint64_t lost = 0, ev = 0;
+  int over = __builtin_add_overflow(g->end.dropped, g->end.evicted, &lost) ||
+             __builtin_add_overflow(lost, g->end.rejected, &lost) ||
+             tot_events < 0 || tot_lost < 0 ||
+             __builtin_add_overflow(g->end.events, (uint64_t)tot_events, &ev) ||
+             __builtin_add_overflow(lost, (uint64_t)tot_lost, &lost) ||
+             ev > INT64_MAX || lost > INT64_MAX || g->gen > INT64_MAX;
+  if (over) {
+    g->result = GTP_E_TOOBIG;
+    g->seq = 0;
+    g->stored_bytes = 0;
+    return SQLITE_OK;
+  }
 
   const void *data = it->z ? it->z : g->payload;
   size_t n = it->zlen;
@@ -933,11 +1107,25 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_bind_int64(st, 10, (int64_t)g->end.rejected);
   sqlite3_bind_text(st, 11, codec, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 12, now_real);
+  sqlite3_bind_int64(st, 13, (int64_t)g->end.crc);
   rc = step_done(st);
   if (rc != SQLITE_OK)
     return rc;
   if (sqlite3_changes(s->db) == 0) {
-    g->result = 1; /* invariant 3: already stored, ACK without a new row */
+    /* Invariant 3: already stored. The same bytes (CRC) are a resend after
+     * a lost ACK; other bytes under the same (session, gen) are refused
+     * and the stored ones stay. A NULL crc (a row from before schema 3)
+     * cannot tell, so it is taken as the same. */
+    st = s->st[ST_GEN_CRC];
+    sqlite3_bind_int64(st, 1, sid);
+    sqlite3_bind_int64(st, 2, (int64_t)g->gen);
+    rc = sqlite3_step(st);
+    int same = rc != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL ||
+               (uint64_t)sqlite3_column_int64(st, 0) == g->end.crc;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+      return rc;
+    g->result = same ? 1 : GTP_E_CONFLICT;
     g->seq = 0;
     g->stored_bytes = 0;
     return SQLITE_OK;
@@ -1025,7 +1213,7 @@ static void commit_batch(store *s, zitem *items, size_t n) {
       idx_note_gen(s, items[i].g->session, items[i].g->gen); /* invariant 4 */
       if (items[i].g->result == 1) {
         dup++;
-      } else {
+      } else if (items[i].g->result == 0) {
         ok++;
         okb += items[i].g->len;
       }
@@ -1073,7 +1261,7 @@ static void flush_rejected(store *s) {
   pthread_mutex_lock(&s->idx_lock);
   for (size_t i = 0; i < s->idx_cap && m < cap; i++) {
     idx_ent *e = &s->idx[i];
-    if (e->used && e->rej_gens) {
+    if (e->used && e->has_gen && e->rej_gens) {
       memcpy(list[m].key, e->key, 16);
       list[m].gens = e->rej_gens;
       list[m].events = e->rej_events;
@@ -1283,6 +1471,7 @@ static void maintain(store *s, int committed) {
   if (tick) {
     s->next_tick_ns = now + STORE_TICK_NS;
     flush_rejected(s);
+    expire_norow(s);
     deleted += retain_by_age(s);
   }
   if (tick || (committed && !s->size_stuck))

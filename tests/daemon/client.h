@@ -85,7 +85,8 @@ typedef struct gtd {
 /* Makes a temp dir with a db path in it (no daemon yet). */
 int gtd_init(gtd *d);
 /* Starts $top_builddir/daemon/gentraced on 127.0.0.1 port 0 (both ports)
- * with --db d->db --log d->log plus extra args (NULL-terminated), env
+ * with --db d->db --log d->log --max-clock-skew 0 (fixtures are dated
+ * 2026-01-01) plus extra args (NULL-terminated), env
  * entries "K=V" added (NULL-terminated, may be NULL); waits for the
  * `listening` line and parses the ports. 0 or a negative code. */
 int gtd_start(gtd *d, const char *const *args, const char *const *env);
