@@ -75,6 +75,8 @@
  * file system has some room left. Any batch that commits also clears it.
  *
  * Test hooks: cfg->test_delay_ms sleeps before each transaction; the
+ * environment variable GENTRACE_TEST_NOROW_TTL_MS=N expires no-row index
+ * entries after N ms (swept every N/2 ms) instead of 10 minutes; the
  * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
  * on the write connection so tests can make the database "full" at will.
  * Neither is meant for production.
@@ -269,6 +271,7 @@ struct store {
   uint64_t norow;       /* no-row entries (idx_is_norow) */
   uint64_t norow_untracked; /* rejections not tracked: norow was full */
   int64_t norow_sweep_ns; /* next expiry pass over no-row entries */
+  int64_t norow_ttl_ns, norow_every_ns; /* written once in store_open */
 
   /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
   pthread_mutex_t st_lock;
@@ -581,7 +584,7 @@ static void expire_norow(store *s) {
     pthread_mutex_unlock(&s->idx_lock);
     return;
   }
-  s->norow_sweep_ns = now + STORE_NOROW_SWEEP_NS;
+  s->norow_sweep_ns = now + s->norow_every_ns;
   idx_ent *n = calloc(s->idx_cap, sizeof *n);
   if (n == NULL) {
     pthread_mutex_unlock(&s->idx_lock);
@@ -593,7 +596,7 @@ static void expire_norow(store *s) {
     if (!old[i].used)
       continue;
     if (idx_is_norow(&old[i])) {
-      if (now - old[i].noted_ns > STORE_NOROW_TTL_NS)
+      if (now - old[i].noted_ns > s->norow_ttl_ns)
         continue;
       norow++;
     }
@@ -842,6 +845,13 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   s->cfg.path = s->path;
   if (s->cfg.batch_max == 0)
     s->cfg.batch_max = 64;
+  s->norow_ttl_ns = STORE_NOROW_TTL_NS;
+  s->norow_every_ns = STORE_NOROW_SWEEP_NS;
+  const char *ttl = getenv("GENTRACE_TEST_NOROW_TTL_MS");
+  if (ttl != NULL && atoll(ttl) > 0) {
+    s->norow_ttl_ns = atoll(ttl) * (NS_PER_SEC / 1000);
+    s->norow_every_ns = s->norow_ttl_ns / 2;
+  }
   if (s->cfg.zstd_level == 0)
     s->cfg.zstd_level = 3;
   s->done = done;
