@@ -138,8 +138,10 @@ typedef struct gt_stats_t {
   uint64_t connects;     /* successful handshakes */
   int conn_state;        /* enum gt_conn_state */
   uint64_t last_acked_gen;
-  /* Appended in 0.2 (protocol v2): HELLOs the daemon refused with AUTH
-   * because it holds another key for this session id. */
+  /* Appended with protocol v2 (library soname 1: gt_stats fills the whole
+   * struct, so programs built against soname 0 must not load it): HELLOs
+   * the daemon refused with AUTH because it holds another key for this
+   * session id. */
   uint64_t auth_refused;
 } gt_stats_t;
 
