@@ -76,7 +76,8 @@
  *
  * Test hooks: cfg->test_delay_ms sleeps before each transaction; the
  * environment variable GENTRACE_TEST_NOROW_TTL_MS=N expires no-row index
- * entries after N ms (swept every N/2 ms) instead of 10 minutes; the
+ * entries after N ms (swept every N/2 ms) instead of 10 minutes, and
+ * GENTRACE_TEST_NOROW_MAX=N bounds them to N instead of 65536; the
  * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
  * on the write connection so tests can make the database "full" at will.
  * Neither is meant for production.
@@ -272,6 +273,7 @@ struct store {
   uint64_t norow_untracked; /* rejections not tracked: norow was full */
   int64_t norow_sweep_ns; /* next expiry pass over no-row entries */
   int64_t norow_ttl_ns, norow_every_ns; /* written once in store_open */
+  uint64_t norow_max;                   /* written once in store_open */
 
   /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
   pthread_mutex_t st_lock;
@@ -551,7 +553,7 @@ void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
   if (e == NULL) {
     /* A session that stored nothing: bounded (invariant 10), so throwaway
      * sessions cannot grow the index or the flush without end. */
-    if (s->norow >= STORE_NOROW_MAX) {
+    if (s->norow >= s->norow_max) {
       s->norow_untracked++;
       pthread_mutex_unlock(&s->idx_lock);
       return;
@@ -847,6 +849,10 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     s->cfg.batch_max = 64;
   s->norow_ttl_ns = STORE_NOROW_TTL_NS;
   s->norow_every_ns = STORE_NOROW_SWEEP_NS;
+  s->norow_max = STORE_NOROW_MAX;
+  const char *nmax = getenv("GENTRACE_TEST_NOROW_MAX");
+  if (nmax != NULL && atoll(nmax) > 0 && atoll(nmax) < STORE_NOROW_MAX)
+    s->norow_max = (uint64_t)atoll(nmax);
   const char *ttl = getenv("GENTRACE_TEST_NOROW_TTL_MS");
   if (ttl != NULL && atoll(ttl) > 0) {
     s->norow_ttl_ns = atoll(ttl) * (NS_PER_SEC / 1000);
@@ -964,6 +970,11 @@ fail_alloc:
 
 int store_submit(store *s, store_gen *g) {
   int err = 0;
+  /* Before g is queued: from then on the store thread may complete and
+   * free it at any time. A binding for a generation refused below is
+   * harmless (it is the key the daemon admitted for the session). */
+  if (g->has_key)
+    idx_bind_key(s, g->session, g->key_hash);
   pthread_mutex_lock(&s->q_lock);
   if (s->closing) {
     err = GTP_E_SHUTDOWN;
@@ -989,8 +1000,6 @@ int store_submit(store *s, store_gen *g) {
   pthread_cond_signal(&s->q_cond);
 out:
   pthread_mutex_unlock(&s->q_lock);
-  if (err == 0 && g->has_key)
-    idx_bind_key(s, g->session, g->key_hash);
   return err;
 }
 

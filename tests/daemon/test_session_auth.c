@@ -635,7 +635,11 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
     void **st) {
   (void)st;
   gtd d;
-  const char *env[] = {"GENTRACE_TEST_NOROW_TTL_MS=3000", NULL};
+  /* A bound of 10000 (instead of 65536) and a TTL of 3 s (instead of 10
+   * min): the flood passes the bound whatever its speed, and expiry is
+   * seen within the test. */
+  const char *env[] = {"GENTRACE_TEST_NOROW_TTL_MS=3000",
+                       "GENTRACE_TEST_NOROW_MAX=10000", NULL};
   start(&d, NULL, env);
   honest h = {0};
   honest_open(&h, &d, 6);
@@ -666,7 +670,7 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
   int64_t took = mono_us() - t0;
   assert_true(done >= 100000);
 
-  /* Bounded: at most STORE_NOROW_MAX (65536) tracked, the rest counted. */
+  /* Bounded: at most the bound tracked, the rest counted. */
   int64_t tracked = gtd_metric(&d, "gentrace_sessions_unstored");
   int64_t untracked =
       gtd_metric(&d, "gentrace_sessions_unstored_untracked_total");
@@ -677,10 +681,13 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
                 " rss %" PRId64 " -> %" PRId64 " KiB\n",
                 done, (double)took / 1e6, tracked, untracked, indexed, rss0,
                 rss1);
-  /* Some may have expired already: the flood outlasts the test TTL. */
-  assert_true(tracked >= 0 && tracked <= 65536);
-  assert_true(indexed <= 65536 + 16);
+  assert_true(tracked >= 0 && tracked <= 10000);
+  assert_true(untracked > 0);
+  assert_true(indexed <= 10000 + 16);
+#if !defined(__SANITIZE_ADDRESS__)
+  /* (ASan keeps freed memory in quarantine: RSS says nothing there.) */
   assert_true(rss1 - rss0 < 64 * 1024);
+#endif
 
   /* ACK latency is not degraded after the flood (generous: 5x + 20 ms). */
   int64_t after = honest_latency(&h, 31);
@@ -700,7 +707,6 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
   honest_send(&h);
   gtc_close(&h.c);
   honest_check(&h, &d);
-  (void)untracked;
   finish(&d);
 }
 
