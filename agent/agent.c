@@ -1252,6 +1252,10 @@ int gt_start(const gt_config *user) {
     c.period_ms = 1000;
   if (c.period_ms < 10)
     c.period_ms = 10;
+  /* gentraced refuses generations spanning more than its --max-gen-span
+   * (default 10 min); half of it leaves room for a late cut. */
+  if (c.period_ms > 300000)
+    c.period_ms = 300000;
   if (c.buffer_mb == 0)
     c.buffer_mb = 8;
   if (c.spool_mb == 0)

@@ -54,7 +54,7 @@ typedef struct gt_config {
   const char *service; /* default: program_invocation_short_name */
   const char *token;   /* agent token, default none */
   const char *tags;    /* "k=v,k=v", default none */
-  uint32_t period_ms;  /* generation period, default 1000 (min 10) */
+  uint32_t period_ms;  /* generation period, default 1000 (10 .. 300000) */
   uint32_t buffer_mb;  /* per-thread buffer pool total, default 8 */
   uint32_t spool_mb;   /* sealed generations held, default 64 */
   int stacks;          /* 1: stacks on region begins and instants */
