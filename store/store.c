@@ -2,7 +2,7 @@
  * thread, batched transactions, retention, disk-full handling.
  *
  * Owns: the write connection and its prepared statements, the store thread,
- * the compressor thread, the two queues, the session -> last_gen index, the
+ * the compressor thread, the two queues, the session index (store_index.c), the
  * zstd compression context, and the counters behind store_stats_get.
  *
  * Flow: store_submit (any thread) appends to the raw queue q under q_lock
@@ -53,11 +53,11 @@
  *   9. cq MUST stay bounded (cq_cap), otherwise a slow disk would let the
  *      compressor double the memory of everything queued.
  *  10. Index entries of sessions that stored nothing (only rejected
- *      counts: "no-row") MUST stay at most STORE_NOROW_MAX and expire
- *      STORE_NOROW_TTL_NS after their last rejection, and flush_rejected
- *      MUST only visit sessions that have a row, otherwise throwaway
- *      sessions by the hundred thousand would grow memory and the
- *      per-tick flush (CPU on the store thread, so ACK latency) forever.
+ *      counts: "no-row") MUST stay bounded and expire, and flush_rejected
+ *      MUST only visit sessions that have a row (store_index.c invariant
+ *      1), otherwise throwaway sessions by the hundred thousand would grow
+ *      memory and the per-tick flush (CPU on the store thread, so ACK
+ *      latency) forever.
  *  11. A generation whose counts would push its session's totals
  *      (sessions.events, sessions.lost) past INT64_MAX MUST be refused
  *      (GTP_E_TOOBIG), otherwise the totals wrap or turn REAL and the
@@ -75,9 +75,8 @@
  * file system has some room left. Any batch that commits also clears it.
  *
  * Test hooks: cfg->test_delay_ms sleeps before each transaction; the
- * environment variable GENTRACE_TEST_NOROW_TTL_MS=N expires no-row index
- * entries after N ms (swept every N/2 ms) instead of 10 minutes, and
- * GENTRACE_TEST_NOROW_MAX=N bounds them to N instead of 65536; the
+ * environment variables GENTRACE_TEST_NOROW_TTL_MS and GENTRACE_TEST_NOROW_MAX
+ * shorten and lower the no-row bounds (store_index.h); the
  * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
  * on the write connection so tests can make the database "full" at will.
  * Neither is meant for production.
@@ -101,6 +100,7 @@
 #include <zstd.h>
 
 #include "gtp_error.h"
+#include "store_index.h"
 #include "store_int.h"
 #include "store_schema.h"
 
@@ -137,14 +137,6 @@
 #define STORE_MIN_FREE_BYTES (8ull << 20)
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
-/* Sessions that stored nothing but had generations rejected: at most this
- * many are tracked (about 100 bytes each), each for this long after its last
- * rejection (invariant 10). Their counts only reach a sessions row if the
- * session commits something meanwhile; the agent's own ledger carries the
- * loss either way (GEN_END rejected). */
-#define STORE_NOROW_MAX 65536
-#define STORE_NOROW_TTL_NS (600 * NS_PER_SEC)
-#define STORE_NOROW_SWEEP_NS (60 * NS_PER_SEC)
 
 enum {
   ST_BEGIN,
@@ -208,7 +200,6 @@ static const char *const store_sql[ST_COUNT_] = {
     [ST_SIZE_DEL_GENS] = "DELETE FROM generations WHERE seq <= ?1",
 };
 
-/* One entry of the session index (open addressing, linear probing). */
 /* A generation with its compressed bytes, between the two threads. */
 typedef struct zitem {
   store_gen *g;
@@ -217,20 +208,6 @@ typedef struct zitem {
   const char *codec; /* STORE_CODEC_* */
   int ready;         /* compressed; the store thread may take it */
 } zitem;
-
-typedef struct idx_ent {
-  uint8_t key[16];
-  uint8_t used;
-  uint8_t has_gen; /* committed: the sessions row exists */
-  uint8_t has_key; /* key_hash is bound (store_submit or the row) */
-  uint64_t last_gen;
-  /* Rejected generations/events not yet written to the sessions row. */
-  uint64_t rej_gens, rej_events;
-  /* An entry with neither gen nor key only holds rejected counts of a
-   * session that stored nothing ("no-row"): its last note, for expiry. */
-  int64_t noted_ns;
-  uint8_t key_hash[STORE_KEY_HASH_SIZE];
-} idx_ent;
 
 struct store {
   /* Written once in store_open, read-only afterwards. */
@@ -263,17 +240,8 @@ struct store {
   int closing;
   int comp_exited; /* compressors that have exited */
 
-  /* Protected by idx_lock. */
-  pthread_mutex_t idx_lock;
-  idx_ent *idx;
-  size_t idx_cap, idx_len;
-  uint64_t idx_seed;
-  uint64_t rej_pending; /* has_gen entries with rejected counts to write */
-  uint64_t norow;       /* no-row entries (idx_is_norow) */
-  uint64_t norow_untracked; /* rejections not tracked: norow was full */
-  int64_t norow_sweep_ns; /* next expiry pass over no-row entries */
-  int64_t norow_ttl_ns, norow_every_ns; /* written once in store_open */
-  uint64_t norow_max;                   /* written once in store_open */
+  /* Thread-safe on its own (store_index.c). */
+  store_index *idx;
 
   /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
   pthread_mutex_t st_lock;
@@ -418,201 +386,19 @@ static int64_t pragma_int(sqlite3 *db, const char *sql) {
 
 /* --------------------------------------------------------------- index */
 
-static uint64_t mix64(uint64_t x) {
-  /* splitmix64 finalizer: spreads the seed over every bit. */
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-/* Keyed with a per-process seed: session ids come from the network, so a
- * peer must not be able to pick ids that all land in one probe run. */
-static size_t idx_slot(const store *s, const uint8_t key[16]) {
-  uint64_t a, b;
-  memcpy(&a, key, 8);
-  memcpy(&b, key + 8, 8);
-  return (size_t)(mix64(a ^ s->idx_seed) ^ mix64(b + s->idx_seed)) &
-         (s->idx_cap - 1);
-}
-
-/* Thread: idx_lock held. */
-static int idx_grow(store *s) {
-  size_t ncap = s->idx_cap ? s->idx_cap * 2 : 256;
-  idx_ent *old = s->idx;
-  size_t ocap = s->idx_cap;
-  idx_ent *n = calloc(ncap, sizeof *n);
-  if (!n)
-    return -ENOMEM;
-  s->idx = n;
-  s->idx_cap = ncap;
-  for (size_t i = 0; i < ocap; i++) {
-    if (!old[i].used)
-      continue;
-    size_t j = idx_slot(s, old[i].key);
-    while (n[j].used)
-      j = (j + 1) & (ncap - 1);
-    n[j] = old[i];
-  }
-  free(old);
-  return 0;
-}
-
-/* Finds (or with create, inserts) the entry of key. Thread: idx_lock held.
- * NULL if absent (or out of memory when creating). */
-static idx_ent *idx_find(store *s, const uint8_t key[16], int create) {
-  if (s->idx_cap == 0 || (create && (s->idx_len + 1) * 10 > s->idx_cap * 7)) {
-    if (!create && s->idx_cap == 0)
-      return NULL;
-    if (idx_grow(s) != 0)
-      return NULL;
-  }
-  size_t j = idx_slot(s, key);
-  while (s->idx[j].used) {
-    if (memcmp(s->idx[j].key, key, 16) == 0)
-      return &s->idx[j];
-    j = (j + 1) & (s->idx_cap - 1);
-  }
-  if (!create)
-    return NULL;
-  idx_ent *e = &s->idx[j];
-  memset(e, 0, sizeof *e);
-  memcpy(e->key, key, 16);
-  e->used = 1;
-  s->idx_len++;
-  return e;
-}
-
-/* 1 if e only holds rejected counts of a session that stored nothing. */
-static int idx_is_norow(const idx_ent *e) {
-  return !e->has_gen && !e->has_key && e->noted_ns != 0;
-}
-
-static void idx_note_gen(store *s, const uint8_t key[16], uint64_t gen) {
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, key, 1);
-  if (e && (!e->has_gen || gen > e->last_gen)) {
-    if (idx_is_norow(e))
-      s->norow--;
-    if (!e->has_gen && e->rej_gens > 0)
-      s->rej_pending++; /* its row exists now: flush_rejected can write */
-    e->has_gen = 1;
-    e->last_gen = gen;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-}
-
-/* Binds the key hash of a session whose generation is being submitted, so
- * the binding holds from then on even if the connection goes before the
- * commit (a HELLO with another key in between would otherwise bind its
- * own). The first binding wins; the daemon checked the key at HELLO. */
-static void idx_bind_key(store *s, const uint8_t key[16],
-                         const uint8_t hash[STORE_KEY_HASH_SIZE]) {
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, key, 1);
-  if (e && !e->has_key) {
-    if (idx_is_norow(e))
-      s->norow--;
-    e->has_key = 1;
-    memcpy(e->key_hash, hash, STORE_KEY_HASH_SIZE);
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-}
+/* The session index lives in store_index.c; these are its public face. */
 
 int store_session_key(store *s, const uint8_t session[16],
                       uint8_t hash[STORE_KEY_HASH_SIZE]) {
-  int found = 0;
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, session, 0);
-  if (e && e->has_key) {
-    memcpy(hash, e->key_hash, STORE_KEY_HASH_SIZE);
-    found = 1;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-  return found;
+  return store_index_key(s->idx, session, hash);
 }
 
 int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen) {
-  int found = 0;
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, session, 0);
-  if (e && e->has_gen) {
-    *gen = e->last_gen;
-    found = 1;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-  return found;
+  return store_index_last_gen(s->idx, session, gen);
 }
 
 void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
-  int64_t now = now_ns(CLOCK_MONOTONIC);
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, session, 0);
-  if (e == NULL) {
-    /* A session that stored nothing: bounded (invariant 10), so throwaway
-     * sessions cannot grow the index or the flush without end. */
-    if (s->norow >= s->norow_max) {
-      s->norow_untracked++;
-      pthread_mutex_unlock(&s->idx_lock);
-      return;
-    }
-    e = idx_find(s, session, 1);
-    if (e)
-      s->norow++;
-  }
-  if (e) {
-    if (e->has_gen && e->rej_gens == 0)
-      s->rej_pending++;
-    /* Saturating: a count that wrapped would read as a small loss. */
-    e->rej_gens += e->rej_gens < UINT64_MAX;
-    e->rej_events = events > UINT64_MAX - e->rej_events
-                        ? UINT64_MAX
-                        : e->rej_events + events;
-    e->noted_ns = now;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-}
-
-/* Drops no-row entries not noted for STORE_NOROW_TTL_NS by rebuilding the
- * table (open addressing has no cheap delete). At most once per
- * STORE_NOROW_SWEEP_NS, and only while there are such entries. Thread:
- * store. */
-static void expire_norow(store *s) {
-  int64_t now = now_ns(CLOCK_MONOTONIC);
-  pthread_mutex_lock(&s->idx_lock);
-  if (s->norow == 0 || now < s->norow_sweep_ns || s->idx_cap == 0) {
-    pthread_mutex_unlock(&s->idx_lock);
-    return;
-  }
-  s->norow_sweep_ns = now + s->norow_every_ns;
-  idx_ent *n = calloc(s->idx_cap, sizeof *n);
-  if (n == NULL) {
-    pthread_mutex_unlock(&s->idx_lock);
-    return;
-  }
-  idx_ent *old = s->idx;
-  size_t len = 0, norow = 0;
-  for (size_t i = 0; i < s->idx_cap; i++) {
-    if (!old[i].used)
-      continue;
-    if (idx_is_norow(&old[i])) {
-      if (now - old[i].noted_ns > s->norow_ttl_ns)
-        continue;
-      norow++;
-    }
-    size_t j = idx_slot(s, old[i].key);
-    while (n[j].used)
-      j = (j + 1) & (s->idx_cap - 1);
-    n[j] = old[i];
-    len++;
-  }
-  s->idx = n;
-  s->idx_len = len;
-  s->norow = norow;
-  pthread_mutex_unlock(&s->idx_lock);
-  free(old);
+  store_index_note_rejected(s->idx, session, events);
 }
 
 /* ---------------------------------------------------------- open/schema */
@@ -631,9 +417,9 @@ static int load_index(store *s, char **cause) {
     if (!hex || gtp_session_parse(hex, key) != 0)
       continue; /* not ours to judge here; readers show it as is */
     if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-      idx_note_gen(s, key, (uint64_t)sqlite3_column_int64(st, 1));
+      store_index_note_gen(s->idx, key, (uint64_t)sqlite3_column_int64(st, 1));
     if (sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
-      idx_bind_key(s, key, sqlite3_column_blob(st, 2));
+      store_index_bind_key(s->idx, key, sqlite3_column_blob(st, 2));
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) {
@@ -847,28 +633,16 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   s->cfg.path = s->path;
   if (s->cfg.batch_max == 0)
     s->cfg.batch_max = 64;
-  s->norow_ttl_ns = STORE_NOROW_TTL_NS;
-  s->norow_every_ns = STORE_NOROW_SWEEP_NS;
-  s->norow_max = STORE_NOROW_MAX;
-  const char *nmax = getenv("GENTRACE_TEST_NOROW_MAX");
-  if (nmax != NULL && atoll(nmax) > 0 && atoll(nmax) < STORE_NOROW_MAX)
-    s->norow_max = (uint64_t)atoll(nmax);
-  const char *ttl = getenv("GENTRACE_TEST_NOROW_TTL_MS");
-  if (ttl != NULL && atoll(ttl) > 0) {
-    s->norow_ttl_ns = atoll(ttl) * (NS_PER_SEC / 1000);
-    s->norow_every_ns = s->norow_ttl_ns / 2;
-  }
   if (s->cfg.zstd_level == 0)
     s->cfg.zstd_level = 3;
   s->done = done;
   s->done_ctx = ctx;
-  s->idx_seed = mix64((uint64_t)now_ns(CLOCK_MONOTONIC) ^
-                      (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32));
+  s->idx = store_index_new();
   s->batch = calloc(s->cfg.batch_max, sizeof *s->batch);
   /* Two batches' worth: one being committed, the next being compressed. */
   s->cq_cap = 2 * (size_t)s->cfg.batch_max;
   s->cq = calloc(s->cq_cap, sizeof *s->cq);
-  if (!s->batch || !s->cq)
+  if (!s->idx || !s->batch || !s->cq)
     goto fail_strings;
 
   pthread_condattr_t ca;
@@ -883,7 +657,6 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   pthread_cond_init(&s->q_cond, NULL);
   pthread_cond_init(&s->space_cond, NULL);
   pthread_mutex_init(&s->q_lock, NULL);
-  pthread_mutex_init(&s->idx_lock, NULL);
   pthread_mutex_init(&s->st_lock, NULL);
 
   int rc = sqlite3_open_v2(
@@ -946,7 +719,6 @@ fail_db:
     sqlite3_finalize(s->st[i]);
   sqlite3_close_v2(s->db);
   pthread_mutex_destroy(&s->st_lock);
-  pthread_mutex_destroy(&s->idx_lock);
   pthread_mutex_destroy(&s->q_lock);
   pthread_cond_destroy(&s->q_cond);
   pthread_cond_destroy(&s->c_cond);
@@ -956,7 +728,7 @@ fail_strings:
     store_set_cause(cause, "store: out of memory");
   free(s->batch);
   free(s->cq);
-  free(s->idx);
+  store_index_free(s->idx);
   free(s->wal_path);
   free(s->path);
   free(s);
@@ -974,7 +746,7 @@ int store_submit(store *s, store_gen *g) {
    * free it at any time. A binding for a generation refused below is
    * harmless (it is the key the daemon admitted for the session). */
   if (g->has_key)
-    idx_bind_key(s, g->session, g->key_hash);
+    store_index_bind_key(s->idx, g->session, g->key_hash);
   pthread_mutex_lock(&s->q_lock);
   if (s->closing) {
     err = GTP_E_SHUTDOWN;
@@ -1018,11 +790,7 @@ void store_stats_get(store *s, store_stats *out) {
   pthread_mutex_lock(&s->st_lock);
   *out = s->stats;
   pthread_mutex_unlock(&s->st_lock);
-  pthread_mutex_lock(&s->idx_lock);
-  out->norow_sessions = s->norow;
-  out->norow_untracked = s->norow_untracked;
-  out->index_sessions = s->idx_len;
-  pthread_mutex_unlock(&s->idx_lock);
+  store_index_stats(s->idx, out);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);
   out->queued_gens = s->q_len + s->cq_len;
@@ -1229,7 +997,8 @@ static void commit_batch(store *s, zitem *items, size_t n) {
     s->max_span_ns = span;
     uint64_t ok = 0, okb = 0, dup = 0;
     for (size_t i = 0; i < n; i++) {
-      idx_note_gen(s, items[i].g->session, items[i].g->gen); /* invariant 4 */
+      /* invariant 4 */
+      store_index_note_gen(s->idx, items[i].g->session, items[i].g->gen);
       if (items[i].g->result == 1) {
         dup++;
       } else if (items[i].g->result == 0) {
@@ -1258,41 +1027,19 @@ static void commit_batch(store *s, zitem *items, size_t n) {
 /* ---------------------------------------------------------- maintenance */
 
 /* Writes the rejected counts noted by store_note_rejected. Counts for a
- * session without a row yet stay pending until its first commit. */
+ * session without a row yet stay pending until its first commit (or expire:
+ * invariant 10). The snapshot is taken under the index's lock and written
+ * without it (store_note_rejected may run meanwhile); what was written is
+ * subtracted once COMMIT returned. */
 static void flush_rejected(store *s) {
-  pthread_mutex_lock(&s->idx_lock);
-  uint64_t pending = s->rej_pending;
-  pthread_mutex_unlock(&s->idx_lock);
-  if (pending == 0)
+  size_t m = 0;
+  store_index_rej *list = store_index_rejected(s->idx, &m);
+  if (list == NULL)
     return;
-
-  /* Snapshot under the lock, write without it (store_note_rejected may run
-   * meanwhile), then subtract what was written once COMMIT returned. */
-  typedef struct {
-    uint8_t key[16];
-    uint64_t gens, events;
-    int applied;
-  } rej;
-  size_t cap = (size_t)pending, m = 0;
-  rej *list = calloc(cap, sizeof *list);
-  if (!list)
-    return;
-  pthread_mutex_lock(&s->idx_lock);
-  for (size_t i = 0; i < s->idx_cap && m < cap; i++) {
-    idx_ent *e = &s->idx[i];
-    if (e->used && e->has_gen && e->rej_gens) {
-      memcpy(list[m].key, e->key, 16);
-      list[m].gens = e->rej_gens;
-      list[m].events = e->rej_events;
-      m++;
-    }
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-
   int rc = step_done(s->st[ST_BEGIN]);
   for (size_t i = 0; rc == SQLITE_OK && i < m; i++) {
     char hex[33];
-    gtp_session_hex(list[i].key, hex);
+    gtp_session_hex(list[i].session, hex);
     sqlite3_stmt *st = s->st[ST_REJECTED];
     sqlite3_bind_text(st, 1, hex, 32, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, (int64_t)list[i].gens);
@@ -1309,19 +1056,7 @@ static void flush_rejected(store *s) {
     free(list);
     return;
   }
-  pthread_mutex_lock(&s->idx_lock);
-  for (size_t i = 0; i < m; i++) {
-    if (!list[i].applied)
-      continue;
-    idx_ent *e = idx_find(s, list[i].key, 0);
-    if (!e)
-      continue;
-    e->rej_gens -= list[i].gens;
-    e->rej_events -= list[i].events;
-    if (e->rej_gens == 0)
-      s->rej_pending--;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
+  store_index_rejected_done(s->idx, list, m);
   free(list);
 }
 
@@ -1490,7 +1225,7 @@ static void maintain(store *s, int committed) {
   if (tick) {
     s->next_tick_ns = now + STORE_TICK_NS;
     flush_rejected(s);
-    expire_norow(s);
+    store_index_expire(s->idx);
     deleted += retain_by_age(s);
   }
   if (tick || (committed && !s->size_stuck))
@@ -1606,7 +1341,6 @@ void store_close(store *s) {
     sqlite3_finalize(s->st[i]);
   sqlite3_close_v2(s->db);
   pthread_mutex_destroy(&s->st_lock);
-  pthread_mutex_destroy(&s->idx_lock);
   pthread_mutex_destroy(&s->q_lock);
   pthread_cond_destroy(&s->q_cond);
   pthread_cond_destroy(&s->c_cond);
@@ -1614,7 +1348,7 @@ void store_close(store *s) {
   free(s->batch);
   free(s->q);
   free(s->cq);
-  free(s->idx);
+  store_index_free(s->idx);
   free(s->wal_path);
   free(s->path);
   free(s);

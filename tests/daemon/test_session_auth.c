@@ -550,8 +550,8 @@ static void test_session_auth__session_totals_never_wrap(void **st) {
   assert_int_equal(
       db_int(d.db, "SELECT lost FROM sessions"), 9223372036854775000ll);
   assert_int_equal(session_gens(d.db, 5), 2);
-  assert_int_equal(db_int(d.db, "SELECT typeof(lost) = 'integer' FROM sessions"),
-                   1);
+  assert_int_equal(
+      db_int(d.db, "SELECT typeof(lost) = 'integer' FROM sessions"), 1);
   finish(&d);
 }
 
