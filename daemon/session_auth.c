@@ -49,6 +49,12 @@
 static const char *const trust_names[TR_COUNT_] = {
     "auth", "conflict", "gen-range", "clock", "ledger", "text"};
 
+/* AUTH refusals are logged at most AUTH_LOG_PER_S a second (a claim flood
+ * must not flood the log); the next line logged says how many were not.
+ * Loop thread only. */
+#define AUTH_LOG_PER_S 10
+static uint64_t auth_log_sec, auth_log_n, auth_log_quiet;
+
 static void count(ingest *ing, enum trust_id id) {
   CTR_ADD(ing, trust[id], 1);
 }
@@ -76,11 +82,23 @@ int session_auth_hello(conn *c, const gtp_hello *h, conn *live) {
   count(ing, TR_AUTH);
   char hex[33];
   gtp_session_hex(h->session, hex);
-  /* Logged without the key (invariant 2); the live connection, if any, is
-   * named so an operator can tell which agent was targeted. */
-  log_warn("session key refused",
-           "conn=%" PRIu64 " peer=%s session=%s live_conn=%" PRIu64, c->id,
-           c->peer, hex, live != NULL ? live->id : 0);
+  uint64_t sec = uv_now(ing->loop) / 1000;
+  if (sec != auth_log_sec) {
+    auth_log_sec = sec;
+    auth_log_n = 0;
+  }
+  if (auth_log_n++ < AUTH_LOG_PER_S) {
+    /* Logged without the key (invariant 2); the live connection, if any,
+     * is named so an operator can tell which agent was targeted. */
+    log_warn("session key refused",
+             "conn=%" PRIu64 " peer=%s session=%s live_conn=%" PRIu64
+             " not_logged=%" PRIu64,
+             c->id, c->peer, hex, live != NULL ? live->id : 0,
+             auth_log_quiet);
+    auth_log_quiet = 0;
+  } else {
+    auth_log_quiet++;
+  }
   ingest_conn_close(c, GTP_E_AUTH, 0, 0,
                     "session belongs to another key (session ids are not "
                     "secret; each agent start draws its own id and key)");
