@@ -368,7 +368,6 @@ int main(int argc, char **argv) {
   web_config_init(&wc);
   wc.port = 0;
   wc.db_path = db;
-  wc.pins = pins;
   wc.max_window_bytes = UINT64_C(16) << 30;
   web_server *w;
   uint16_t port;
