@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -472,7 +473,7 @@ typedef struct agent_job {
   uint16_t port;
   unsigned ngens;
   int64_t t0;
-  volatile int done;
+  atomic_int done;
 } agent_job;
 
 /* An honest agent streaming incompressible generations of ~512 KiB. */
