@@ -157,8 +157,8 @@ int main(int argc, char **argv) {
              "hint=\"visible in the process list to every local user; use "
              "--token-file/--read-token-file or GENTRACED_TOKEN/"
              "GENTRACED_READ_TOKEN\"");
-  if (c.http_max_long_polls >= c.http_max_connections &&
-      conf_from_cli(&c, "http-max-long-polls")) {
+  if (c.http_max_long_polls != 0 &&
+      c.http_max_long_polls >= c.http_max_connections) {
     fprintf(stderr,
             "gentraced: --http-max-long-polls %" PRIu64
             " must be below --http-max-connections %" PRIu64

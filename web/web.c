@@ -23,6 +23,12 @@
  *  5. Every query parameter MUST be checked whole (its decoded length, not
  *     strlen) for NUL and invalid UTF-8 before any handler reads it,
  *     otherwise `service=victim%00x` would be read as `victim`.
+ *  6. Answers built whole (JSON listings, /metrics) MUST be counted in
+ *     held_bytes from web_reply until MHD frees them, and refused (503)
+ *     past WEB_HELD_MAX, otherwise many slow clients of large listings
+ *     would hold memory without bound. Error answers are small and never
+ *     refused, so a 503 can always be said. One answer alone may exceed the
+ *     cap (when nothing else is held), so no listing is refused forever.
  */
 #include "config.h"
 
@@ -153,12 +159,49 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
   return ret;
 }
 
+/* A built answer waiting for its client, counted in held_bytes until MHD
+ * frees it (invariant 6). */
+typedef struct held_answer {
+  web_server *w;
+  char *body;
+  size_t len;
+} held_answer;
+
+static void held_free(void *cls) {
+  held_answer *h = cls;
+  atomic_fetch_sub_explicit(&h->w->held_bytes, h->len, memory_order_relaxed);
+  free(h->body);
+  free(h);
+}
+
 enum MHD_Result web_reply(web_req *r, unsigned status, const char *ctype,
                           char *body, size_t len) {
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-  if (!resp) {
+  web_server *w = r->w;
+  held_answer *h = malloc(sizeof *h);
+  if (!h) {
     free(body);
+    return web_error(r, 500, "internal", "out of memory");
+  }
+  /* Invariant 6: listings are built whole (bounded per request by their
+   * limits); slow clients must not make them pile up without bound. */
+  uint64_t was = atomic_fetch_add_explicit(&w->held_bytes, len,
+                                           memory_order_relaxed);
+  if (was + len > WEB_HELD_MAX && was > 0) {
+    atomic_fetch_sub_explicit(&w->held_bytes, len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->held_refused, 1, memory_order_relaxed);
+    free(body);
+    free(h);
+    return web_error(r, 503, "overloaded",
+                     "answers waiting for their clients already hold %u MiB; "
+                     "retry shortly",
+                     (unsigned)(WEB_HELD_MAX >> 20));
+  }
+  *h = (held_answer){w, body, len};
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer_with_free_callback_cls(len, body,
+                                                             held_free, h);
+  if (!resp) {
+    held_free(h);
     return MHD_NO;
   }
   MHD_add_response_header(resp, "Content-Type", ctype);
@@ -640,6 +683,16 @@ static void web_metrics_bounds(web_server *w, gtp_wbuf *b) {
              "gentrace_http_auth_failures_total{reason=\"wrong\"} "
              "%" PRIuFAST64 "\n",
              LD_(auth_failures[0]), LD_(auth_failures[1]));
+  put_metric(b,
+             "# HELP gentrace_http_held_answer_bytes Bytes of built answers "
+             "(listings, metrics) waiting for their clients.\n# TYPE "
+             "gentrace_http_held_answer_bytes gauge\n"
+             "gentrace_http_held_answer_bytes %" PRIuFAST64 "\n"
+             "# HELP gentrace_http_held_answers_refused_total Answers "
+             "refused 503 because built answers already held the cap.\n"
+             "# TYPE gentrace_http_held_answers_refused_total counter\n"
+             "gentrace_http_held_answers_refused_total %" PRIuFAST64 "\n",
+             LD_(held_bytes), LD_(held_refused));
   put_metric(b,
              "# HELP gentrace_http_bad_text_parameters_total Requests "
              "refused 400 for a query parameter holding a NUL byte or "

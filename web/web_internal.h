@@ -67,6 +67,8 @@ struct web_server {
   atomic_uint_fast64_t send_timeouts;      /* download clients too slow */
   atomic_uint_fast64_t auth_failures[2];   /* read token [0] missing, [1] wrong */
   atomic_uint_fast64_t bad_params;         /* NUL or invalid UTF-8 */
+  atomic_uint_fast64_t held_bytes;   /* built answers not yet freed by MHD */
+  atomic_uint_fast64_t held_refused; /* 503: WEB_HELD_MAX reached */
 
   /* Protected by auth_log_lock: failed-token log lines, at most one per
    * WEB_AUTH_LOG_EVERY_NS with the count of those not logged. */
@@ -76,6 +78,9 @@ struct web_server {
 };
 
 #define WEB_AUTH_LOG_EVERY_NS (10 * INT64_C(1000000000))
+/* Built answers (listings, /metrics) held for their clients at most, in
+ * total; past it new ones get 503 (web_reply). */
+#define WEB_HELD_MAX (UINT64_C(256) << 20)
 
 /* One request being answered. Lives on the handler's stack. */
 typedef struct web_req {

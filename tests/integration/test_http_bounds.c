@@ -341,12 +341,14 @@ static void test_chrome__concurrent_expanding_downloads_stay_bounded(
     assert_memory_equal(h->tail + h->tail_len - (sizeof end - 1), end,
                         sizeof end - 1);
   }
-  /* Whole documents in memory would be NDL x 64 MB; streamed, each holds
-   * a pipe and a block. 48 MiB is generous for all four. */
+  /* Whole documents in memory would be NDL x 64 MB (measured on the code
+   * before streaming: +192 MiB); streamed, each holds a 256 KiB pipe and a
+   * 1 MiB block (+4 MiB measured, +9 under ASan, +43 under TSan's shadow
+   * memory). 64 MiB is generous for all four. */
   fprintf(stderr, "VmHWM before %ld KiB, after %ld KiB (%d x %" PRIu64
                   " bytes of JSON)\n",
           before, after, NDL, jobs[0].h.body);
-  assert_true(after - before < 48 * 1024);
+  assert_true(after - before < 64 * 1024);
   stop(&d);
 }
 
