@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <uv.h>
 
@@ -145,6 +146,20 @@ int main(int argc, char **argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  {
+    /* A token written in a config file others can read is no secret. */
+    struct stat st;
+    int from_file = (c.token != NULL && !conf_from_cli(&c, "token")) ||
+                    (c.read_token != NULL && !conf_from_cli(&c, "read-token"));
+    if (from_file && c.config != NULL && stat(c.config, &st) == 0 &&
+        (st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+      char q[600];
+      log_warn("token in a config file other users can read",
+               "config=%s hint=\"chmod 600 it, or use token-file / "
+               "read-token-file\"",
+               log_quote(q, sizeof q, c.config));
+    }
+  }
   if ((rc = secret_resolve(&c, &cause)) < 0) {
     fprintf(stderr, "gentraced: %s\n", cause != NULL ? cause : "bad token");
     free(cause);
