@@ -37,7 +37,7 @@
  *  3. A store reader MUST be borrowed only for one payload read and never
  *     while waiting for the client, otherwise slow clients would starve the
  *     pool and hold a read transaction open (starving checkpoints).
- *  4. active_downloads MUST be incremented (dl_slot_take) before a dl
+ *  4. active_downloads MUST be incremented (web_dl_slot_take) before a dl
  *     exists and decremented exactly once: by dl_free, or by the handler
  *     when no dl was made, otherwise the --http-max-downloads cap drifts.
  *  5. While a block handed to MHD is on its way to the client, the
@@ -302,19 +302,19 @@ static void *pump_main(void *arg) {
 
 /* ---------------------------------------------------------- lifecycle */
 
-static void dl_slot_put(web_server *w) {
+void web_dl_slot_put(web_server *w) {
   atomic_fetch_sub_explicit(&w->active_downloads, 1, memory_order_relaxed);
 }
 
 /* Takes a place among --http-max-downloads (invariant 4), or answers 503
  * with Retry-After and returns -1. */
-static int dl_slot_take(web_req *r) {
+int web_dl_slot_take(web_req *r) {
   web_server *w = r->w;
   if ((unsigned)atomic_fetch_add_explicit(&w->active_downloads, 1,
                                           memory_order_relaxed) <
       w->max_downloads)
     return 0;
-  dl_slot_put(w);
+  web_dl_slot_put(w);
   atomic_fetch_add_explicit(&w->downloads_refused, 1, memory_order_relaxed);
   web_error(r, 503, "overloaded",
             "too many downloads running (%u, the --http-max-downloads "
@@ -352,7 +352,7 @@ static void dl_free(void *cls) {
   gtp_wbuf_fini(&d->out);
   gtp_wbuf_fini(&d->raw);
   free(d->seqs);
-  dl_slot_put(w); /* invariant 4 */
+  web_dl_slot_put(w); /* invariant 4 */
   free(d);
 }
 
@@ -491,7 +491,7 @@ fail_all:
 fail:
   free(d);
   free(seqs);
-  dl_slot_put(w);
+  web_dl_slot_put(w);
   return NULL;
 }
 
@@ -721,17 +721,17 @@ enum MHD_Result web_trace(web_req *r) {
   if (from >= to)
     return web_error(r, 400, "bad_parameter",
                      "from: must be before to (the window is [from, to))");
-  if (dl_slot_take(r) < 0)
+  if (web_dl_slot_take(r) < 0)
     return r->ret;
   store_reader *sr = web_reader_get(r);
   if (!sr) {
-    dl_slot_put(w);
+    web_dl_slot_put(w);
     return r->ret;
   }
   win_ctx *c = calloc(1, sizeof *c);
   if (!c) {
     web_reader_put(r, sr);
-    dl_slot_put(w);
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "out of memory");
   }
   c->max_bytes = w->cfg.max_window_bytes;
@@ -770,7 +770,7 @@ enum MHD_Result web_trace(web_req *r) {
     slot = 0;       /* taken */
   }
   if (slot)
-    dl_slot_put(w);
+    web_dl_slot_put(w);
   free(c->seqs);
   free(c->sessions.ids);
   free(c);
@@ -818,11 +818,11 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
                      "no such path: %.200s (generation must be a number)",
                      r->url);
   web_server *w = r->w;
-  if (dl_slot_take(r) < 0)
+  if (web_dl_slot_take(r) < 0)
     return r->ret;
   store_reader *sr = web_reader_get(r);
   if (!sr) {
-    dl_slot_put(w);
+    web_dl_slot_put(w);
     return r->ret;
   }
   one_ctx c = {.want = g};
@@ -830,20 +830,20 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
                                    one_row, &c);
   web_reader_put(r, sr);
   if (rc == GTP_E_NOTFOUND || (rc >= 0 && !c.found)) {
-    dl_slot_put(w);
+    web_dl_slot_put(w);
     if (rc == GTP_E_NOTFOUND)
       return web_error(r, 404, "not_found", "no session %s", session);
     return web_error(r, 404, "not_found",
                      "session %s has no generation %" PRIu64, session, g);
   }
   if (rc < 0) {
-    dl_slot_put(w);
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "reading the generation failed: %s",
                      gtp_strerror(rc));
   }
   int64_t *seqs = malloc(sizeof *seqs);
   if (!seqs) {
-    dl_slot_put(w);
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "out of memory");
   }
   seqs[0] = c.seq;
