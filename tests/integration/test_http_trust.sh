@@ -91,6 +91,19 @@ GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=trust GENTRACE_PERIOD_MS=250 \
 curl -sf -H "Authorization: Bearer $SECRET" "http://$HTTP/v1/agents?service=trust" |
 	grep -q '"service":"trust"' || fail "agent with the file's token not stored"
 
+# Agents with a wrong token: every refusal counted, one line per 10 s.
+for i in 1 2 3; do
+	GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=intruder GENTRACE_PERIOD_MS=250 \
+		GENTRACE_TOKEN=wrong-agent-guess-$i \
+		"$DEMO" --duration 1 --threads 1 --quiet >>"$T/demo4.log" 2>&1
+done
+refused=$(curl -sf "http://$HTTP/metrics?token=$SECRET" |
+	sed -n 's/^gentrace_limit_hits_total{limit="token"} \([0-9]*\)$/\1/p')
+[ "${refused:-0}" -ge 3 ] || fail "agent token refusals counted: $refused, want >= 3"
+n=$(grep -c 'error=TOKEN' "$T/d3.log")
+[ "$n" = 1 ] || fail "$n log lines for $refused agent token refusals, want 1"
+grep -q 'wrong-agent-guess' "$T/d3.log" && fail "an agent's token was logged"
+
 # --- failed read tokens: counted, logged once per 10 s, never the token ----
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/v1/agents")
 [ "$code" = 401 ] || fail "no token: $code"
