@@ -388,7 +388,9 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
   if (c->state == CONN_CLOSING)
     return;
   ingest *ing = c->ing;
-  if (code < 0 && code != GTP_E_SHUTDOWN) {
+  /* Token refusals are logged by on_hello, rate-limited: one line per
+   * refusal here would let a guessing client flood the log. */
+  if (code < 0 && code != GTP_E_SHUTDOWN && code != GTP_E_TOKEN) {
     char q[GTP_REASON_MAX + 8];
     log_info("agent connection closed",
              "conn=%" PRIu64 " peer=%s session=%s error=%s reason=%s", c->id,
@@ -467,8 +469,17 @@ static int on_hello(conn *c, const gtp_frame *f) {
       !token_equal(ing->token, ing->token_len, (const uint8_t *)h.token.ptr,
                    h.token.len)) {
     CTR_ADD(ing, limit_hits[LIM_TOKEN], 1);
-    log_warn("agent refused", "conn=%" PRIu64 " peer=%s error=TOKEN", c->id,
-             c->peer);
+    uint64_t now = uv_now(ing->loop);
+    if (ing->token_log_ms == 0 || now - ing->token_log_ms >= TOKEN_LOG_MS) {
+      log_warn("agent refused",
+               "conn=%" PRIu64 " peer=%s error=TOKEN "
+               "refusals_not_logged=%" PRIu64,
+               c->id, c->peer, ing->token_quiet);
+      ing->token_log_ms = now;
+      ing->token_quiet = 0;
+    } else {
+      ing->token_quiet++; /* limit_hits{limit="token"} counts every one */
+    }
     ingest_conn_close(c, GTP_E_TOKEN, 0, 0, "wrong or missing token");
     return -1;
   }

@@ -24,6 +24,7 @@
 #define SESS_BUCKETS 16384         /* power of two */
 #define DISKFULL_PROBE_MS 1000
 #define DISKFULL_LOG_MS 60000
+#define TOKEN_LOG_MS 10000
 #define GENBUF_POOL_MAX 8     /* idle generation buffers kept (invariant 8) */
 #define STAGE_MIN (16u << 10) /* BATCH payloads read in place (inv. 9) */
 #define GENBUF_FILL_MAX 2     /* buffers the filler prepares ahead (inv. 10) */
@@ -172,6 +173,10 @@ struct ingest {
    * DISKFULL_LOG_MS (with the pauses since) instead of two lines a second. */
   uint64_t full_log_ms; /* when the last "storage full" line was written */
   uint64_t full_quiet;  /* pauses since then that were not logged */
+  /* Refused agent tokens: one line per TOKEN_LOG_MS at most (a client
+   * guessing tokens must not flood the log), with the refusals since. */
+  uint64_t token_log_ms;
+  uint64_t token_quiet;
   int full_logged;      /* the current pause was logged (so is its end) */
   char host[256];
   pending *retry_head, **retry_tail;
