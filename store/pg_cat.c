@@ -57,10 +57,11 @@ static const pg_stmt cat_stmts[] = {
      " $2::bigint = 0 THEN " NOW_NS " END WHERE id = $1"},
     {"session_upsert",
      "INSERT INTO gt_sessions(session, service, host, pid, process_start_ns,"
-     " agent_version, tags, first_seen_ns, last_seen_ns, last_gen)"
+     " agent_version, tags, first_seen_ns, last_seen_ns, last_gen, key_hash)"
      " VALUES($1, $2, $3, $4, $5, $6, gt_json_object($7), " NOW_NS ", "
-     NOW_NS ", $8)"
+     NOW_NS ", $8, decode($9, 'hex'))"
      " ON CONFLICT(session) DO UPDATE SET"
+     " key_hash = coalesce(gt_sessions.key_hash, excluded.key_hash),"
      " last_seen_ns = greatest(gt_sessions.last_seen_ns,"
      " excluded.last_seen_ns),"
      " last_gen = CASE WHEN gt_sessions.last_gen IS NULL OR"
@@ -76,9 +77,14 @@ static const pg_stmt cat_stmts[] = {
     {"gen_insert",
      "INSERT INTO gt_generations(seq, session_id, gen, start_ns, end_ns,"
      " events, bytes, stored_bytes, dropped, evicted, rejected, codec,"
-     " committed_ns, segment_id, off, len)"
+     " committed_ns, segment_id, off, len, crc)"
      " VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, " NOW_NS
-     ", $13, $14, $15) ON CONFLICT(session_id, gen) DO NOTHING RETURNING seq"},
+     ", $13, $14, $15, $16) ON CONFLICT(session_id, gen) DO NOTHING"
+     " RETURNING seq"},
+    {"gen_crc",
+     "SELECT crc FROM gt_generations WHERE session_id = $1 AND gen = $2"},
+    {"session_key",
+     "SELECT encode(key_hash, 'hex') FROM gt_sessions WHERE session = $1"},
     {"last_gen", "SELECT last_gen FROM gt_sessions WHERE session = $1"},
     {"rejected",
      "UPDATE gt_sessions SET rejected = rejected + $2::bigint,"
@@ -278,6 +284,15 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     const store_gen *g = ord[i]->g;
     char hex[33];
     hex16(g->session, hex);
+    /* The key of the first generation in the group that carries one. */
+    char keyhex[2 * STORE_KEY_HASH_SIZE + 1];
+    const char *key = NULL;
+    for (size_t m = i; m < j && !key; m++)
+      if (ord[m]->g->has_key) {
+        for (int b = 0; b < STORE_KEY_HASH_SIZE; b++)
+          snprintf(keyhex + 2 * b, 3, "%02x", ord[m]->g->key_hash[b]);
+        key = keyhex;
+      }
     nb.n = 0;
     const char *p[] = {hex,
                        g->service ? g->service : "",
@@ -286,8 +301,9 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                        num_u(&nb, g->process_start_ns),
                        g->agent_version ? g->agent_version : "",
                        g->tags_json ? g->tags_json : "{}",
-                       num_u(&nb, last)};
-    if (!(r = pg_exec(k, "session_upsert", 8, p, &rc, cause))) goto rollback;
+                       num_u(&nb, last),
+                       key};
+    if (!(r = pg_exec(k, "session_upsert", 9, p, &rc, cause))) goto rollback;
     int64_t id = val_i(r, 0, 0);
     PQclear(r);
     r = NULL;
@@ -331,16 +347,26 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                        x->codec,
                        num_i(&nb, seg_id),
                        num_u(&nb, x->off),
-                       num_u(&nb, x->len)};
-    if (!(r = pg_exec(k, "gen_insert", 15, p, &rc, cause))) goto rollback;
+                       num_u(&nb, x->len),
+                       num_u(&nb, g->end.crc)};
+    if (!(r = pg_exec(k, "gen_insert", 16, p, &rc, cause))) goto rollback;
     if (PQntuples(r) == 1) {
       x->result = 0;
       x->seq = val_i(r, 0, 0);
       live++;
-    } else {
-      x->result = 1;
-      x->seq = 0;
+      PQclear(r);
+      r = NULL;
+      continue;
     }
+    PQclear(r);
+    r = NULL;
+    /* Already there: a duplicate when its CRC matches, else a resend with
+     * other contents under the same (session, gen), refused. */
+    const char *q[] = {p[1], p[2]};
+    if (!(r = pg_exec(k, "gen_crc", 2, q, &rc, cause))) goto rollback;
+    int64_t have = PQntuples(r) == 1 ? val_i(r, 0, 0) : -1;
+    x->result = have == (int64_t)g->end.crc ? 1 : GTP_E_CONFLICT;
+    x->seq = 0;
     PQclear(r);
     r = NULL;
   }
@@ -487,6 +513,34 @@ int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,
     rc = 0;
     if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
       *gen = (uint64_t)val_i(r, 0, 0);
+      rc = 1;
+    }
+    PQclear(r);
+  }
+  pg_put(c->pool, k);
+  return rc;
+}
+
+int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
+                       uint8_t hash[STORE_KEY_HASH_SIZE], char **cause) {
+  PGconn *k;
+  int rc = pg_get(c->pool, &k, cause);
+  if (rc < 0) return rc;
+  char hex[33];
+  hex16(session, hex);
+  const char *p[] = {hex};
+  PGresult *r = pg_exec(k, "session_key", 1, p, &rc, cause);
+  if (r) {
+    rc = 0;
+    const char *v = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)
+                        ? PQgetvalue(r, 0, 0)
+                        : "";
+    if (strlen(v) == 2 * STORE_KEY_HASH_SIZE) {
+      for (int b = 0; b < STORE_KEY_HASH_SIZE; b++) {
+        unsigned x = 0;
+        sscanf(v + 2 * b, "%2x", &x);
+        hash[b] = (uint8_t)x;
+      }
       rc = 1;
     }
     PQclear(r);

@@ -29,7 +29,9 @@ typedef struct pg_cat_gen {
   uint64_t off, len;     /* its bytes in the segment object */
   const char *codec;     /* STORE_CODEC_* of those bytes */
   /* Filled by pg_cat_commit_segment on success: */
-  int result;            /* 0 new, 1 already cataloged (a resend) */
+  int result;            /* 0 new, 1 already cataloged with the same CRC
+                            (a resend), GTP_E_CONFLICT: cataloged with
+                            another CRC (refused) */
   int64_t seq;           /* feed cursor of a new row, 0 for a resend */
 } pg_cat_gen;
 
@@ -53,6 +55,11 @@ void pg_cat_set_test_delay(pg_cat *c, unsigned ms);
  * set, 0 when it has none, or a negative code. */
 int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,
                     char **cause);
+
+/* The key hash bound to a session in the catalog (any daemon's commits):
+ * 1 and hash filled, 0 none bound, or a negative code. */
+int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
+                       uint8_t hash[STORE_KEY_HASH_SIZE], char **cause);
 
 /* Adds to a session's daemon-side rejected counts (no-op when unknown). */
 int pg_cat_note_rejected(pg_cat *c, const uint8_t session[16], uint64_t gens,

@@ -15,8 +15,8 @@
  *                  out in commit order across every daemon: a reader that
  *                  sees seq N also sees every seq < N that will ever exist
  *                  (no late commit can fill a hole behind a feed cursor).
- *   gt_sessions    as SQLite's sessions, plus key_hash (room for session
- *                  keys). Totals follow gt_generations through triggers.
+ *   gt_sessions    as SQLite's sessions, plus key_hash: the SHA-256 of the
+ *                  session key, bound by the first commit that carries one. Totals follow gt_generations through triggers.
  *                  tags: json (kept as sent, so every daemon prints the
  *                  same text); a HELLO whose tags are not a JSON object
  *                  stores {} (gt_json_object), so filters never fail.
@@ -24,7 +24,9 @@
  *                  its generations still cataloged (live_gens), and when it
  *                  died (dead_ns: live_gens reached 0; the object is deleted
  *                  after a grace period, then the row).
- *   gt_generations as SQLite's generations, plus where the bytes are:
+ *   gt_generations as SQLite's generations (crc: the GEN_END CRC, so a
+ *                  resend with other contents is told from a duplicate),
+ *                  plus where the bytes are:
  *                  (segment_id, off, len) in the segment object, compressed
  *                  with codec.
  *   gt_pins        low-water marks of running downloads on every daemon,
@@ -74,7 +76,7 @@
   " dropped bigint NOT NULL, evicted bigint NOT NULL,"                         \
   " rejected bigint NOT NULL,"                                                 \
   " status text NOT NULL DEFAULT 'ok', codec text NOT NULL,"                   \
-  " committed_ns bigint NOT NULL,"                                             \
+  " committed_ns bigint NOT NULL, crc bigint NOT NULL,"                        \
   " segment_id bigint NOT NULL REFERENCES gt_segments(id),"                    \
   " off bigint NOT NULL, len bigint NOT NULL,"                                 \
   " UNIQUE(session_id, gen));"                                                 \

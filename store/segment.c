@@ -760,6 +760,18 @@ int segment_last_gen(segment_store *s, const uint8_t session[16],
   return rc;
 }
 
+int segment_session_key(segment_store *s, const uint8_t session[16],
+                        uint8_t hash[STORE_KEY_HASH_SIZE]) {
+  pthread_mutex_lock(&s->lock);
+  int down = s->unhealthy;
+  pthread_mutex_unlock(&s->lock);
+  if (down) return GTP_E_UNAVAIL;
+  char *cause = NULL;
+  int rc = pg_cat_session_key(s->cat, session, hash, &cause);
+  free(cause);
+  return rc < 0 ? GTP_E_UNAVAIL : rc;
+}
+
 void segment_note_rejected(segment_store *s, const uint8_t session[16],
                            uint64_t events) {
   pthread_mutex_lock(&s->lock);

@@ -63,6 +63,11 @@ int segment_submit(segment_store *s, store_gen *g);
  * commits): 1 and *gen, 0 none, or a negative code (GTP_E_UNAVAIL). */
 int segment_last_gen(segment_store *s, const uint8_t session[16],
                      uint64_t *gen);
+/* The key hash bound to a session in the catalog: 1 and hash, 0 none, or
+ * GTP_E_UNAVAIL (also at once, without waiting, while the store is known
+ * to be down). */
+int segment_session_key(segment_store *s, const uint8_t session[16],
+                        uint8_t hash[STORE_KEY_HASH_SIZE]);
 void segment_note_rejected(segment_store *s, const uint8_t session[16],
                            uint64_t events);
 

@@ -134,6 +134,15 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
   r->daemon_id = strdup(cfg->daemon_id ? cfg->daemon_id : "");
   r->cfg.daemon_id = r->daemon_id;
   int rc = r->daemon_id ? s3_open(cfg->s3, &r->s3, cause) : -ENOMEM;
+  if (rc == 0) {
+    /* The catalog's keys are bucket-relative: delete from the root. */
+    s3_config root = *cfg->s3;
+    root.url = s3_root_url(r->s3);
+    s3_close(r->s3);
+    r->s3 = NULL;
+    rc = root.url ? s3_open(&root, &r->s3, cause) : -ENOMEM;
+    free((char *)root.url);
+  }
   if (rc < 0) {
     free(r->daemon_id);
     free(r);

@@ -199,6 +199,13 @@ int storage_last_gen(storage *st, const uint8_t session[16], uint64_t *gen) {
                     : store_last_gen(st->sq, session, gen);
 }
 
+int storage_session_key(storage *st, const uint8_t session[16],
+                        uint8_t hash[STORE_KEY_HASH_SIZE]) {
+  if (st->shared) return segment_session_key(st->seg, session, hash);
+  if (!st->sq) return 0;
+  return store_session_key(st->sq, session, hash);
+}
+
 void storage_note_rejected(storage *st, const uint8_t session[16],
                            uint64_t events) {
   if (st->shared)

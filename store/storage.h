@@ -57,6 +57,10 @@ const char *storage_describe(const storage *st);
 
 int storage_submit(storage *st, store_gen *g);
 int storage_last_gen(storage *st, const uint8_t session[16], uint64_t *gen);
+/* store_session_key's contract; the shared backend may also answer
+ * GTP_E_UNAVAIL (catalog unreachable: refuse the HELLO for now). */
+int storage_session_key(storage *st, const uint8_t session[16],
+                        uint8_t hash[STORE_KEY_HASH_SIZE]);
 void storage_note_rejected(storage *st, const uint8_t session[16],
                            uint64_t events);
 void storage_stats_get(storage *st, store_stats *out);

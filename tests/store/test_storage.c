@@ -73,6 +73,9 @@ static store_gen *scenario_gen(int i) {
   g->start_ns = (int64_t)(1000 + i / 3) * 1000000000LL + s * 1000;
   g->end_ns = g->start_ns + 1000000000LL;
   g->end.gen = g->gen;
+  g->end.crc = 7u * (uint32_t)i + 1u;
+  g->has_key = 1;
+  memset(g->key_hash, 0xa0 + s, sizeof g->key_hash);
   g->end.events = 50 + (uint64_t)i;
   g->end.dropped = (uint64_t)(i % 2);
   g->len = 300 + (size_t)i * 97;
@@ -154,9 +157,22 @@ static char *run_scenario(const storage_config *cfg) {
     assert_int_equal(storage_submit(st, scenario_gen(i)), 0);
   }
   assert_int_equal(wait_n(&c, NGEN, 30000), NGEN);
-  /* A resend of an ACKed generation: ACKed again, stored once. */
+  /* A resend of an ACKed generation: ACKed again, stored once. A resend
+   * with other contents (another CRC) under the same gen: refused. */
   assert_int_equal(storage_submit(st, scenario_gen(4)), 0);
   assert_int_equal(wait_n(&c, NGEN + 1, 30000), NGEN + 1);
+  store_gen *other = scenario_gen(5);
+  other->end.crc ^= 0x5555;
+  assert_int_equal(storage_submit(st, other), 0);
+  assert_int_equal(wait_n(&c, NGEN + 2, 30000), NGEN + 2);
+  assert_int_equal(c.g[NGEN + 1]->result, GTP_E_CONFLICT);
+  /* Each session's key hash is bound and readable. */
+  uint8_t kh[STORE_KEY_HASH_SIZE], want[STORE_KEY_HASH_SIZE];
+  memset(want, 0xa1, sizeof want);
+  assert_int_equal(storage_session_key(st, orig[1]->session, kh), 1);
+  assert_memory_equal(kh, want, sizeof kh);
+  uint8_t nobody[16] = {0xfe};
+  assert_int_equal(storage_session_key(st, nobody, kh), 0);
   for (int i = 0; i < NGEN; i++) {
     assert_int_equal(c.g[i]->result, 0);
     assert_int_equal(c.g[i]->gen, orig[i]->gen);
