@@ -107,17 +107,22 @@ int shared_retain_run_once(shared_retain *r) {
 
 static void *retain_main(void *arg) {
   shared_retain *r = arg;
+  /* The first pass waits a tick too: a daemon just started has nothing
+   * urgent to delete, and callers (tests) can act before it. */
   pthread_mutex_lock(&r->lock);
-  while (!r->stop) {
-    pthread_mutex_unlock(&r->lock);
-    shared_retain_run_once(r); /* errors: retried next tick */
-    pthread_mutex_lock(&r->lock);
+  for (;;) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += r->cfg.tick_ms / 1000;
     ts.tv_nsec += (long)(r->cfg.tick_ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    if (!r->stop) pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+    while (!r->stop &&
+           pthread_cond_timedwait(&r->cond, &r->lock, &ts) != ETIMEDOUT) {
+    }
+    if (r->stop) break;
+    pthread_mutex_unlock(&r->lock);
+    shared_retain_run_once(r); /* errors: retried next tick */
+    pthread_mutex_lock(&r->lock);
   }
   pthread_mutex_unlock(&r->lock);
   return NULL;

@@ -302,7 +302,7 @@ static void *slow_thread(void *arg) {
 
 typedef struct follower {
   pg_cat *c;
-  volatile int stop;
+  int stop; /* __atomic: set by the test, read by the follower */
   int64_t cursor;
   int out_of_order, seen;
 } follower;
@@ -318,7 +318,7 @@ static void *follow_thread(void *arg) {
   /* Polls like the feed endpoint: rows after the cursor, in seq order. A
    * seq that became visible only after the cursor passed it is lost to a
    * real feed client; here it shows as a row missing from seen. */
-  while (!f->stop) {
+  while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
     pg_cat_read_feed(f->c, f->cursor, 0, follow_row, f);
     usleep(20000);
   }
@@ -357,7 +357,7 @@ static void test_pg_cat__feed_never_skips_a_generation_committed_late(
   assert_true(waited > 0.5);
 
   usleep(200000);
-  f.stop = 1;
+  __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
   pthread_join(ft, NULL);
   assert_int_equal(f.out_of_order, 0);
   assert_int_equal(f.seen, 5); /* all five, none skipped */
