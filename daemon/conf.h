@@ -68,8 +68,9 @@ int conf_parse_text(conf *c, const char *name, const char *text, char **cause);
 int conf_load_file(conf *c, const char *path, char **cause);
 
 /* Value parsers: 0 or GTP_E_BADARG. Sizes: digits with an optional K, M, G
- * or T suffix (powers of 1024, an optional trailing B or iB). Durations:
- * digits with ns, us, ms, s, m, h or d; a bare number is seconds. */
+ * or T suffix (powers of 1024, an optional trailing B or iB). Durations: the
+ * project's one grammar, gtp_dur_parse (proto/text.h): 500ms, 30s, 1h30m,
+ * 7d; a bare number other than 0 is refused (its unit is not obvious). */
 int conf_parse_size(const char *s, uint64_t *out);
 int conf_parse_duration(const char *s, int64_t *out_ns);
 /* HOST:PORT, [V6]:PORT, or :PORT (host 127.0.0.1). */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chrome.h"
+#include "text.h"
 
 void json_init(json *j, size_t limit) {
   memset(j, 0, sizeof *j);
@@ -80,15 +80,9 @@ void json_arr_end(json *j) {
   close_(j, ']');
 }
 
-static int wbuf_sink(void *ctx, const void *p, size_t n) {
-  gtp_wbuf *b = ctx;
-  gtp_wbuf_put(b, p, n);
-  return b->err;
-}
-
 static void put_quoted(json *j, const char *s, size_t n) {
   gtp_wbuf_put(&j->buf, "\"", 1);
-  gtp_json_escape(wbuf_sink, &j->buf, s, n);
+  gtp_json_escape(gtp_wbuf_sink, &j->buf, s, n);
   gtp_wbuf_put(&j->buf, "\"", 1);
 }
 

@@ -59,13 +59,12 @@ void web_log(web_server *w, int level, const char *fmt, ...) {
     return;
   }
   static const char *const names[] = {"info", "warn", "error"};
-  char ts[HTTPTIME_RFC3339_LEN];
-  httptime_format(httptime_now_ns(), ts);
-  fprintf(stderr, "ts=%s level=%s %s\n", ts,
-          names[level < 0   ? 0
-                : level > 2 ? 2
-                            : level],
-          line);
+  char head[96];
+  gtp_logfmt_prefix(head, sizeof head, httptime_now_ns(),
+                    names[level < 0   ? 0
+                          : level > 2 ? 2
+                                      : level]);
+  fprintf(stderr, "%s %s\n", head, line);
 }
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
@@ -221,12 +220,10 @@ int web_arg_time(web_req *r, const char *name, int64_t *out) {
   const char *v = web_arg(r, name);
   if (!v)
     return 0;
-  if (httptime_parse(v, r->now_ns, out) == 0)
+  const char *why = NULL;
+  if (gtp_time_parse(v, r->now_ns, out, &why) == 0)
     return 1;
-  web_error(r, 400, "bad_parameter",
-            "%s: not a time (use RFC 3339 like 2026-01-22T03:12:00Z, unix "
-            "nanoseconds, or relative like -30s or now)",
-            name);
+  web_error(r, 400, "bad_parameter", "%s: %s", name, why);
   return -1;
 }
 
@@ -309,15 +306,6 @@ void web_reader_put(web_req *r, store_reader *sr) {
 
 /* ---------------------------------------------------------------- auth */
 
-/* Invariant 4: the time depends only on the lengths, never on where the
- * first difference is. */
-static int token_equal(const char *a, size_t alen, const char *b, size_t blen) {
-  unsigned char diff = (unsigned char)(alen != blen);
-  for (size_t i = 0; i < blen; i++)
-    diff |= (unsigned char)(a[i < alen ? i : 0] ^ b[i]);
-  return alen > 0 && diff == 0;
-}
-
 static int authorized(web_req *r) {
   web_server *w = r->w;
   if (!w->read_token)
@@ -334,7 +322,8 @@ static int authorized(web_req *r) {
     t = web_arg(r, "token");
   if (!t)
     return 0;
-  return token_equal(t, strlen(t), w->read_token, w->read_token_len);
+  /* Invariant 4: gtp_ct_equal's time depends only on the token's length. */
+  return gtp_ct_equal(t, strlen(t), w->read_token, w->read_token_len);
 }
 
 /* ------------------------------------------------- health, metrics, page */

@@ -63,6 +63,8 @@ static void test_conf_parse_size__garbage_is_badarg(void **state) {
   assert_int_equal(v, 7);
 }
 
+static void expect_text_error(const char *text, const char *want);
+
 static void test_conf_parse_duration__units(void **state) {
   int64_t ns;
   assert_int_equal(conf_parse_duration("30s", &ns), 0);
@@ -75,8 +77,23 @@ static void test_conf_parse_duration__units(void **state) {
   assert_int_equal(ns, 7 * 86400000000000ll);
   assert_int_equal(conf_parse_duration("250ms", &ns), 0);
   assert_int_equal(ns, 250000000ll);
-  assert_int_equal(conf_parse_duration("12", &ns), 0);
-  assert_int_equal(ns, 12000000000ll);
+  assert_int_equal(conf_parse_duration("1h30m", &ns), 0);
+  assert_int_equal(ns, 5400000000000ll);
+  assert_int_equal(conf_parse_duration("1.5s", &ns), 0);
+  assert_int_equal(ns, 1500000000ll);
+  assert_int_equal(conf_parse_duration("0", &ns), 0);
+  assert_int_equal(ns, 0);
+}
+
+/* Issue 13: one duration grammar everywhere; a bare number is ambiguous
+ * (seconds? minutes?) and refused, with a hint naming the unit to add. */
+static void test_conf_parse_duration__bare_number_is_refused_with_hint(
+    void **state) {
+  int64_t ns = 7;
+  assert_int_equal(conf_parse_duration("12", &ns), GTP_E_BADARG);
+  assert_int_equal(ns, 7);
+  expect_text_error("retain = 3600\n",
+                    "etc/g.conf:1: retain: \"3600\" has no unit: write 3600s");
 }
 
 static void test_conf_parse_duration__garbage_is_badarg(void **state) {
@@ -274,6 +291,7 @@ int main(void) {
       cmocka_unit_test(test_conf_parse_size__garbage_is_badarg),
       cmocka_unit_test(test_conf_parse_duration__units),
       cmocka_unit_test(test_conf_parse_duration__garbage_is_badarg),
+      cmocka_unit_test(test_conf_parse_duration__bare_number_is_refused_with_hint),
       cmocka_unit_test(test_conf_parse_addr__forms),
       cmocka_unit_test(test_conf_parse_args__flags_both_forms),
       cmocka_unit_test(test_conf_parse_args__help_and_version),
