@@ -16,7 +16,7 @@
  * called where its state changes, as SQLite's pager does.
  *
  * GTP_OOM() is the daemon's one out-of-memory exit: it prints the caller's
- * file and line and aborts. GTP_XMALLOC/GTP_XCALLOC wrap it. Header-only
+ * file and line and aborts. GTP_XMALLOC/GTP_XCALLOC/GTP_XSTRNDUP wrap it. Header-only
  * (static inline) so nothing that aborts is ever linked into the agent: the
  * agent must handle every allocation failure itself.
  */
@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,10 +81,20 @@ static inline void *gtp__xcalloc(size_t n, size_t size, const char *file,
   return p;
 }
 
+static inline char *gtp__xstrndup(const char *s, size_t n, const char *file,
+                                  int line) {
+  char *d = gtp__xmalloc(n + 1, file, line);
+  if (n)
+    memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
 /* Daemon only: die loudly, naming the caller, when memory runs out. */
 #define GTP_OOM() gtp__oom(__FILE__, __LINE__)
 #define GTP_XMALLOC(n) gtp__xmalloc((n), __FILE__, __LINE__)
 #define GTP_XCALLOC(n, size) gtp__xcalloc((n), (size), __FILE__, __LINE__)
+#define GTP_XSTRNDUP(s, n) gtp__xstrndup((s), (n), __FILE__, __LINE__)
 
 #ifdef __cplusplus
 }

@@ -121,31 +121,7 @@ struct store_reader {
   ZSTD_DCtx *dctx;
 };
 
-static int read_err(int rc) {
-  switch (rc & 0xff) {
-  case SQLITE_OK:
-  case SQLITE_DONE:
-  case SQLITE_ROW:
-    return 0;
-  case SQLITE_NOMEM:
-    return -ENOMEM;
-  case SQLITE_BUSY:
-  case SQLITE_LOCKED:
-    return -EBUSY;
-  case SQLITE_CORRUPT:
-  case SQLITE_NOTADB:
-    return GTP_E_CORRUPT;
-  case SQLITE_CANTOPEN:
-    return -ENOENT;
-  case SQLITE_PERM:
-  case SQLITE_READONLY:
-    return -EACCES;
-  case SQLITE_IOERR:
-    return -EIO;
-  default:
-    return GTP_E_INTERNAL;
-  }
-}
+#define read_err(rc) store_sqlite_err(rc)
 
 int store_reader_open(const char *path, store_reader **out, char **cause) {
   if (cause)
