@@ -128,18 +128,22 @@ static size_t log_grow(size_t len, int n, size_t size) {
   return (size_t)n < size - len ? len + (size_t)n : size - 1;
 }
 
+/* Starts a line with ts and level (an unknown level logs as error);
+ * returns its length. */
+static size_t log_start(char *line, size_t size, enum log_level *lvl) {
+  if (*lvl < LOG_DEBUG || *lvl > LOG_ERROR)
+    *lvl = LOG_ERROR;
+  size_t n = log_grow(0, log_prefix(line, size, *lvl), size);
+  /* The prefix is about 40 bytes; the bound keeps room for the message. */
+  return n < size / 2 ? n : size / 2;
+}
+
 void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
   char line[LOG_LINE_MAX];
   char qmsg[512];
-
-  if (lvl < LOG_DEBUG || lvl > LOG_ERROR)
-    lvl = LOG_ERROR;
-  int n = log_prefix(line, sizeof line, lvl);
-  if (n < 0)
-    return;
-  size_t len = log_grow(0, n, sizeof line);
-  n = snprintf(line + len, sizeof line - len, " msg=%s",
-               log_quote(qmsg, sizeof qmsg, msg));
+  size_t len = log_start(line, sizeof line, &lvl);
+  int n = snprintf(line + len, sizeof line - len, " msg=%s",
+                   log_quote(qmsg, sizeof qmsg, msg));
   len = log_grow(len, n, sizeof line);
   if (fields != NULL && *fields != '\0' && len + 2 < sizeof line) {
     va_list ap;
@@ -154,13 +158,8 @@ void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
 
 void log_kv(enum log_level lvl, const char *kv) {
   char line[LOG_LINE_MAX];
-  if (lvl < LOG_DEBUG || lvl > LOG_ERROR)
-    lvl = LOG_ERROR;
-  int n = log_prefix(line, sizeof line, lvl);
-  if (n < 0)
-    return;
-  size_t len = log_grow(0, n, sizeof line);
-  n = snprintf(line + len, sizeof line - len, " %s", kv ? kv : "");
+  size_t len = log_start(line, sizeof line, &lvl);
+  int n = snprintf(line + len, sizeof line - len, " %s", kv ? kv : "");
   len = log_grow(len, n, sizeof line);
   log_emit(lvl, line, len, sizeof line);
 }

@@ -125,6 +125,12 @@ enum { CLI_F_TO = 1, CLI_F_JSON = 2 };
 int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
               cli_opts *o);
 void cli_opts_free(cli_opts *o);
+/* The start every subcommand shares: cli_parse, then --help (prints help),
+ * then the count of FILE arguments (min..max; max 0 = no limit). Returns -1
+ * when the command should run with *o filled, else the exit status to
+ * return (o already freed). */
+int cli_start(const char *cmd, int argc, char **argv, unsigned flags,
+              const char *help, int min_args, int max_args, cli_opts *o);
 void cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

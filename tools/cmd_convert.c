@@ -31,21 +31,12 @@ static int convert_gen(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_convert(int argc, char **argv) {
   cli_opts opt;
-  if (cli_parse("convert", argc, argv, CLI_F_TO, &opt))
-    return CLI_USAGE;
-  if (opt.help) {
-    fputs(cli_help_convert, stdout);
-    cli_opts_free(&opt);
-    return CLI_OK;
-  }
+  int started = cli_start("convert", argc, argv, CLI_F_TO, cli_help_convert, 1, 1, &opt);
+  if (started >= 0)
+    return started;
   if (opt.to && strcmp(opt.to, "chrome") && strcmp(opt.to, "perfetto")) {
     cli_usage_error(
         "convert", "unknown format '%s' (supported: chrome, perfetto)", opt.to);
-    cli_opts_free(&opt);
-    return CLI_USAGE;
-  }
-  if (opt.nargs != 1) {
-    cli_usage_error("convert", "expected one FILE (or - for stdin)");
     cli_opts_free(&opt);
     return CLI_USAGE;
   }

@@ -218,18 +218,9 @@ static int dump_each(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_dump(int argc, char **argv) {
   cli_opts opt;
-  if (cli_parse("dump", argc, argv, 0, &opt))
-    return CLI_USAGE;
-  if (opt.help) {
-    fputs(cli_help_dump, stdout);
-    cli_opts_free(&opt);
-    return CLI_OK;
-  }
-  if (opt.nargs != 1) {
-    cli_usage_error("dump", "expected one FILE (or - for stdin)");
-    cli_opts_free(&opt);
-    return CLI_USAGE;
-  }
+  int started = cli_start("dump", argc, argv, 0, cli_help_dump, 1, 1, &opt);
+  if (started >= 0)
+    return started;
   int status = CLI_BAD_INPUT;
   cli_input in;
   cli_output *o = malloc(sizeof *o);

@@ -280,18 +280,9 @@ oom:
 
 int cmd_stat(int argc, char **argv) {
   cli_opts opt;
-  if (cli_parse("stat", argc, argv, CLI_F_JSON, &opt))
-    return CLI_USAGE;
-  if (opt.help) {
-    fputs(cli_help_stat, stdout);
-    cli_opts_free(&opt);
-    return CLI_OK;
-  }
-  if (opt.nargs != 1) {
-    cli_usage_error("stat", "expected one FILE (or - for stdin)");
-    cli_opts_free(&opt);
-    return CLI_USAGE;
-  }
+  int started = cli_start("stat", argc, argv, CLI_F_JSON, cli_help_stat, 1, 1, &opt);
+  if (started >= 0)
+    return started;
   int status = CLI_BAD_INPUT;
   stat_ctx st = {0};
   cli_input in;
