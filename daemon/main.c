@@ -23,6 +23,7 @@
 
 #include <uv.h>
 
+#include "check.h"
 #include "conf.h"
 #include "frame.h"
 #include "gtp_error.h"
@@ -120,6 +121,9 @@ int main(int argc, char **argv) {
   char *cause = NULL;
   int rc, status = 0;
 
+  /* Debug builds: a broken invariant stops the daemon loudly, with file
+   * and line, instead of corrupting what it stores (proto/check.h). */
+  gtp_check_set_hook(gtp_check_abort);
   conf_init(&c);
   rc = conf_parse_args(&c, argc, argv, &cause);
   if (rc == CONF_HELP) {
