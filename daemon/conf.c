@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "frame.h"
 #include "gtp_error.h"
 #include "text.h"
@@ -470,7 +471,29 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
     if (rc < 0)
       return rc;
   }
+  GTP_ASSERT(conf_check_invariants(c) == 0);
   return CONF_RUN;
+}
+
+int conf_check_invariants(const conf *c) {
+  if (c->db == NULL)
+    return -1;
+  /* Every bounded setting is within its bounds, whoever set it: defaults,
+   * file or flag (apply refuses the rest with a message, invariant 2). */
+  for (size_t i = 0; i < NOPTS; i++) {
+    const opt *o = &opts[i];
+    const void *src = (const char *)c + o->off;
+    uint64_t u;
+    if (o->kind == OPT_SIZE || o->kind == OPT_UINT)
+      u = *(const uint64_t *)src;
+    else if (o->kind == OPT_DURATION)
+      u = (uint64_t) * (const int64_t *)src;
+    else
+      continue;
+    if (u < o->min || (o->max != 0 && u > o->max))
+      return -2;
+  }
+  return 0;
 }
 
 const char *conf_usage(void) {

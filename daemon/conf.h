@@ -79,6 +79,10 @@ int conf_parse_addr(const char *s, conf_addr *out);
 /* Formats addr as HOST:PORT ([V6]:PORT) into buf. */
 void conf_addr_format(const conf_addr *a, char *buf, unsigned size);
 
+/* 0 when every bounded setting of c is within its bounds and the owned
+ * strings are set, else negative. Debug builds check it after parsing. */
+int conf_check_invariants(const conf *c);
+
 /* The man-style --help text (static). */
 const char *conf_usage(void);
 

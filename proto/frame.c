@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "varint.h"
 
 const char *gtp_frame_name(uint8_t type) {
@@ -431,6 +432,7 @@ int gtp_frame_decoder_feed(gtp_frame_decoder *d, const uint8_t *p, size_t n,
                            size_t *used, gtp_frame *f) {
   size_t off = 0;
   *used = 0;
+  GTP_ASSERT(gtp_frame_decoder_check_invariants(d) == 0);
   if (d->err)
     return d->err;
 
@@ -505,4 +507,21 @@ int gtp_frame_decoder_feed(gtp_frame_decoder *d, const uint8_t *p, size_t n,
   f->len = d->len;
   f->payload = d->buf; /* freed by the next feed or fini (RETURNED) */
   return 1;
+}
+
+int gtp_frame_decoder_check_invariants(const gtp_frame_decoder *d) {
+  /* The hard maximum can never be raised (invariant 1). */
+  if (d->max == 0 || d->max > GTP_FRAME_MAX)
+    return -1;
+  if (d->err)
+    return d->buf == NULL ? 0 : -1; /* a failed decoder holds nothing */
+  if (d->hdr_have > GTP_FRAME_HEADER_SIZE)
+    return -1;
+  if (d->hdr_have < GTP_FRAME_HEADER_SIZE) /* HEADER: nothing buffered */
+    return d->buf == NULL && d->have == 0 ? 0 : -1;
+  /* PAYLOAD or RETURNED: exactly len bytes allocated, have of them filled,
+   * never more than the limit checked on the header (invariant 1). */
+  if (d->len > d->max || d->have > d->len || (d->len > 0 && d->buf == NULL))
+    return -1;
+  return 0;
 }

@@ -23,6 +23,10 @@ void slowguard_conn_closed(slowguard *g, slowguard_conn *c);
 void slowguard_request_began(slowguard_conn *c);
 void slowguard_request_done(slowguard_conn *c);
 
+/* 0, or minus the first of slowguard.c's invariants that does not hold.
+ * Debug builds also check at every connection start and close. */
+int slowguard_check_invariants(slowguard *g);
+
 /* Connections cut so far. */
 uint64_t slowguard_cuts(slowguard *g);
 

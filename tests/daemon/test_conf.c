@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "check.h"
 #include "conf.h"
 #include "gtp_error.h"
 
@@ -284,9 +285,28 @@ static void test_conf_parse_args__missing_config_file_names_it(void **state) {
   expect_arg_error("/nonexistent/gentraced.conf: No such file", argc, argv);
 }
 
+/* Defaults and parsed values stay within the option table's bounds; a
+ * value forced past them is reported (the check can fail). */
+static void test_conf_check_invariants__defaults_parsed_and_broken(
+    void **state) {
+  conf c;
+  conf_init(&c);
+  assert_int_equal(conf_check_invariants(&c), 0);
+  char *argv[] = {"gentraced", "--retain", "1h30m", "--max-frame", "512K", NULL};
+  char *cause = NULL;
+  assert_int_equal(conf_parse_args(&c, 5, argv, &cause), CONF_RUN);
+  assert_int_equal(c.retain_ns, 5400 * 1000000000ll);
+  assert_int_equal(conf_check_invariants(&c), 0);
+  c.max_frame = 1;
+  assert_int_equal(conf_check_invariants(&c), -2);
+  conf_fini(&c);
+}
+
 int main(void) {
+  gtp_check_set_hook(gtp_check_abort); /* debug builds: stop at a break */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conf_init__defaults_match_design),
+      cmocka_unit_test(test_conf_check_invariants__defaults_parsed_and_broken),
       cmocka_unit_test(test_conf_parse_size__suffixes),
       cmocka_unit_test(test_conf_parse_size__garbage_is_badarg),
       cmocka_unit_test(test_conf_parse_duration__units),
