@@ -169,7 +169,7 @@ static void conn_account_decoder(conn *c) {
 /* ---------------------------------------------------------------- sessions */
 
 static unsigned sess_hash(const uint8_t s[16]) {
-  /* Session ids are random (DESIGN.md), so their first bytes hash well;
+  /* Session ids are random (proto/PROTOCOL.md), so their first bytes hash well;
    * a hostile agent choosing colliding ids only slows its own bucket. */
   uint32_t h = gtp_get_u32le(s) ^ gtp_get_u32le(s + 12);
   return h & (SESS_BUCKETS - 1);

@@ -1,7 +1,7 @@
 /* main.c: gentraced's entry point. Kept thin: it reads the settings, opens
  * the log, the store, the ingest loop and the HTTP server, wires them
  * together, and handles signals. The only file of daemon/ that sees web.h
- * (DESIGN.md layout rule).
+ * (docs/ARCHITECTURE.md, the dependency rule).
  *
  * Startup order matters: the store opens first (so WELCOME can answer from
  * store_last_gen), then the agent listener, then HTTP; the `listening` line

@@ -1,6 +1,6 @@
 /* chrome.h: streaming writer of Chrome Trace Event JSON (Perfetto loads it).
  * One writer shared by `gentrace convert --to chrome` and the HTTP
- * `format=chrome` export. Mapping (DESIGN.md "Chrome / Perfetto export"):
+ * `format=chrome` export. Mapping (docs/HTTP.md shows it from the outside):
  *
  *   {"traceEvents":[ ... ],"metadata":{"gentrace_start_ns":"…", ...}}
  *   one synthetic pid per session (1, 2, ... in order of first appearance)

@@ -97,7 +97,7 @@
  * the store thread must not stall ingest for it; the next one catches up. */
 #define STORE_CKPT_BUSY_MS 100
 /* 64 KiB pages: a generation's blob then spans few overflow pages, and blob
- * inserts run close to raw disk speed (PEERS.md). */
+ * inserts run close to raw disk speed (bench/README.md, C1). */
 #define STORE_PAGE_SIZE 65536
 /* The write connection's page cache, set explicitly once the page size is
  * known: SQLite turns its default (-2000 KiB) into a page count with the

@@ -8,6 +8,7 @@
 #   only daemon/main.c sees both daemon/ and web/ headers
 #   no two files of one folder call each other's functions (a cycle is one
 #   module split in two, or a missing interface)
+#   nothing points at a file outside the repository
 set -eu
 cd "${top_srcdir:-$(dirname "$0")/..}"
 exec python3 - "$@" <<'PY'
@@ -106,6 +107,33 @@ for a, b in sorted(CYCLE_ALLOW):
     if a in bodies and b in bodies and not (calls(a, b) and calls(b, a)):
         errors.append(f"{a} and {b} no longer call each other: drop them "
                       "from CYCLE_ALLOW in tests/test_layers.sh")
+
+# Nothing in code, build or docs points at a file outside the repository
+# (design notes kept elsewhere, a sibling checkout, a machine's paths).
+import subprocess
+try:
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True,
+                             text=True, check=True).stdout.split()
+except (OSError, subprocess.CalledProcessError):
+    # A tarball: its sources only (no build trees, generated files or
+    # installed packages, which may name the machine's paths).
+    tracked = [os.path.join(r, f)[2:] for r, _, fs in os.walk(".")
+               for f in fs if f.endswith((".c", ".h", ".md", ".inc", ".js",
+                                          ".sh", ".am", ".ac"))
+               and "/." not in r and "node_modules" not in r
+               and "build" not in r]
+outside = re.compile(r"DESIGN\.md|PEERS\.md|\.\./shared|/work/")
+for path in tracked:
+    if path == "tests/test_layers.sh" or not os.path.isfile(path):
+        continue
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for no, line in enumerate(fh, 1):
+                if outside.search(line):
+                    errors.append(f"{path}:{no}: points outside the repository: "
+                                  f"{line.strip()[:80]}")
+    except UnicodeDecodeError:
+        pass
 
 if errors:
     print("\n".join(errors))

@@ -1,7 +1,7 @@
 /* cli.h: what the gentrace subcommands share: exit codes, input loading,
  * atomic output, error messages, time formatting and a tiny option parser.
  *
- * Exit status contract (DESIGN.md "CLI"): 0 ok, 1 bad input or failed
+ * Exit status contract (docs/CLI.md): 0 ok, 1 bad input or failed
  * output, 2 usage. Messages go to stderr prefixed "gentrace: ".
  */
 #ifndef GT_TOOLS_CLI_H
