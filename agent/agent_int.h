@@ -88,12 +88,13 @@ typedef struct gt__thread {
 } gt__thread;
 
 #define DEAD_THREAD ((gt__thread *)1)
-extern __thread gt__thread *gt__tls_self __attribute__((tls_model("initial-exec")));
+extern __thread gt__thread *gt__tls_self
+    __attribute__((tls_model("initial-exec")));
 
 /* The registry outlives sessions (threads keep their structs). */
 extern pthread_mutex_t gt__reg_lock;
-extern gt__thread *gt__reg_head;        /* protected by reg_lock */
-extern uint64_t gt__reg_next_index;     /* protected by reg_lock */
+extern gt__thread *gt__reg_head;    /* protected by reg_lock */
+extern uint64_t gt__reg_next_index; /* protected by reg_lock */
 extern uint64_t gt__folded_written, gt__folded_dropped; /* reg_lock */
 extern pthread_key_t gt__reg_key;
 extern pthread_once_t gt__reg_once;
@@ -151,7 +152,6 @@ extern agent gt__A;
  * final accounting after the flush. Protected by life_lock. */
 extern gt_stats_t gt__last_stats;
 extern int gt__have_last_stats;
-
 
 /* The agent's shared state lives in agent.c; the files of the agent (one
  * responsibility each) reach it under these short names, which stand for

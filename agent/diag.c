@@ -19,4 +19,3 @@ void logf_(int level, const char *fmt, ...) {
   va_end(ap);
   A.cfg.log(A.cfg.log_ctx, level, line);
 }
-

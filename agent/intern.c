@@ -46,7 +46,8 @@ int gt__itab_init(gt__itab *t, size_t max_ents, size_t max_bytes, size_t unit,
   t->ents = calloc(max_ents, sizeof *t->ents);
   /* The padding is zeroed so the strings' word-wise cache check
    * (intern.h) never reads uninitialized memory. */
-  t->arena = pad ? calloc(1, max_bytes + pad) : malloc(max_bytes ? max_bytes : 1);
+  t->arena =
+      pad ? calloc(1, max_bytes + pad) : malloc(max_bytes ? max_bytes : 1);
   int rc = pthread_mutex_init(&t->lock, NULL);
   if (t->slots == NULL || t->ents == NULL || t->arena == NULL || rc != 0) {
     free(t->slots);

@@ -50,9 +50,8 @@ static gt__buf *pop_free(gt__pool *p) {
     uint32_t next = atomic_load_explicit(&b->free_next, memory_order_relaxed);
     uint64_t nh = (((h >> 32) + 1) << 32) | next;
     /* acquire: the previous owner's writes to b happen before ours. */
-    if (atomic_compare_exchange_weak_explicit(&p->head, &h, nh,
-                                              memory_order_acquire,
-                                              memory_order_acquire))
+    if (atomic_compare_exchange_weak_explicit(
+            &p->head, &h, nh, memory_order_acquire, memory_order_acquire))
       return b;
   }
 }
@@ -60,9 +59,8 @@ static gt__buf *pop_free(gt__pool *p) {
 static gt__buf *carve(gt__pool *p) {
   size_t c = atomic_load_explicit(&p->carved, memory_order_relaxed);
   while (c < p->max)
-    if (atomic_compare_exchange_weak_explicit(&p->carved, &c, c + 1,
-                                              memory_order_relaxed,
-                                              memory_order_relaxed))
+    if (atomic_compare_exchange_weak_explicit(
+            &p->carved, &c, c + 1, memory_order_relaxed, memory_order_relaxed))
       return buf_at(p, (uint32_t)c);
   return NULL;
 }

@@ -223,8 +223,7 @@ static __attribute__((noinline)) gt__buf *refill(gt__thread *t, uint64_t stamp,
                 GT_BUF_SIZE;
   /* One writer wins the exchange, so the cut is asked for once. */
   if (held >= A.cut_bytes &&
-      !atomic_exchange_explicit(&A.cut_signalled[par], 1,
-                                memory_order_relaxed))
+      !atomic_exchange_explicit(&A.cut_signalled[par], 1, memory_order_relaxed))
     signal = 1;
   if (signal) {
     atomic_store_explicit(&A.cut_req, 1, memory_order_relaxed);

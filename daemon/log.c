@@ -100,9 +100,9 @@ char *log_quote(char *buf, unsigned size, const char *s) {
 static int log_prefix(char *line, size_t size, enum log_level lvl) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return (int)gtp_logfmt_prefix(
-      line, size, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
-      level_names[lvl]);
+  return (int)gtp_logfmt_prefix(line, size,
+                                (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+                                level_names[lvl]);
 }
 
 /* Ends the line and writes it with one write(2), so lines never mix. */

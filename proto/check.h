@@ -16,9 +16,9 @@
  * called where its state changes, as SQLite's pager does.
  *
  * GTP_OOM() is the daemon's one out-of-memory exit: it prints the caller's
- * file and line and aborts. GTP_XMALLOC/GTP_XCALLOC/GTP_XSTRNDUP wrap it. Header-only
- * (static inline) so nothing that aborts is ever linked into the agent: the
- * agent must handle every allocation failure itself.
+ * file and line and aborts. GTP_XMALLOC/GTP_XCALLOC/GTP_XSTRNDUP wrap it.
+ * Header-only (static inline) so nothing that aborts is ever linked into the
+ * agent: the agent must handle every allocation failure itself.
  */
 #ifndef GTP_CHECK_H
 #define GTP_CHECK_H
@@ -32,8 +32,7 @@
 extern "C" {
 #endif
 
-typedef void (*gtp_check_hook_fn)(const char *file, int line,
-                                  const char *expr);
+typedef void (*gtp_check_hook_fn)(const char *file, int line, const char *expr);
 
 /* Counts a failed check and calls the hook (if any). Thread-safe. */
 void gtp_check_failed(const char *file, int line, const char *expr);

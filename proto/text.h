@@ -55,14 +55,15 @@ typedef struct gtp_wbuf {
 } gtp_wbuf;
 
 void gtp_wbuf_init(gtp_wbuf *b, size_t limit);
-void gtp_wbuf_fini(gtp_wbuf *b); /* frees data */
+void gtp_wbuf_fini(gtp_wbuf *b);  /* frees data */
 void gtp_wbuf_reset(gtp_wbuf *b); /* len = 0, err = 0, keeps memory */
 /* Reserves n bytes at the end and returns a pointer to them (len grows by n),
  * or NULL with err set. */
 uint8_t *gtp_wbuf_grow(gtp_wbuf *b, size_t n);
 void gtp_wbuf_put(gtp_wbuf *b, const void *p, size_t n);
 void gtp_wbuf_put_uvarint(gtp_wbuf *b, uint64_t v);
-void gtp_wbuf_put_str(gtp_wbuf *b, const char *p, size_t n); /* uvarint len | bytes */
+void gtp_wbuf_put_str(gtp_wbuf *b, const char *p,
+                      size_t n); /* uvarint len | bytes */
 /* A gtp_sink_fn that appends to the gtp_wbuf ctx; returns its err. */
 int gtp_wbuf_sink(void *ctx, const void *p, size_t n);
 

@@ -31,7 +31,8 @@ static int convert_gen(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_convert(int argc, char **argv) {
   cli_opts opt;
-  int started = cli_start("convert", argc, argv, CLI_F_TO, cli_help_convert, 1, 1, &opt);
+  int started =
+      cli_start("convert", argc, argv, CLI_F_TO, cli_help_convert, 1, 1, &opt);
   if (started >= 0)
     return started;
   if (opt.to && strcmp(opt.to, "chrome") && strcmp(opt.to, "perfetto")) {

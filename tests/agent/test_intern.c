@@ -182,8 +182,8 @@ static void test_stacktab__dedups_by_frames(void **state) {
 
 /* One table serves strings and stacks; its bookkeeping is checked after
  * use, and a broken bookkeeping is reported (the check can fail). */
-static void test_itab__invariants_hold_and_a_broken_table_is_caught(
-    void **state) {
+static void
+test_itab__invariants_hold_and_a_broken_table_is_caught(void **state) {
   (void)state;
   gt__strtab s;
   gt__stacktab k;

@@ -95,9 +95,11 @@ static void test_alloc_walk__frame_decoder(void **state) {
   (void)state;
   gtp_wbuf frames;
   gtp_wbuf_init(&frames, 0);
-  assert_int_equal(gtp_frame_batch_encode(&frames, 1, gen_bytes.data + 8, 600), 0);
+  assert_int_equal(gtp_frame_batch_encode(&frames, 1, gen_bytes.data + 8, 600),
+                   0);
   assert_int_equal(gtp_frame_ack_encode(&frames, 1), 0);
-  assert_int_equal(gtp_frame_batch_encode(&frames, 2, gen_bytes.data + 8, 900), 0);
+  assert_int_equal(gtp_frame_batch_encode(&frames, 2, gen_bytes.data + 8, 900),
+                   0);
   walk("frame decoder", op_frame_decode, &frames);
   gtp_wbuf_fini(&frames);
 }

@@ -88,8 +88,8 @@ static void test_conf_parse_duration__units(void **state) {
 
 /* Issue 13: one duration grammar everywhere; a bare number is ambiguous
  * (seconds? minutes?) and refused, with a hint naming the unit to add. */
-static void test_conf_parse_duration__bare_number_is_refused_with_hint(
-    void **state) {
+static void
+test_conf_parse_duration__bare_number_is_refused_with_hint(void **state) {
   int64_t ns = 7;
   assert_int_equal(conf_parse_duration("12", &ns), GTP_E_BADARG);
   assert_int_equal(ns, 7);
@@ -287,12 +287,13 @@ static void test_conf_parse_args__missing_config_file_names_it(void **state) {
 
 /* Defaults and parsed values stay within the option table's bounds; a
  * value forced past them is reported (the check can fail). */
-static void test_conf_check_invariants__defaults_parsed_and_broken(
-    void **state) {
+static void
+test_conf_check_invariants__defaults_parsed_and_broken(void **state) {
   conf c;
   conf_init(&c);
   assert_int_equal(conf_check_invariants(&c), 0);
-  char *argv[] = {"gentraced", "--retain", "1h30m", "--max-frame", "512K", NULL};
+  char *argv[] = {"gentraced",   "--retain", "1h30m",
+                  "--max-frame", "512K",     NULL};
   char *cause = NULL;
   assert_int_equal(conf_parse_args(&c, 5, argv, &cause), CONF_RUN);
   assert_int_equal(c.retain_ns, 5400 * 1000000000ll);
@@ -311,7 +312,8 @@ int main(void) {
       cmocka_unit_test(test_conf_parse_size__garbage_is_badarg),
       cmocka_unit_test(test_conf_parse_duration__units),
       cmocka_unit_test(test_conf_parse_duration__garbage_is_badarg),
-      cmocka_unit_test(test_conf_parse_duration__bare_number_is_refused_with_hint),
+      cmocka_unit_test(
+          test_conf_parse_duration__bare_number_is_refused_with_hint),
       cmocka_unit_test(test_conf_parse_addr__forms),
       cmocka_unit_test(test_conf_parse_args__flags_both_forms),
       cmocka_unit_test(test_conf_parse_args__help_and_version),

@@ -42,8 +42,9 @@ static inline void one_gen_file(gtp_wbuf *b, unsigned sess, uint64_t gen) {
 /* Wraps hand-made body bytes into a generation whose manifest matches them
  * (so the deeper checks, not the CRC, decide), optionally with another
  * GEN_END gen. */
-static inline void wrap_body(gtp_wbuf *out, const gtf_spec *s, const uint8_t *body,
-                      size_t len, uint64_t end_gen) {
+static inline void wrap_body(gtp_wbuf *out, const gtf_spec *s,
+                             const uint8_t *body, size_t len,
+                             uint64_t end_gen) {
   gtp_gen_end e;
   memset(&e, 0, sizeof(e));
   gtp_wbuf_init(out, 0);
@@ -90,7 +91,7 @@ static inline void event_round_trip(const gtp_event *in, uint64_t prev) {
 
 /* Runs the iterator over raw event bytes with a claimed count. */
 static inline int events_walk(const uint8_t *p, size_t n, uint64_t count,
-                       int *produced) {
+                              int *produced) {
   gtp_batch b = {0, 1, 0, count, p, n};
   gtp_event_iter it;
   gtp_event ev;

@@ -1,4 +1,6 @@
-/* test_format: proto/format.c, files (the reader over many generations, truncation, bit flips), wall-clock conversion, session ids and FORMAT.md's worked example. */
+/* test_format: proto/format.c, files (the reader over many generations,
+ * truncation, bit flips), wall-clock conversion, session ids and FORMAT.md's
+ * worked example. */
 #include "format_test.h"
 
 /* ------------------------------------------------------------ files */
@@ -342,9 +344,12 @@ static void test_spec__format_md_worked_example_is_exact(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_file_reader__several_sessions_read_back_in_order),
-      cmocka_unit_test(test_file_reader__skips_unknown_records_and_a_second_header),
-      cmocka_unit_test(test_file_reader__error_offset_is_the_failing_generation_start),
-      cmocka_unit_test(test_file_reader__every_truncation_point_errors_or_is_a_prefix),
+      cmocka_unit_test(
+          test_file_reader__skips_unknown_records_and_a_second_header),
+      cmocka_unit_test(
+          test_file_reader__error_offset_is_the_failing_generation_start),
+      cmocka_unit_test(
+          test_file_reader__every_truncation_point_errors_or_is_a_prefix),
       cmocka_unit_test(test_file_reader__random_bit_flips_never_crash),
       cmocka_unit_test(test_wall_ns__within_1us_over_a_1s_generation),
       cmocka_unit_test(test_wall_ns__equal_ticks_and_times_before_start),

@@ -1,4 +1,5 @@
-/* test_format_events: proto/format.c, events: encoding, decoding and every malformed event. */
+/* test_format_events: proto/format.c, events: encoding, decoding and every
+ * malformed event. */
 #include "format_test.h"
 
 /* ------------------------------------------------------------- events */
@@ -115,7 +116,6 @@ test_event_encode__unknown_type_or_time_going_back_fails(void **state) {
   assert_int_equal(gtp_event_encode(buf, &ev, 11), GTP_E_BADARG);
 }
 
-
 static void
 test_event_next__count_and_bytes_disagreeing_is_manifest(void **state) {
   (void)state;
@@ -191,14 +191,17 @@ static void test_event_next__ticks_wrapping_past_2_64_is_corrupt(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_event_info__every_type_is_described_and_round_trips),
+      cmocka_unit_test(
+          test_event_info__every_type_is_described_and_round_trips),
       cmocka_unit_test(test_event_info__unknown_types_are_null),
       cmocka_unit_test(test_event__max_values_round_trip_for_every_type),
       cmocka_unit_test(test_event__negative_counter_round_trips_small),
       cmocka_unit_test(test_event__empty_and_longest_log_messages_round_trip),
       cmocka_unit_test(test_event_encode__log_over_limit_is_toobig),
-      cmocka_unit_test(test_event_encode__unknown_type_or_time_going_back_fails),
-      cmocka_unit_test(test_event_next__count_and_bytes_disagreeing_is_manifest),
+      cmocka_unit_test(
+          test_event_encode__unknown_type_or_time_going_back_fails),
+      cmocka_unit_test(
+          test_event_next__count_and_bytes_disagreeing_is_manifest),
       cmocka_unit_test(test_event_next__unknown_type_is_unknown),
       cmocka_unit_test(test_event_next__every_truncation_of_an_event_errors),
       cmocka_unit_test(test_event_next__log_length_over_limit_is_toobig),

@@ -1,4 +1,5 @@
-/* test_format_gen: proto/format.c, whole generations: parsing, the manifest and every inconsistency between them. */
+/* test_format_gen: proto/format.c, whole generations: parsing, the manifest and
+ * every inconsistency between them. */
 #include "format_test.h"
 
 /* ---------------------------------------------------------- generations */
@@ -509,19 +510,23 @@ static void test_manifest__wire_body_matches_stored_generation(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gen_parse__fixture_generation_is_complete),
-      cmocka_unit_test(test_gen_parse__every_event_decodes_in_order_with_its_args),
+      cmocka_unit_test(
+          test_gen_parse__every_event_decodes_in_order_with_its_args),
       cmocka_unit_test(test_gen_parse__arbitrary_generation_numbers),
       cmocka_unit_test(test_gen_parse__manifest_mismatch_is_manifest),
       cmocka_unit_test(test_gen_parse__any_body_byte_changed_is_crc),
       cmocka_unit_test(test_gen_parse__generation_mismatches_are_gen),
       cmocka_unit_test(test_gen_parse__clock_missing_or_twice_is_corrupt),
-      cmocka_unit_test(test_gen_parse__duplicate_ids_across_records_are_corrupt),
-      cmocka_unit_test(test_gen_parse__unknown_record_and_event_types_are_tolerated),
+      cmocka_unit_test(
+          test_gen_parse__duplicate_ids_across_records_are_corrupt),
+      cmocka_unit_test(
+          test_gen_parse__unknown_record_and_event_types_are_tolerated),
       cmocka_unit_test(test_gen_parse__bad_event_stream_in_a_batch_fails),
       cmocka_unit_test(test_gen_parse__batch_check_agrees_with_event_next),
       cmocka_unit_test(test_gen_parse__structure_errors),
       cmocka_unit_test(test_manifest__check_tells_crc_from_counts),
-      cmocka_unit_test(test_manifest__compute_refuses_framing_records_in_a_body),
+      cmocka_unit_test(
+          test_manifest__compute_refuses_framing_records_in_a_body),
       cmocka_unit_test(test_manifest__wire_body_matches_stored_generation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,6 @@
-/* test_format_records: proto/format.c, the file header, record framing, the GEN_START, CLOCK, GEN_END and BATCH records, the tables and the writer's limits. */
+/* test_format_records: proto/format.c, the file header, record framing, the
+ * GEN_START, CLOCK, GEN_END and BATCH records, the tables and the writer's
+ * limits. */
 #include "format_test.h"
 
 /* ------------------------------------------------------ header, records */
@@ -414,7 +416,8 @@ int main(void) {
       cmocka_unit_test(test_file_header__round_trip_and_each_error),
       cmocka_unit_test(test_record_parse__framing_errors),
       cmocka_unit_test(test_gen_start__round_trip_with_every_tag_at_the_limit),
-      cmocka_unit_test(test_gen_start__over_limit_is_toobig_and_appends_nothing),
+      cmocka_unit_test(
+          test_gen_start__over_limit_is_toobig_and_appends_nothing),
       cmocka_unit_test(test_clock__round_trip_and_going_back_is_corrupt),
       cmocka_unit_test(test_gen_end__round_trip_with_max_values),
       cmocka_unit_test(test_batch__round_trip_and_limits),

@@ -23,14 +23,32 @@ static void test_dur_parse__one_grammar_table(void **state) {
     const char *in;
     int64_t ns;
   } ok[] = {
-      {"0", 0},           {"500ms", 500000000}, {"30s", 30 * S},
-      {"10m", 600 * S},   {"1h30m", 5400 * S},  {"7d", 7 * 86400 * S},
-      {"1.5s", S * 3 / 2}, {"250us", 250000},    {"\xc2\xb5s", 0},
-      {"3ns", 3},         {"2h45m30s", (2 * 3600 + 45 * 60 + 30) * S},
+      {"0", 0},
+      {"500ms", 500000000},
+      {"30s", 30 * S},
+      {"10m", 600 * S},
+      {"1h30m", 5400 * S},
+      {"7d", 7 * 86400 * S},
+      {"1.5s", S * 3 / 2},
+      {"250us", 250000},
+      {"\xc2\xb5s", 0},
+      {"3ns", 3},
+      {"2h45m30s", (2 * 3600 + 45 * 60 + 30) * S},
   };
   static const char *const bad[] = {
-      "", "12", "s", "5 m", "1w", "1.s", ".s", "-5s", "1h-", "99999999999999d",
-      "1h30", "nan", "1e3s",
+      "",
+      "12",
+      "s",
+      "5 m",
+      "1w",
+      "1.s",
+      ".s",
+      "-5s",
+      "1h-",
+      "99999999999999d",
+      "1h30",
+      "nan",
+      "1e3s",
       "1234567890123456789012345678901234567890123456789012345678901234567s"};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     int64_t v = -1;
@@ -74,12 +92,23 @@ static void test_time_parse__one_grammar_table(void **state) {
       {"1000000000000000", INT64_C(1000000000000000)},
       {"0", 0},
   };
-  static const char *const bad[] = {
-      "", "yesterday", "now-", "now-5", "now*5m", "2026-01-22", "2026-13-01T00:00:00Z",
-      "2026-02-29T00:00:00Z", "2026-01-22T03:12:00", "2026-01-22T03:12:00+2:00",
-      "1969-12-31T23:59:59Z", "2262-01-01T00:00:00Z", "1769051520h",
-      "99999999999999999999", "9999999999999999999s", "-999999999d",
-      "2026-01-22T03:12:00Zjunk"};
+  static const char *const bad[] = {"",
+                                    "yesterday",
+                                    "now-",
+                                    "now-5",
+                                    "now*5m",
+                                    "2026-01-22",
+                                    "2026-13-01T00:00:00Z",
+                                    "2026-02-29T00:00:00Z",
+                                    "2026-01-22T03:12:00",
+                                    "2026-01-22T03:12:00+2:00",
+                                    "1969-12-31T23:59:59Z",
+                                    "2262-01-01T00:00:00Z",
+                                    "1769051520h",
+                                    "99999999999999999999",
+                                    "9999999999999999999s",
+                                    "-999999999d",
+                                    "2026-01-22T03:12:00Zjunk"};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     int64_t v = -1;
     const char *why = NULL;
@@ -98,10 +127,10 @@ static void test_time_parse__one_grammar_table(void **state) {
 }
 
 /* Issue 13: from=1732400000 (seconds) used to be read as ns, i.e. 1970. */
-static void test_time_parse__bare_seconds_refused_with_how_to_write_it(
-    void **state) {
+static void
+test_time_parse__bare_seconds_refused_with_how_to_write_it(void **state) {
   static const char *const plainly_not_ns[] = {"1732400000", "1732400000000",
-                                              "999999999999999", "1"};
+                                               "999999999999999", "1"};
   for (size_t i = 0; i < sizeof plainly_not_ns / sizeof plainly_not_ns[0];
        i++) {
     int64_t v = 42;
@@ -155,8 +184,9 @@ static void test_hostport__forms_and_refusals(void **state) {
             {"collector.example:65535", "collector.example", 65535},
             {":7171", "", 7171}};
   static const char *const bad[] = {"127.0.0.1", "::1:7170", "[::1]7170",
-                                    "[::1:7170", "h:", "h:65536", "h:7a",
-                                    "h:123456", "", "h:-1"};
+                                    "[::1:7170", "h:",       "h:65536",
+                                    "h:7a",      "h:123456", "",
+                                    "h:-1"};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     gtp_hostport hp;
     assert_int_equal(gtp_hostport_parse(ok[i].in, strlen(ok[i].in), &hp), 0);
@@ -175,8 +205,8 @@ static void test_hostport__forms_and_refusals(void **state) {
   assert_int_equal(hp.port, 71);
 }
 
-static void test_ct_equal__equal_only_when_bytes_and_lengths_match(
-    void **state) {
+static void
+test_ct_equal__equal_only_when_bytes_and_lengths_match(void **state) {
   assert_true(gtp_ct_equal("secret", 6, "secret", 6));
   assert_false(gtp_ct_equal("secreT", 6, "secret", 6));
   assert_false(gtp_ct_equal("secret!", 7, "secret", 6));
@@ -187,9 +217,9 @@ static void test_ct_equal__equal_only_when_bytes_and_lengths_match(
 
 static void test_utf8_valid__rules_and_flags(void **state) {
   assert_true(gtp_utf8_valid("caf\xc3\xa9", 5, 0));
-  assert_false(gtp_utf8_valid("caf\xc3", 4, 0));        /* truncated */
-  assert_false(gtp_utf8_valid("\xc0\xaf", 2, 0));       /* overlong */
-  assert_false(gtp_utf8_valid("\xed\xa0\x80", 3, 0));   /* surrogate */
+  assert_false(gtp_utf8_valid("caf\xc3", 4, 0));          /* truncated */
+  assert_false(gtp_utf8_valid("\xc0\xaf", 2, 0));         /* overlong */
+  assert_false(gtp_utf8_valid("\xed\xa0\x80", 3, 0));     /* surrogate */
   assert_false(gtp_utf8_valid("\xf4\x90\x80\x80", 4, 0)); /* > U+10FFFF */
   assert_true(gtp_utf8_valid("a\0b", 3, 0));
   assert_false(gtp_utf8_valid("a\0b", 3, GTP_UTF8_NO_NUL));
@@ -251,7 +281,10 @@ static void test_wbuf__first_error_sticks(void **state) {
   gtp_wbuf_reset(&b);
   gtp_wbuf_put_str(&b, "ab", 2);
   assert_int_equal(b.len, 3);
-  assert_memory_equal(b.data, "\x02" "ab", 3);
+  assert_memory_equal(b.data,
+                      "\x02"
+                      "ab",
+                      3);
   gtp_wbuf_fini(&b);
 }
 
@@ -259,7 +292,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dur_parse__one_grammar_table),
       cmocka_unit_test(test_time_parse__one_grammar_table),
-      cmocka_unit_test(test_time_parse__bare_seconds_refused_with_how_to_write_it),
+      cmocka_unit_test(
+          test_time_parse__bare_seconds_refused_with_how_to_write_it),
       cmocka_unit_test(test_rfc3339__format_parse_round_trip),
       cmocka_unit_test(test_hostport__forms_and_refusals),
       cmocka_unit_test(test_ct_equal__equal_only_when_bytes_and_lengths_match),
