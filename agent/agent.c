@@ -379,13 +379,7 @@ void gt_stop(void) {
   /* stamp_now is 0 now (final seal): no thread writes any more. */
   pthread_mutex_lock(&reg_lock);
   agent_running = 0;
-  for (gt__thread *t = reg_head, *n; t != NULL; t = n) {
-    n = t->next;
-    if (atomic_load_explicit(&t->dead, memory_order_acquire) &&
-        atomic_load_explicit(&t->bufs[0], memory_order_relaxed) == NULL &&
-        atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL)
-      thread_free_locked(t);
-  }
+  thread_reap_locked();
   pthread_mutex_unlock(&reg_lock);
   /* After the final seal and flush: what the session ends with. */
   stats_locked(&last_stats);

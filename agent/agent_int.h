@@ -179,6 +179,7 @@ extern int gt__have_last_stats;
 #define membarrier_ok gt__membarrier_ok
 #define logf_ gt__diag_logf
 #define thread_free_locked gt__thread_free_locked
+#define thread_reap_locked gt__thread_reap_locked
 #define seal gt__seal
 #define seal_ledger_only gt__seal_ledger_only
 #define clock_now gt__clock_now
@@ -188,6 +189,7 @@ extern int gt__have_last_stats;
  * registry's free. */
 extern int gt__hot_slow;
 void gt__thread_free_locked(gt__thread *t); /* reg_lock held */
+void gt__thread_reap_locked(void);          /* reg_lock held */
 /* seal.c (seal_lock held): seals the open generation (final: and stops
  * tracing), or sends a ledger-only generation; the clock sample of a
  * generation boundary; whether membarrier is in use. */

@@ -33,6 +33,17 @@ void thread_free_locked(gt__thread *t) {
   free(t);
 }
 
+/* Frees every thread that exited and holds no buffer (invariant 6). */
+void thread_reap_locked(void) {
+  for (gt__thread *t = reg_head, *n; t != NULL; t = n) {
+    n = t->next;
+    if (atomic_load_explicit(&t->dead, memory_order_acquire) &&
+        atomic_load_explicit(&t->bufs[0], memory_order_relaxed) == NULL &&
+        atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL)
+      thread_free_locked(t);
+  }
+}
+
 static void thread_dtor(void *p) {
   gt__thread *t = p;
   tls_self = DEAD_THREAD;
@@ -386,6 +397,18 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
   leave(t);
 }
 
+/* One event with one argument, inside t's section (not the named-event
+ * fast path, which has its own). */
+static inline void emit_arg1(gt__thread *t, uint64_t stamp, uint8_t type,
+                             uint64_t arg) {
+  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_head(b, type);
+    p += gtp_uvarint_put(p, arg);
+    put_done(b, p);
+  }
+}
+
 void gt_region_begin(const char *name) {
   emit_named(GTP_EV_REGION_BEGIN, GTP_EV_REGION_BEGIN_STACK, name);
 }
@@ -490,12 +513,7 @@ void gt_task_end(uint64_t task) {
   gt__thread *t = enter(&stamp);
   if (t == NULL)
     return;
-  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
-  if (LIKELY(b != NULL)) {
-    uint8_t *p = put_head(b, GTP_EV_TASK_END);
-    p += gtp_uvarint_put(p, task);
-    put_done(b, p);
-  }
+  emit_arg1(t, stamp, GTP_EV_TASK_END, task);
   leave(t);
 }
 
@@ -509,11 +527,6 @@ void gt_thread_name(const char *name) {
   t->name[len] = '\0';
   t->name_len = (uint32_t)len;
   uint32_t id = intern(t, stamp, t->name);
-  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
-  if (LIKELY(b != NULL)) {
-    uint8_t *p = put_head(b, GTP_EV_THREAD_NAME);
-    p += gtp_uvarint_put(p, id);
-    put_done(b, p);
-  }
+  emit_arg1(t, stamp, GTP_EV_THREAD_NAME, id);
   leave(t);
 }

@@ -179,13 +179,7 @@ void seal(int final) {
   }
   if (arr != NULL)
     pthread_mutex_lock(&reg_lock);
-  for (gt__thread *t = reg_head, *n; t != NULL; t = n) {
-    n = t->next;
-    if (atomic_load_explicit(&t->dead, memory_order_acquire) &&
-        atomic_load_explicit(&t->bufs[0], memory_order_relaxed) == NULL &&
-        atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL)
-      thread_free_locked(t);
-  }
+  thread_reap_locked();
   pthread_mutex_unlock(&reg_lock);
   free(arr);
 

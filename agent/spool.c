@@ -160,14 +160,24 @@ static void deliver_locked(gt__spool *sp, gt__gen *g) {
     sp->last_acked = g->gen;
 }
 
-int gt__spool_ack(gt__spool *sp, uint64_t gen) {
+/* Resolves the SENT generation gen: delivered (ACK) or refused by the
+ * daemon (its events and ledger carried on, invariant 2). Only a
+ * transmitted generation can be resolved: an answer for a QUEUED one would
+ * come from a confused peer, and trusting it could hide loss. */
+static int resolve(gt__spool *sp, uint64_t gen, int acked) {
   int found = 0;
   pthread_mutex_lock(&sp->lock);
   gt__gen *g = find_locked(sp, gen);
-  /* Only a transmitted generation can be ACKed: an ACK for a QUEUED one
-   * would come from a confused peer, and trusting it could hide loss. */
   if (g != NULL && g->state == GT_GEN_SENT) {
-    deliver_locked(sp, g);
+    if (acked) {
+      deliver_locked(sp, g);
+    } else {
+      unlink_locked(sp, g);
+      carry_locked(sp, g, &sp->pend_rejected);
+      sp->rejected_events += g->events;
+      sp->rejected_gens++;
+      unref_locked(sp, g);
+    }
     found = 1;
   }
   GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
@@ -175,21 +185,12 @@ int gt__spool_ack(gt__spool *sp, uint64_t gen) {
   return found;
 }
 
+int gt__spool_ack(gt__spool *sp, uint64_t gen) {
+  return resolve(sp, gen, 1);
+}
+
 int gt__spool_reject(gt__spool *sp, uint64_t gen) {
-  int found = 0;
-  pthread_mutex_lock(&sp->lock);
-  gt__gen *g = find_locked(sp, gen);
-  if (g != NULL && g->state == GT_GEN_SENT) {
-    unlink_locked(sp, g);
-    carry_locked(sp, g, &sp->pend_rejected);
-    sp->rejected_events += g->events;
-    sp->rejected_gens++;
-    unref_locked(sp, g);
-    found = 1;
-  }
-  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
-  pthread_mutex_unlock(&sp->lock);
-  return found;
+  return resolve(sp, gen, 0);
 }
 
 void gt__spool_committed_upto(gt__spool *sp, uint64_t last) {
