@@ -92,6 +92,15 @@ void cli_output_printf(cli_output *o, const char *fmt, ...)
  * printed). !ok: a file is discarded (temporary removed), stdout is still
  * flushed. Always frees. */
 int cli_output_close(cli_output *o, bool ok);
+
+struct cli_opts;
+/* The I/O of a one-FILE subcommand: allocates *o, opens the input named by
+ * opt->args[0] and, with open_output, the output (-o or stdout). 0, or -1
+ * after the problem was reported, with nothing left open. */
+int cli_io_open(const struct cli_opts *opt, cli_input *in, cli_output **o,
+                bool open_output);
+/* Closes the input and frees o; the output must be closed already. */
+void cli_io_close(cli_input *in, cli_output *o);
 /* gtp_sink_fn adapter (ctx = cli_output *). */
 int cli_output_sink(void *ctx, const void *p, size_t n);
 

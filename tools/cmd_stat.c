@@ -287,11 +287,9 @@ int cmd_stat(int argc, char **argv) {
   int status = CLI_BAD_INPUT;
   stat_ctx st = {0};
   cli_input in;
-  cli_output *o = malloc(sizeof *o);
-  if (!o)
-    goto fail_alloc;
-  if (cli_input_open(&in, opt.args[0]))
-    goto fail_input;
+  cli_output *o;
+  if (cli_io_open(&opt, &in, &o, false) < 0)
+    goto fail_io;
   if (cli_each_gen(&in, stat_gen, &st))
     goto fail_read;
 
@@ -308,10 +306,8 @@ fail_read:
   for (size_t i = 0; i < st.nss; i++)
     free(st.ss[i].gens);
   free(st.ss);
-  cli_input_close(&in);
-fail_input:
-  free(o);
-fail_alloc:
+  cli_io_close(&in, o);
+fail_io:
   cli_opts_free(&opt);
   return status;
 }

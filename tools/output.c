@@ -208,3 +208,29 @@ void cli_output_escaped(cli_output *o, const char *s, size_t n, bool quote) {
   }
   cli_output_write(o, run, (size_t)(p - run));
 }
+
+int cli_io_open(const cli_opts *opt, cli_input *in, cli_output **o,
+                bool open_output) {
+  *o = malloc(sizeof **o);
+  if (*o == NULL) {
+    fprintf(stderr, "gentrace: out of memory\n");
+    return -1;
+  }
+  if (cli_input_open(in, opt->args[0]))
+    goto fail_input;
+  if (open_output && cli_output_open(*o, opt->out))
+    goto fail_output;
+  return 0;
+
+fail_output:
+  cli_input_close(in);
+fail_input:
+  free(*o);
+  *o = NULL;
+  return -1;
+}
+
+void cli_io_close(cli_input *in, cli_output *o) {
+  cli_input_close(in);
+  free(o);
+}
