@@ -119,6 +119,21 @@ export { fmtClock, fmtDateTime, fmtAgo, fmtDur, fmtBytes, fmtCount } from './fmt
 
 // --------------------------------------------------------------- DOM
 
+// Returns a function that runs fn once at the next animation frame however
+// often it is called before then: data updates, timers and resizes coalesce
+// into one render.
+export function onNextFrame(fn) {
+  let queued = false;
+  return () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      fn();
+    });
+  };
+}
+
 // h('div.cls#id', {attrs}, children...): a tiny element builder. Text goes
 // in as text nodes, never as HTML, so names from traces cannot inject markup.
 export function h(tag, attrs, ...kids) {
