@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "gtp_error.h"
+#include "text.h"
 
 struct readpool {
   char *path; /* written once before use */
@@ -86,7 +87,7 @@ fail_fields:
   free(p);
 fail_alloc:
   if (rc == -ENOMEM && cause && !*cause)
-    *cause = strdup("out of memory");
+    gtp_causef(cause, rc, "readpool: out of memory");
   return rc;
 }
 

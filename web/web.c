@@ -69,14 +69,15 @@ void web_log(web_server *w, int level, const char *fmt, ...) {
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
   web_server *w = cls;
-  char msg[512];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  /* MHD ends its messages with a newline and may use quotes; logfmt wants
-   * one line with the value quoted. */
-  for (char *p = msg; *p; p++)
-    if (*p == '\n' || *p == '"')
-      *p = *p == '"' ? '\'' : ' ';
-  web_log(w, 1, "msg=\"http: %s\"", msg);
+  char msg[512], q[640];
+  int n = snprintf(msg, sizeof msg, "http: ");
+  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  /* MHD ends its messages with a newline; the value is quoted and escaped
+   * by the project's one logfmt rule (proto/text.h). */
+  size_t len = strlen(msg);
+  while (len > 0 && msg[len - 1] == '\n')
+    msg[--len] = '\0';
+  web_log(w, 1, "msg=%s", gtp_logfmt_quote(q, sizeof q, msg));
 }
 
 /* ----------------------------------------------------------- responses */
