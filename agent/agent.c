@@ -246,6 +246,10 @@ int gt_start(const gt_config *user) {
     c.period_ms = 1000;
   if (c.period_ms < 10)
     c.period_ms = 10;
+  /* gentraced refuses generations spanning more than its --max-gen-span
+   * (default 10 min); half of it leaves room for a late cut. */
+  if (c.period_ms > 300000)
+    c.period_ms = 300000;
   if (c.buffer_mb == 0)
     c.buffer_mb = 8;
   if (c.spool_mb == 0)
@@ -435,6 +439,7 @@ static void stats_locked(gt_stats_t *out) {
                    nthreads * sizeof(gt__thread) + (2u << 20);
   out->bytes_sent = __atomic_load_n(&A.sender.bytes_sent, __ATOMIC_RELAXED);
   out->connects = __atomic_load_n(&A.sender.connects, __ATOMIC_RELAXED);
+  out->auth_refused = __atomic_load_n(&A.sender.auth_refused, __ATOMIC_RELAXED);
   int st = atomic_load(&A.conn_state);
   out->conn_state = st == GT_SEND_STREAMING ? GT_CONN_CONNECTED
                     : st == GT_SEND_BACKOFF ? GT_CONN_BACKOFF

@@ -1,7 +1,7 @@
 /* ident.c: the session's configuration and identity: gt_config defaults,
  * the GENTRACE_* environment, tags, the process start time and the random
- * session id (drawn here, once per gt_start). Pure setup, no shared state:
- * everything lands in the gt_config or gt__ident the caller passes.
+ * session id and key (drawn here, at every gt_start). Pure setup, no shared
+ * state: everything lands in the gt_config or gt__ident the caller passes.
  */
 #include "config.h"
 
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "frame.h"
 
 static uint32_t env_u32(const char *name, uint32_t dflt) {
   const char *v = getenv(name);
@@ -62,6 +63,17 @@ void gt__config_from_env(gt_config *c) {
   c->flush_timeout_ms = env_u32("GENTRACE_FLUSH_MS", c->flush_timeout_ms);
 }
 
+/* Replaces every non-ASCII byte of s by '?' unless s is valid UTF-8 (the
+ * daemon refuses identity strings that are not, PROTOCOL.md 3.1, and a
+ * program name or host name can hold any bytes). */
+static void text_clean(char *s) {
+  if (s == NULL || gtp_frame_text_ok(s, strlen(s)))
+    return;
+  for (; *s; s++)
+    if ((unsigned char)*s >= 0x80)
+      *s = '?';
+}
+
 /* Parses "k=v,k=v" into id->tags (bytes owned by id->tags_buf). */
 static int parse_tags(gt__ident *id, const char *tags) {
   id->ntags = 0;
@@ -70,6 +82,7 @@ static int parse_tags(gt__ident *id, const char *tags) {
   id->tags_buf = strdup(tags);
   if (id->tags_buf == NULL)
     return -ENOMEM;
+  text_clean(id->tags_buf);
   char *save = NULL;
   for (char *kv = strtok_r(id->tags_buf, ",", &save); kv != NULL;
        kv = strtok_r(NULL, ",", &save)) {
@@ -124,15 +137,27 @@ void gt__ident_fini(gt__ident *id) {
   memset(id, 0, sizeof *id);
 }
 
+/* Fills out with n random bytes. Without entropy yet (early boot, where
+ * GRND_NONBLOCK fails) it falls back to clock, pid and address bits: unique
+ * enough for an id, guessable as a key, which only matters if someone on
+ * the network also learns the id before the first HELLO. */
+static void draw_random(uint8_t *out, size_t n, uint64_t salt) {
+  if (getrandom(out, n, GRND_NONBLOCK) == (ssize_t)n)
+    return;
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t x = gt__ns(CLOCK_REALTIME) ^ (uint64_t)getpid() << 32 ^
+                 gt__ns(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull ^
+                 (uint64_t)(uintptr_t)out ^ salt ^ i * 0xBF58476D1CE4E5B9ull;
+    memcpy(out + i, &x, n - i < 8 ? n - i : 8);
+  }
+}
+
 int gt__ident_init(gt__ident *id, const gt_config *c) {
   memset(id, 0, sizeof *id);
-  if (getrandom(id->session, 16, GRND_NONBLOCK) != 16) {
-    /* No entropy yet (early boot): time, pid and address bits. */
-    uint64_t a = gt__ns(CLOCK_REALTIME) ^ (uint64_t)getpid() << 32;
-    uint64_t b = gt__ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)id;
-    memcpy(id->session, &a, 8);
-    memcpy(id->session + 8, &b, 8);
-  }
+  /* A new id and key at every gt_start, also in a forked child (which
+   * starts afresh: atfork_child forgets the parent's session). */
+  draw_random(id->session, sizeof id->session, 1);
+  draw_random(id->session_key, sizeof id->session_key, 2);
   const char *svc = c->service;
   if (svc == NULL || *svc == '\0')
     svc = program_invocation_short_name;
@@ -143,6 +168,8 @@ int gt__ident_init(gt__ident *id, const gt_config *c) {
   else
     gethostname(host, sizeof host - 1);
   id->host = strdup(host);
+  text_clean(id->service);
+  text_clean(id->host);
   id->token = c->token && *c->token ? strndup(c->token, GTP_TOKEN_MAX) : NULL;
   id->pid = (uint64_t)getpid();
   id->start_ns = process_start_ns();

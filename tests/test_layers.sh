@@ -30,6 +30,7 @@ ALLOWED = {
 # holds everything else, not because the cycle is fine.
 CYCLE_ALLOW = {
     ("daemon/ingest.c", "daemon/reasm.c"),
+    ("daemon/ingest.c", "daemon/session_auth.c"),  # HELLO v2, this wave
     ("web/web.c", "web/web_feed.c"),
     ("web/web.c", "web/web_list.c"),
     ("web/web.c", "web/web_trace.c"),
