@@ -203,17 +203,7 @@ void session_auth_store_refused(conn *c, const store_gen *g) {
 
 /* ----------------------------------------------------------------- metrics */
 
-static void line(gtp_wbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void line(gtp_wbuf *b, const char *fmt, ...) {
-  char buf[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    gtp_wbuf_put(b, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
+#define line gtp_wbuf_printf /* the text layer's formatted append */
 
 void session_auth_metrics(ingest *ing, gtp_wbuf *b) {
   line(b, "# HELP gentrace_refused_total Agent input refused at the door, by "

@@ -101,6 +101,30 @@ int gtp_wbuf_sink(void *ctx, const void *p, size_t n) {
   return b->err;
 }
 
+int gtp_wbuf_printf(gtp_wbuf *b, const char *fmt, ...) {
+  char small[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return b->err;
+  if ((size_t)n < sizeof small) {
+    gtp_wbuf_put(b, small, (size_t)n);
+    return b->err;
+  }
+  /* Longer than the stack buffer: format straight into the buffer (one
+   * byte more for vsnprintf's NUL, given back after). */
+  uint8_t *d = gtp_wbuf_grow(b, (size_t)n + 1);
+  if (d == NULL)
+    return b->err;
+  va_start(ap, fmt);
+  vsnprintf((char *)d, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len--;
+  return b->err;
+}
+
 /* --------------------------------------------------------------- UTF-8 */
 
 size_t gtp_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp) {

@@ -66,6 +66,9 @@ void gtp_wbuf_put_str(gtp_wbuf *b, const char *p,
                       size_t n); /* uvarint len | bytes */
 /* A gtp_sink_fn that appends to the gtp_wbuf ctx; returns its err. */
 int gtp_wbuf_sink(void *ctx, const void *p, size_t n);
+/* Appends printf-formatted text (no NUL); returns b->err. */
+int gtp_wbuf_printf(gtp_wbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------- UTF-8 */
 

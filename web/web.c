@@ -555,18 +555,7 @@ static enum MHD_Result healthz(web_req *r) {
   return web_reply_json(r, ok ? 200 : 503, &j);
 }
 
-static void put_metric(gtp_wbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void put_metric(gtp_wbuf *b, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    gtp_wbuf_put(b, line,
-                 (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
+#define put_metric gtp_wbuf_printf /* the text layer's formatted append */
 
 static void web_metrics_bounds(web_server *w, gtp_wbuf *b);
 

@@ -288,6 +288,23 @@ static void test_wbuf__first_error_sticks(void **state) {
   gtp_wbuf_fini(&b);
 }
 
+static void test_wbuf_printf__short_and_long_lines(void **state) {
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtp_wbuf_printf(&b, "a=%d ", 1), 0);
+  char big[600];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  assert_int_equal(gtp_wbuf_printf(&b, "%s|", big), 0);
+  assert_int_equal(b.len, 4 + 599 + 1);
+  assert_memory_equal(b.data, "a=1 xx", 6);
+  assert_int_equal(b.data[b.len - 1], '|');
+  gtp_wbuf_fini(&b);
+  gtp_wbuf_init(&b, 10);
+  assert_int_equal(gtp_wbuf_printf(&b, "%s", big), GTP_E_TOOBIG);
+  gtp_wbuf_fini(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dur_parse__one_grammar_table),
@@ -302,6 +319,7 @@ int main(void) {
       cmocka_unit_test(test_logfmt__every_value_escaped),
       cmocka_unit_test(test_causef__sets_message_and_returns_code),
       cmocka_unit_test(test_wbuf__first_error_sticks),
+      cmocka_unit_test(test_wbuf_printf__short_and_long_lines),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
