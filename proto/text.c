@@ -101,27 +101,38 @@ int gtp_wbuf_sink(void *ctx, const void *p, size_t n) {
   return b->err;
 }
 
+int gtp_sink_vprintf(gtp_sink_fn sink, void *ctx, const char *fmt, va_list ap) {
+  char small[512];
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  int rc = 0;
+  if (n < 0) {
+    rc = 0; /* an encoding error: nothing to write, as printf would */
+  } else if ((size_t)n < sizeof small) {
+    rc = sink(ctx, small, (size_t)n);
+  } else {
+    /* Longer than the stack buffer: once on the heap, exactly sized. */
+    char *big = malloc((size_t)n + 1);
+    if (big == NULL) {
+      rc = -ENOMEM;
+    } else {
+      vsnprintf(big, (size_t)n + 1, fmt, again);
+      rc = sink(ctx, big, (size_t)n);
+      free(big);
+    }
+  }
+  va_end(again);
+  return rc;
+}
+
 int gtp_wbuf_printf(gtp_wbuf *b, const char *fmt, ...) {
-  char small[256];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof small, fmt, ap);
+  int rc = gtp_sink_vprintf(gtp_wbuf_sink, b, fmt, ap);
   va_end(ap);
-  if (n < 0)
-    return b->err;
-  if ((size_t)n < sizeof small) {
-    gtp_wbuf_put(b, small, (size_t)n);
-    return b->err;
-  }
-  /* Longer than the stack buffer: format straight into the buffer (one
-   * byte more for vsnprintf's NUL, given back after). */
-  uint8_t *d = gtp_wbuf_grow(b, (size_t)n + 1);
-  if (d == NULL)
-    return b->err;
-  va_start(ap, fmt);
-  vsnprintf((char *)d, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len--;
+  if (rc < 0 && !b->err)
+    b->err = rc; /* invariant 1: a failed append fails the buffer */
   return b->err;
 }
 

@@ -26,6 +26,7 @@
 #ifndef GTP_TEXT_H
 #define GTP_TEXT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,6 +67,9 @@ void gtp_wbuf_put_str(gtp_wbuf *b, const char *p,
                       size_t n); /* uvarint len | bytes */
 /* A gtp_sink_fn that appends to the gtp_wbuf ctx; returns its err. */
 int gtp_wbuf_sink(void *ctx, const void *p, size_t n);
+/* Formats printf-style text and hands it to sink in one call (a long text
+ * is formatted once on the heap). 0, the sink's error, or -ENOMEM. */
+int gtp_sink_vprintf(gtp_sink_fn sink, void *ctx, const char *fmt, va_list ap);
 /* Appends printf-formatted text (no NUL); returns b->err. */
 int gtp_wbuf_printf(gtp_wbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,27 +100,12 @@ void cli_output_puts(cli_output *o, const char *s) {
 }
 
 void cli_output_printf(cli_output *o, const char *fmt, ...) {
-  char small[512];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof small, fmt, ap);
+  int rc = gtp_sink_vprintf(cli_output_sink, o, fmt, ap);
   va_end(ap);
-  if (n < 0)
-    return;
-  if ((size_t)n < sizeof small) {
-    cli_output_write(o, small, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) {
-    o->err = -ENOMEM;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  cli_output_write(o, big, (size_t)n);
-  free(big);
+  if (rc < 0 && !o->err)
+    o->err = rc;
 }
 
 int cli_output_sink(void *ctx, const void *p, size_t n) {
