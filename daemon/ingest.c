@@ -99,8 +99,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "frame.h"
 #include "gtp_error.h"
+#include "iplimit.h"
 #include "log.h"
 #include "varint.h"
 
@@ -118,6 +120,7 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->host = "127.0.0.1";
   cfg->port = 7170;
   cfg->max_connections = 16384;
+  cfg->max_conns_per_ip = 256;
   cfg->max_conn_buffer = 64ull << 20;
   cfg->max_buffer = 512ull << 20;
   cfg->max_frame = GTP_FRAME_MAX;
@@ -195,27 +198,26 @@ static void json_str(gtp_wbuf *b, const char *s) {
 
 void ingest_conn_account(conn *c, int64_t delta) {
   ingest *ing = c->ing;
+  if (ing->budget_checks && delta < 0 &&
+      ((uint64_t)-delta > c->buffered || (uint64_t)-delta > ing->buffered)) {
+    fprintf(stderr, "gentraced: buffered bytes would go negative\n");
+    abort(); /* budget.c invariant 1, checked in tests */
+  }
   c->buffered = (uint64_t)((int64_t)c->buffered + delta);
   ing->buffered = (uint64_t)((int64_t)ing->buffered + delta);
   CTR_SET(ing, buffered, ing->buffered);
 }
 
 /* A generation left the store queue (committed, failed or dropped): its
- * bytes stop counting, in queued and in buffered. */
-static void conn_dequeue(conn *c, uint64_t len) {
+ * buffer's bytes (pd->cap, what was counted) stop counting. */
+static void conn_dequeue(conn *c, const pending *pd) {
   c->inflight--;
-  c->queued_bytes -= len;
-  c->ing->queued_bytes -= len;
-  ingest_conn_account(c, -(int64_t)len);
+  budget_dequeue(c, pd->cap);
 }
 
 /* Re-reads the decoder's partial-frame size into the accounts. */
 static void conn_account_decoder(conn *c) {
-  size_t now = gtp_frame_decoder_buffered(&c->dec);
-  if (now != c->dec_buffered) {
-    ingest_conn_account(c, (int64_t)now - (int64_t)c->dec_buffered);
-    c->dec_buffered = now;
-  }
+  budget_decoder_sync(c);
 }
 
 /* ---------------------------------------------------------------- sessions */
@@ -366,6 +368,9 @@ static void on_closed(uv_handle_t *h) {
     c->next->prev = c->prev;
   ing->nconns--;
   CTR_SET(ing, connections, ing->nconns);
+  if (c->ip_held)
+    iplimit_release(ing->iplim, c->ipkey);
+  c->ip_held = 0;
   ing->handles_open--;
   conn_unref(c);
   drain_check(ing);
@@ -513,6 +518,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
   }
   sess_insert(c);
   c->state = CONN_ACTIVE;
+  c->dec.max = ing->cfg.max_frame; /* was BUDGET_HELLO_FRAME_MAX */
   CTR_ADD(ing, handshakes_total, 1);
 
   gtp_welcome w = {0};
@@ -673,12 +679,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn_account_decoder(c);
     if (rc < 0) {
       CTR_ADD(ing, protocol_errors, 1);
-      if (rc == GTP_E_TOOBIG)
+      int early = rc == GTP_E_TOOBIG && c->state == CONN_HANDSHAKE;
+      if (early) {
+        CTR_ADD(ing, hello_toobig, 1);
+        CTR_ADD(ing, limit_hits[LIM_HELLO_SIZE], 1);
+      } else if (rc == GTP_E_TOOBIG) {
         CTR_ADD(ing, limit_hits[LIM_FRAME], 1);
+      }
       log_warn("agent frame error", "conn=%" PRIu64 " peer=%s error=%s", c->id,
                c->peer, gtp_errname(rc));
       ingest_conn_close(c, rc, 0, 0,
-                        rc == GTP_E_TOOBIG
+                        early ? "frame before HELLO larger than 64 KiB"
+                        : rc == GTP_E_TOOBIG
                             ? "frame larger than the daemon's maximum"
                             : "bad frame");
       break;
@@ -736,6 +748,8 @@ static void ingest_update_pause(ingest *ing) {
   int want;
   /* Idle pooled buffers give way to bytes held for agents (invariant 8). */
   genbuf_pool_trim(ing);
+  /* Partial work that pausing cannot release is shed (budget.c). */
+  budget_enforce(ing);
   /* As per connection: pause only while queued bytes will drain. */
   if (ing->disk_full)
     want = 1;
@@ -748,6 +762,7 @@ static void ingest_update_pause(ingest *ing) {
   if (want == ing->global_paused)
     return;
   ing->global_paused = want;
+  CTR_SET(ing, global_paused, (uint64_t)want);
   if (want) {
     CTR_ADD(ing, reads_paused, 1);
     if (!ing->disk_full)
@@ -802,7 +817,7 @@ static void resubmit(ingest *ing, pending *pd) {
     /* The store is closing: the agent will resend after a restart. */
     ing->inflight--;
     conn *c = pd->c;
-    conn_dequeue(c, pd->g->len);
+    conn_dequeue(c, pd);
     store_gen_free(pd->g);
     free(pd);
     conn_unref(c);
@@ -865,7 +880,7 @@ static void complete(ingest *ing, pending *pd) {
     /* Something committed: space is back (retention or an operator). */
     disk_full_leave(ing);
   }
-  conn_dequeue(c, g->len);
+  conn_dequeue(c, pd);
   /* The store is done with the payload (invariant 8). */
   genbuf_release(ing, g->payload, pd->cap);
   g->payload = NULL;
@@ -984,7 +999,7 @@ static void on_sweep(uv_timer_t *t) {
     pending *pd;
     while ((pd = retry_pop(ing)) != NULL) {
       conn *c = pd->c;
-      conn_dequeue(c, pd->g->len);
+      conn_dequeue(c, pd);
       store_gen_free(pd->g);
       free(pd);
       conn_unref(c);
@@ -998,6 +1013,48 @@ static void on_sweep(uv_timer_t *t) {
 
 static void free_refused(uv_handle_t *h) {
   free(h->data);
+}
+
+#define IPLIMIT_LOG_MS 10000 /* at most one per-address refusal line */
+
+/* --max-conns-per-ip: counts c against its peer address, or refuses it
+ * (ERROR LIMIT, best effort, nothing queued) and returns 0 (c is closing
+ * and freed by free_refused). */
+static int conn_admit_ip(ingest *ing, conn *c) {
+  struct sockaddr_storage ss;
+  int sl = sizeof ss;
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) != 0 ||
+      iplimit_key((struct sockaddr *)&ss, c->ipkey) != 0)
+    return 1; /* no address to count it by (the listener is IP only) */
+  if (iplimit_acquire(ing->iplim, c->ipkey, ing->cfg.max_conns_per_ip)) {
+    c->ip_held = 1;
+    return 1;
+  }
+  CTR_ADD(ing, refused_per_ip, 1);
+  CTR_ADD(ing, limit_hits[LIM_CONNS_PER_IP], 1);
+  uint64_t now = uv_now(ing->loop);
+  if (ing->iplim_log_ms == 0 || now - ing->iplim_log_ms >= IPLIMIT_LOG_MS) {
+    char ip[48] = "?";
+    if (ss.ss_family == AF_INET6)
+      uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+    else
+      uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+    log_warn("agent connection refused: too many from one address",
+             "ip=%s max_conns_per_ip=%" PRIu64 " refused_not_logged=%" PRIu64,
+             ip, ing->cfg.max_conns_per_ip, ing->iplim_quiet);
+    ing->iplim_log_ms = now;
+    ing->iplim_quiet = 0;
+  } else {
+    ing->iplim_quiet++;
+  }
+  uint8_t mem[128];
+  gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
+  gtp_frame_error_encode(&b, GTP_E_LIMIT, 0, 0,
+                         "too many agent connections from this address");
+  uv_buf_t ub = uv_buf_init((char *)b.data, (unsigned)b.len);
+  uv_try_write((uv_stream_t *)&c->tcp, &ub, 1);
+  uv_close((uv_handle_t *)&c->tcp, free_refused);
+  return 0;
 }
 
 static void on_connection(uv_stream_t *server, int status) {
@@ -1031,11 +1088,17 @@ static void on_connection(uv_stream_t *server, int status) {
     uv_close((uv_handle_t *)&c->tcp, free_refused);
     return;
   }
+  if (!conn_admit_ip(ing, c))
+    return;
   c->id = ++ing->next_id;
   c->refs = 1;
   c->state = CONN_HANDSHAKE;
   c->created_ms = c->last_rx_ms = c->last_tx_ms = uv_now(ing->loop);
-  gtp_frame_decoder_init(&c->dec, ing->cfg.max_frame);
+  /* Before HELLO frames are small (budget.c invariant 4); on_hello
+   * raises the limit to max_frame. */
+  gtp_frame_decoder_init(&c->dec, ing->cfg.max_frame < BUDGET_HELLO_FRAME_MAX
+                                      ? ing->cfg.max_frame
+                                      : BUDGET_HELLO_FRAME_MAX);
   uv_tcp_nodelay(&c->tcp, 1);
   struct sockaddr_storage ss;
   int sl = sizeof ss;
@@ -1082,10 +1145,14 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   }
   ing->rbuf = malloc(READ_BUF_SIZE);
   ing->sess = calloc(SESS_BUCKETS, sizeof(conn *));
-  if (ing->rbuf == NULL || ing->sess == NULL ||
+  ing->iplim = iplimit_new();
+  const char *bc = getenv("GENTRACED_BUDGET_CHECK");
+  ing->budget_checks = bc != NULL && strcmp(bc, "1") == 0;
+  if (ing->rbuf == NULL || ing->sess == NULL || ing->iplim == NULL ||
       (cfg->token != NULL && cfg->token[0] != '\0' && ing->token == NULL)) {
     free(ing->rbuf);
     free(ing->sess);
+    iplimit_free(ing->iplim);
     free(ing->token);
     free(ing);
     set_cause(cause, "out of memory");
@@ -1248,6 +1315,7 @@ void ingest_free(ingest *ing) {
   pthread_mutex_destroy(&ing->done_lock);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);
+  iplimit_free(ing->iplim);
   free(ing->rbuf);
   free(ing->token);
   free(ing);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "budget.h"
 #include "gtp_error.h"
 #include "ingest_int.h"
 #include "log.h"
@@ -284,7 +285,7 @@ void genbuf_pool_trim(ingest *ing) {
 /* -------------------------------------------------------------- reassembly */
 
 void reasm_free(conn *c, opengen *g) {
-  ingest_conn_account(c, -(int64_t)g->buf.len);
+  budget_gen_drop(c, g);
   genbuf_release(c->ing, g->buf.data, g->buf.cap);
   g->buf.data = NULL;
   free(g);
@@ -311,7 +312,7 @@ static void gen_unlink(conn *c, opengen *g) {
  * keep sending a generation that cannot be stored. */
 static void gen_reject(conn *c, opengen *g, int code, const char *reason) {
   ingest *ing = c->ing;
-  ingest_conn_account(c, -(int64_t)g->buf.len);
+  budget_gen_drop(c, g);
   genbuf_release(ing, g->buf.data, g->buf.cap);
   g->buf.data = NULL;
   gtp_wbuf_init(&g->buf, 1);
@@ -403,7 +404,7 @@ int reasm_batch(conn *c, const gtp_frame *f) {
       return 0;
     }
     g->body_off = g->buf.len;
-    ingest_conn_account(c, (int64_t)g->buf.len);
+    budget_gen_sync(c, g);
   }
   if (g->rejected)
     return 0;
@@ -420,7 +421,7 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     gen_reject(c, g, g->buf.err, NULL);
     return 0;
   }
-  ingest_conn_account(c, (int64_t)rlen);
+  budget_gen_sync(c, g);
   return check_open_bytes(c);
 }
 
@@ -488,7 +489,7 @@ int reasm_stage_begin(conn *c, const uint8_t *p, size_t n) {
   c->stage = g;
   c->stage_len = rlen;
   c->stage_have = have;
-  ingest_conn_account(c, (int64_t)have);
+  budget_gen_sync(c, g); /* the frame's room is in buf.cap */
   CTR_ADD(ing, staged_frames, 1);
   return 1;
 }
@@ -497,7 +498,6 @@ int reasm_stage_read(conn *c, size_t nread) {
   ingest *ing = c->ing;
   opengen *g = c->stage;
   c->stage_have += nread;
-  ingest_conn_account(c, (int64_t)nread);
   if (c->stage_have < c->stage_len)
     return 0;
   /* The frame is whole: the same steps as reasm_batch's append. */
@@ -507,19 +507,17 @@ int reasm_stage_read(conn *c, size_t nread) {
   CTR_ADD(ing, frames, 1);
   int rc = batch_records_check(g->buf.data + g->buf.len, rlen);
   if (rc < 0) {
-    ingest_conn_account(c, -(int64_t)rlen);
     CTR_ADD(ing, protocol_errors, 1);
     ingest_conn_close(c, rc, 0, 0, "bad BATCH frame");
     return -1;
   }
-  g->buf.len += rlen; /* counted in buffered as it arrived */
+  g->buf.len += rlen; /* counted in buffered with buf.cap */
   return check_open_bytes(c);
 }
 
 void reasm_stage_abort(conn *c) {
   if (c->stage == NULL)
     return;
-  ingest_conn_account(c, -(int64_t)c->stage_have);
   c->stage = NULL;
   c->stage_have = c->stage_len = 0;
 }
@@ -556,13 +554,12 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
    * CRC32C) against the GEN_END we append, and every record and event, so
    * the body is read once here (a separate gtp_manifest_compute would CRC
    * it twice; B2 measured that). */
-  size_t before = g->buf.len;
   rc = gtp_put_gen_end(&g->buf, &e);
   gtp_gen parsed;
   size_t consumed = 0;
   int parsed_ok = 0;
   if (rc == 0) {
-    ingest_conn_account(c, (int64_t)(g->buf.len - before));
+    budget_gen_sync(c, g);
     rc = gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
     if (rc == 0) {
       parsed_ok = 1;
@@ -617,22 +614,19 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   pd->g = sg;
   pd->cap = g->buf.cap;
   sg->cookie = pd;
+  budget_gen_queue(c, g); /* its held bytes (buf.cap) are now queued */
   g->buf.data = NULL;
   free(g);
   c->refs++;
   c->inflight++;
   ing->inflight++;
-  c->queued_bytes += sg->len;
-  ing->queued_bytes += sg->len;
   rc = store_submit(ing->store, sg);
   if (rc < 0) {
     /* Closing store: nothing will commit; the agent resends later. */
     c->refs--;
     c->inflight--;
     ing->inflight--;
-    c->queued_bytes -= sg->len;
-    ing->queued_bytes -= sg->len;
-    ingest_conn_account(c, -(int64_t)sg->len);
+    budget_dequeue(c, pd->cap);
     store_gen_free(sg);
     free(pd);
     ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");

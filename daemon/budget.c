@@ -1,0 +1,237 @@
+/* budget.c: one memory budget for everything ingest holds (--max-buffer).
+ *
+ * Owns: the split of ing.buffered by kind (frame_bytes, open_bytes,
+ * queued_bytes), the age of each connection's partial work, and the
+ * shedding of partial work when pausing cannot keep the budget.
+ *
+ * Policy. The bytes held for agents are of two sorts:
+ *  - queued generations drain by themselves (the store writes them), so
+ *    when the total is over the budget reads pause (ingest_update_pause,
+ *    hysteresis to 3/4) and resume as the store hands buffers back;
+ *  - partial work (partial frames, open generations) drains only by
+ *    reading on: a frame completes, a GEN_END arrives. A peer that stops
+ *    half way (a stalled HELLO, a generation that never ends) would hold
+ *    its bytes for ever, and pausing everyone for it would stop honest
+ *    agents too. So while partial work alone is over the budget, the
+ *    connection holding the oldest partial work is closed with
+ *    ERROR(LIMIT), again and again until partial work is down to 3/4 of
+ *    the budget. Honest agents finish a generation in about a second, so
+ *    the oldest partial work is the stalled peers'; an honest agent that
+ *    is shed anyway reconnects and resends (nothing ACKed is touched, and
+ *    an unACKed generation stays in its spool).
+ *
+ * Invariants:
+ *  1. buffered MUST equal frame_bytes + open_bytes + queued_bytes, for the
+ *     daemon (ing) and for each connection (c.dec_buffered + sum of its
+ *     gens' held + c.queued_bytes); every change goes through the functions
+ *     here (and ingest_conn_account), otherwise a byte held is a byte
+ *     unbounded. GENTRACED_BUDGET_CHECK=1 recomputes all of it on every
+ *     pass and aborts on a mismatch; the tests run with it.
+ *  2. Bytes MUST be counted at what is allocated, not what was received:
+ *     a decoder holds the whole announced payload from its header on, a
+ *     generation buffer its capacity (pooled buffers come pre-faulted),
+ *     otherwise a peer announcing big frames and sending one byte holds
+ *     memory the count does not see.
+ *  3. Only partial work is ever shed, never a queued generation (it is
+ *     accepted and will be ACKed), and a shed connection gets ERROR
+ *     without a gen, so the agent resends rather than dropping anything.
+ *  4. Partial work is bounded before it is allocated where possible: before
+ *     HELLO a frame may announce at most BUDGET_HELLO_FRAME_MAX (decoder
+ *     limit set by ingest.c), and a read takes at most what fits the
+ *     budget (on_alloc), so the overshoot past the budget between two
+ *     passes is one read plus one frame's reservation.
+ */
+#include "config.h"
+
+#include "budget.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gtp_error.h"
+#include "log.h"
+
+#define SHED_LOG_MS 10000 /* at most one "shed" line per this */
+
+/* ------------------------------------------------------------- accounting */
+
+uint64_t budget_decoder_bytes(const gtp_frame_decoder *d) {
+  if (d->err != 0)
+    return 0; /* a failed decoder freed its buffer */
+  if (d->hdr_have < GTP_FRAME_HEADER_SIZE)
+    return d->hdr_have;
+  if (d->have == d->len)
+    return 0; /* RETURNED: freed by the next feed */
+  return GTP_FRAME_HEADER_SIZE + (uint64_t)d->len; /* invariant 2 */
+}
+
+void budget_decoder_sync(conn *c) {
+  ingest *ing = c->ing;
+  uint64_t now = budget_decoder_bytes(&c->dec);
+  if (now == c->dec_buffered)
+    return;
+  if (c->dec_buffered == 0)
+    c->dec_since_ms = uv_now(ing->loop);
+  int64_t d = (int64_t)now - (int64_t)c->dec_buffered;
+  c->dec_buffered = (size_t)now;
+  ing->frame_bytes = (uint64_t)((int64_t)ing->frame_bytes + d);
+  CTR_SET(ing, budget_frames, ing->frame_bytes);
+  ingest_conn_account(c, d);
+}
+
+static void open_account(conn *c, int64_t d) {
+  ingest *ing = c->ing;
+  ing->open_bytes = (uint64_t)((int64_t)ing->open_bytes + d);
+  CTR_SET(ing, budget_open, ing->open_bytes);
+  ingest_conn_account(c, d);
+}
+
+void budget_gen_sync(conn *c, opengen *g) {
+  size_t cap = g->buf.data != NULL ? g->buf.cap : 0;
+  if (cap == g->held)
+    return;
+  if (g->held == 0)
+    g->since_ms = uv_now(c->ing->loop);
+  open_account(c, (int64_t)cap - (int64_t)g->held);
+  g->held = cap;
+}
+
+void budget_gen_drop(conn *c, opengen *g) {
+  if (g->held == 0)
+    return;
+  open_account(c, -(int64_t)g->held);
+  g->held = 0;
+}
+
+void budget_gen_queue(conn *c, opengen *g) {
+  ingest *ing = c->ing;
+  /* Same bytes, another kind: buffered does not change. */
+  ing->open_bytes -= g->held;
+  CTR_SET(ing, budget_open, ing->open_bytes);
+  ing->queued_bytes += g->held;
+  CTR_SET(ing, budget_queued, ing->queued_bytes);
+  c->queued_bytes += g->held;
+  g->held = 0;
+}
+
+void budget_dequeue(conn *c, uint64_t bytes) {
+  ingest *ing = c->ing;
+  c->queued_bytes -= bytes;
+  ing->queued_bytes -= bytes;
+  CTR_SET(ing, budget_queued, ing->queued_bytes);
+  ingest_conn_account(c, -(int64_t)bytes);
+}
+
+/* ---------------------------------------------------------------- checks */
+
+static void check_fail(const char *what, uint64_t got, uint64_t want) {
+  fprintf(stderr,
+          "gentraced: budget invariant broken: %s is %" PRIu64
+          ", recomputed %" PRIu64 "\n",
+          what, got, want);
+  abort();
+}
+
+/* Invariant 1, recomputed from the connections. Conns no longer listed
+ * (closed, waiting for their store completions) hold only queued bytes. */
+static void budget_verify(ingest *ing) {
+  uint64_t frames = 0, open = 0, listed = 0, listed_q = 0;
+  for (conn *c = ing->conns; c != NULL; c = c->next) {
+    uint64_t dec = budget_decoder_bytes(&c->dec), gens = 0;
+    if (dec != c->dec_buffered)
+      check_fail("a connection's decoder bytes", c->dec_buffered, dec);
+    for (opengen *g = c->gens; g != NULL; g = g->next) {
+      size_t cap = g->buf.data != NULL ? g->buf.cap : 0;
+      if (cap != g->held)
+        check_fail("an open generation's bytes", g->held, cap);
+      gens += g->held;
+    }
+    if (c->buffered != dec + gens + c->queued_bytes)
+      check_fail("a connection's buffered bytes", c->buffered,
+                 dec + gens + c->queued_bytes);
+    frames += dec;
+    open += gens;
+    listed += c->buffered;
+    listed_q += c->queued_bytes;
+  }
+  if (frames != ing->frame_bytes)
+    check_fail("partial frame bytes", ing->frame_bytes, frames);
+  if (open != ing->open_bytes)
+    check_fail("open generation bytes", ing->open_bytes, open);
+  if (ing->buffered != ing->frame_bytes + ing->open_bytes + ing->queued_bytes)
+    check_fail("buffered bytes", ing->buffered,
+               ing->frame_bytes + ing->open_bytes + ing->queued_bytes);
+  if (listed > ing->buffered || listed_q > ing->queued_bytes ||
+      ing->buffered - listed != ing->queued_bytes - listed_q)
+    check_fail("bytes of closed connections", ing->buffered - listed,
+               ing->queued_bytes - listed_q);
+}
+
+/* ------------------------------------------------------------- shedding */
+
+/* When c's partial work began (its oldest partial frame or open
+ * generation), or UINT64_MAX if it holds none. */
+static uint64_t partial_since(const conn *c) {
+  uint64_t t = UINT64_MAX;
+  if (c->dec_buffered > 0)
+    t = c->dec_since_ms;
+  for (const opengen *g = c->gens; g != NULL; g = g->next)
+    if (g->held > 0 && g->since_ms < t)
+      t = g->since_ms;
+  return t;
+}
+
+static void shed(ingest *ing, conn *v) {
+  uint64_t bytes = v->buffered - v->queued_bytes;
+  uint64_t now = uv_now(ing->loop);
+  CTR_ADD(ing, shed_conns, 1);
+  CTR_ADD(ing, shed_bytes, bytes);
+  CTR_ADD(ing, limit_hits[LIM_BUFFER_SHED], 1);
+  if (ing->shed_log_ms == 0 || now - ing->shed_log_ms >= SHED_LOG_MS) {
+    log_warn("memory budget full, partial work shed",
+             "conn=%" PRIu64 " peer=%s bytes=%" PRIu64 " age_ms=%" PRIu64
+             " partial=%" PRIu64 " max_buffer=%" PRIu64
+             " shed_not_logged=%" PRIu64,
+             v->id, v->peer, bytes, now - partial_since(v),
+             ing->frame_bytes + ing->open_bytes, ing->cfg.max_buffer,
+             ing->shed_quiet);
+    ing->shed_log_ms = now;
+    ing->shed_quiet = 0;
+  } else {
+    ing->shed_quiet++;
+  }
+  /* Invariant 3: no gen, so the agent requeues and resends. The close
+   * itself stays quiet (the line above speaks for a burst of them). */
+  ingest_send_error(v, GTP_E_LIMIT, 0, 0,
+                    "daemon memory budget (--max-buffer) full of partial "
+                    "work; reconnect and resend");
+  ingest_conn_close(v, 0, 0, 0, NULL);
+}
+
+void budget_enforce(ingest *ing) {
+  uint64_t max = ing->cfg.max_buffer;
+  if (!ing->stopping && ing->frame_bytes + ing->open_bytes > max) {
+    uint64_t target = max / 4 * 3;
+    while (ing->frame_bytes + ing->open_bytes > target) {
+      conn *v = NULL;
+      uint64_t vt = UINT64_MAX;
+      for (conn *c = ing->conns; c != NULL; c = c->next) {
+        if (c->state != CONN_HANDSHAKE && c->state != CONN_ACTIVE)
+          continue;
+        uint64_t t = partial_since(c);
+        if (t < vt || (t == vt && v != NULL && t != UINT64_MAX &&
+                       c->buffered - c->queued_bytes >
+                           v->buffered - v->queued_bytes)) {
+          v = c;
+          vt = t;
+        }
+      }
+      if (v == NULL || vt == UINT64_MAX)
+        break;
+      shed(ing, v);
+    }
+  }
+  if (ing->budget_checks)
+    budget_verify(ing);
+}
