@@ -35,7 +35,11 @@
  *  3. Only partial work is ever shed, never a queued generation (it is
  *     accepted and will be ACKed), and a shed connection gets ERROR
  *     without a gen, so the agent resends rather than dropping anything.
- *  4. Partial work is bounded before it is allocated where possible: before
+ *  4. The store's compression scratch (zstd output buffers and the
+ *     compressed copies of queued generations, store_scratch_bytes) MUST
+ *     count against the budget beside them (budget_used), otherwise a slow
+ *     disk would let queued generations take up to twice the budget.
+ *  5. Partial work is bounded before it is allocated where possible: before
  *     HELLO a frame may announce at most BUDGET_HELLO_FRAME_MAX (decoder
  *     limit set by ingest.c), and a read takes at most what fits the
  *     budget (on_alloc), so the overshoot past the budget between two
@@ -55,6 +59,11 @@
 #define SHED_LOG_MS 10000 /* at most one "shed" line per this */
 
 /* ------------------------------------------------------------- accounting */
+
+uint64_t budget_used(const ingest *ing) {
+  return ing->buffered +
+         (ing->store != NULL ? store_scratch_bytes(ing->store) : 0);
+}
 
 uint64_t budget_decoder_bytes(const gtp_frame_decoder *d) {
   if (d->err != 0)

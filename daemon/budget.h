@@ -26,6 +26,11 @@
  * announced payload once its header is in (that is what it allocates). */
 uint64_t budget_decoder_bytes(const gtp_frame_decoder *d);
 
+/* What counts against --max-buffer besides the idle pool: the bytes held
+ * for agents (ing.buffered) and the store's compression scratch for the
+ * queued ones (store_scratch_bytes). */
+uint64_t budget_used(const ingest *ing);
+
 /* Re-reads c's decoder into the accounts (after every feed and fini). */
 void budget_decoder_sync(conn *c);
 /* Re-reads g's buffer capacity into the accounts (after every change of

@@ -608,9 +608,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   /* Near a limit, read only what still fits (at least READ_MIN), so the
    * overshoot past a limit stays small (invariant 5). */
   uint64_t size = READ_BUF_SIZE;
-  uint64_t room_g = ing->cfg.max_buffer > ing->buffered
-                        ? ing->cfg.max_buffer - ing->buffered
-                        : 0;
+  uint64_t used = budget_used(ing);
+  uint64_t room_g = ing->cfg.max_buffer > used ? ing->cfg.max_buffer - used : 0;
   uint64_t room_c = ing->cfg.max_conn_buffer > c->buffered
                         ? ing->cfg.max_conn_buffer - c->buffered
                         : 0;
@@ -756,9 +755,9 @@ static void ingest_update_pause(ingest *ing) {
   else if (ing->queued_bytes == 0)
     want = 0;
   else if (ing->global_paused)
-    want = ing->buffered > ing->cfg.max_buffer / 4 * 3;
+    want = budget_used(ing) > ing->cfg.max_buffer / 4 * 3;
   else
-    want = ing->buffered > ing->cfg.max_buffer;
+    want = budget_used(ing) > ing->cfg.max_buffer;
   if (want == ing->global_paused)
     return;
   ing->global_paused = want;

@@ -104,13 +104,16 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "The memory budget (--max-buffer) for the bytes below.", NULL,
          ing->cfg.max_buffer);
   metric(b, "gentrace_ingest_held_bytes", "gauge",
-         "Bytes held for agents by kind (their sum is "
-         "gentrace_buffered_bytes).",
+         "Bytes counted against --max-buffer by kind (all but "
+         "compression_scratch add up to gentrace_buffered_bytes).",
          "{kind=\"partial_frames\"}", C(budget_frames));
   metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
          "{kind=\"open_generations\"}", C(budget_open));
   metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
          "{kind=\"queued_generations\"}", C(budget_queued));
+  if (ing->store != NULL)
+    metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+           "{kind=\"compression_scratch\"}", store_scratch_bytes(ing->store));
   metric(b, "gentrace_ingest_paused", "gauge",
          "1 while every read is paused (--max-buffer or disk full).", NULL,
          C(global_paused));

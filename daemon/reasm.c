@@ -61,7 +61,7 @@ static void pool_account(ingest *ing, int64_t delta) {
 
 static int pool_fits(const ingest *ing, size_t n) {
   return ing->pool_bytes + n <= pool_limit(ing) &&
-         ing->buffered + ing->pool_bytes + n <= ing->cfg.max_buffer;
+         budget_used(ing) + ing->pool_bytes + n <= ing->cfg.max_buffer;
 }
 
 /* A buffer of cap k serves a want of w without stranding memory on one
@@ -250,14 +250,13 @@ void genbuf_release(ingest *ing, uint8_t *data, size_t cap) {
 }
 
 void genbuf_pool_trim(ingest *ing) {
-  while (ing->npool > 0 &&
-         ing->buffered + ing->pool_bytes > ing->cfg.max_buffer) {
+  uint64_t used = budget_used(ing);
+  while (ing->npool > 0 && used + ing->pool_bytes > ing->cfg.max_buffer) {
     genbuf b = ing->pool[--ing->npool];
     pool_account(ing, -(int64_t)b.cap);
     free(b.data);
   }
-  if (!ing->filler_running ||
-      ing->buffered + ing->pool_bytes <= ing->cfg.max_buffer)
+  if (!ing->filler_running || used + ing->pool_bytes <= ing->cfg.max_buffer)
     return;
   /* Then prepared and asked-for buffers; one being prepared (BUSY) stays
    * and is dropped by the next trim once READY. */
@@ -266,7 +265,7 @@ void genbuf_pool_trim(ingest *ing) {
   pthread_mutex_lock(&ing->fill_lock);
   for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
     fillslot *sl = &ing->fill[i];
-    if (ing->buffered + ing->pool_bytes <= ing->cfg.max_buffer)
+    if (used + ing->pool_bytes <= ing->cfg.max_buffer)
       break;
     if (sl->state == FILL_READY || sl->state == FILL_ASKED) {
       if (sl->state == FILL_READY) {
