@@ -388,7 +388,7 @@ static void test_attack__big_frame_before_hello_refused_at_once(void **st) {
   hl.agent_version = (gtp_str){"1", 1};
   static char val[GTP_IDENT_STR_MAX];
   memset(val, 'v', sizeof val);
-  char keys[GTP_TAGS_MAX][8];
+  char keys[GTP_TAGS_MAX][16];
   hl.ntags = 30;
   for (unsigned i = 0; i < hl.ntags; i++) {
     snprintf(keys[i], sizeof keys[i], "k%u", i);
