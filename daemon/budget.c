@@ -1,10 +1,11 @@
 /* budget.c: one memory budget for everything ingest holds (--max-buffer).
  *
  * Owns: the split of ing.buffered by kind (frame_bytes, open_bytes,
- * queued_bytes), the age of each connection's partial work, and the
- * shedding of partial work when pausing cannot keep the budget.
+ * queued_bytes, ident_bytes), the age of each connection's partial work,
+ * and the shedding of partial work and identities when pausing cannot keep
+ * the budget.
  *
- * Policy. The bytes held for agents are of two sorts:
+ * Policy. The bytes held for agents are of three sorts:
  *  - queued generations drain by themselves (the store writes them), so
  *    when the total is over the budget reads pause (ingest_update_pause,
  *    hysteresis to 3/4) and resume as the store hands buffers back;
@@ -19,11 +20,23 @@
  *    the oldest partial work is the stalled peers'; an honest agent that
  *    is shed anyway reconnects and resends (nothing ACKed is touched, and
  *    an unACKed generation stays in its spool).
+ *  - identities (the strings of each HELLO, kept while the connection
+ *    lives, and copied into each queued generation) are held as long as
+ *    the agent stays: a HELLO may be up to 64 KiB and its tags JSON up to
+ *    six times its tags (escapes), so 16,384 connections could hold
+ *    gigabytes. They get a quarter of the budget; over it the connection
+ *    with the largest identity is closed (ERROR LIMIT). Honest identities
+ *    are a few hundred bytes, never the largest. Identities count before
+ *    partial work: partial work is shed while both together pass the
+ *    budget.
  *
  * Invariants:
  *  1. buffered MUST equal frame_bytes + open_bytes + queued_bytes, for the
  *     daemon (ing) and for each connection (c.dec_buffered + sum of its
- *     gens' held + c.queued_bytes); every change goes through the functions
+ *     gens' held + c.queued_bytes), and ident_bytes the sum of the
+ *     connections' identities (kept apart from buffered, which is what
+ *     --max-conn-buffer and gentrace_buffered_bytes have always meant:
+ *     generation data); every change goes through the functions
  *     here (and ingest_conn_account), otherwise a byte held is a byte
  *     unbounded. GENTRACED_BUDGET_CHECK=1 recomputes all of it on every
  *     pass and aborts on a mismatch; the tests run with it.
@@ -52,6 +65,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gtp_error.h"
 #include "log.h"
@@ -61,7 +75,7 @@
 /* ------------------------------------------------------------- accounting */
 
 uint64_t budget_used(const ingest *ing) {
-  return ing->buffered +
+  return ing->buffered + ing->ident_bytes +
          (ing->store != NULL ? store_scratch_bytes(ing->store) : 0);
 }
 
@@ -113,15 +127,57 @@ void budget_gen_drop(conn *c, opengen *g) {
   g->held = 0;
 }
 
-void budget_gen_queue(conn *c, opengen *g) {
+uint64_t budget_gen_queue(conn *c, opengen *g, uint64_t extra) {
   ingest *ing = c->ing;
-  /* Same bytes, another kind: buffered does not change. */
+  /* The buffer's bytes change kind (buffered does not change); the
+   * identity copies are new. */
+  uint64_t q = g->held + extra;
   ing->open_bytes -= g->held;
   CTR_SET(ing, budget_open, ing->open_bytes);
-  ing->queued_bytes += g->held;
+  ing->queued_bytes += q;
   CTR_SET(ing, budget_queued, ing->queued_bytes);
-  c->queued_bytes += g->held;
+  c->queued_bytes += q;
   g->held = 0;
+  ingest_conn_account(c, (int64_t)extra);
+  return q;
+}
+
+/* What c's identity costs on the heap (strings with their NUL, the tag
+ * arrays, the tags JSON), recomputed from the strings themselves. */
+static uint64_t ident_size(const conn *c) {
+  uint64_t n = 0;
+  if (c->service != NULL)
+    n += strlen(c->service) + 1;
+  if (c->host != NULL)
+    n += strlen(c->host) + 1;
+  if (c->agent_version != NULL)
+    n += strlen(c->agent_version) + 1;
+  if (c->tags_json != NULL)
+    n += strlen(c->tags_json) + 1;
+  for (uint32_t i = 0; i < c->ntags; i++)
+    n += strlen(c->tag_keys[i]) + strlen(c->tag_values[i]) + 2 +
+         2 * sizeof(char *);
+  return n;
+}
+
+uint64_t budget_ident_copy_bytes(const conn *c) {
+  return strlen(c->service) + strlen(c->host) + strlen(c->agent_version) +
+         strlen(c->tags_json) + 4;
+}
+
+static void ident_account(conn *c, int64_t d) {
+  ingest *ing = c->ing;
+  ing->ident_bytes = (uint64_t)((int64_t)ing->ident_bytes + d);
+  CTR_SET(ing, budget_ident, ing->ident_bytes);
+  c->ident_bytes = (uint64_t)((int64_t)c->ident_bytes + d);
+}
+
+void budget_ident_set(conn *c) {
+  ident_account(c, (int64_t)ident_size(c) - (int64_t)c->ident_bytes);
+}
+
+void budget_ident_drop(conn *c) {
+  ident_account(c, -(int64_t)c->ident_bytes);
 }
 
 void budget_dequeue(conn *c, uint64_t bytes) {
@@ -143,9 +199,10 @@ static void check_fail(const char *what, uint64_t got, uint64_t want) {
 }
 
 /* Invariant 1, recomputed from the connections. Conns no longer listed
- * (closed, waiting for their store completions) hold only queued bytes. */
+ * (closed, waiting for their store completions) hold only queued bytes and
+ * their identity. */
 static void budget_verify(ingest *ing) {
-  uint64_t frames = 0, open = 0, listed = 0, listed_q = 0;
+  uint64_t frames = 0, open = 0, listed = 0, listed_q = 0, listed_i = 0;
   for (conn *c = ing->conns; c != NULL; c = c->next) {
     uint64_t dec = budget_decoder_bytes(&c->dec), gens = 0;
     if (dec != c->dec_buffered)
@@ -156,25 +213,32 @@ static void budget_verify(ingest *ing) {
         check_fail("an open generation's bytes", g->held, cap);
       gens += g->held;
     }
-    if (c->buffered != dec + gens + c->queued_bytes)
-      check_fail("a connection's buffered bytes", c->buffered,
-                 dec + gens + c->queued_bytes);
+    if (c->ident_bytes != ident_size(c))
+      check_fail("a connection's identity bytes", c->ident_bytes,
+                 ident_size(c));
+    uint64_t want = dec + gens + c->queued_bytes;
+    if (c->buffered != want)
+      check_fail("a connection's buffered bytes", c->buffered, want);
     frames += dec;
     open += gens;
     listed += c->buffered;
     listed_q += c->queued_bytes;
+    listed_i += c->ident_bytes;
   }
   if (frames != ing->frame_bytes)
     check_fail("partial frame bytes", ing->frame_bytes, frames);
   if (open != ing->open_bytes)
     check_fail("open generation bytes", ing->open_bytes, open);
-  if (ing->buffered != ing->frame_bytes + ing->open_bytes + ing->queued_bytes)
-    check_fail("buffered bytes", ing->buffered,
-               ing->frame_bytes + ing->open_bytes + ing->queued_bytes);
+  uint64_t sum = ing->frame_bytes + ing->open_bytes + ing->queued_bytes;
+  if (ing->buffered != sum)
+    check_fail("buffered bytes", ing->buffered, sum);
   if (listed > ing->buffered || listed_q > ing->queued_bytes ||
       ing->buffered - listed != ing->queued_bytes - listed_q)
     check_fail("bytes of closed connections", ing->buffered - listed,
                ing->queued_bytes - listed_q);
+  if (listed_i > ing->ident_bytes)
+    check_fail("identity bytes of closed connections", listed_i,
+               ing->ident_bytes);
 }
 
 /* ------------------------------------------------------------- shedding */
@@ -191,56 +255,89 @@ static uint64_t partial_since(const conn *c) {
   return t;
 }
 
-static void shed(ingest *ing, conn *v) {
-  uint64_t bytes = v->buffered - v->queued_bytes;
+static uint64_t partial_of(const conn *c) {
+  return c->buffered - c->queued_bytes;
+}
+
+/* Closes v to keep the budget (invariant 3: ERROR without a gen, so the
+ * agent requeues and resends). One log line per SHED_LOG_MS for a burst;
+ * the close itself stays quiet. */
+static void shed(ingest *ing, conn *v, const char *what) {
+  uint64_t bytes = partial_of(v) + v->ident_bytes;
   uint64_t now = uv_now(ing->loop);
   CTR_ADD(ing, shed_conns, 1);
   CTR_ADD(ing, shed_bytes, bytes);
   CTR_ADD(ing, limit_hits[LIM_BUFFER_SHED], 1);
   if (ing->shed_log_ms == 0 || now - ing->shed_log_ms >= SHED_LOG_MS) {
+    uint64_t since = partial_since(v);
     log_warn("memory budget full, partial work shed",
-             "conn=%" PRIu64 " peer=%s bytes=%" PRIu64 " age_ms=%" PRIu64
-             " partial=%" PRIu64 " max_buffer=%" PRIu64
-             " shed_not_logged=%" PRIu64,
-             v->id, v->peer, bytes, now - partial_since(v),
-             ing->frame_bytes + ing->open_bytes, ing->cfg.max_buffer,
-             ing->shed_quiet);
+             "conn=%" PRIu64 " peer=%s what=%s bytes=%" PRIu64
+             " age_ms=%" PRIu64 " partial=%" PRIu64 " identities=%" PRIu64
+             " max_buffer=%" PRIu64 " shed_not_logged=%" PRIu64,
+             v->id, v->peer, what, bytes, since <= now ? now - since : 0,
+             ing->frame_bytes + ing->open_bytes, ing->ident_bytes,
+             ing->cfg.max_buffer, ing->shed_quiet);
     ing->shed_log_ms = now;
     ing->shed_quiet = 0;
   } else {
     ing->shed_quiet++;
   }
-  /* Invariant 3: no gen, so the agent requeues and resends. The close
-   * itself stays quiet (the line above speaks for a burst of them). */
   ingest_send_error(v, GTP_E_LIMIT, 0, 0,
-                    "daemon memory budget (--max-buffer) full of partial "
-                    "work; reconnect and resend");
+                    "daemon memory budget (--max-buffer) full; reconnect "
+                    "and resend");
   ingest_conn_close(v, 0, 0, 0, NULL);
+}
+
+static int sheddable(const conn *c) {
+  return c->state == CONN_HANDSHAKE || c->state == CONN_ACTIVE;
 }
 
 void budget_enforce(ingest *ing) {
   uint64_t max = ing->cfg.max_buffer;
-  if (!ing->stopping && ing->frame_bytes + ing->open_bytes > max) {
+  if (ing->stopping)
+    goto check;
+  /* Identities: a quarter of the budget, the largest goes first. Those of
+   * closing connections are freed once their close completes (seconds):
+   * shedding more cannot free them sooner, so they are not counted here. */
+  uint64_t ident = 0;
+  for (conn *c = ing->conns; c != NULL; c = c->next)
+    if (sheddable(c))
+      ident += c->ident_bytes;
+  while (ident > max / 4) {
+    conn *v = NULL;
+    for (conn *c = ing->conns; c != NULL; c = c->next)
+      if (sheddable(c) && c->ident_bytes > 0 &&
+          (v == NULL || c->ident_bytes > v->ident_bytes))
+        v = c;
+    if (v == NULL)
+      break;
+    ident -= v->ident_bytes;
+    shed(ing, v, "identity");
+  }
+  /* Partial work: the oldest goes first, down to 3/4 of the budget. */
+  if (ing->frame_bytes + ing->open_bytes + ident > max) {
     uint64_t target = max / 4 * 3;
-    while (ing->frame_bytes + ing->open_bytes > target) {
+    while (ing->frame_bytes + ing->open_bytes + ident > target) {
       conn *v = NULL;
       uint64_t vt = UINT64_MAX;
       for (conn *c = ing->conns; c != NULL; c = c->next) {
-        if (c->state != CONN_HANDSHAKE && c->state != CONN_ACTIVE)
+        if (!sheddable(c))
           continue;
         uint64_t t = partial_since(c);
-        if (t < vt || (t == vt && v != NULL && t != UINT64_MAX &&
-                       c->buffered - c->queued_bytes >
-                           v->buffered - v->queued_bytes)) {
+        if (t < vt ||
+            (t == vt && v != NULL && t != UINT64_MAX &&
+             partial_of(c) > partial_of(v))) {
           v = c;
           vt = t;
         }
       }
       if (v == NULL || vt == UINT64_MAX)
         break;
-      shed(ing, v);
+      ident -= v->ident_bytes;
+      shed(ing, v, "partial");
     }
   }
+check:
   if (ing->budget_checks)
     budget_verify(ing);
 }

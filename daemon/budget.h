@@ -27,8 +27,9 @@
 uint64_t budget_decoder_bytes(const gtp_frame_decoder *d);
 
 /* What counts against --max-buffer besides the idle pool: the bytes held
- * for agents (ing.buffered) and the store's compression scratch for the
- * queued ones (store_scratch_bytes). */
+ * for agents (ing.buffered), their identities (ing.ident_bytes) and the
+ * store's compression scratch for the queued generations
+ * (store_scratch_bytes). */
 uint64_t budget_used(const ingest *ing);
 
 /* Re-reads c's decoder into the accounts (after every feed and fini). */
@@ -38,13 +39,24 @@ void budget_decoder_sync(conn *c);
 void budget_gen_sync(conn *c, opengen *g);
 /* g's buffer goes (freed, pooled or rejected): its bytes stop counting. */
 void budget_gen_drop(conn *c, opengen *g);
-/* A generation of held bytes moves from open to queued at the store. */
-void budget_gen_queue(conn *c, opengen *g);
+/* A generation's held bytes move from open to queued at the store, with
+ * `extra` bytes more (the identity strings copied into its store_gen);
+ * returns what is now counted as queued for it (pending.held). */
+uint64_t budget_gen_queue(conn *c, opengen *g, uint64_t extra);
 /* A queued generation of `bytes` left the store queue. */
 void budget_dequeue(conn *c, uint64_t bytes);
 
-/* Sheds partial work, the oldest first, while what only reading can
- * complete is over --max-buffer (pausing cannot release it). Then, if
+/* Counts c's identity (service, host, agent version, tags, tags JSON)
+ * once on_hello has built it; budget_ident_drop when it is freed. */
+void budget_ident_set(conn *c);
+void budget_ident_drop(conn *c);
+/* Bytes of the identity strings a store_gen copies from c. */
+uint64_t budget_ident_copy_bytes(const conn *c);
+
+/* Sheds identities over a quarter of --max-buffer (the largest first) and
+ * partial work, the oldest first, while what only reading can complete
+ * (with the identities) is over --max-buffer (pausing cannot release
+ * it). Then, if
  * GENTRACED_BUDGET_CHECK=1, verifies every account (aborts on a mismatch:
  * tests run with it). Called by ingest_update_pause. */
 void budget_enforce(ingest *ing);

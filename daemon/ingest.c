@@ -208,11 +208,12 @@ void ingest_conn_account(conn *c, int64_t delta) {
   CTR_SET(ing, buffered, ing->buffered);
 }
 
-/* A generation left the store queue (committed, failed or dropped): its
- * buffer's bytes (pd->cap, what was counted) stop counting. */
+/* A generation left the store queue (committed, failed or dropped): what
+ * was counted for it (pd->held: its buffer and identity copies) stops
+ * counting. */
 static void conn_dequeue(conn *c, const pending *pd) {
   c->inflight--;
-  budget_dequeue(c, pd->cap);
+  budget_dequeue(c, pd->held);
 }
 
 /* Re-reads the decoder's partial-frame size into the accounts. */
@@ -353,6 +354,7 @@ static void conn_free_identity(conn *c) {
 static void conn_unref(conn *c) {
   if (--c->refs > 0)
     return;
+  budget_ident_drop(c);
   conn_free_identity(c);
   free(c);
 }
@@ -504,6 +506,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
   }
   c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
   gtp_wbuf_fini(&tj);
+  budget_ident_set(c); /* held while c lives: counted (budget.c) */
 
   /* A session reconnecting while its old connection still looks alive
    * (half-open TCP after a network change) replaces it. */

@@ -71,6 +71,7 @@ typedef struct pending {
   struct conn *c;
   store_gen *g;
   size_t cap; /* capacity of g->payload, for the buffer pool */
+  uint64_t held; /* bytes counted as queued: cap + identity copies */
 } pending;
 
 /* An idle generation buffer (malloc'd, cap bytes) kept for reuse. */
@@ -109,6 +110,7 @@ typedef struct conn {
   uint64_t dec_since_ms; /* when dec_buffered became > 0 */
   uint8_t ipkey[16];     /* its address in ing->iplim (iplimit.c) */
   int ip_held;           /* 1: counted in ing->iplim */
+  uint64_t ident_bytes;  /* identity from HELLO, counted (budget.c) */
   size_t last_gen_size;  /* size hint for the next opengen buffer */
   uint64_t buffered;     /* invariant 5 */
   uint64_t inflight;     /* generations at the store */
@@ -147,7 +149,8 @@ typedef struct counters {
   uint64_t pool_bytes, pool_reused, prepared_used, prepared_ready;
   uint64_t staged_frames;
   /* budget.c: what buffered is made of, and the limits biting. */
-  uint64_t budget_frames, budget_open, budget_queued, global_paused;
+  uint64_t budget_frames, budget_open, budget_queued, budget_ident;
+  uint64_t global_paused;
   uint64_t shed_conns, shed_bytes;
   uint64_t refused_per_ip, hello_toobig;
 } counters;
@@ -174,6 +177,7 @@ struct ingest {
   uint64_t queued_bytes; /* bytes at the store or waiting for disk space */
   uint64_t frame_bytes;  /* partial frames held by decoders (budget.c) */
   uint64_t open_bytes;   /* open generations' buffers (budget.c) */
+  uint64_t ident_bytes;  /* connections' identities from HELLO (budget.c) */
   int budget_checks;     /* GENTRACED_BUDGET_CHECK=1: verify every pass */
   uint64_t shed_log_ms, shed_quiet; /* shed log damping (budget.c) */
   struct iplimit *iplim;            /* connections per address */

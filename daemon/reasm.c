@@ -613,7 +613,8 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   pd->g = sg;
   pd->cap = g->buf.cap;
   sg->cookie = pd;
-  budget_gen_queue(c, g); /* its held bytes (buf.cap) are now queued */
+  /* Its buffer (buf.cap) and sg's identity copies are now queued. */
+  pd->held = budget_gen_queue(c, g, budget_ident_copy_bytes(c));
   g->buf.data = NULL;
   free(g);
   c->refs++;
@@ -625,7 +626,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     c->refs--;
     c->inflight--;
     ing->inflight--;
-    budget_dequeue(c, pd->cap);
+    budget_dequeue(c, pd->held);
     store_gen_free(sg);
     free(pd);
     ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");

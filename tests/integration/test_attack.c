@@ -14,6 +14,9 @@
  *    the honest agent stores every event it wrote, ledger 0.
  *  - A frame header over 64 KiB before HELLO is refused at once with
  *    ERROR(TOOBIG), before any payload.
+ *  - Agents with 31 KiB identities (tags) by the hundred: identities stay
+ *    within a quarter of the budget, the largest shed first, while an
+ *    honest agent with a small identity keeps storing.
  *  - One address opening connections past --max-conns-per-ip (default 256)
  *    gets ERROR(LIMIT) for the extra ones, logged once, counted in
  *    /metrics, while an agent from another address still connects and
@@ -357,6 +360,31 @@ test_attack__stalled_peers_and_open_generations_stay_in_budget(void **st) {
   finish(&d);
 }
 
+/* A HELLO of session n with 30 tags of 1 KiB values: about 31 KiB on the
+ * wire, kept (with its tags JSON) for as long as the connection lives. */
+static void big_hello(gtp_wbuf *b, unsigned n) {
+  gtf_spec s;
+  gtf_spec_init(&s, n, 1);
+  gtp_hello hl;
+  memset(&hl, 0, sizeof hl);
+  hl.min_version = hl.max_version = 1;
+  memcpy(hl.session, s.session, 16);
+  hl.service = (gtp_str){"svc", 3};
+  hl.host = (gtp_str){"host", 4};
+  hl.agent_version = (gtp_str){"1", 1};
+  static char val[GTP_IDENT_STR_MAX];
+  memset(val, 'v', sizeof val);
+  char keys[GTP_TAGS_MAX][16];
+  hl.ntags = 30;
+  for (unsigned i = 0; i < hl.ntags; i++) {
+    snprintf(keys[i], sizeof keys[i], "k%u", i);
+    hl.tags[i].key = (gtp_str){keys[i], strlen(keys[i])};
+    hl.tags[i].value = (gtp_str){val, sizeof val};
+  }
+  gtp_wbuf_init(b, 0);
+  assert_int_equal(gtp_frame_hello_encode(b, &hl), 0);
+}
+
 static void test_attack__big_frame_before_hello_refused_at_once(void **st) {
   (void)st;
   gtd d;
@@ -377,27 +405,8 @@ static void test_attack__big_frame_before_hello_refused_at_once(void **st) {
 
   /* A HELLO just under 64 KiB (long tags) is still welcome. */
   assert_int_equal(gtc_connect(&c, d.agent_port), 0);
-  gtf_spec s;
-  gtf_spec_init(&s, 77, 1);
-  gtp_hello hl;
-  memset(&hl, 0, sizeof hl);
-  hl.min_version = hl.max_version = 1;
-  memcpy(hl.session, s.session, 16);
-  hl.service = (gtp_str){"svc", 3};
-  hl.host = (gtp_str){"host", 4};
-  hl.agent_version = (gtp_str){"1", 1};
-  static char val[GTP_IDENT_STR_MAX];
-  memset(val, 'v', sizeof val);
-  char keys[GTP_TAGS_MAX][16];
-  hl.ntags = 30;
-  for (unsigned i = 0; i < hl.ntags; i++) {
-    snprintf(keys[i], sizeof keys[i], "k%u", i);
-    hl.tags[i].key = (gtp_str){keys[i], strlen(keys[i])};
-    hl.tags[i].value = (gtp_str){val, sizeof val};
-  }
   gtp_wbuf b;
-  gtp_wbuf_init(&b, 0);
-  assert_int_equal(gtp_frame_hello_encode(&b, &hl), 0);
+  big_hello(&b, 77);
   assert_true(b.len > 30000 && b.len <= GTP_FRAME_HEADER_SIZE + (64u << 10));
   assert_int_equal(gtc_send_raw(&c, b.data, b.len), 0);
   gtp_wbuf_fini(&b);
@@ -405,6 +414,75 @@ static void test_attack__big_frame_before_hello_refused_at_once(void **st) {
   assert_int_equal(gtc_read_frame(&c, &f, GTC_TIMEOUT_MS), 1);
   assert_int_equal(f.type, GTP_FR_WELCOME);
   gtc_close(&c);
+  finish(&d);
+}
+
+static void test_attack__big_identities_stay_in_a_quarter_budget(void **st) {
+  (void)st;
+  enum { N = 120 };
+  gtd d;
+  const char *args[] = {"--max-buffer", "8M", NULL};
+  start(&d, args);
+  /* An honest agent, connected first, with a small identity. */
+  gtc h;
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  gtf_spec hs;
+  gtf_spec_init(&hs, 9, 1);
+  hs.session[15] ^= 0xff; /* no attacker's session (gtf ids repeat mod 256) */
+  gtp_welcome w;
+  assert_int_equal(gtc_hello(&h, &hs, NULL, &w), 0);
+  /* 120 agents whose identities (about 62 KiB each with the tags JSON)
+   * would hold 7 MiB for as long as they stay connected. */
+  static gtc a[N];
+  for (unsigned i = 0; i < N; i++) {
+    char src[32];
+    snprintf(src, sizeof src, "127.0.3.%u", 1 + i);
+    assert_int_equal(gtc_connect_from(&a[i], src, d.agent_port), 0);
+    gtp_wbuf b;
+    big_hello(&b, 3000 + i);
+    assert_int_equal(gtc_send_raw(&a[i], b.data, b.len), 0);
+    gtp_wbuf_fini(&b);
+  }
+  /* Every HELLO is processed (WELCOME, or WELCOME then ERROR(LIMIT)). */
+  unsigned closed = 0;
+  for (unsigned i = 0; i < N; i++) {
+    gtp_frame f;
+    assert_int_equal(gtc_read_frame(&a[i], &f, GTC_TIMEOUT_MS), 1);
+    assert_int_equal(f.type, GTP_FR_WELCOME);
+  }
+  for (unsigned i = 0; i < N; i++) {
+    int code = 0;
+    if (gtc_wait_closed(&a[i], &code, 100) == 1) {
+      assert_int_equal(code, GTP_E_LIMIT);
+      closed++;
+    }
+  }
+  /* Shed connections' identities are freed once their close completes. */
+  int64_t ident = -1;
+  for (int tries = 0; tries < 100; tries++) {
+    ident = gtd_metric(&d, "gentrace_ingest_held_bytes{kind=\"identities\"}");
+    if (ident <= 2 * MIB)
+      break;
+    usleep(50000);
+  }
+  print_message("identities: %lld bytes held, %u of %d connections shed\n",
+                (long long)ident, closed, N);
+  assert_true(ident > 0 && ident <= 2 * MIB); /* a quarter of 8 MiB */
+  assert_true(closed >= N / 2);
+  assert_true(gtd_metric(&d, "gentrace_ingest_shed_connections_total") >=
+              (int64_t)closed);
+  /* The honest agent, never the largest identity, still stores. */
+  gtc_gen g;
+  assert_int_equal(gtc_gen_build(&g, &hs), 0);
+  assert_int_equal(gtc_send_gen(&h, &g), 0);
+  uint64_t gen = 0;
+  int code = 0;
+  assert_int_equal(gtc_read_reply(&h, &gen, &code, GTC_TIMEOUT_MS), 1);
+  assert_int_equal(gen, 1);
+  gtc_gen_fini(&g);
+  gtc_close(&h);
+  for (unsigned i = 0; i < N; i++)
+    gtc_close(&a[i]);
   finish(&d);
 }
 
@@ -455,6 +533,7 @@ static void test_attack__one_address_cannot_take_every_slot(void **st) {
   assert_int_equal(gtc_connect_from(&h, "127.0.0.2", d.agent_port), 0);
   gtf_spec s;
   gtf_spec_init(&s, 7, 1);
+  s.session[15] ^= 0xff; /* no attacker's session (gtf ids repeat mod 256) */
   gtp_welcome w;
   assert_int_equal(gtc_hello(&h, &s, NULL, &w), 0);
   gtc_gen g;
@@ -499,6 +578,8 @@ int main(void) {
           test_attack__big_frame_before_hello_refused_at_once, teardown),
       cmocka_unit_test_teardown(test_attack__one_address_cannot_take_every_slot,
                                 teardown),
+      cmocka_unit_test_teardown(
+          test_attack__big_identities_stay_in_a_quarter_budget, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
