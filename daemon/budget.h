@@ -27,9 +27,10 @@
 uint64_t budget_decoder_bytes(const gtp_frame_decoder *d);
 
 /* What counts against --max-buffer besides the idle pool: the bytes held
- * for agents (ing.buffered), their identities (ing.ident_bytes) and the
- * store's compression scratch for the queued generations
- * (store_scratch_bytes). */
+ * for agents (ing.buffered), their identities (ing.ident_bytes), replies
+ * queued to them and not yet written (ing.reply_bytes; at most 1 MiB per
+ * connection, which is then closed) and the store's compression scratch
+ * for the queued generations (store_scratch_bytes). */
 uint64_t budget_used(const ingest *ing);
 
 /* Re-reads c's decoder into the accounts (after every feed and fini). */

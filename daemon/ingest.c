@@ -276,6 +276,8 @@ typedef struct wreq {
 static void on_write(uv_write_t *req, int status) {
   wreq *w = (wreq *)req;
   conn *c = w->c;
+  c->ing->reply_bytes -= w->len;
+  CTR_SET(c->ing, budget_replies, c->ing->reply_bytes);
   free(w);
   if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING)
     ingest_conn_close(c, 0, 0, 0, NULL);
@@ -309,6 +311,9 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
     ingest_conn_close(c, 0, 0, 0, NULL);
     return;
   }
+  /* Replies a peer does not read are memory too (budget.c). */
+  c->ing->reply_bytes += w->len;
+  CTR_SET(c->ing, budget_replies, c->ing->reply_bytes);
   c->last_tx_ms = uv_now(c->ing->loop);
 }
 

@@ -150,6 +150,7 @@ typedef struct counters {
   uint64_t staged_frames;
   /* budget.c: what buffered is made of, and the limits biting. */
   uint64_t budget_frames, budget_open, budget_queued, budget_ident;
+  uint64_t budget_replies;
   uint64_t global_paused;
   uint64_t shed_conns, shed_bytes;
   uint64_t refused_per_ip, hello_toobig;
@@ -178,6 +179,7 @@ struct ingest {
   uint64_t frame_bytes;  /* partial frames held by decoders (budget.c) */
   uint64_t open_bytes;   /* open generations' buffers (budget.c) */
   uint64_t ident_bytes;  /* connections' identities from HELLO (budget.c) */
+  uint64_t reply_bytes;  /* frames queued to agents, not yet written */
   int budget_checks;     /* GENTRACED_BUDGET_CHECK=1: verify every pass */
   uint64_t shed_log_ms, shed_quiet; /* shed log damping (budget.c) */
   struct iplimit *iplim;            /* connections per address */
