@@ -1,4 +1,6 @@
-/* budget.c: one memory budget for everything ingest holds (--max-buffer).
+/* budget.c: what peers can make ingest hold: one memory budget for every
+ * byte (--max-buffer) and the connection slots of one address
+ * (--max-conns-per-ip, counted by iplimit.c).
  *
  * Owns: the split of ing.buffered by kind (frame_bytes, open_bytes,
  * queued_bytes, ident_bytes), the age of each connection's partial work,
@@ -68,6 +70,7 @@
 #include <string.h>
 
 #include "gtp_error.h"
+#include "iplimit.h"
 #include "log.h"
 
 #define SHED_LOG_MS 10000 /* at most one "shed" line per this */
@@ -340,4 +343,44 @@ void budget_enforce(ingest *ing) {
 check:
   if (ing->budget_checks)
     budget_verify(ing);
+}
+
+/* ------------------------------------------------------------ addresses */
+
+#define IPLIMIT_LOG_MS 10000 /* at most one per-address refusal line */
+
+int budget_admit_ip(ingest *ing, conn *c) {
+  struct sockaddr_storage ss;
+  int sl = sizeof ss;
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) != 0 ||
+      iplimit_key((struct sockaddr *)&ss, c->ipkey) != 0)
+    return 1; /* no address to count it by (the listener is IP only) */
+  if (iplimit_acquire(ing->iplim, c->ipkey, ing->cfg.max_conns_per_ip)) {
+    c->ip_held = 1;
+    return 1;
+  }
+  CTR_ADD(ing, refused_per_ip, 1);
+  CTR_ADD(ing, limit_hits[LIM_CONNS_PER_IP], 1);
+  uint64_t now = uv_now(ing->loop);
+  if (ing->iplim_log_ms == 0 || now - ing->iplim_log_ms >= IPLIMIT_LOG_MS) {
+    char ip[48] = "?";
+    if (ss.ss_family == AF_INET6)
+      uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+    else
+      uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+    log_warn("agent connection refused: too many from one address",
+             "ip=%s max_conns_per_ip=%" PRIu64 " refused_not_logged=%" PRIu64,
+             ip, ing->cfg.max_conns_per_ip, ing->iplim_quiet);
+    ing->iplim_log_ms = now;
+    ing->iplim_quiet = 0;
+  } else {
+    ing->iplim_quiet++;
+  }
+  uint8_t mem[128];
+  gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
+  gtp_frame_error_encode(&b, GTP_E_LIMIT, 0, 0,
+                         "too many agent connections from this address");
+  uv_buf_t ub = uv_buf_init((char *)b.data, (unsigned)b.len);
+  uv_try_write((uv_stream_t *)&c->tcp, &ub, 1);
+  return 0;
 }

@@ -62,4 +62,10 @@ uint64_t budget_ident_copy_bytes(const conn *c);
  * tests run with it). Called by ingest_update_pause. */
 void budget_enforce(ingest *ing);
 
+/* --max-conns-per-ip, at accept: counts c against its peer address
+ * (c->ip_held; on_closed releases it) and returns 1, or says ERROR(LIMIT)
+ * (best effort, nothing queued), counts and logs (rate-limited) the
+ * refusal and returns 0: the caller closes c. */
+int budget_admit_ip(ingest *ing, conn *c);
+
 #endif

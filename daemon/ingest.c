@@ -44,7 +44,9 @@
  *     (hysteresis), otherwise memory grows with the peers' send rate.
  *     Reading MUST stop only while queued_bytes > 0 (something will drain):
  *     open generations drain only by reading on, so pausing for them would
- *     deadlock; they are bounded by closing the connection (reasm_batch).
+ *     deadlock; they are bounded by closing the connection (reasm_batch,
+ *     and budget.c, which owns the accounting by kind and sheds the
+ *     oldest partial work when it alone is over max-buffer).
  *  6. Once a frame closed its conn, nothing more of that read is processed:
  *     conn_handle_frame returns < 0 after ingest_conn_close.
  *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
@@ -1022,47 +1024,6 @@ static void free_refused(uv_handle_t *h) {
   free(h->data);
 }
 
-#define IPLIMIT_LOG_MS 10000 /* at most one per-address refusal line */
-
-/* --max-conns-per-ip: counts c against its peer address, or refuses it
- * (ERROR LIMIT, best effort, nothing queued) and returns 0 (c is closing
- * and freed by free_refused). */
-static int conn_admit_ip(ingest *ing, conn *c) {
-  struct sockaddr_storage ss;
-  int sl = sizeof ss;
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) != 0 ||
-      iplimit_key((struct sockaddr *)&ss, c->ipkey) != 0)
-    return 1; /* no address to count it by (the listener is IP only) */
-  if (iplimit_acquire(ing->iplim, c->ipkey, ing->cfg.max_conns_per_ip)) {
-    c->ip_held = 1;
-    return 1;
-  }
-  CTR_ADD(ing, refused_per_ip, 1);
-  CTR_ADD(ing, limit_hits[LIM_CONNS_PER_IP], 1);
-  uint64_t now = uv_now(ing->loop);
-  if (ing->iplim_log_ms == 0 || now - ing->iplim_log_ms >= IPLIMIT_LOG_MS) {
-    char ip[48] = "?";
-    if (ss.ss_family == AF_INET6)
-      uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
-    else
-      uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
-    log_warn("agent connection refused: too many from one address",
-             "ip=%s max_conns_per_ip=%" PRIu64 " refused_not_logged=%" PRIu64,
-             ip, ing->cfg.max_conns_per_ip, ing->iplim_quiet);
-    ing->iplim_log_ms = now;
-    ing->iplim_quiet = 0;
-  } else {
-    ing->iplim_quiet++;
-  }
-  uint8_t mem[128];
-  gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
-  gtp_frame_error_encode(&b, GTP_E_LIMIT, 0, 0,
-                         "too many agent connections from this address");
-  uv_buf_t ub = uv_buf_init((char *)b.data, (unsigned)b.len);
-  uv_try_write((uv_stream_t *)&c->tcp, &ub, 1);
-  uv_close((uv_handle_t *)&c->tcp, free_refused);
-  return 0;
-}
 
 static void on_connection(uv_stream_t *server, int status) {
   ingest *ing = server->data;
@@ -1095,8 +1056,10 @@ static void on_connection(uv_stream_t *server, int status) {
     uv_close((uv_handle_t *)&c->tcp, free_refused);
     return;
   }
-  if (!conn_admit_ip(ing, c))
+  if (!budget_admit_ip(ing, c)) {
+    uv_close((uv_handle_t *)&c->tcp, free_refused);
     return;
+  }
   c->id = ++ing->next_id;
   c->refs = 1;
   c->state = CONN_HANDSHAKE;
