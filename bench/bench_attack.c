@@ -18,7 +18,8 @@
  * figure. Attackers use their own loopback source addresses (127.0.1.x,
  * 127.0.2.x, 127.0.0.9), the honest agent 127.0.0.1.
  *
- *   bench_attack [seconds [budget-MiB [stalled-peers]]]   default 5 64 1000
+ *   bench_attack [seconds [budget-MiB [stalled-peers [flood]]]]
+ *                                          default 5 64 1000, every flood
  *   bench_attack smoke                                     1 s, 8 MiB, 200
  *
  * Never fails the build; `make bench-attack` runs it.
@@ -337,6 +338,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   double seconds = 5;
   unsigned budget = 64, stalled_n = 1000;
+  const char *only = NULL;
   double offered = 1e6;
   if (argc > 1 && strcmp(argv[1], "smoke") == 0) {
     seconds = 1;
@@ -350,6 +352,8 @@ int main(int argc, char **argv) {
       budget = (unsigned)atoi(argv[2]);
     if (argc > 3)
       stalled_n = (unsigned)atoi(argv[3]);
+    if (argc > 4)
+      only = argv[4];
   }
   gtf_spec s;
   gtf_spec_init(&s, 499, 1);
@@ -375,6 +379,8 @@ int main(int argc, char **argv) {
          "VmHWM MiB", "shed", "refused", "attempts");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     result r;
+    if (i > 0 && only != NULL && strcmp(only, cases[i].name) != 0)
+      continue;
     if (run(cases[i].floods, seconds, budget, stalled_n, &g, offered, &r) < 0)
       fprintf(stderr, "bench_attack: run %s failed\n", cases[i].name);
     if (i == 0)
