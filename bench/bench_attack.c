@@ -148,11 +148,19 @@ static void stored(const gtd *d, int64_t *events, int64_t *lost) {
 typedef struct flood {
   uint16_t port;
   unsigned stalled_n;
-  volatile int stop;
+  int stop; /* set by the main thread: __atomic */
   const gtc_gen *g;
   unsigned id;
   uint64_t opened; /* connections the flood made */
 } flood;
+
+static int stopped(flood *f) {
+  return __atomic_load_n(&f->stop, __ATOMIC_RELAXED);
+}
+
+static void stop(flood *f) {
+  __atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
+}
 
 static int stalled_open(gtc *c, unsigned i, uint16_t port) {
   char src[32];
@@ -177,12 +185,12 @@ static void *stalled_main(void *arg) {
     if (stalled_open(&c[i], i, f->port) == 0)
       f->opened++;
   }
-  while (!f->stop) {
+  while (!stopped(f)) {
     for (unsigned i = 0; i < f->stalled_n; i++)
       pf[i] = (struct pollfd){c[i].fd, POLLIN, 0};
     if (poll(pf, f->stalled_n, 50) <= 0)
       continue;
-    for (unsigned i = 0; i < f->stalled_n && !f->stop; i++) {
+    for (unsigned i = 0; i < f->stalled_n && !stopped(f); i++) {
       if (c[i].fd >= 0 && (pf[i].revents & (POLLIN | POLLHUP | POLLERR))) {
         gtc_close(&c[i]); /* answered (ERROR) or closed: start again */
         if (stalled_open(&c[i], i, f->port) == 0)
@@ -203,7 +211,7 @@ static void *opener_main(void *arg) {
   flood *f = arg;
   char src[32];
   snprintf(src, sizeof src, "127.0.2.%u", 1 + f->id);
-  while (!f->stop) {
+  while (!stopped(f)) {
     gtc c;
     if (gtc_connect_from(&c, src, f->port) < 0) {
       sleep_ms(50);
@@ -213,8 +221,8 @@ static void *opener_main(void *arg) {
     gtf_spec s;
     gtf_spec_init(&s, 500 + f->id, 1);
     int ok = gtc_send_hello(&c, &s, NULL, 1, 1) == 0;
-    for (uint64_t gen = 1; gen <= 4 && ok && !f->stop; gen++) {
-      for (size_t i = 0; i < f->g->nrec && ok && !f->stop; i++) {
+    for (uint64_t gen = 1; gen <= 4 && ok && !stopped(f); gen++) {
+      for (size_t i = 0; i < f->g->nrec && ok && !stopped(f); i++) {
         gtp_wbuf b;
         gtp_wbuf_init(&b, 0);
         gtp_frame_batch_encode(&b, gen, f->g->body.data + f->g->off[i],
@@ -223,7 +231,7 @@ static void *opener_main(void *arg) {
         gtp_wbuf_fini(&b);
       }
     }
-    while (ok && !f->stop) {
+    while (ok && !stopped(f)) {
       gtp_frame fr;
       int rc = gtc_read_frame(&c, &fr, 100);
       if (rc == 0 || (rc < 0 && rc != -ETIMEDOUT))
@@ -241,8 +249,8 @@ static void *conns_main(void *arg) {
   gtc *c = calloc(CONN_FLOOD, sizeof *c);
   for (unsigned i = 0; i < CONN_FLOOD; i++)
     c[i].fd = -1;
-  while (!f->stop) {
-    for (unsigned i = 0; i < CONN_FLOOD && !f->stop; i++) {
+  while (!stopped(f)) {
+    for (unsigned i = 0; i < CONN_FLOOD && !stopped(f); i++) {
       if (c[i].fd >= 0) {
         struct pollfd pf = {c[i].fd, POLLIN, 0};
         if (poll(&pf, 1, 0) <= 0)
@@ -313,9 +321,10 @@ static int run(unsigned floods, double seconds, unsigned budget_mib,
   r->shed = gtd_metric(&d, "gentrace_ingest_shed_connections_total");
   r->refused =
       gtd_metric(&d, "gentrace_agent_connections_refused_per_ip_total");
-  fs.stop = fc.stop = 1;
+  stop(&fs);
+  stop(&fc);
   for (unsigned i = 0; i < OPENERS; i++)
-    fo[i].stop = 1;
+    stop(&fo[i]);
   if (floods & F_STALLED)
     pthread_join(ts, NULL);
   for (unsigned i = 0; i < OPENERS && (floods & F_OPENGEN); i++) {

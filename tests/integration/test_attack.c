@@ -245,8 +245,7 @@ typedef struct opener {
   uint16_t port;
   unsigned id;
   const gtc_gen *g; /* records sent as the never-ending generations */
-  volatile int stop;
-  int sent_all; /* every byte went out (the daemon kept reading) */
+  int stop; /* set by the main thread: __atomic */
   gtc c;
 } opener;
 
@@ -274,8 +273,7 @@ static void *opener_main(void *arg) {
       gtp_wbuf_fini(&b);
     }
   }
-  o->sent_all = ok;
-  while (!o->stop) {
+  while (!__atomic_load_n(&o->stop, __ATOMIC_RELAXED)) {
     gtp_frame f;
     int rc = gtc_read_frame(&o->c, &f, 100);
     if (rc == 0 || (rc < 0 && rc != -ETIMEDOUT))
@@ -326,7 +324,7 @@ test_attack__stalled_peers_and_open_generations_stay_in_budget(void **st) {
   int64_t shed = gtd_metric(&d, "gentrace_ingest_shed_connections_total");
   int64_t held = gtd_metric(&d, "gentrace_buffered_bytes");
   for (unsigned i = 0; i < OPENERS; i++) {
-    op[i].stop = 1;
+    __atomic_store_n(&op[i].stop, 1, __ATOMIC_RELAXED);
     pthread_join(op[i].t, NULL);
     gtc_close(&op[i].c);
   }
@@ -355,7 +353,7 @@ test_attack__stalled_peers_and_open_generations_stay_in_budget(void **st) {
   assert_true(held >= 0 && held <= (int64_t)BUDGET_MIB * MIB);
   assert_true(shed >= 1);
   assert_true(gtd_metric(&d, "gentrace_limit_hits_total{limit=\"max-buffer-"
-                             "shed\"}") == shed);
+                             "shed\"}") >= shed);
   assert_true(gtd_log_has(&d, "memory budget full, partial work shed"));
   finish(&d);
 }
