@@ -327,9 +327,8 @@ void budget_enforce(ingest *ing) {
         if (!sheddable(c))
           continue;
         uint64_t t = partial_since(c);
-        if (t < vt ||
-            (t == vt && v != NULL && t != UINT64_MAX &&
-             partial_of(c) > partial_of(v))) {
+        if (t < vt || (t == vt && v != NULL && t != UINT64_MAX &&
+                       partial_of(c) > partial_of(v))) {
           v = c;
           vt = t;
         }

@@ -58,11 +58,11 @@
  *     and max-buffer/8 bytes, reused for the next generations (a fresh
  *     buffer costs a page fault per 4 KiB written). Pooled bytes
  *     (ing.pool_bytes, not part of buffered: they hold nothing for agents)
- *     MUST keep buffered + pool_bytes <= max-buffer: a buffer enters the
- *     pool only if it fits, and ingest_update_pause frees pooled (then
- *     prepared, 10) buffers before deciding to pause while the sum is
- *     over, otherwise the pool would add to the memory the limit bounds or
- *     hold agents back. A buffer MUST enter the pool only after the store
+ *     MUST keep budget_used() + pool_bytes <= max-buffer (budget.c): a
+ *     buffer enters the pool only if it fits, and ingest_update_pause
+ *     frees pooled (then prepared, 10) buffers before deciding to pause
+ *     while the sum is over, otherwise the pool would add to the memory
+ *     the limit bounds or hold agents back. A buffer MUST enter the pool only after the store
  *     handed its generation back (done callback), otherwise the store
  *     would read a buffer being refilled.
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
@@ -1023,7 +1023,6 @@ static void on_sweep(uv_timer_t *t) {
 static void free_refused(uv_handle_t *h) {
   free(h->data);
 }
-
 
 static void on_connection(uv_stream_t *server, int status) {
   ingest *ing = server->data;

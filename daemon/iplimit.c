@@ -89,7 +89,8 @@ int iplimit_key(const struct sockaddr *sa, uint8_t key[16]) {
   if (sa->sa_family == AF_INET6) {
     const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
     const uint8_t *a = s6->sin6_addr.s6_addr;
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+                                       0, 0, 0, 0, 0xff, 0xff};
     if (memcmp(a, mapped, 12) == 0)
       memcpy(key, a, 16); /* an IPv4 peer on a dual-stack socket */
     else

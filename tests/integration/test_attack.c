@@ -245,7 +245,7 @@ typedef struct opener {
   uint16_t port;
   unsigned id;
   const gtc_gen *g; /* records sent as the never-ending generations */
-  int stop; /* set by the main thread: __atomic */
+  int stop;         /* set by the main thread: __atomic */
   gtc c;
 } opener;
 
