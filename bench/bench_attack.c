@@ -220,7 +220,8 @@ static void *opener_main(void *arg) {
     f->opened++;
     gtf_spec s;
     gtf_spec_init(&s, 500 + f->id, 1);
-    int ok = gtc_send_hello(&c, &s, NULL, 1, 1) == 0;
+    int ok =
+        gtc_send_hello(&c, &s, NULL, GTP_PROTO_VERSION, GTP_PROTO_VERSION) == 0;
     for (uint64_t gen = 1; gen <= 4 && ok && !stopped(f); gen++) {
       for (size_t i = 0; i < f->g->nrec && ok && !stopped(f); i++) {
         gtp_wbuf b;

@@ -260,7 +260,7 @@ static void *opener_main(void *arg) {
     return NULL;
   gtf_spec s;
   gtf_spec_init(&s, 500 + o->id, 1);
-  if (gtc_send_hello(&o->c, &s, NULL, 1, 1) < 0)
+  if (gtc_send_hello(&o->c, &s, NULL, GTP_PROTO_VERSION, GTP_PROTO_VERSION) < 0)
     return NULL;
   int ok = 1;
   for (uint64_t gen = 1; gen <= 4 && ok; gen++) {
@@ -365,7 +365,7 @@ static void big_hello(gtp_wbuf *b, unsigned n) {
   gtf_spec_init(&s, n, 1);
   gtp_hello hl;
   memset(&hl, 0, sizeof hl);
-  hl.min_version = hl.max_version = 1;
+  hl.min_version = hl.max_version = GTP_PROTO_VERSION;
   memcpy(hl.session, s.session, 16);
   hl.service = (gtp_str){"svc", 3};
   hl.host = (gtp_str){"host", 4};
