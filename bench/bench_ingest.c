@@ -294,7 +294,8 @@ static int s1(unsigned n) {
     snprintf(src, sizeof src, "127.1.%u.%u", i / 200 / 250, 1 + i / 200 % 250);
     if (gtc_connect_from(&cs[i], src, d.agent_port) < 0)
       break;
-    if (gtc_send_hello(&cs[i], &s, NULL, 1, 1) < 0)
+    if (gtc_send_hello(&cs[i], &s, NULL, GTP_PROTO_VERSION,
+                       GTP_PROTO_VERSION) < 0)
       break;
     ok++;
   }

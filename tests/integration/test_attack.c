@@ -367,6 +367,7 @@ static void big_hello(gtp_wbuf *b, unsigned n) {
   memset(&hl, 0, sizeof hl);
   hl.min_version = hl.max_version = GTP_PROTO_VERSION;
   memcpy(hl.session, s.session, 16);
+  memcpy(hl.session_key, s.session_key, 16);
   hl.service = (gtp_str){"svc", 3};
   hl.host = (gtp_str){"host", 4};
   hl.agent_version = (gtp_str){"1", 1};
