@@ -186,12 +186,17 @@ static uint64_t get_u64(const uint8_t *p) {
   return v;
 }
 
+/* Bytes of segment buffers alive (open + closed, not yet freed), for
+ * segment_scratch_bytes; process-wide, like the buffers' allocator. */
+static uint64_t seg_scratch;
+
 static int seg_reserve(seg *g, size_t more) {
   if (g->len + more <= g->cap) return 0;
   size_t cap = g->cap ? g->cap : 1 << 16;
   while (cap < g->len + more) cap *= 2;
   uint8_t *b = realloc(g->buf, cap);
   if (!b) return -ENOMEM;
+  __atomic_add_fetch(&seg_scratch, cap - g->cap, __ATOMIC_RELAXED);
   g->buf = b;
   g->cap = cap;
   return 0;
@@ -265,6 +270,7 @@ int segment_index_parse(const uint8_t *obj, size_t len, segment_entry **out,
 
 static void seg_free(seg *g) {
   if (!g) return;
+  __atomic_sub_fetch(&seg_scratch, g->cap, __ATOMIC_RELAXED);
   free(g->buf);
   free(g->ix);
   free(g->gens);
@@ -807,3 +813,8 @@ int segment_health(segment_store *s, char *reason, size_t cap) {
 
 struct pg_cat *segment_catalog(segment_store *s) { return s->cat; }
 const char *segment_daemon_id(const segment_store *s) { return s->daemon_id; }
+
+uint64_t segment_scratch_bytes(segment_store *s) {
+  (void)s;
+  return __atomic_load_n(&seg_scratch, __ATOMIC_RELAXED);
+}

@@ -82,6 +82,9 @@ int segment_health(segment_store *s, char *reason, size_t cap);
 /* The catalog and an S3 client for readers (borrowed; the S3 client is
  * for one thread at a time: the store's own threads use their own). */
 struct pg_cat *segment_catalog(segment_store *s);
+/* Bytes of segment buffers held now beside the queued payloads (the
+ * compressed copies; the daemon counts them in --max-buffer). Lock-free. */
+uint64_t segment_scratch_bytes(segment_store *s);
 /* This daemon's id (names its objects and its pin row). Borrowed. */
 const char *segment_daemon_id(const segment_store *s);
 

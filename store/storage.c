@@ -221,6 +221,11 @@ void storage_stats_get(storage *st, store_stats *out) {
     store_stats_get(st->sq, out);
 }
 
+uint64_t storage_scratch_bytes(storage *st) {
+  if (st->shared) return segment_scratch_bytes(st->seg);
+  return st->sq ? store_scratch_bytes(st->sq) : 0;
+}
+
 int storage_health(storage *st, char *reason, size_t cap) {
   if (st->shared) return segment_health(st->seg, reason, cap);
   if (cap) reason[0] = '\0';

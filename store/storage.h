@@ -64,6 +64,8 @@ int storage_session_key(storage *st, const uint8_t session[16],
 void storage_note_rejected(storage *st, const uint8_t session[16],
                            uint64_t events);
 void storage_stats_get(storage *st, store_stats *out);
+/* store_scratch_bytes's contract, for either backend. Lock-free. */
+uint64_t storage_scratch_bytes(storage *st);
 /* 0 healthy; GTP_E_UNAVAIL with a one-line reason while the shared store
  * cannot be written (ingest is not ACKed then). */
 int storage_health(storage *st, char *reason, size_t cap);
