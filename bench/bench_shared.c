@@ -52,9 +52,9 @@ static uint64_t rnd(void) {
 
 static uint8_t *tmpl;
 static void make_template(void) {
-  static const char *w[] = {"http.request ", "db.query ", "cache.get ",
-                            "region=", "status=200 ", "GET /api/v1/items ",
-                            "thread=", "span "};
+  static const char *w[] = {
+      "http.request ", "db.query ",          "cache.get ", "region=",
+      "status=200 ",   "GET /api/v1/items ", "thread=",    "span "};
   tmpl = malloc(GEN_BYTES);
   size_t n = 0;
   while (n < GEN_BYTES) {
@@ -62,7 +62,8 @@ static void make_template(void) {
     int k = rnd() % 3 == 0
                 ? snprintf(tok, sizeof tok, "%" PRIu64 " ", rnd() % 100000)
                 : snprintf(tok, sizeof tok, "%s", w[rnd() % 8]);
-    for (int i = 0; i < k && n < GEN_BYTES; i++) tmpl[n++] = (uint8_t)tok[i];
+    for (int i = 0; i < k && n < GEN_BYTES; i++)
+      tmpl[n++] = (uint8_t)tok[i];
   }
 }
 
@@ -76,7 +77,8 @@ typedef struct run {
 static void on_done(void *ctx, store_gen *g) {
   run *r = ctx;
   pthread_mutex_lock(&r->lock);
-  if (g->result < 0) r->errors++;
+  if (g->result < 0)
+    r->errors++;
   r->done++;
   pthread_cond_broadcast(&r->cond);
   pthread_mutex_unlock(&r->lock);
@@ -112,7 +114,8 @@ typedef struct seqs {
 } seqs;
 static int note_seq(void *ctx, const store_gen_row *row) {
   seqs *q = ctx;
-  if (q->n < 64) q->s[q->n++] = row->seq;
+  if (q->n < 64)
+    q->s[q->n++] = row->seq;
   return 0;
 }
 
@@ -166,22 +169,26 @@ int main(void) {
       /* At most INFLIGHT MiB between submit and done, as the daemon's
        * --max-buffer bounds it; the store then runs at its steady rate. */
       pthread_mutex_lock(&r.lock);
-      while (g - r.done >= INFLIGHT) pthread_cond_wait(&r.cond, &r.lock);
+      while (g - r.done >= INFLIGHT)
+        pthread_cond_wait(&r.cond, &r.lock);
       pthread_mutex_unlock(&r.lock);
       /* Sessions differ per run so every run stores new rows. */
       storage_submit(st[i], gen((uint8_t)(16 * n + i), (uint8_t)n,
                                 g / (uint64_t)k + 1, t0));
     }
     pthread_mutex_lock(&r.lock);
-    while (r.done < r.want) pthread_cond_wait(&r.cond, &r.lock);
+    while (r.done < r.want)
+      pthread_cond_wait(&r.cond, &r.lock);
     pthread_mutex_unlock(&r.lock);
     double el = now_s() - t;
     mbs[n] = (double)mb / el;
     printf("# %s: %" PRIu64 " MiB in %.2f s = %.1f MiB/s%s\n",
            n ? "shared" : "sqlite", mb, el, mbs[n],
            r.errors ? " (ERRORS)" : "");
-    if (n) printf("#   daemons: %d\n", n);
-    for (int i = 0; i < k; i++) storage_close(st[i]);
+    if (n)
+      printf("#   daemons: %d\n", n);
+    for (int i = 0; i < k; i++)
+      storage_close(st[i]);
   }
   printf("BENCH id=C1-shared-1 value=%.1f unit=MiB/s baseline=sqlite:%.1f"
          " ratio=%.2f bar=0.50 pass=%d\n",
@@ -222,8 +229,8 @@ int main(void) {
       /* A different window each time: every read is cold on the shared
        * reader (its cache never saw these generations). */
       int64_t from = t0 + (int64_t)(10 + rep * 10) * 1000000000LL;
-      store_window_query q = {.session = hex, .from_ns = from,
-                              .to_ns = from + 10 * 1000000000LL};
+      store_window_query q = {
+          .session = hex, .from_ns = from, .to_ns = from + 10 * 1000000000LL};
       seqs sq = {.n = 0};
       gtp_wbuf b;
       gtp_wbuf_init(&b, 0);
@@ -238,7 +245,8 @@ int main(void) {
       if (rc < 0 || sq.n != 10)
         printf("# window read (%s): rc=%d gens=%d (want 10)\n",
                shared ? "shared" : "sqlite", rc, sq.n);
-      if (el < best) best = el;
+      if (el < best)
+        best = el;
     }
     lat[shared] = best * 1000;
     storage_reader_close(rd);

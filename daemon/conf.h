@@ -53,13 +53,13 @@ typedef struct conf {
   int64_t http_send_timeout_ns;
   uint64_t test_store_delay_ms; /* hidden: slow store for tests */
   /* The shared store (both or neither; then --db is not used). Owned. */
-  char *catalog;          /* postgresql://... */
-  char *objects;          /* s3://BUCKET[/PREFIX] */
+  char *catalog; /* postgresql://... */
+  char *objects; /* s3://BUCKET[/PREFIX] */
   char *s3_endpoint, *s3_region, *s3_access_key_id, *s3_secret_access_key;
-  char *daemon_id;        /* names this daemon's segment objects */
+  char *daemon_id; /* names this daemon's segment objects */
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
-  uint64_t cli_mask_;           /* internal: options set on the command line */
+  uint64_t cli_mask_; /* internal: options set on the command line */
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

@@ -39,7 +39,7 @@
 typedef struct daemon_state {
   uv_loop_t *loop;
   ingest *ing;
-  storage *st; /* set before web starts */
+  storage *st;     /* set before web starts */
   web_server *web; /* set once before the first commit can be reported */
   uv_signal_t sigterm, sigint, sighup;
   int stopping;

@@ -38,14 +38,16 @@ static size_t gc_slot(int64_t seq) {
 
 gencache *gencache_new(uint64_t max_bytes) {
   gencache *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
+  if (!c)
+    return NULL;
   pthread_mutex_init(&c->lock, NULL);
   c->max = max_bytes;
   return c;
 }
 
 void gencache_free(gencache *c) {
-  if (!c) return;
+  if (!c)
+    return;
   for (gc_ent *e = c->head, *n; e; e = n) {
     n = e->next;
     free(e);
@@ -55,25 +57,33 @@ void gencache_free(gencache *c) {
 }
 
 static void gc_unlink(gencache *c, gc_ent *e) {
-  if (e->prev) e->prev->next = e->next;
-  else c->head = e->next;
-  if (e->next) e->next->prev = e->prev;
-  else c->tail = e->prev;
+  if (e->prev)
+    e->prev->next = e->next;
+  else
+    c->head = e->next;
+  if (e->next)
+    e->next->prev = e->prev;
+  else
+    c->tail = e->prev;
   e->prev = e->next = NULL;
 }
 
 static void gc_push_front(gencache *c, gc_ent *e) {
   e->prev = NULL;
   e->next = c->head;
-  if (c->head) c->head->prev = e;
+  if (c->head)
+    c->head->prev = e;
   c->head = e;
-  if (!c->tail) c->tail = e;
+  if (!c->tail)
+    c->tail = e;
 }
 
 static void gc_drop(gencache *c, gc_ent *e) {
   gc_ent **p = &c->table[gc_slot(e->seq)];
-  while (*p && *p != e) p = &(*p)->next_hash;
-  if (*p) *p = e->next_hash;
+  while (*p && *p != e)
+    p = &(*p)->next_hash;
+  if (*p)
+    *p = e->next_hash;
   gc_unlink(c, e);
   c->bytes -= e->len;
   free(e);
@@ -82,7 +92,8 @@ static void gc_drop(gencache *c, gc_ent *e) {
 int gencache_get(gencache *c, int64_t seq, gtp_wbuf *out) {
   pthread_mutex_lock(&c->lock);
   gc_ent *e = c->table[gc_slot(seq)];
-  while (e && e->seq != seq) e = e->next_hash;
+  while (e && e->seq != seq)
+    e = e->next_hash;
   if (!e) {
     pthread_mutex_unlock(&c->lock);
     return 0;
@@ -97,15 +108,18 @@ int gencache_get(gencache *c, int64_t seq, gtp_wbuf *out) {
 int gencache_has(gencache *c, int64_t seq) {
   pthread_mutex_lock(&c->lock);
   gc_ent *e = c->table[gc_slot(seq)];
-  while (e && e->seq != seq) e = e->next_hash;
+  while (e && e->seq != seq)
+    e = e->next_hash;
   pthread_mutex_unlock(&c->lock);
   return e != NULL;
 }
 
 void gencache_put(gencache *c, int64_t seq, const uint8_t *data, size_t len) {
-  if (len > c->max / 8) return;
+  if (len > c->max / 8)
+    return;
   gc_ent *e = malloc(sizeof *e + len);
-  if (!e) return;
+  if (!e)
+    return;
   e->seq = seq;
   e->len = len;
   memcpy(e->data, data, len);
@@ -117,7 +131,8 @@ void gencache_put(gencache *c, int64_t seq, const uint8_t *data, size_t len) {
       free(e);
       return;
     }
-  while (c->bytes + len > c->max && c->tail) gc_drop(c, c->tail);
+  while (c->bytes + len > c->max && c->tail)
+    gc_drop(c, c->tail);
   e->next_hash = c->table[slot];
   c->table[slot] = e;
   gc_push_front(c, e);

@@ -45,7 +45,9 @@ struct pg {
   int count; /* open or opening connections, idle or lent (inv. 3) */
 };
 
-int pg_schema_version(void) { return PG_VERSION_NOW; }
+int pg_schema_version(void) {
+  return PG_VERSION_NOW;
+}
 
 static int pg_fail(char **cause, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -54,7 +56,8 @@ static int pg_fail(char **cause, int rc, const char *fmt, ...) {
     free(*cause);
     va_list ap;
     va_start(ap, fmt);
-    if (vasprintf(cause, fmt, ap) < 0) *cause = NULL;
+    if (vasprintf(cause, fmt, ap) < 0)
+      *cause = NULL;
     va_end(ap);
   }
   return rc;
@@ -64,7 +67,8 @@ static int pg_fail(char **cause, int rc, const char *fmt, ...) {
 static const char *pg_msg(PGconn *c, char *buf, size_t cap) {
   snprintf(buf, cap, "%s", c ? PQerrorMessage(c) : "out of memory");
   for (char *p = buf; *p; p++)
-    if (*p == '\n') *p = (p[1] ? ' ' : '\0');
+    if (*p == '\n')
+      *p = (p[1] ? ' ' : '\0');
   return buf;
 }
 
@@ -78,17 +82,23 @@ static void pg_quiet(void *arg, const char *msg) {
  * error within seconds instead of a hang. */
 static int pg_connect(pg *p, PGconn **out, char **cause) {
   /* Defaults first: the URI (dbname, expanded last) overrides them. */
-  const char *keys[] = {"connect_timeout",     "keepalives_idle",
-                        "keepalives_interval", "keepalives_count",
-                        "tcp_user_timeout",    "application_name",
-                        "dbname",              NULL};
-  const char *vals[] = {"5",         "5", "2", "3", "10000", "gentraced",
-                        p->conninfo, NULL};
+  const char *keys[] = {"connect_timeout",
+                        "keepalives_idle",
+                        "keepalives_interval",
+                        "keepalives_count",
+                        "tcp_user_timeout",
+                        "application_name",
+                        "dbname",
+                        NULL};
+  const char *vals[] = {"5",     "5",         "2",         "3",
+                        "10000", "gentraced", p->conninfo, NULL};
   PGconn *c = PQconnectdbParams(keys, vals, 1);
   char m[512];
   if (!c || PQstatus(c) != CONNECTION_OK) {
-    int rc = pg_fail(cause, GTP_E_UNAVAIL, "PostgreSQL catalog: cannot "
-                     "connect: %s", pg_msg(c, m, sizeof m));
+    int rc = pg_fail(cause, GTP_E_UNAVAIL,
+                     "PostgreSQL catalog: cannot "
+                     "connect: %s",
+                     pg_msg(c, m, sizeof m));
     PQfinish(c);
     return rc;
   }
@@ -102,10 +112,10 @@ static int pg_connect(pg *p, PGconn **out, char **cause) {
   for (size_t i = 0; i < p->nstmts; i++) {
     r = PQprepare(c, p->stmts[i].name, p->stmts[i].sql, 0, NULL);
     if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-      int rc = pg_fail(cause, PQstatus(c) == CONNECTION_OK ? GTP_E_INTERNAL
-                                                           : GTP_E_UNAVAIL,
-                       "PostgreSQL catalog: prepare %s: %s", p->stmts[i].name,
-                       pg_msg(c, m, sizeof m));
+      int rc = pg_fail(
+          cause, PQstatus(c) == CONNECTION_OK ? GTP_E_INTERNAL : GTP_E_UNAVAIL,
+          "PostgreSQL catalog: prepare %s: %s", p->stmts[i].name,
+          pg_msg(c, m, sizeof m));
       PQclear(r);
       PQfinish(c);
       return rc;
@@ -122,8 +132,8 @@ int pg_cmd(PGconn *c, const char *sql, char **cause) {
   int rc = 0;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     char m[512];
-    rc = pg_fail(cause, PQstatus(c) == CONNECTION_OK ? GTP_E_INTERNAL
-                                                     : GTP_E_UNAVAIL,
+    rc = pg_fail(cause,
+                 PQstatus(c) == CONNECTION_OK ? GTP_E_INTERNAL : GTP_E_UNAVAIL,
                  "PostgreSQL catalog: %.40s: %s", sql, pg_msg(c, m, sizeof m));
   }
   PQclear(r);
@@ -156,39 +166,47 @@ PGresult *pg_exec(PGconn *c, const char *name, int nparams,
 /* Brings the schema to PG_VERSION_NOW (invariant 4). */
 static int pg_migrate(PGconn *c, char **cause) {
   int rc = pg_cmd(c, "BEGIN", cause);
-  if (rc < 0) return rc;
-  rc = pg_cmd(c, "SELECT pg_advisory_xact_lock(" PG_LOCK_MIGRATE ");"
-                 "CREATE TABLE IF NOT EXISTS gt_meta(key text PRIMARY KEY,"
-                 " value text NOT NULL)",
+  if (rc < 0)
+    return rc;
+  rc = pg_cmd(c,
+              "SELECT pg_advisory_xact_lock(" PG_LOCK_MIGRATE ");"
+              "CREATE TABLE IF NOT EXISTS gt_meta(key text PRIMARY KEY,"
+              " value text NOT NULL)",
               cause);
-  if (rc < 0) goto fail;
+  if (rc < 0)
+    goto fail;
   PGresult *r =
       PQexec(c, "SELECT value FROM gt_meta WHERE key = 'schema_version'");
   if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
     PQclear(r);
     rc = pg_cmd(c, "SELECT 1", cause); /* names the error */
-    if (rc == 0) rc = GTP_E_INTERNAL;
+    if (rc == 0)
+      rc = GTP_E_INTERNAL;
     goto fail;
   }
   int have = PQntuples(r) ? atoi(PQgetvalue(r, 0, 0)) : 0;
   PQclear(r);
   if (have > PG_VERSION_NOW) {
-    rc = pg_fail(cause, GTP_E_VERSION, "PostgreSQL catalog: schema version "
-                 "%d is newer than this build supports (%d)", have,
-                 PG_VERSION_NOW);
+    rc = pg_fail(cause, GTP_E_VERSION,
+                 "PostgreSQL catalog: schema version "
+                 "%d is newer than this build supports (%d)",
+                 have, PG_VERSION_NOW);
     goto fail;
   }
   for (int v = have; v < PG_VERSION_NOW; v++) {
     rc = pg_cmd(c, pg_migrations[v], cause);
-    if (rc < 0) goto fail;
+    if (rc < 0)
+      goto fail;
   }
   if (have < PG_VERSION_NOW) {
     char sql[160];
-    snprintf(sql, sizeof sql, "INSERT INTO gt_meta VALUES('schema_version',"
+    snprintf(sql, sizeof sql,
+             "INSERT INTO gt_meta VALUES('schema_version',"
              " '%d') ON CONFLICT(key) DO UPDATE SET value = excluded.value",
              PG_VERSION_NOW);
     rc = pg_cmd(c, sql, cause);
-    if (rc < 0) goto fail;
+    if (rc < 0)
+      goto fail;
   }
   return pg_cmd(c, "COMMIT", cause);
 fail:
@@ -196,16 +214,20 @@ fail:
   return rc;
 }
 
-int pg_open(const char *conninfo, int size, const pg_stmt *stmts,
-            size_t nstmts, pg **out, char **cause) {
+int pg_open(const char *conninfo, int size, const pg_stmt *stmts, size_t nstmts,
+            pg **out, char **cause) {
   *out = NULL;
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   if (!conninfo || (strncmp(conninfo, "postgresql://", 13) &&
                     strncmp(conninfo, "postgres://", 11)))
-    return pg_fail(cause, GTP_E_BADARG, "catalog '%s' is not a "
-                   "postgresql:// URI", conninfo ? conninfo : "");
+    return pg_fail(cause, GTP_E_BADARG,
+                   "catalog '%s' is not a "
+                   "postgresql:// URI",
+                   conninfo ? conninfo : "");
   pg *p = calloc(1, sizeof *p);
-  if (!p) return -ENOMEM;
+  if (!p)
+    return -ENOMEM;
   p->size = size < 1 ? 1 : size;
   p->stmts = stmts;
   p->nstmts = nstmts;
@@ -228,12 +250,15 @@ int pg_open(const char *conninfo, int size, const pg_stmt *stmts,
   int rc = pg_connect(p, &c, cause);
   p->nstmts = nstmts;
   p->stmts = keep;
-  if (rc < 0) goto fail;
+  if (rc < 0)
+    goto fail;
   rc = pg_migrate(c, cause);
   PQfinish(c);
-  if (rc < 0) goto fail;
+  if (rc < 0)
+    goto fail;
   rc = pg_connect(p, &c, cause);
-  if (rc < 0) goto fail;
+  if (rc < 0)
+    goto fail;
   p->idle[p->nidle++] = c;
   p->count = 1;
   *out = p;
@@ -244,8 +269,10 @@ fail:
 }
 
 void pg_close(pg *p) {
-  if (!p) return;
-  for (int i = 0; i < p->nidle; i++) PQfinish(p->idle[i]);
+  if (!p)
+    return;
+  for (int i = 0; i < p->nidle; i++)
+    PQfinish(p->idle[i]);
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->cond);
   free(p->idle);
@@ -276,10 +303,12 @@ int pg_get(pg *p, PGconn **out, char **cause) {
 }
 
 void pg_put(pg *p, PGconn *c) {
-  if (!c) return;
+  if (!c)
+    return;
   int keep = PQstatus(c) == CONNECTION_OK &&
              PQtransactionStatus(c) == PQTRANS_IDLE; /* invariant 2 */
-  if (!keep) PQfinish(c);
+  if (!keep)
+    PQfinish(c);
   pthread_mutex_lock(&p->lock);
   if (keep)
     p->idle[p->nidle++] = c;

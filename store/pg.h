@@ -31,8 +31,8 @@ typedef struct pg_stmt {
  * pg_close. size: connections at most (>= 1). On error returns a negative
  * code (GTP_E_UNAVAIL: cannot connect; GTP_E_VERSION: the catalog's schema
  * is newer than this build) and sets *cause (malloc'd). */
-int pg_open(const char *conninfo, int size, const pg_stmt *stmts,
-            size_t nstmts, pg **out, char **cause);
+int pg_open(const char *conninfo, int size, const pg_stmt *stmts, size_t nstmts,
+            pg **out, char **cause);
 void pg_close(pg *p);
 
 /* Borrows a ready connection (waits while all are lent). GTP_E_UNAVAIL with

@@ -39,7 +39,9 @@ struct pg_cat {
   unsigned test_delay_ms; /* written before use by the test only */
 };
 
-void pg_cat_set_test_delay(pg_cat *c, unsigned ms) { c->test_delay_ms = ms; }
+void pg_cat_set_test_delay(pg_cat *c, unsigned ms) {
+  c->test_delay_ms = ms;
+}
 
 #define NOW_NS "(extract(epoch from clock_timestamp()) * 1e9)::bigint"
 #define GEN_COLS                                                               \
@@ -58,8 +60,8 @@ static const pg_stmt cat_stmts[] = {
     {"session_upsert",
      "INSERT INTO gt_sessions(session, service, host, pid, process_start_ns,"
      " agent_version, tags, first_seen_ns, last_seen_ns, last_gen, key_hash)"
-     " VALUES($1, $2, $3, $4, $5, $6, gt_json_object($7), " NOW_NS ", "
-     NOW_NS ", $8, decode($9, 'hex'))"
+     " VALUES($1, $2, $3, $4, $5, $6, gt_json_object($7), " NOW_NS ", " NOW_NS
+     ", $8, decode($9, 'hex'))"
      " ON CONFLICT(session) DO UPDATE SET"
      " key_hash = coalesce(gt_sessions.key_hash, excluded.key_hash),"
      " last_seen_ns = greatest(gt_sessions.last_seen_ns,"
@@ -67,9 +69,8 @@ static const pg_stmt cat_stmts[] = {
      " last_gen = CASE WHEN gt_sessions.last_gen IS NULL OR"
      " excluded.last_gen > gt_sessions.last_gen THEN excluded.last_gen"
      " ELSE gt_sessions.last_gen END RETURNING id"},
-    {"max_span",
-     "UPDATE gt_meta SET value = $1 WHERE key = 'max_span_ns'"
-     " AND value::bigint < $1::bigint"},
+    {"max_span", "UPDATE gt_meta SET value = $1 WHERE key = 'max_span_ns'"
+                 " AND value::bigint < $1::bigint"},
     /* Invariant 1: this row lock orders every commit's seqs. */
     {"seq_take",
      "UPDATE gt_counter SET next_seq = next_seq + $1::bigint WHERE id = 1"
@@ -126,26 +127,23 @@ static const pg_stmt cat_stmts[] = {
      "SELECT " GEN_COLS " FROM gt_generations g JOIN gt_sessions s"
      " ON s.id = g.session_id WHERE g.seq > $1 ORDER BY g.seq LIMIT $2"},
     {"max_seq", "SELECT coalesce(max(seq), 0) FROM gt_generations"},
-    {"seq_since",
-     "SELECT seq FROM gt_generations WHERE committed_ns >= $1"
-     " ORDER BY committed_ns, seq LIMIT 1"},
-    {"locate",
-     "SELECT sg.object, g.off, g.len, g.codec, g.bytes, g.seq"
-     " FROM gt_generations g"
-     " JOIN gt_segments sg ON sg.id = g.segment_id WHERE g.seq = $1"},
-    {"locate_by_gen",
-     "SELECT sg.object, g.off, g.len, g.codec, g.bytes, g.seq"
-     " FROM gt_sessions s"
-     " JOIN gt_generations g ON g.session_id = s.id"
-     " JOIN gt_segments sg ON sg.id = g.segment_id"
-     " WHERE s.session = $1 AND g.gen = $2"},
+    {"seq_since", "SELECT seq FROM gt_generations WHERE committed_ns >= $1"
+                  " ORDER BY committed_ns, seq LIMIT 1"},
+    {"locate", "SELECT sg.object, g.off, g.len, g.codec, g.bytes, g.seq"
+               " FROM gt_generations g"
+               " JOIN gt_segments sg ON sg.id = g.segment_id WHERE g.seq = $1"},
+    {"locate_by_gen", "SELECT sg.object, g.off, g.len, g.codec, g.bytes, g.seq"
+                      " FROM gt_sessions s"
+                      " JOIN gt_generations g ON g.session_id = s.id"
+                      " JOIN gt_segments sg ON sg.id = g.segment_id"
+                      " WHERE s.session = $1 AND g.gen = $2"},
     {"pin_publish",
      "INSERT INTO gt_pins(daemon, handle, min_seq, expires_ns)"
      " VALUES($1, 0, $2, " NOW_NS " + $3::bigint * 1000000)"
      " ON CONFLICT(daemon, handle) DO UPDATE SET min_seq = excluded.min_seq,"
      " expires_ns = excluded.expires_ns"},
-    {"pin_drop", "DELETE FROM gt_pins WHERE daemon = $1 OR expires_ns < "
-                 NOW_NS " - 3600000000000"},
+    {"pin_drop", "DELETE FROM gt_pins WHERE daemon = $1 OR expires_ns < " NOW_NS
+                 " - 3600000000000"},
     {"retain_lock", "SELECT pg_try_advisory_xact_lock(" PG_LOCK_RETAIN ")"},
     {"pin_min",
      "SELECT coalesce(min(min_seq), 9223372036854775807) FROM gt_pins"
@@ -172,7 +170,8 @@ static const pg_stmt cat_stmts[] = {
 int pg_cat_open(const char *conninfo, int pool, pg_cat **out, char **cause) {
   *out = NULL;
   pg_cat *c = calloc(1, sizeof *c);
-  if (!c) return -ENOMEM;
+  if (!c)
+    return -ENOMEM;
   int rc = pg_open(conninfo, pool, cat_stmts,
                    sizeof cat_stmts / sizeof *cat_stmts, &c->pool, cause);
   if (rc < 0) {
@@ -184,7 +183,8 @@ int pg_cat_open(const char *conninfo, int pool, pg_cat **out, char **cause) {
 }
 
 void pg_cat_close(pg_cat *c) {
-  if (!c) return;
+  if (!c)
+    return;
   pg_close(c->pool);
   free(c);
 }
@@ -216,7 +216,8 @@ static const char *num_u(numbuf *b, uint64_t v) {
 }
 
 static int64_t val_i(const PGresult *r, int row, int col) {
-  if (PQgetisnull(r, row, col)) return 0;
+  if (PQgetisnull(r, row, col))
+    return 0;
   return strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
@@ -224,18 +225,22 @@ static int64_t val_i(const PGresult *r, int row, int col) {
 static int cmp_gen_session(const void *a, const void *b) {
   const pg_cat_gen *x = *(pg_cat_gen *const *)a, *y = *(pg_cat_gen *const *)b;
   int d = memcmp(x->g->session, y->g->session, 16);
-  if (d) return d;
+  if (d)
+    return d;
   return x < y ? -1 : x > y;
 }
 
 int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                           const char *daemon, pg_cat_gen *gens, size_t n,
                           char **cause) {
-  if (cause) *cause = NULL;
-  if (n == 0) return 0;
+  if (cause)
+    *cause = NULL;
+  if (n == 0)
+    return 0;
   PGconn *k = NULL;
   int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   pg_cat_gen **ord = malloc(n * sizeof *ord);
   int64_t *sid = malloc(n * sizeof *sid);
   PGresult *r = NULL;
@@ -244,14 +249,17 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     rc = -ENOMEM;
     goto out;
   }
-  for (size_t i = 0; i < n; i++) ord[i] = &gens[i];
+  for (size_t i = 0; i < n; i++)
+    ord[i] = &gens[i];
   qsort(ord, n, sizeof *ord, cmp_gen_session);
 
   rc = pg_cmd(k, "BEGIN", cause);
-  if (rc < 0) goto out;
+  if (rc < 0)
+    goto out;
   {
     const char *p[] = {object, num_u(&nb, bytes), daemon};
-    if (!(r = pg_exec(k, "seg_insert", 3, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "seg_insert", 3, p, &rc, cause)))
+      goto rollback;
   }
   if (PQntuples(r) == 0) {
     /* This object was cataloged by an earlier attempt whose COMMIT reply
@@ -259,7 +267,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     PQclear(r);
     r = NULL;
     rc = pg_cmd(k, "COMMIT", cause);
-    if (rc < 0) goto out;
+    if (rc < 0)
+      goto out;
     for (size_t i = 0; i < n; i++) {
       gens[i].result = 1;
       gens[i].seq = 0;
@@ -276,9 +285,11 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     size_t j = i;
     uint64_t last = 0;
     while (j < n && memcmp(ord[j]->g->session, ord[i]->g->session, 16) == 0) {
-      if (ord[j]->g->gen > last) last = ord[j]->g->gen;
+      if (ord[j]->g->gen > last)
+        last = ord[j]->g->gen;
       int64_t span = ord[j]->g->end_ns - ord[j]->g->start_ns;
-      if (span > max_span) max_span = span;
+      if (span > max_span)
+        max_span = span;
       j++;
     }
     const store_gen *g = ord[i]->g;
@@ -303,17 +314,20 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                        g->tags_json ? g->tags_json : "{}",
                        num_u(&nb, last),
                        key};
-    if (!(r = pg_exec(k, "session_upsert", 9, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "session_upsert", 9, p, &rc, cause)))
+      goto rollback;
     int64_t id = val_i(r, 0, 0);
     PQclear(r);
     r = NULL;
-    for (size_t m = i; m < j; m++) sid[ord[m] - gens] = id;
+    for (size_t m = i; m < j; m++)
+      sid[ord[m] - gens] = id;
     i = j;
   }
   {
     nb.n = 0;
     const char *p[] = {num_i(&nb, max_span)};
-    if (!(r = pg_exec(k, "max_span", 1, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "max_span", 1, p, &rc, cause)))
+      goto rollback;
     PQclear(r);
     r = NULL;
   }
@@ -323,7 +337,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
   {
     nb.n = 0;
     const char *p[] = {num_u(&nb, n)};
-    if (!(r = pg_exec(k, "seq_take", 1, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "seq_take", 1, p, &rc, cause)))
+      goto rollback;
     seq0 = val_i(r, 0, 0);
     PQclear(r);
     r = NULL;
@@ -349,7 +364,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                        num_u(&nb, x->off),
                        num_u(&nb, x->len),
                        num_u(&nb, g->end.crc)};
-    if (!(r = pg_exec(k, "gen_insert", 16, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "gen_insert", 16, p, &rc, cause)))
+      goto rollback;
     if (PQntuples(r) == 1) {
       x->result = 0;
       x->seq = val_i(r, 0, 0);
@@ -363,7 +379,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     /* Already there: a duplicate when its CRC matches, else a resend with
      * other contents under the same (session, gen), refused. */
     const char *q[] = {p[1], p[2]};
-    if (!(r = pg_exec(k, "gen_crc", 2, q, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "gen_crc", 2, q, &rc, cause)))
+      goto rollback;
     int64_t have = PQntuples(r) == 1 ? val_i(r, 0, 0) : -1;
     x->result = have == (int64_t)g->end.crc ? 1 : GTP_E_CONFLICT;
     x->seq = 0;
@@ -373,13 +390,16 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
   {
     nb.n = 0;
     const char *p[] = {num_i(&nb, seg_id), num_i(&nb, live)};
-    if (!(r = pg_exec(k, "seg_live", 2, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "seg_live", 2, p, &rc, cause)))
+      goto rollback;
     PQclear(r);
     r = NULL;
   }
-  if (c->test_delay_ms) usleep(c->test_delay_ms * 1000u);
+  if (c->test_delay_ms)
+    usleep(c->test_delay_ms * 1000u);
   rc = pg_cmd(k, "COMMIT", cause);
-  if (rc < 0) goto rollback;
+  if (rc < 0)
+    goto rollback;
   goto out;
 rollback:
   PQclear(PQexec(k, "ROLLBACK")); /* invariant 3 */
@@ -399,7 +419,8 @@ int pg_cat_pin_publish(pg_cat *c, const char *daemon, int64_t min_seq,
                        int64_t ttl_ms, char **cause) {
   PGconn *k;
   int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   numbuf nb = {.n = 0};
   PGresult *r;
   if (min_seq == INT64_MAX) {
@@ -419,13 +440,16 @@ int pg_cat_retain(pg_cat *c, int64_t cutoff_ns, uint64_t max_bytes,
   *ran = 0;
   PGconn *k;
   int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   PGresult *r = NULL;
   numbuf nb = {.n = 0};
   int64_t deleted = 0;
   rc = pg_cmd(k, "BEGIN", cause);
-  if (rc < 0) goto out;
-  if (!(r = pg_exec(k, "retain_lock", 0, NULL, &rc, cause))) goto rollback;
+  if (rc < 0)
+    goto out;
+  if (!(r = pg_exec(k, "retain_lock", 0, NULL, &rc, cause)))
+    goto rollback;
   int got = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
   PQclear(r);
   r = NULL;
@@ -434,14 +458,16 @@ int pg_cat_retain(pg_cat *c, int64_t cutoff_ns, uint64_t max_bytes,
     goto out;
   }
   *ran = 1;
-  if (!(r = pg_exec(k, "pin_min", 0, NULL, &rc, cause))) goto rollback;
+  if (!(r = pg_exec(k, "pin_min", 0, NULL, &rc, cause)))
+    goto rollback;
   int64_t pin = val_i(r, 0, 0);
   PQclear(r);
   r = NULL;
   if (cutoff_ns > 0) {
     const char *p[] = {num_i(&nb, cutoff_ns), num_i(&nb, pin),
                        num_u(&nb, limit)};
-    if (!(r = pg_exec(k, "retain_age", 3, p, &rc, cause))) goto rollback;
+    if (!(r = pg_exec(k, "retain_age", 3, p, &rc, cause)))
+      goto rollback;
     deleted += strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     r = NULL;
@@ -457,14 +483,16 @@ int pg_cat_retain(pg_cat *c, int64_t cutoff_ns, uint64_t max_bytes,
       nb.n = 0;
       const char *p[] = {num_u(&nb, excess), num_i(&nb, pin),
                          num_u(&nb, limit)};
-      if (!(r = pg_exec(k, "retain_size", 3, p, &rc, cause))) goto rollback;
+      if (!(r = pg_exec(k, "retain_size", 3, p, &rc, cause)))
+        goto rollback;
       deleted += strtoll(PQcmdTuples(r), NULL, 10);
       PQclear(r);
       r = NULL;
     }
   }
   rc = pg_cmd(k, "COMMIT", cause);
-  if (rc < 0) goto rollback;
+  if (rc < 0)
+    goto rollback;
   goto out;
 rollback:
   PQclear(PQexec(k, "ROLLBACK"));
@@ -479,7 +507,8 @@ int pg_cat_sweep_dead(pg_cat *c, int64_t grace_ms, uint32_t limit,
                       char **cause) {
   PGconn *k;
   int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   numbuf nb = {.n = 0};
   const char *p[] = {num_i(&nb, grace_ms), num_u(&nb, limit)};
   PGresult *r = pg_exec(k, "dead_list", 2, p, &rc, cause);
@@ -488,10 +517,12 @@ int pg_cat_sweep_dead(pg_cat *c, int64_t grace_ms, uint32_t limit,
     /* The object first, then the row: a crash between leaves a row whose
      * object is gone, which the next sweep removes (DELETE of an absent
      * object succeeds); never an object nothing points at. */
-    if (fn(ctx, PQgetvalue(r, i, 1)) != 0) continue;
+    if (fn(ctx, PQgetvalue(r, i, 1)) != 0)
+      continue;
     const char *q[] = {PQgetvalue(r, i, 0)};
     PGresult *d = pg_exec(k, "dead_forget", 1, q, &rc, cause);
-    if (!d) break;
+    if (!d)
+      break;
     removed += strtol(PQcmdTuples(d), NULL, 10) > 0;
     PQclear(d);
   }
@@ -504,7 +535,8 @@ int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,
                     char **cause) {
   PGconn *k;
   int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   char hex[33];
   hex16(session, hex);
   const char *p[] = {hex};
@@ -525,16 +557,16 @@ int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
                        uint8_t hash[STORE_KEY_HASH_SIZE], char **cause) {
   PGconn *k;
   int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   char hex[33];
   hex16(session, hex);
   const char *p[] = {hex};
   PGresult *r = pg_exec(k, "session_key", 1, p, &rc, cause);
   if (r) {
     rc = 0;
-    const char *v = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)
-                        ? PQgetvalue(r, 0, 0)
-                        : "";
+    const char *v =
+        PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
     if (strlen(v) == 2 * STORE_KEY_HASH_SIZE) {
       for (int b = 0; b < STORE_KEY_HASH_SIZE; b++) {
         unsigned x = 0;
@@ -553,7 +585,8 @@ int pg_cat_note_rejected(pg_cat *c, const uint8_t session[16], uint64_t gens,
                          uint64_t events, char **cause) {
   PGconn *k;
   int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   char hex[33];
   hex16(session, hex);
   numbuf nb = {.n = 0};
@@ -569,16 +602,19 @@ int pg_cat_note_rejected(pg_cat *c, const uint8_t session[16], uint64_t gens,
  * snapshot, so a listing is consistent even while others commit. */
 typedef int (*row_fn)(const PGresult *r, int row, void *cb, void *ctx);
 
-static int run_read(pg_cat *c, const char *stmt, int np,
-                    const char *const *p, row_fn fn, void *cb, void *ctx) {
+static int run_read(pg_cat *c, const char *stmt, int np, const char *const *p,
+                    row_fn fn, void *cb, void *ctx) {
   PGconn *k;
   int rc = pg_get(c->pool, &k, NULL);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   PGresult *r = pg_exec(k, stmt, np, p, &rc, NULL);
   pg_put(c->pool, k);
-  if (!r) return rc;
+  if (!r)
+    return rc;
   int n = PQntuples(r);
-  for (int i = 0; i < n && rc == 0; i++) rc = fn(r, i, cb, ctx);
+  for (int i = 0; i < n && rc == 0; i++)
+    rc = fn(r, i, cb, ctx);
   PQclear(r);
   return rc;
 }
@@ -640,10 +676,12 @@ static int read_one(pg_cat *c, const char *stmt, int np, const char *const *p,
                     int64_t *v, int *found) {
   PGconn *k;
   int rc = pg_get(c->pool, &k, NULL);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   PGresult *r = pg_exec(k, stmt, np, p, &rc, NULL);
   pg_put(c->pool, k);
-  if (!r) return rc;
+  if (!r)
+    return rc;
   *found = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0);
   *v = *found ? val_i(r, 0, 0) : 0;
   PQclear(r);
@@ -657,8 +695,10 @@ int pg_cat_read_session_gens(pg_cat *c, const char *session, int64_t from_ns,
   int found;
   const char *q[] = {session};
   int rc = read_one(c, "session_id", 1, q, &id, &found);
-  if (rc < 0) return rc;
-  if (!found) return GTP_E_NOTFOUND;
+  if (rc < 0)
+    return rc;
+  if (!found)
+    return GTP_E_NOTFOUND;
   numbuf nb = {.n = 0};
   const char *p[] = {num_i(&nb, id), num_i(&nb, after), num_i(&nb, from_ns),
                      num_i(&nb, to_ns),
@@ -666,15 +706,17 @@ int pg_cat_read_session_gens(pg_cat *c, const char *session, int64_t from_ns,
   return run_read(c, "session_gens", 5, p, gen_row, (void *)cb, ctx);
 }
 
-int pg_cat_read_window(pg_cat *c, const store_window_query *q,
-                       store_gen_cb cb, void *ctx) {
+int pg_cat_read_window(pg_cat *c, const store_window_query *q, store_gen_cb cb,
+                       void *ctx) {
   int64_t span;
   int found;
   int rc = read_one(c, "max_span_get", 0, NULL, &span, &found);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   /* A generation overlapping [from, to) starts at or after from - span. */
   int64_t lo = q->from_ns - span;
-  if (q->from_ns < INT64_MIN + span) lo = INT64_MIN;
+  if (q->from_ns < INT64_MIN + span)
+    lo = INT64_MIN;
   numbuf nb = {.n = 0};
   const char *from = num_i(&nb, q->from_ns), *to = num_i(&nb, q->to_ns),
              *low = num_i(&nb, lo);
@@ -682,7 +724,8 @@ int pg_cat_read_window(pg_cat *c, const store_window_query *q,
     const char *p[] = {q->session, from, to, low};
     return run_read(c, "window_session", 4, p, gen_row, (void *)cb, ctx);
   }
-  if (!q->service) return GTP_E_BADARG;
+  if (!q->service)
+    return GTP_E_BADARG;
   if (q->host) {
     const char *p[] = {q->service, from, to, low, q->host};
     return run_read(c, "window_service_host", 5, p, gen_row, (void *)cb, ctx);
@@ -709,7 +752,8 @@ int pg_cat_read_feed_since(pg_cat *c, int64_t since_ns, int64_t *after_seq) {
   int64_t seq;
   int found;
   int rc = read_one(c, "seq_since", 1, p, &seq, &found);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   if (found) {
     *after_seq = seq - 1;
     return 0;
@@ -722,10 +766,12 @@ static int locate(pg_cat *c, const char *stmt, int np, const char *const *p,
   memset(out, 0, sizeof *out);
   PGconn *k;
   int rc = pg_get(c->pool, &k, NULL);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   PGresult *r = pg_exec(k, stmt, np, p, &rc, NULL);
   pg_put(c->pool, k);
-  if (!r) return rc;
+  if (!r)
+    return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);
     return GTP_E_NOTFOUND;

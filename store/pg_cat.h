@@ -25,14 +25,14 @@ void pg_cat_close(pg_cat *c);
 
 /* One generation of a segment to catalog. */
 typedef struct pg_cat_gen {
-  const store_gen *g;    /* identity, span, ledger (borrowed) */
-  uint64_t off, len;     /* its bytes in the segment object */
-  const char *codec;     /* STORE_CODEC_* of those bytes */
+  const store_gen *g; /* identity, span, ledger (borrowed) */
+  uint64_t off, len;  /* its bytes in the segment object */
+  const char *codec;  /* STORE_CODEC_* of those bytes */
   /* Filled by pg_cat_commit_segment on success: */
-  int result;            /* 0 new, 1 already cataloged with the same CRC
-                            (a resend), GTP_E_CONFLICT: cataloged with
-                            another CRC (refused) */
-  int64_t seq;           /* feed cursor of a new row, 0 for a resend */
+  int result;  /* 0 new, 1 already cataloged with the same CRC
+                  (a resend), GTP_E_CONFLICT: cataloged with
+                  another CRC (refused) */
+  int64_t seq; /* feed cursor of a new row, 0 for a resend */
 } pg_cat_gen;
 
 /* Catalogs one stored segment object and its generations in one
@@ -71,8 +71,8 @@ int pg_cat_read_sessions(pg_cat *c, const store_session_filter *f,
 int pg_cat_read_session_gens(pg_cat *c, const char *session, int64_t from_ns,
                              int64_t to_ns, int64_t after, uint32_t limit,
                              store_gen_cb cb, void *ctx);
-int pg_cat_read_window(pg_cat *c, const store_window_query *q,
-                       store_gen_cb cb, void *ctx);
+int pg_cat_read_window(pg_cat *c, const store_window_query *q, store_gen_cb cb,
+                       void *ctx);
 int pg_cat_read_feed(pg_cat *c, int64_t after_seq, uint32_t limit,
                      store_gen_cb cb, void *ctx);
 int pg_cat_read_max_seq(pg_cat *c, int64_t *seq);

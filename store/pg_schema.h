@@ -16,9 +16,9 @@
  *                  sees seq N also sees every seq < N that will ever exist
  *                  (no late commit can fill a hole behind a feed cursor).
  *   gt_sessions    as SQLite's sessions, plus key_hash: the SHA-256 of the
- *                  session key, bound by the first commit that carries one. Totals follow gt_generations through triggers.
- *                  tags: json (kept as sent, so every daemon prints the
- *                  same text); a HELLO whose tags are not a JSON object
+ *                  session key, bound by the first commit that carries one.
+ * Totals follow gt_generations through triggers. tags: json (kept as sent, so
+ * every daemon prints the same text); a HELLO whose tags are not a JSON object
  *                  stores {} (gt_json_object), so filters never fail.
  *   gt_segments    one row per segment object: its key, size, the number of
  *                  its generations still cataloged (live_gens), and when it
@@ -50,7 +50,7 @@
   " session text NOT NULL UNIQUE,"                                             \
   " service text NOT NULL, host text NOT NULL, pid bigint NOT NULL,"           \
   " process_start_ns bigint NOT NULL, agent_version text NOT NULL,"            \
-  " tags json NOT NULL DEFAULT '{}',"                                         \
+  " tags json NOT NULL DEFAULT '{}',"                                          \
   " first_seen_ns bigint NOT NULL, last_seen_ns bigint NOT NULL,"              \
   " last_gen bigint, rejected bigint NOT NULL DEFAULT 0,"                      \
   " rejected_events bigint NOT NULL DEFAULT 0,"                                \
@@ -88,16 +88,18 @@
   "CREATE TABLE gt_pins("                                                      \
   " daemon text NOT NULL, handle int NOT NULL, min_seq bigint NOT NULL,"       \
   " expires_ns bigint NOT NULL, PRIMARY KEY(daemon, handle));"                 \
-  "CREATE FUNCTION gt_json_object(t text) RETURNS json LANGUAGE plpgsql"      \
+  "CREATE FUNCTION gt_json_object(t text) RETURNS json LANGUAGE plpgsql"       \
   " IMMUTABLE AS $$ BEGIN IF json_typeof(t::json) = 'object' THEN"             \
   " RETURN t::json; END IF; RETURN '{}'::json;"                                \
   " EXCEPTION WHEN others THEN RETURN '{}'::json; END $$;"                     \
-  "CREATE FUNCTION gt_generations_add() RETURNS trigger LANGUAGE plpgsql AS $$" \
+  "CREATE FUNCTION gt_generations_add() RETURNS trigger LANGUAGE plpgsql AS "  \
+  "$$"                                                                         \
   " BEGIN UPDATE gt_sessions SET gens = gens + 1, events = events +"           \
   " NEW.events, bytes = bytes + NEW.bytes, lost = lost + NEW.dropped +"        \
   " NEW.evicted + NEW.rejected WHERE id = NEW.session_id; RETURN NULL;"        \
   " END $$;"                                                                   \
-  "CREATE FUNCTION gt_generations_del() RETURNS trigger LANGUAGE plpgsql AS $$" \
+  "CREATE FUNCTION gt_generations_del() RETURNS trigger LANGUAGE plpgsql AS "  \
+  "$$"                                                                         \
   " BEGIN UPDATE gt_sessions SET gens = gens - 1, events = events -"           \
   " OLD.events, bytes = bytes - OLD.bytes, lost = lost - OLD.dropped -"        \
   " OLD.evicted - OLD.rejected WHERE id = OLD.session_id;"                     \
@@ -110,6 +112,7 @@
   " FOR EACH ROW EXECUTE FUNCTION gt_generations_del();"
 
 /* Index i holds the migration from version i to i + 1. */
-#define PG_MIGRATIONS {PG_MIGRATION_1}
+#define PG_MIGRATIONS                                                          \
+  { PG_MIGRATION_1 }
 
 #endif /* PG_SCHEMA_H */

@@ -71,11 +71,12 @@ static void s3_global_init(void) {
   s3_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static char *s3_dup_env(const char *field, const char *env1,
-                        const char *env2) {
+static char *s3_dup_env(const char *field, const char *env1, const char *env2) {
   const char *v = field;
-  if (!v || !*v) v = env1 ? getenv(env1) : NULL;
-  if ((!v || !*v) && env2) v = getenv(env2);
+  if (!v || !*v)
+    v = env1 ? getenv(env1) : NULL;
+  if ((!v || !*v) && env2)
+    v = getenv(env2);
   return v && *v ? strdup(v) : NULL;
 }
 
@@ -85,7 +86,8 @@ static int s3_fail(char **cause, int rc, const char *fmt, ...) {
   if (cause) {
     va_list ap;
     va_start(ap, fmt);
-    if (vasprintf(cause, fmt, ap) < 0) *cause = NULL;
+    if (vasprintf(cause, fmt, ap) < 0)
+      *cause = NULL;
     va_end(ap);
   }
   return rc;
@@ -102,8 +104,10 @@ static int s3_parse_url(s3 *c, const char *url, char **cause) {
   size_t blen = slash ? (size_t)(slash - b) : strlen(b);
   /* Bucket names: 3..63 of [a-z0-9.-] (the S3 rule). */
   if (blen < 3 || blen > 63)
-    return s3_fail(cause, GTP_E_BADARG, "bucket name in '%s' must be 3 to 63 "
-                   "characters", url);
+    return s3_fail(cause, GTP_E_BADARG,
+                   "bucket name in '%s' must be 3 to 63 "
+                   "characters",
+                   url);
   for (size_t i = 0; i < blen; i++) {
     char ch = b[i];
     if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' ||
@@ -114,7 +118,8 @@ static int s3_parse_url(s3 *c, const char *url, char **cause) {
   c->bucket = strndup(b, blen);
   const char *p = slash ? slash + 1 : "";
   size_t plen = strlen(p);
-  while (plen > 0 && p[plen - 1] == '/') plen--;
+  while (plen > 0 && p[plen - 1] == '/')
+    plen--;
   for (size_t i = 0; i < plen; i++) {
     char ch = p[i];
     if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
@@ -134,35 +139,43 @@ static int s3_parse_url(s3 *c, const char *url, char **cause) {
 
 int s3_open(const s3_config *cfg, s3 **out, char **cause) {
   *out = NULL;
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   pthread_once(&s3_once, s3_global_init);
   if (s3_global_rc != CURLE_OK)
     return s3_fail(cause, GTP_E_INTERNAL, "curl_global_init: %s",
                    curl_easy_strerror(s3_global_rc));
   s3 *c = calloc(1, sizeof *c);
-  if (!c) return -ENOMEM;
+  if (!c)
+    return -ENOMEM;
   int rc = s3_parse_url(c, cfg->url, cause);
-  if (rc < 0) goto fail;
-  c->endpoint = s3_dup_env(cfg->endpoint, "AWS_ENDPOINT_URL_S3",
-                           "AWS_ENDPOINT_URL");
+  if (rc < 0)
+    goto fail;
+  c->endpoint =
+      s3_dup_env(cfg->endpoint, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
   c->region = s3_dup_env(cfg->region, "AWS_REGION", "AWS_DEFAULT_REGION");
-  if (!c->region) c->region = strdup("us-east-1");
+  if (!c->region)
+    c->region = strdup("us-east-1");
   c->access_key = s3_dup_env(cfg->access_key, "AWS_ACCESS_KEY_ID", NULL);
   c->secret_key = s3_dup_env(cfg->secret_key, "AWS_SECRET_ACCESS_KEY", NULL);
   if (!c->endpoint) {
-    rc = s3_fail(cause, GTP_E_BADARG, "no S3 endpoint: set AWS_ENDPOINT_URL "
+    rc = s3_fail(cause, GTP_E_BADARG,
+                 "no S3 endpoint: set AWS_ENDPOINT_URL "
                  "(e.g. http://127.0.0.1:8080) or the config key s3_endpoint");
     goto fail;
   }
-  if (strncmp(c->endpoint, "http://", 7) && strncmp(c->endpoint, "https://", 8)) {
+  if (strncmp(c->endpoint, "http://", 7) &&
+      strncmp(c->endpoint, "https://", 8)) {
     rc = s3_fail(cause, GTP_E_BADARG, "S3 endpoint '%s' is not http(s)://",
                  c->endpoint);
     goto fail;
   }
   size_t el = strlen(c->endpoint);
-  while (el > 8 && c->endpoint[el - 1] == '/') c->endpoint[--el] = '\0';
+  while (el > 8 && c->endpoint[el - 1] == '/')
+    c->endpoint[--el] = '\0';
   if (!c->access_key || !c->secret_key) {
-    rc = s3_fail(cause, GTP_E_AUTH, "no S3 credentials: set "
+    rc = s3_fail(cause, GTP_E_AUTH,
+                 "no S3 credentials: set "
                  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the config "
                  "keys s3_access_key_id and s3_secret_access_key)");
     goto fail;
@@ -173,9 +186,10 @@ int s3_open(const s3_config *cfg, s3 **out, char **cause) {
                    c->region);
       goto fail;
     }
-  if (asprintf(&c->sigv4, "aws:amz:%s:s3", c->region) < 0) c->sigv4 = NULL;
-  c->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms
-                                                      : 3000;
+  if (asprintf(&c->sigv4, "aws:amz:%s:s3", c->region) < 0)
+    c->sigv4 = NULL;
+  c->connect_timeout_ms =
+      cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 3000;
   c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 60000;
   c->curl = curl_easy_init();
   if (!c->region || !c->sigv4 || !c->curl) {
@@ -190,8 +204,10 @@ fail:
 }
 
 void s3_close(s3 *c) {
-  if (!c) return;
-  if (c->curl) curl_easy_cleanup(c->curl);
+  if (!c)
+    return;
+  if (c->curl)
+    curl_easy_cleanup(c->curl);
   free(c->endpoint);
   free(c->region);
   free(c->access_key);
@@ -206,14 +222,19 @@ void s3_close(s3 *c) {
   free(c);
 }
 
-const char *s3_bucket(const s3 *c) { return c->bucket; }
+const char *s3_bucket(const s3 *c) {
+  return c->bucket;
+}
 
 char *s3_root_url(const s3 *c) {
   char *u = NULL;
-  if (asprintf(&u, "s3://%s", c->bucket) < 0) return NULL;
+  if (asprintf(&u, "s3://%s", c->bucket) < 0)
+    return NULL;
   return u;
 }
-const char *s3_prefix(const s3 *c) { return c->prefix; }
+const char *s3_prefix(const s3 *c) {
+  return c->prefix;
+}
 
 static int s3_key_ok(const char *key) {
   size_t n = strlen(key);
@@ -241,7 +262,8 @@ typedef struct s3_io {
 static size_t s3_read_cb(char *dst, size_t size, size_t nmemb, void *ud) {
   s3_io *io = ud;
   size_t n = size * nmemb, left = io->up_len - io->up_off;
-  if (n > left) n = left;
+  if (n > left)
+    n = left;
   memcpy(dst, io->up + io->up_off, n);
   io->up_off += n;
   return n;
@@ -256,10 +278,13 @@ static size_t s3_write_cb(char *src, size_t size, size_t nmemb, void *ud) {
   }
   if (io->len + n > io->cap) {
     size_t cap = io->cap ? io->cap : 4096;
-    while (cap < io->len + n) cap *= 2;
-    if (cap > io->max) cap = io->max;
+    while (cap < io->len + n)
+      cap *= 2;
+    if (cap > io->max)
+      cap = io->max;
     uint8_t *b = realloc(io->buf, cap);
-    if (!b) return 0;
+    if (!b)
+      return 0;
     io->buf = b;
     io->cap = cap;
   }
@@ -272,29 +297,34 @@ static void s3_hex_sha256(const void *data, size_t len, char hex[65]) {
   unsigned char md[32];
   unsigned int mdlen = 0;
   EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  for (int i = 0; i < 32; i++)
+    snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
 /* Pulls <Code>...</Code> out of an S3 error body into code (bounded). */
 static void s3_error_code(const s3_io *io, char *code, size_t cap) {
   code[0] = '\0';
-  if (!io->buf || io->len == 0) return;
+  if (!io->buf || io->len == 0)
+    return;
   const char *b = (const char *)io->buf, *e = b + io->len;
   const char *p = memmem(b, io->len, "<Code>", 6);
-  if (!p) return;
+  if (!p)
+    return;
   p += 6;
   const char *q = memmem(p, (size_t)(e - p), "</Code>", 7);
-  if (!q) return;
+  if (!q)
+    return;
   size_t n = (size_t)(q - p);
-  if (n >= cap) n = cap - 1;
+  if (n >= cap)
+    n = cap - 1;
   for (size_t i = 0; i < n; i++)
     code[i] = (p[i] >= 0x20 && p[i] < 0x7f) ? p[i] : '?';
   code[n] = '\0';
 }
 
 enum { S3_PUT, S3_GET, S3_HEAD, S3_DELETE, S3_PUT_BUCKET, S3_HEAD_BUCKET };
-static const char *const s3_verb[] = {"PUT", "GET", "HEAD", "DELETE", "PUT",
-                                      "HEAD"};
+static const char *const s3_verb[] = {"PUT",    "GET", "HEAD",
+                                      "DELETE", "PUT", "HEAD"};
 
 /* Runs one request. key NULL: the bucket itself. Fills *status. */
 static int s3_request(s3 *c, int op, const char *key, s3_io *io,
@@ -306,8 +336,8 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
   *status = 0;
   if (key && !s3_key_ok(key))
     return s3_fail(cause, GTP_E_BADARG, "S3 key '%s' is not allowed", key);
-  if (asprintf(&url, "%s/%s/%s%s", c->endpoint, c->bucket,
-               key ? c->prefix : "", key ? key : "") < 0)
+  if (asprintf(&url, "%s/%s/%s%s", c->endpoint, c->bucket, key ? c->prefix : "",
+               key ? key : "") < 0)
     return -ENOMEM;
 
   char hdr[128], hex[65];
@@ -317,7 +347,8 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
     memcpy(hex, S3_EMPTY_SHA256, 65);
   snprintf(hdr, sizeof hdr, "x-amz-content-sha256: %s", hex);
   struct curl_slist *t;
-  if (!(t = curl_slist_append(h, hdr))) goto oom;
+  if (!(t = curl_slist_append(h, hdr)))
+    goto oom;
   h = t;
   if (op == S3_PUT) {
     if (!(t = curl_slist_append(h, "Content-Type: application/octet-stream")))
@@ -326,7 +357,8 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
   }
   if (range) {
     snprintf(hdr, sizeof hdr, "Range: %s", range);
-    if (!(t = curl_slist_append(h, hdr))) goto oom;
+    if (!(t = curl_slist_append(h, hdr)))
+      goto oom;
     h = t;
   }
 
@@ -368,11 +400,13 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
   const char *what = key ? key : "(bucket)";
   if (cc != CURLE_OK) {
     if (cc == CURLE_WRITE_ERROR && io->overflow) {
-      rc = s3_fail(cause, GTP_E_TOOBIG, "S3 %s %s/%s%s: body larger than %zu "
-                   "bytes", s3_verb[op], c->bucket, c->prefix, what, io->max);
+      rc = s3_fail(cause, GTP_E_TOOBIG,
+                   "S3 %s %s/%s%s: body larger than %zu "
+                   "bytes",
+                   s3_verb[op], c->bucket, c->prefix, what, io->max);
     } else {
-      rc = s3_fail(cause, GTP_E_UNAVAIL, "S3 %s %s: %s (%s)", s3_verb[op],
-                   url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc),
+      rc = s3_fail(cause, GTP_E_UNAVAIL, "S3 %s %s: %s (%s)", s3_verb[op], url,
+                   c->errbuf[0] ? c->errbuf : curl_easy_strerror(cc),
                    curl_easy_strerror(cc));
     }
     goto done;
@@ -397,7 +431,7 @@ static int s3_status_fail(s3 *c, int op, const char *key, long status,
                           const s3_io *io, char **cause) {
   char code[64];
   s3_error_code(io, code, sizeof code);
-  int rc = status == 404                     ? GTP_E_NOTFOUND
+  int rc = status == 404                    ? GTP_E_NOTFOUND
            : status == 401 || status == 403 ? GTP_E_AUTH
            : status >= 500 || status == 429 ? GTP_E_UNAVAIL
            : status == 416                  ? GTP_E_TRUNC
@@ -407,9 +441,9 @@ static int s3_status_fail(s3 *c, int op, const char *key, long status,
                  code[0] ? " " : "", code);
 }
 
-int s3_put(s3 *c, const char *key, const void *data, size_t len,
-           char **cause) {
-  if (cause) *cause = NULL;
+int s3_put(s3 *c, const char *key, const void *data, size_t len, char **cause) {
+  if (cause)
+    *cause = NULL;
   s3_io io = {.up = data, .up_len = len, .max = S3_ERRBODY_MAX};
   long st;
   int rc = s3_request(c, S3_PUT, key, &io, NULL, &st, NULL, cause);
@@ -421,15 +455,18 @@ int s3_put(s3 *c, const char *key, const void *data, size_t len,
 
 int s3_get(s3 *c, const char *key, uint64_t off, uint64_t len, size_t max,
            uint8_t **out, size_t *n, char **cause) {
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   *out = NULL;
   *n = 0;
   char range[64];
   int ranged = len > 0;
   if (ranged) {
     if (len > max || off > UINT64_MAX - len)
-      return s3_fail(cause, GTP_E_TOOBIG, "S3 GET %s: range of %" PRIu64
-                     " bytes exceeds the bound %zu", key, len, max);
+      return s3_fail(cause, GTP_E_TOOBIG,
+                     "S3 GET %s: range of %" PRIu64
+                     " bytes exceeds the bound %zu",
+                     key, len, max);
     snprintf(range, sizeof range, "bytes=%" PRIu64 "-%" PRIu64, off,
              off + len - 1);
     max = (size_t)len;
@@ -437,9 +474,10 @@ int s3_get(s3 *c, const char *key, uint64_t off, uint64_t len, size_t max,
   /* Error bodies are small; a success body is bounded by max (inv. 2). */
   s3_io io = {.max = max < S3_ERRBODY_MAX ? S3_ERRBODY_MAX : max};
   long st;
-  int rc = s3_request(c, S3_GET, key, &io, ranged ? range : NULL, &st, NULL,
-                      cause);
-  if (rc < 0) goto fail;
+  int rc =
+      s3_request(c, S3_GET, key, &io, ranged ? range : NULL, &st, NULL, cause);
+  if (rc < 0)
+    goto fail;
   if (st < 200 || st > 299) {
     rc = s3_status_fail(c, S3_GET, key, st, &io, cause);
     goto fail;
@@ -458,12 +496,15 @@ int s3_get(s3 *c, const char *key, uint64_t off, uint64_t len, size_t max,
     goto fail;
   }
   if (ranged && io.len != len) { /* invariant 3 */
-    rc = s3_fail(cause, GTP_E_TRUNC, "S3 GET %s%s bytes %" PRIu64 "+%" PRIu64
-                 ": got %zu bytes", c->prefix, key, off, len, io.len);
+    rc = s3_fail(cause, GTP_E_TRUNC,
+                 "S3 GET %s%s bytes %" PRIu64 "+%" PRIu64 ": got %zu bytes",
+                 c->prefix, key, off, len, io.len);
     goto fail;
   }
-  if (!io.buf) io.buf = malloc(1); /* an empty object is still a buffer */
-  if (!io.buf) return -ENOMEM;
+  if (!io.buf)
+    io.buf = malloc(1); /* an empty object is still a buffer */
+  if (!io.buf)
+    return -ENOMEM;
   *out = io.buf;
   *n = io.len;
   return 0;
@@ -473,20 +514,23 @@ fail:
 }
 
 int s3_head(s3 *c, const char *key, uint64_t *size, char **cause) {
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   s3_io io = {.max = S3_ERRBODY_MAX};
   long st;
   uint64_t cl = UINT64_MAX;
   int rc = s3_request(c, S3_HEAD, key, &io, NULL, &st, &cl, cause);
   if (rc == 0 && (st < 200 || st > 299))
     rc = s3_status_fail(c, S3_HEAD, key, st, &io, cause);
-  if (rc == 0 && size) *size = cl;
+  if (rc == 0 && size)
+    *size = cl;
   free(io.buf);
   return rc;
 }
 
 int s3_delete(s3 *c, const char *key, char **cause) {
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   s3_io io = {.max = S3_ERRBODY_MAX};
   long st;
   int rc = s3_request(c, S3_DELETE, key, &io, NULL, &st, NULL, cause);
@@ -497,7 +541,8 @@ int s3_delete(s3 *c, const char *key, char **cause) {
 }
 
 int s3_check(s3 *c, char **cause) {
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   s3_io io = {.max = S3_ERRBODY_MAX};
   long st;
   int rc = s3_request(c, S3_HEAD_BUCKET, NULL, &io, NULL, &st, NULL, cause);
@@ -508,7 +553,8 @@ int s3_check(s3 *c, char **cause) {
 }
 
 int s3_create_bucket(s3 *c, char **cause) {
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   s3_io io = {.max = S3_ERRBODY_MAX};
   long st;
   int rc = s3_request(c, S3_PUT_BUCKET, NULL, &io, NULL, &st, NULL, cause);

@@ -30,7 +30,7 @@ typedef struct s3 s3;
 
 typedef struct s3_config {
   /* NULL = from the environment (see above). Borrowed during s3_open. */
-  const char *endpoint;   /* http://host:port or https://host:port */
+  const char *endpoint; /* http://host:port or https://host:port */
   const char *region;
   const char *access_key; /* may contain ':' (Swift tempauth: account:user) */
   const char *secret_key;
@@ -61,8 +61,7 @@ int s3_check(s3 *c, char **cause);
 int s3_create_bucket(s3 *c, char **cause);
 
 /* key: relative to the prefix; [A-Za-z0-9._/-], 1..512 bytes, no "..". */
-int s3_put(s3 *c, const char *key, const void *data, size_t len,
-           char **cause);
+int s3_put(s3 *c, const char *key, const void *data, size_t len, char **cause);
 /* GET of len bytes at off (len 0: the whole object, at most max bytes).
  * On success *out is malloc'd (caller frees), *n its length: exactly len
  * for a range. */

@@ -126,8 +126,7 @@ static int64_t real_ns(void) {
 
 static void seg_log(segment_store *s, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void seg_log(segment_store *s, const char *level, const char *fmt,
-                    ...) {
+static void seg_log(segment_store *s, const char *level, const char *fmt, ...) {
   char kv[768];
   va_list ap;
   va_start(ap, fmt);
@@ -161,8 +160,10 @@ static void seg_health(segment_store *s, int rc, const char *cause) {
   }
   pthread_mutex_unlock(&s->lock);
   if (rc < 0 && !was)
-    seg_log(s, "error", "msg=\"shared store unavailable; not ACKing, "
-            "retrying\" err=\"%s\"", cause ? cause : "");
+    seg_log(s, "error",
+            "msg=\"shared store unavailable; not ACKing, "
+            "retrying\" err=\"%s\"",
+            cause ? cause : "");
   else if (rc == 0 && was)
     seg_log(s, "info", "msg=\"shared store available again\"");
 }
@@ -170,19 +171,23 @@ static void seg_health(segment_store *s, int rc, const char *cause) {
 /* ---- the footer ---- */
 
 static void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint32_t get_u32(const uint8_t *p) {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+  for (int i = 3; i >= 0; i--)
+    v = v << 8 | p[i];
   return v;
 }
 static uint64_t get_u64(const uint8_t *p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
   return v;
 }
 
@@ -191,11 +196,14 @@ static uint64_t get_u64(const uint8_t *p) {
 static uint64_t seg_scratch;
 
 static int seg_reserve(seg *g, size_t more) {
-  if (g->len + more <= g->cap) return 0;
+  if (g->len + more <= g->cap)
+    return 0;
   size_t cap = g->cap ? g->cap : 1 << 16;
-  while (cap < g->len + more) cap *= 2;
+  while (cap < g->len + more)
+    cap *= 2;
   uint8_t *b = realloc(g->buf, cap);
-  if (!b) return -ENOMEM;
+  if (!b)
+    return -ENOMEM;
   __atomic_add_fetch(&seg_scratch, cap - g->cap, __ATOMIC_RELAXED);
   g->buf = b;
   g->cap = cap;
@@ -205,7 +213,8 @@ static int seg_reserve(seg *g, size_t more) {
 /* Appends the index footer and trailer to the data part. */
 static int seg_footer(seg *g) {
   size_t flen = 8 + 4 + g->n * SEG_ENTRY_BYTES + 4;
-  if (seg_reserve(g, flen + SEG_TRAILER_BYTES) < 0) return -ENOMEM;
+  if (seg_reserve(g, flen + SEG_TRAILER_BYTES) < 0)
+    return -ENOMEM;
   uint8_t *f = g->buf + g->len;
   memcpy(f, SEG_MAGIC, 8);
   put_u32(f + 8, (uint32_t)g->n);
@@ -232,19 +241,26 @@ int segment_index_parse(const uint8_t *obj, size_t len, segment_entry **out,
                         size_t *n) {
   *out = NULL;
   *n = 0;
-  if (len < SEG_TRAILER_BYTES) return GTP_E_TRUNC;
+  if (len < SEG_TRAILER_BYTES)
+    return GTP_E_TRUNC;
   const uint8_t *t = obj + len - SEG_TRAILER_BYTES;
-  if (memcmp(t + 4, SEG_END, 8) != 0) return GTP_E_MAGIC;
+  if (memcmp(t + 4, SEG_END, 8) != 0)
+    return GTP_E_MAGIC;
   uint32_t flen = get_u32(t);
-  if (flen < 16 || flen > len - SEG_TRAILER_BYTES) return GTP_E_CORRUPT;
+  if (flen < 16 || flen > len - SEG_TRAILER_BYTES)
+    return GTP_E_CORRUPT;
   const uint8_t *f = t - flen;
   size_t data_len = (size_t)(f - obj);
-  if (memcmp(f, SEG_MAGIC, 8) != 0) return GTP_E_MAGIC;
+  if (memcmp(f, SEG_MAGIC, 8) != 0)
+    return GTP_E_MAGIC;
   uint32_t cnt = get_u32(f + 8);
-  if ((uint64_t)cnt * SEG_ENTRY_BYTES + 16 != flen) return GTP_E_CORRUPT;
-  if (get_u32(f + flen - 4) != gtp_crc32c(0, f, flen - 4)) return GTP_E_CRC;
+  if ((uint64_t)cnt * SEG_ENTRY_BYTES + 16 != flen)
+    return GTP_E_CORRUPT;
+  if (get_u32(f + flen - 4) != gtp_crc32c(0, f, flen - 4))
+    return GTP_E_CRC;
   segment_entry *ix = calloc(cnt ? cnt : 1, sizeof *ix);
-  if (!ix) return -ENOMEM;
+  if (!ix)
+    return -ENOMEM;
   const uint8_t *e = f + 12;
   for (uint32_t i = 0; i < cnt; i++, e += SEG_ENTRY_BYTES) {
     segment_entry *x = &ix[i];
@@ -269,7 +285,8 @@ int segment_index_parse(const uint8_t *obj, size_t len, segment_entry **out,
 /* ---- packing ---- */
 
 static void seg_free(seg *g) {
-  if (!g) return;
+  if (!g)
+    return;
   __atomic_sub_fetch(&seg_scratch, g->cap, __ATOMIC_RELAXED);
   free(g->buf);
   free(g->ix);
@@ -283,23 +300,29 @@ static int seg_add(segment_store *s, seg *sg, ZSTD_CCtx *cctx, store_gen *g) {
   if (sg->n == sg->ncap) {
     size_t nc = sg->ncap ? sg->ncap * 2 : 64;
     segment_entry *ix = realloc(sg->ix, nc * sizeof *ix);
-    if (ix) sg->ix = ix;
+    if (ix)
+      sg->ix = ix;
     store_gen **gs = realloc(sg->gens, nc * sizeof *gs);
-    if (gs) sg->gens = gs;
+    if (gs)
+      sg->gens = gs;
     const char **cs = realloc(sg->codec, nc * sizeof *cs);
-    if (cs) sg->codec = cs;
-    if (!ix || !gs || !cs) return -ENOMEM;
+    if (cs)
+      sg->codec = cs;
+    if (!ix || !gs || !cs)
+      return -ENOMEM;
     sg->ncap = nc;
   }
   size_t bound = ZSTD_compressBound(g->len);
-  if (seg_reserve(sg, bound > g->len ? bound : g->len) < 0) return -ENOMEM;
+  if (seg_reserve(sg, bound > g->len ? bound : g->len) < 0)
+    return -ENOMEM;
   uint8_t *dst = sg->buf + sg->len;
   size_t n = 0;
   uint8_t codec = 0;
   if (g->len >= 64) {
     n = ZSTD_compressCCtx(cctx, dst, bound, g->payload, g->len,
                           s->cfg.zstd_level);
-    if (!ZSTD_isError(n) && n < g->len) codec = 1;
+    if (!ZSTD_isError(n) && n < g->len)
+      codec = 1;
   }
   if (!codec) {
     memcpy(dst, g->payload, g->len);
@@ -328,7 +351,8 @@ static int seg_add(segment_store *s, seg *sg, ZSTD_CCtx *cctx, store_gen *g) {
 /* Hands a closed segment to the uploader, waiting for room (invariant 5). */
 static void seg_push(segment_store *s, seg *sg) {
   pthread_mutex_lock(&s->lock);
-  while (s->upn == SEG_UPQ) pthread_cond_wait(&s->room, &s->lock);
+  while (s->upn == SEG_UPQ)
+    pthread_cond_wait(&s->room, &s->lock);
   s->upq[s->upn++] = sg;
   pthread_cond_signal(&s->up_cond);
   pthread_mutex_unlock(&s->lock);
@@ -347,7 +371,8 @@ static void *packer_main(void *arg) {
   int64_t age_ns = (int64_t)s->cfg.max_age_ms * 1000000LL;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (s->qn == 0 && !s->closing && !(cur && mono_ns() >= cur->deadline_ns)) {
+    while (s->qn == 0 && !s->closing &&
+           !(cur && mono_ns() >= cur->deadline_ns)) {
       if (cur) {
         struct timespec ts;
         abs_deadline(&ts, cur->deadline_ns);
@@ -385,7 +410,8 @@ static void *packer_main(void *arg) {
       pthread_mutex_lock(&s->lock);
       continue;
     }
-    if (s->closing) break;
+    if (s->closing)
+      break;
   }
   s->packer_done = 1;
   pthread_cond_signal(&s->up_cond);
@@ -453,28 +479,35 @@ static void seg_upload(segment_store *s, seg *sg) {
   while (rc == 0) {
     rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
     seg_health(s, rc, cause);
-    if (rc == 0) break;
+    if (rc == 0)
+      break;
     free(cause);
     cause = NULL;
-    if (seg_backoff(s, &ms)) break;
+    if (seg_backoff(s, &ms))
+      break;
     rc = 0;
   }
   pg_cat_gen *cg = NULL;
-  if (rc == 0 && !(cg = calloc(sg->n, sizeof *cg))) rc = -ENOMEM;
+  if (rc == 0 && !(cg = calloc(sg->n, sizeof *cg)))
+    rc = -ENOMEM;
   if (rc == 0) {
     for (size_t i = 0; i < sg->n; i++)
-      cg[i] = (pg_cat_gen){.g = sg->gens[i], .off = sg->ix[i].off,
-                           .len = sg->ix[i].len, .codec = sg->codec[i]};
+      cg[i] = (pg_cat_gen){.g = sg->gens[i],
+                           .off = sg->ix[i].off,
+                           .len = sg->ix[i].len,
+                           .codec = sg->codec[i]};
     ms = SEG_BACKOFF_MIN_MS;
     for (;;) {
       /* Same key on every attempt (invariant 3). */
-      rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg,
-                                 sg->n, &cause);
+      rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg, sg->n,
+                                 &cause);
       seg_health(s, rc, cause);
-      if (rc == 0) break;
+      if (rc == 0)
+        break;
       free(cause);
       cause = NULL;
-      if (seg_backoff(s, &ms)) break;
+      if (seg_backoff(s, &ms))
+        break;
     }
   }
   free(cause);
@@ -484,8 +517,10 @@ static void seg_upload(segment_store *s, seg *sg) {
     store_gen *g = sg->gens[i];
     g->result = rc < 0 ? rc : cg[i].result;
     g->seq = rc < 0 ? 0 : cg[i].seq;
-    if (g->result == 0) nnew++, bytes += g->stored_bytes;
-    if (g->result == 1) ndup++;
+    if (g->result == 0)
+      nnew++, bytes += g->stored_bytes;
+    if (g->result == 1)
+      ndup++;
   }
   pthread_mutex_lock(&s->lock);
   for (size_t i = 0; i < sg->n; i++) {
@@ -503,8 +538,10 @@ static void seg_upload(segment_store *s, seg *sg) {
   }
   pthread_mutex_unlock(&s->lock);
   if (rc < 0)
-    seg_log(s, "error", "msg=\"shared store: segment given up at close\" "
-            "object=\"%s\" gens=%zu err=\"%s\"", key, sg->n, gtp_strerror(rc));
+    seg_log(s, "error",
+            "msg=\"shared store: segment given up at close\" "
+            "object=\"%s\" gens=%zu err=\"%s\"",
+            key, sg->n, gtp_strerror(rc));
   for (size_t i = 0; i < sg->n; i++) /* invariant 1: after COMMIT */
     s->done(s->ctx, sg->gens[i]);
   free(cg);
@@ -518,15 +555,19 @@ static void *uploader_main(void *arg) {
       struct timespec ts;
       abs_deadline(&ts, mono_ns() + 1000000000LL);
       pthread_cond_timedwait(&s->up_cond, &s->lock, &ts);
-      if (s->nrej > 0) break;
+      if (s->nrej > 0)
+        break;
     }
     seg *sg = s->upn > 0 ? s->upq[0] : NULL;
     int stop = !sg && s->packer_done;
     int flush = s->nrej > 0;
     pthread_mutex_unlock(&s->lock);
-    if (flush) seg_flush_rejected(s);
-    if (stop) break;
-    if (!sg) continue;
+    if (flush)
+      seg_flush_rejected(s);
+    if (stop)
+      break;
+    if (!sg)
+      continue;
     seg_upload(s, sg); /* invariant 2: one at a time, in order */
     pthread_mutex_lock(&s->lock);
     memmove(s->upq, s->upq + 1, (size_t)(s->upn - 1) * sizeof *s->upq);
@@ -540,7 +581,9 @@ static void *uploader_main(void *arg) {
 
 /* ---- public ---- */
 
-static char *dup_or_null(const char *v) { return v ? strdup(v) : NULL; }
+static char *dup_or_null(const char *v) {
+  return v ? strdup(v) : NULL;
+}
 
 static void seg_default_id(char *out, size_t cap) {
   char host[64] = "host";
@@ -553,16 +596,19 @@ static void seg_default_id(char *out, size_t cap) {
   unsigned r = 0;
   FILE *f = fopen("/dev/urandom", "rb");
   if (f) {
-    if (fread(&r, sizeof r, 1, f) != 1) r = 0;
+    if (fread(&r, sizeof r, 1, f) != 1)
+      r = 0;
     fclose(f);
   }
-  if (!r) r = (unsigned)real_ns();
+  if (!r)
+    r = (unsigned)real_ns();
   snprintf(out, cap, "%s-%ld-%08x", host, (long)getpid(), r);
 }
 
 static int seg_id_ok(const char *id) {
   size_t n = strlen(id);
-  if (n == 0 || n > 100) return 0;
+  if (n == 0 || n > 100)
+    return 0;
   for (const char *p = id; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
           (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
@@ -575,14 +621,20 @@ void segment_close(segment_store *s);
 int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
                  segment_store **out, char **cause) {
   *out = NULL;
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   segment_store *s = calloc(1, sizeof *s);
-  if (!s) return -ENOMEM;
+  if (!s)
+    return -ENOMEM;
   s->cfg = *cfg;
-  if (!s->cfg.max_bytes) s->cfg.max_bytes = 32ull << 20;
-  if (!s->cfg.max_age_ms) s->cfg.max_age_ms = 2000;
-  if (!s->cfg.zstd_level) s->cfg.zstd_level = 3;
-  if (!s->cfg.close_wait_ms) s->cfg.close_wait_ms = 10000;
+  if (!s->cfg.max_bytes)
+    s->cfg.max_bytes = 32ull << 20;
+  if (!s->cfg.max_age_ms)
+    s->cfg.max_age_ms = 2000;
+  if (!s->cfg.zstd_level)
+    s->cfg.zstd_level = 3;
+  if (!s->cfg.close_wait_ms)
+    s->cfg.close_wait_ms = 10000;
   s->done = done;
   s->ctx = ctx;
   char id[128];
@@ -592,8 +644,10 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
     seg_default_id(id, sizeof id);
   int rc;
   if (!seg_id_ok(id)) {
-    if (cause && asprintf(cause, "daemon id '%s' may hold only A-Z a-z 0-9 -"
-                          " _ . (at most 100)", id) < 0)
+    if (cause && asprintf(cause,
+                          "daemon id '%s' may hold only A-Z a-z 0-9 -"
+                          " _ . (at most 100)",
+                          id) < 0)
       *cause = NULL;
     free(s);
     return GTP_E_BADARG;
@@ -628,13 +682,15 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
 
   if (!s->catalog || !s->objects) {
     rc = GTP_E_BADARG;
-    if (cause && asprintf(cause, "the shared store needs both --catalog "
-                          "postgresql://... and --objects s3://BUCKET") < 0)
+    if (cause &&
+        asprintf(cause, "the shared store needs both --catalog "
+                        "postgresql://... and --objects s3://BUCKET") < 0)
       *cause = NULL;
     goto fail_alloc;
   }
   rc = s3_open(&s->cfg.s3, &s->up, cause);
-  if (rc < 0) goto fail_alloc;
+  if (rc < 0)
+    goto fail_alloc;
   {
     /* Keys in the catalog are bucket-relative (prefix included): reopen on
      * the bucket's root. */
@@ -646,14 +702,17 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
     root.url = url;
     rc = url && s->prefix ? s3_open(&root, &s->up, cause) : -ENOMEM;
     free(url);
-    if (rc < 0) goto fail_alloc;
+    if (rc < 0)
+      goto fail_alloc;
   }
   /* Both stores must answer now: a typo or a dead server is an error at
    * start, not a daemon that accepts and never ACKs. */
   rc = s3_check(s->up, cause);
-  if (rc < 0) goto fail_s3;
+  if (rc < 0)
+    goto fail_s3;
   rc = pg_cat_open(s->catalog, 4, &s->cat, cause);
-  if (rc < 0) goto fail_s3;
+  if (rc < 0)
+    goto fail_s3;
   pg_cat_set_test_delay(s->cat, s->cfg.test_commit_delay_ms);
   if (pthread_create(&s->uploader, NULL, uploader_main, s) != 0) {
     rc = -EAGAIN;
@@ -693,7 +752,8 @@ fail_alloc:
 }
 
 void segment_close(segment_store *s) {
-  if (!s) return;
+  if (!s)
+    return;
   pthread_mutex_lock(&s->lock);
   s->closing = 1;
   s->close_ns = mono_ns();
@@ -735,7 +795,8 @@ int segment_submit(segment_store *s, store_gen *g) {
       pthread_mutex_unlock(&s->lock);
       return -ENOMEM;
     }
-    for (size_t i = 0; i < s->qn; i++) q[i] = s->q[(s->qhead + i) % s->qcap];
+    for (size_t i = 0; i < s->qn; i++)
+      q[i] = s->q[(s->qhead + i) % s->qcap];
     free(s->q);
     s->q = q;
     s->qhead = 0;
@@ -759,7 +820,8 @@ int segment_last_gen(segment_store *s, const uint8_t session[16],
   pthread_mutex_lock(&s->lock);
   int down = s->unhealthy;
   pthread_mutex_unlock(&s->lock);
-  if (down) return 0;
+  if (down)
+    return 0;
   char *cause = NULL;
   int rc = pg_cat_last_gen(s->cat, session, gen, &cause);
   free(cause);
@@ -771,7 +833,8 @@ int segment_session_key(segment_store *s, const uint8_t session[16],
   pthread_mutex_lock(&s->lock);
   int down = s->unhealthy;
   pthread_mutex_unlock(&s->lock);
-  if (down) return GTP_E_UNAVAIL;
+  if (down)
+    return GTP_E_UNAVAIL;
   char *cause = NULL;
   int rc = pg_cat_session_key(s->cat, session, hash, &cause);
   free(cause);
@@ -783,7 +846,8 @@ void segment_note_rejected(segment_store *s, const uint8_t session[16],
   pthread_mutex_lock(&s->lock);
   int i;
   for (i = 0; i < s->nrej; i++)
-    if (memcmp(s->rej[i].session, session, 16) == 0) break;
+    if (memcmp(s->rej[i].session, session, 16) == 0)
+      break;
   if (i == s->nrej && s->nrej < SEG_REJ_MAX) {
     memcpy(s->rej[i].session, session, 16);
     s->rej[i].gens = s->rej[i].events = 0;
@@ -806,13 +870,18 @@ void segment_stats_get(segment_store *s, store_stats *out) {
 int segment_health(segment_store *s, char *reason, size_t cap) {
   pthread_mutex_lock(&s->lock);
   int bad = s->unhealthy;
-  if (cap) snprintf(reason, cap, "%s", bad ? s->reason : "");
+  if (cap)
+    snprintf(reason, cap, "%s", bad ? s->reason : "");
   pthread_mutex_unlock(&s->lock);
   return bad ? GTP_E_UNAVAIL : 0;
 }
 
-struct pg_cat *segment_catalog(segment_store *s) { return s->cat; }
-const char *segment_daemon_id(const segment_store *s) { return s->daemon_id; }
+struct pg_cat *segment_catalog(segment_store *s) {
+  return s->cat;
+}
+const char *segment_daemon_id(const segment_store *s) {
+  return s->daemon_id;
+}
 
 uint64_t segment_scratch_bytes(segment_store *s) {
   (void)s;

@@ -33,13 +33,13 @@
 typedef struct segment_store segment_store;
 
 typedef struct segment_config {
-  const char *catalog; /* postgresql://... */
-  s3_config s3;        /* .url = s3://BUCKET[/PREFIX]; other fields or env */
-  const char *daemon_id; /* names this daemon's objects; NULL = host-pid-rnd */
-  uint64_t max_bytes;    /* close a segment at this size; 0 = 32 MiB */
-  uint32_t max_age_ms;   /* close a segment this long after its first
-                            generation; 0 = 2000 */
-  int zstd_level;        /* 0 = 3 */
+  const char *catalog;    /* postgresql://... */
+  s3_config s3;           /* .url = s3://BUCKET[/PREFIX]; other fields or env */
+  const char *daemon_id;  /* names this daemon's objects; NULL = host-pid-rnd */
+  uint64_t max_bytes;     /* close a segment at this size; 0 = 32 MiB */
+  uint32_t max_age_ms;    /* close a segment this long after its first
+                             generation; 0 = 2000 */
+  int zstd_level;         /* 0 = 3 */
   uint32_t close_wait_ms; /* segment_close retries an unreachable store this
                              long, then fails what is left; 0 = 10000 */
   uint32_t test_commit_delay_ms; /* tests: stall each catalog commit after

@@ -62,8 +62,10 @@ static int sweep_one(void *ctx, const char *object) {
   int rc = s3_delete(r->s3, object, &cause);
   if (rc < 0) {
     char kv[600];
-    snprintf(kv, sizeof kv, "msg=\"retention: cannot delete a dead segment; "
-             "will retry\" err=\"%s\"", cause ? cause : "");
+    snprintf(kv, sizeof kv,
+             "msg=\"retention: cannot delete a dead segment; "
+             "will retry\" err=\"%s\"",
+             cause ? cause : "");
     rlog(r, kv);
   }
   free(cause);
@@ -96,10 +98,14 @@ int shared_retain_run_once(shared_retain *r) {
   free(cause);
   pthread_mutex_lock(&r->lock);
   r->st.last_rc = rc;
-  if (ran) r->st.passes++;
-  else if (r->cfg.retain_ns > 0 || r->cfg.max_bytes > 0) r->st.skipped++;
-  if (deleted > 0) r->st.deleted_gens += (uint64_t)deleted;
-  if (swept > 0) r->st.deleted_objects += (uint64_t)swept;
+  if (ran)
+    r->st.passes++;
+  else if (r->cfg.retain_ns > 0 || r->cfg.max_bytes > 0)
+    r->st.skipped++;
+  if (deleted > 0)
+    r->st.deleted_gens += (uint64_t)deleted;
+  if (swept > 0)
+    r->st.deleted_objects += (uint64_t)swept;
   pthread_mutex_unlock(&r->lock);
   pthread_mutex_unlock(&r->run_lock);
   return rc;
@@ -115,11 +121,13 @@ static void *retain_main(void *arg) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += r->cfg.tick_ms / 1000;
     ts.tv_nsec += (long)(r->cfg.tick_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    if (ts.tv_nsec >= 1000000000L)
+      ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     while (!r->stop &&
            pthread_cond_timedwait(&r->cond, &r->lock, &ts) != ETIMEDOUT) {
     }
-    if (r->stop) break;
+    if (r->stop)
+      break;
     pthread_mutex_unlock(&r->lock);
     shared_retain_run_once(r); /* errors: retried next tick */
     pthread_mutex_lock(&r->lock);
@@ -132,10 +140,13 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
                         char **cause) {
   *out = NULL;
   shared_retain *r = calloc(1, sizeof *r);
-  if (!r) return -ENOMEM;
+  if (!r)
+    return -ENOMEM;
   r->cfg = *cfg;
-  if (!r->cfg.tick_ms) r->cfg.tick_ms = 5000;
-  if (!r->cfg.grace_ms) r->cfg.grace_ms = 60000;
+  if (!r->cfg.tick_ms)
+    r->cfg.tick_ms = 5000;
+  if (!r->cfg.grace_ms)
+    r->cfg.grace_ms = 60000;
   r->daemon_id = strdup(cfg->daemon_id ? cfg->daemon_id : "");
   r->cfg.daemon_id = r->daemon_id;
   int rc = r->daemon_id ? s3_open(cfg->s3, &r->s3, cause) : -ENOMEM;
@@ -174,7 +185,8 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
 }
 
 void shared_retain_stop(shared_retain *r) {
-  if (!r) return;
+  if (!r)
+    return;
   pthread_mutex_lock(&r->lock);
   r->stop = 1;
   pthread_cond_signal(&r->cond);

@@ -21,15 +21,15 @@
 typedef struct shared_retain shared_retain;
 
 typedef struct shared_retain_config {
-  pg_cat *cat;            /* borrowed */
-  const s3_config *s3;    /* opened once at start (strings copied by s3) */
-  const char *daemon_id;  /* names this daemon's pin row */
-  store_pins *pins;       /* this daemon's download pins; NULL = none */
-  int64_t retain_ns;      /* 0 = keep forever */
-  uint64_t max_bytes;     /* 0 = unlimited */
-  uint32_t tick_ms;       /* 0 = 5000 */
-  uint32_t grace_ms;      /* dead object kept this long; 0 = 60000 */
-  int grace_zero;         /* tests: delete dead objects at once */
+  pg_cat *cat;           /* borrowed */
+  const s3_config *s3;   /* opened once at start (strings copied by s3) */
+  const char *daemon_id; /* names this daemon's pin row */
+  store_pins *pins;      /* this daemon's download pins; NULL = none */
+  int64_t retain_ns;     /* 0 = keep forever */
+  uint64_t max_bytes;    /* 0 = unlimited */
+  uint32_t tick_ms;      /* 0 = 5000 */
+  uint32_t grace_ms;     /* dead object kept this long; 0 = 60000 */
+  int grace_zero;        /* tests: delete dead objects at once */
   void (*log)(void *ctx, const char *kv);
   void *log_ctx;
 } shared_retain_config;

@@ -37,9 +37,9 @@ struct storage {
   store *sq;
   segment_store *seg;
   shared_retain *retain; /* shared: cluster retention and pins */
-  pg_cat *rcat;     /* shared: the readers' catalog pool */
-  gencache *cache;  /* shared: decompressed generations by seq */
-  s3_config s3cfg;  /* shared: what each reader's S3 client opens */
+  pg_cat *rcat;          /* shared: the readers' catalog pool */
+  gencache *cache;       /* shared: decompressed generations by seq */
+  s3_config s3cfg;       /* shared: what each reader's S3 client opens */
   char *objects, *endpoint, *region, *akey, *skey;
 };
 
@@ -50,17 +50,21 @@ struct storage_reader {
   ZSTD_DCtx *dctx;
 };
 
-static char *dup_or_null(const char *v) { return v ? strdup(v) : NULL; }
+static char *dup_or_null(const char *v) {
+  return v ? strdup(v) : NULL;
+}
 
 static int set_cause(char **cause, const char *msg) {
-  if (cause) *cause = strdup(msg);
+  if (cause)
+    *cause = strdup(msg);
   return GTP_E_BADARG;
 }
 
 int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
                  storage **out, char **cause) {
   *out = NULL;
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   int has_cat = cfg->catalog && *cfg->catalog;
   int has_obj = cfg->objects && *cfg->objects;
   if (has_cat != has_obj)
@@ -72,13 +76,15 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
                                   " too (the shared store keeps rows in "
                                   "PostgreSQL and bytes in S3)");
   storage *st = calloc(1, sizeof *st);
-  if (!st) return -ENOMEM;
+  if (!st)
+    return -ENOMEM;
   int rc;
   if (!has_cat) {
     st->path = dup_or_null(cfg->sqlite.path);
     st->describe = dup_or_null(cfg->sqlite.path);
     rc = store_open(&cfg->sqlite, done, ctx, &st->sq, cause);
-    if (rc < 0) goto fail;
+    if (rc < 0)
+      goto fail;
     *out = st;
     return 0;
   }
@@ -99,7 +105,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
     /* Readers address the catalog's bucket-relative keys from the root. */
     s3 *probe = NULL;
     rc = s3_open(&sc.s3, &probe, cause);
-    if (rc < 0) goto fail;
+    if (rc < 0)
+      goto fail;
     free(st->objects);
     st->objects = s3_root_url(probe);
     s3_close(probe);
@@ -119,8 +126,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
     char *colon = s ? strchr(s + 3, ':') : NULL;
     if (at && colon && colon < at)
       memmove(colon + 1, at, strlen(at) + 1);
-    if (asprintf(&st->describe, "catalog=%s objects=%s", cat, cfg->objects) <
-        0)
+    if (asprintf(&st->describe, "catalog=%s objects=%s", cat, cfg->objects) < 0)
       st->describe = NULL;
   }
   st->cache = gencache_new(cfg->cache_bytes ? cfg->cache_bytes : 64ull << 20);
@@ -129,9 +135,11 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
     goto fail;
   }
   rc = segment_open(&sc, done, ctx, &st->seg, cause);
-  if (rc < 0) goto fail;
+  if (rc < 0)
+    goto fail;
   rc = pg_cat_open(cfg->catalog, 4, &st->rcat, cause);
-  if (rc < 0) goto fail;
+  if (rc < 0)
+    goto fail;
   shared_retain_config rcfg = {.cat = st->rcat,
                                .s3 = &st->s3cfg,
                                .daemon_id = segment_daemon_id(st->seg),
@@ -143,7 +151,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
                                .log = sc.log,
                                .log_ctx = sc.log_ctx};
   rc = shared_retain_start(&rcfg, &st->retain, cause);
-  if (rc < 0) goto fail;
+  if (rc < 0)
+    goto fail;
   *out = st;
   return 0;
 fail:
@@ -154,9 +163,11 @@ fail:
 int storage_open_sqlite_readonly(const char *path, storage **out,
                                  char **cause) {
   *out = NULL;
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   storage *st = calloc(1, sizeof *st);
-  if (!st) return -ENOMEM;
+  if (!st)
+    return -ENOMEM;
   st->path = dup_or_null(path);
   st->describe = dup_or_null(path);
   if (!st->path || !st->describe) {
@@ -168,10 +179,13 @@ int storage_open_sqlite_readonly(const char *path, storage **out,
 }
 
 void storage_close(storage *st) {
-  if (!st) return;
+  if (!st)
+    return;
   shared_retain_stop(st->retain);
-  if (st->sq) store_close(st->sq);
-  if (st->seg) segment_close(st->seg);
+  if (st->sq)
+    store_close(st->sq);
+  if (st->seg)
+    segment_close(st->seg);
   pg_cat_close(st->rcat);
   gencache_free(st->cache);
   free(st->describe);
@@ -184,13 +198,16 @@ void storage_close(storage *st) {
   free(st);
 }
 
-int storage_is_shared(const storage *st) { return st->shared; }
+int storage_is_shared(const storage *st) {
+  return st->shared;
+}
 const char *storage_describe(const storage *st) {
   return st->describe ? st->describe : "";
 }
 
 int storage_submit(storage *st, store_gen *g) {
-  if (!st->shared && !st->sq) return GTP_E_STATE; /* read-only */
+  if (!st->shared && !st->sq)
+    return GTP_E_STATE; /* read-only */
   return st->shared ? segment_submit(st->seg, g) : store_submit(st->sq, g);
 }
 
@@ -201,8 +218,10 @@ int storage_last_gen(storage *st, const uint8_t session[16], uint64_t *gen) {
 
 int storage_session_key(storage *st, const uint8_t session[16],
                         uint8_t hash[STORE_KEY_HASH_SIZE]) {
-  if (st->shared) return segment_session_key(st->seg, session, hash);
-  if (!st->sq) return 0;
+  if (st->shared)
+    return segment_session_key(st->seg, session, hash);
+  if (!st->sq)
+    return 0;
   return store_session_key(st->sq, session, hash);
 }
 
@@ -222,28 +241,34 @@ void storage_stats_get(storage *st, store_stats *out) {
 }
 
 uint64_t storage_scratch_bytes(storage *st) {
-  if (st->shared) return segment_scratch_bytes(st->seg);
+  if (st->shared)
+    return segment_scratch_bytes(st->seg);
   return st->sq ? store_scratch_bytes(st->sq) : 0;
 }
 
 int storage_health(storage *st, char *reason, size_t cap) {
-  if (st->shared) return segment_health(st->seg, reason, cap);
-  if (cap) reason[0] = '\0';
+  if (st->shared)
+    return segment_health(st->seg, reason, cap);
+  if (cap)
+    reason[0] = '\0';
   return 0;
 }
 
 int storage_reader_open(storage *st, storage_reader **out, char **cause) {
   *out = NULL;
-  if (cause) *cause = NULL;
+  if (cause)
+    *cause = NULL;
   storage_reader *r = calloc(1, sizeof *r);
-  if (!r) return -ENOMEM;
+  if (!r)
+    return -ENOMEM;
   r->st = st;
   int rc;
   if (!st->shared) {
     rc = store_reader_open(st->path, &r->sq, cause);
   } else {
     rc = s3_open(&st->s3cfg, &r->s3, cause);
-    if (rc == 0 && !(r->dctx = ZSTD_createDCtx())) rc = -ENOMEM;
+    if (rc == 0 && !(r->dctx = ZSTD_createDCtx()))
+      rc = -ENOMEM;
   }
   if (rc < 0) {
     storage_reader_close(r);
@@ -254,8 +279,10 @@ int storage_reader_open(storage *st, storage_reader **out, char **cause) {
 }
 
 void storage_reader_close(storage_reader *r) {
-  if (!r) return;
-  if (r->sq) store_reader_close(r->sq);
+  if (!r)
+    return;
+  if (r->sq)
+    store_reader_close(r->sq);
   s3_close(r->s3);
   ZSTD_freeDCtx(r->dctx);
   free(r);
@@ -300,10 +327,13 @@ int storage_read_feed_since(storage_reader *r, int64_t since_ns,
 }
 
 int storage_read_check(storage_reader *r, const int64_t *seqs, size_t n) {
-  if (r->sq) return 0;
+  if (r->sq)
+    return 0;
   size_t i = 0;
-  while (i < n && gencache_has(r->st->cache, seqs[i])) i++;
-  if (i == n) return 0;
+  while (i < n && gencache_has(r->st->cache, seqs[i]))
+    i++;
+  if (i == n)
+    return 0;
   char *cause = NULL;
   int rc = s3_check(r->s3, &cause);
   free(cause);
@@ -314,7 +344,8 @@ int storage_read_check(storage_reader *r, const int64_t *seqs, size_t n) {
  * unreachable S3 is retried for a few seconds, so a blip during a
  * download does not cut the stream (its headers are sent). */
 static int shared_fetch(storage_reader *r, pg_cat_loc *loc, gtp_wbuf *out) {
-  if (gencache_get(r->st->cache, loc->seq, out)) return 0;
+  if (gencache_get(r->st->cache, loc->seq, out))
+    return 0;
   uint8_t *z = NULL;
   size_t zn = 0;
   char *cause = NULL;
@@ -328,10 +359,12 @@ static int shared_fetch(storage_reader *r, pg_cat_loc *loc, gtp_wbuf *out) {
                 &zn, &cause);
     free(cause);
     cause = NULL;
-    if (rc != GTP_E_UNAVAIL || waited >= 5000) break;
+    if (rc != GTP_E_UNAVAIL || waited >= 5000)
+      break;
     usleep((useconds_t)ms * 1000);
   }
-  if (rc < 0) return rc == GTP_E_NOTFOUND ? GTP_E_NOTFOUND : rc;
+  if (rc < 0)
+    return rc == GTP_E_NOTFOUND ? GTP_E_NOTFOUND : rc;
   size_t before = out->len;
   if (strcmp(loc->codec, STORE_CODEC_ZSTD) == 0) {
     uint8_t *dst = gtp_wbuf_grow(out, (size_t)loc->bytes);
@@ -352,18 +385,22 @@ static int shared_fetch(storage_reader *r, pg_cat_loc *loc, gtp_wbuf *out) {
     return GTP_E_CORRUPT;
   }
   free(z);
-  if (out->err) return out->err;
+  if (out->err)
+    return out->err;
   gencache_put(r->st->cache, loc->seq, out->data + before, out->len - before);
   return 0;
 }
 
 int storage_read_payload(storage_reader *r, int64_t seq, gtp_wbuf *out) {
-  if (r->sq) return store_read_payload(r->sq, seq, out);
+  if (r->sq)
+    return store_read_payload(r->sq, seq, out);
   /* A cached generation needs neither the catalog nor S3. */
-  if (gencache_get(r->st->cache, seq, out)) return 0;
+  if (gencache_get(r->st->cache, seq, out))
+    return 0;
   pg_cat_loc loc;
   int rc = pg_cat_locate(r->st->rcat, seq, &loc);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   rc = shared_fetch(r, &loc, out);
   free(loc.object);
   return rc;
@@ -371,10 +408,12 @@ int storage_read_payload(storage_reader *r, int64_t seq, gtp_wbuf *out) {
 
 int storage_read_payload_by_gen(storage_reader *r, const char *session,
                                 uint64_t gen, gtp_wbuf *out) {
-  if (r->sq) return store_read_payload_by_gen(r->sq, session, gen, out);
+  if (r->sq)
+    return store_read_payload_by_gen(r->sq, session, gen, out);
   pg_cat_loc loc;
   int rc = pg_cat_locate_by_gen(r->st->rcat, session, gen, &loc);
-  if (rc < 0) return rc;
+  if (rc < 0)
+    return rc;
   rc = shared_fetch(r, &loc, out);
   free(loc.object);
   return rc;

@@ -29,10 +29,10 @@
 typedef struct storage storage;
 
 typedef struct storage_config {
-  store_config sqlite;  /* the embedded backend (sqlite.path = --db) */
+  store_config sqlite; /* the embedded backend (sqlite.path = --db) */
   /* The shared backend: both set, or neither (then SQLite runs). */
-  const char *catalog;  /* postgresql://... */
-  const char *objects;  /* s3://BUCKET[/PREFIX] */
+  const char *catalog;   /* postgresql://... */
+  const char *objects;   /* s3://BUCKET[/PREFIX] */
   segment_config shared; /* tuning and S3 overrides (config-file keys) */
   uint64_t cache_bytes;  /* shared readers' cache; 0 = 64 MiB */
   /* Shared retention (sqlite.retain_ns and sqlite.max_db_bytes are the
@@ -47,8 +47,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
                  storage **out, char **cause);
 /* A read-only storage over an SQLite database (no writer): for readers of a
  * database another process writes (web/ tests, tools). */
-int storage_open_sqlite_readonly(const char *path, storage **out,
-                                 char **cause);
+int storage_open_sqlite_readonly(const char *path, storage **out, char **cause);
 void storage_close(storage *st);
 /* 1 when the shared backend runs. */
 int storage_is_shared(const storage *st);

@@ -53,8 +53,7 @@ int readpool_check_invariants(readpool *p) {
   return rc;
 }
 
-int readpool_new(storage *st, unsigned size, readpool **out,
-                 char **cause) {
+int readpool_new(storage *st, unsigned size, readpool **out, char **cause) {
   int rc = -ENOMEM;
   if (size == 0)
     size = 1;

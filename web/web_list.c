@@ -156,8 +156,8 @@ enum MHD_Result web_session_gens(web_req *r, const char *session) {
   json_key(&j, "generations");
   json_arr_begin(&j);
   int rc = storage_read_session_gens(sr, session, from, to,
-                                   has_after ? (int64_t)after : -1,
-                                   (uint32_t)limit, gen_row, &j);
+                                     has_after ? (int64_t)after : -1,
+                                     (uint32_t)limit, gen_row, &j);
   web_reader_put(r, sr);
   json_arr_end(&j);
   json_obj_end(&j);

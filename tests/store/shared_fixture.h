@@ -21,9 +21,11 @@ static void fixture_quiet(void *arg, const char *msg) {
 /* Creates database NAME_<pid> and writes its URI to out. 0 or -1. */
 static inline int fixture_db(const char *name, char *out, size_t cap) {
   const char *base = getenv("GENTRACE_CATALOG");
-  if (!base) return -1;
+  if (!base)
+    return -1;
   const char *slash = strrchr(base, '/');
-  if (!slash || slash < base + 13) return -1;
+  if (!slash || slash < base + 13)
+    return -1;
   PGconn *c = PQconnectdb(base);
   if (PQstatus(c) != CONNECTION_OK) {
     fprintf(stderr, "fixture_db: %s", PQerrorMessage(c));
@@ -38,7 +40,8 @@ static inline int fixture_db(const char *name, char *out, size_t cap) {
   snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
   PGresult *r = PQexec(c, sql);
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-  if (!ok) fprintf(stderr, "fixture_db: %s", PQerrorMessage(c));
+  if (!ok)
+    fprintf(stderr, "fixture_db: %s", PQerrorMessage(c));
   PQclear(r);
   PQfinish(c);
   snprintf(out, cap, "%.*s/%s", (int)(slash - base), base, db);
@@ -62,8 +65,9 @@ static inline long long fixture_sql_int(const char *uri, const char *sql) {
 
 /* A generation of session sid (its first byte), gen, 1 s long from
  * start_s seconds, with a payload of len bytes of a pattern. */
-static inline store_gen *fixture_gen(uint8_t sid, const char *service, uint64_t gen,
-                              int64_t start_s, size_t len) {
+static inline store_gen *fixture_gen(uint8_t sid, const char *service,
+                                     uint64_t gen, int64_t start_s,
+                                     size_t len) {
   store_gen *g = calloc(1, sizeof *g);
   memset(g->session, 0, 16);
   g->session[0] = sid;
@@ -88,7 +92,8 @@ static inline store_gen *fixture_gen(uint8_t sid, const char *service, uint64_t 
 }
 
 static inline void fixture_hex(const uint8_t id[16], char out[33]) {
-  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", id[i]);
+  for (int i = 0; i < 16; i++)
+    snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
 #endif /* SHARED_FIXTURE_H */

@@ -11,8 +11,8 @@
 
 #include "gencache.h"
 
-static void test_gencache__hit_returns_the_bytes_and_miss_nothing(
-    void **state) {
+static void
+test_gencache__hit_returns_the_bytes_and_miss_nothing(void **state) {
   gencache *c = gencache_new(1 << 20);
   gtp_wbuf b;
   gtp_wbuf_init(&b, 0);
@@ -28,12 +28,13 @@ static void test_gencache__hit_returns_the_bytes_and_miss_nothing(
   gencache_free(c);
 }
 
-static void test_gencache__stays_within_its_bound_evicting_least_recent(
-    void **state) {
+static void
+test_gencache__stays_within_its_bound_evicting_least_recent(void **state) {
   uint8_t blob[1000];
   memset(blob, 7, sizeof blob);
   gencache *c = gencache_new(10000); /* entries up to 1250 bytes */
-  for (int64_t s = 1; s <= 10; s++) gencache_put(c, s, blob, sizeof blob);
+  for (int64_t s = 1; s <= 10; s++)
+    gencache_put(c, s, blob, sizeof blob);
   assert_int_equal(gencache_bytes(c), 10000);
   gtp_wbuf b;
   gtp_wbuf_init(&b, 0);

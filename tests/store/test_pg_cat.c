@@ -24,7 +24,8 @@ static char db[256];
 #define OK(call)                                                               \
   do {                                                                         \
     int rc_ = (call);                                                          \
-    if (rc_ < 0) fail_msg("%s: %d %s", #call, rc_, cause ? cause : "");       \
+    if (rc_ < 0)                                                               \
+      fail_msg("%s: %d %s", #call, rc_, cause ? cause : "");                   \
   } while (0)
 
 static pg_cat *open_cat(void) {
@@ -39,13 +40,14 @@ static int commit(pg_cat *c, const char *object, store_gen **g, size_t n,
                   pg_cat_gen *out) {
   uint64_t off = 0;
   for (size_t i = 0; i < n; i++) {
-    out[i] = (pg_cat_gen){.g = g[i], .off = off, .len = g[i]->len,
-                          .codec = "none"};
+    out[i] =
+        (pg_cat_gen){.g = g[i], .off = off, .len = g[i]->len, .codec = "none"};
     off += g[i]->len;
   }
   char *cause = NULL;
   int rc = pg_cat_commit_segment(c, object, off, "test", out, n, &cause);
-  if (rc < 0) fprintf(stderr, "commit: %s\n", cause ? cause : "");
+  if (rc < 0)
+    fprintf(stderr, "commit: %s\n", cause ? cause : "");
   free(cause);
   return rc;
 }
@@ -68,20 +70,21 @@ static int collect(void *ctx, const store_gen_row *r) {
   return 0;
 }
 
-static void test_pg_cat__open_migrates_once_even_when_daemons_race(
-    void **state) {
+static void
+test_pg_cat__open_migrates_once_even_when_daemons_race(void **state) {
   char uri[256];
   assert_int_equal(fixture_db("migrate", uri, sizeof uri), 0);
   pg_cat *c[4] = {0};
   char *cause = NULL;
   /* Four opens in a row on a fresh database and again: one schema. */
-  for (int i = 0; i < 4; i++) OK(pg_cat_open(uri, 1, &c[i], &cause));
-  assert_int_equal(
-      fixture_sql_int(uri, "SELECT value::int FROM gt_meta WHERE"
-                           " key = 'schema_version'"),
-      pg_schema_version());
+  for (int i = 0; i < 4; i++)
+    OK(pg_cat_open(uri, 1, &c[i], &cause));
+  assert_int_equal(fixture_sql_int(uri, "SELECT value::int FROM gt_meta WHERE"
+                                        " key = 'schema_version'"),
+                   pg_schema_version());
   assert_int_equal(fixture_sql_int(uri, "SELECT count(*) FROM gt_counter"), 1);
-  for (int i = 0; i < 4; i++) pg_cat_close(c[i]);
+  for (int i = 0; i < 4; i++)
+    pg_cat_close(c[i]);
 }
 
 typedef struct opener {
@@ -93,7 +96,8 @@ static void *open_thread(void *arg) {
   pg_cat *c = NULL;
   char *cause = NULL;
   o->rc = pg_cat_open(o->uri, 1, &c, &cause);
-  if (o->rc) fprintf(stderr, "open: %s\n", cause);
+  if (o->rc)
+    fprintf(stderr, "open: %s\n", cause);
   free(cause);
   pg_cat_close(c);
   return NULL;
@@ -114,8 +118,7 @@ static void test_pg_cat__concurrent_first_opens_all_succeed(void **state) {
   }
 }
 
-static void test_pg_cat__unreachable_or_bad_uri_is_a_clear_error(
-    void **state) {
+static void test_pg_cat__unreachable_or_bad_uri_is_a_clear_error(void **state) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET,
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -137,13 +140,12 @@ static void test_pg_cat__unreachable_or_bad_uri_is_a_clear_error(
   free(cause);
 }
 
-static void test_pg_cat__segment_rows_locate_and_list_in_commit_order(
-    void **state) {
+static void
+test_pg_cat__segment_rows_locate_and_list_in_commit_order(void **state) {
   pg_cat *c = open_cat();
-  store_gen *g[4] = {fixture_gen(1, "svc", 1, 100, 50),
-                     fixture_gen(2, "svc", 1, 100, 70),
-                     fixture_gen(1, "svc", 2, 101, 30),
-                     fixture_gen(2, "svc", 2, 101, 10)};
+  store_gen *g[4] = {
+      fixture_gen(1, "svc", 1, 100, 50), fixture_gen(2, "svc", 1, 100, 70),
+      fixture_gen(1, "svc", 2, 101, 30), fixture_gen(2, "svc", 2, 101, 10)};
   pg_cat_gen out[4];
   int64_t before;
   assert_int_equal(pg_cat_read_max_seq(c, &before), 0);
@@ -169,7 +171,8 @@ static void test_pg_cat__segment_rows_locate_and_list_in_commit_order(
   rows f = {.n = 0};
   assert_int_equal(pg_cat_read_feed(c, before, 0, collect, &f), 0);
   assert_int_equal(f.n, 4);
-  for (int i = 0; i < 4; i++) assert_int_equal(f.seq[i], out[i].seq);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(f.seq[i], out[i].seq);
   uint64_t last = 0;
   char *cause = NULL;
   assert_int_equal(pg_cat_last_gen(c, g[0]->session, &last, &cause), 1);
@@ -179,9 +182,8 @@ static void test_pg_cat__segment_rows_locate_and_list_in_commit_order(
 
   /* Window over [100.5 s, 100.9 s): the two gens starting at 100 s. */
   rows w = {.n = 0};
-  store_window_query q = {.service = "svc",
-                          .from_ns = 100500000000LL,
-                          .to_ns = 100900000000LL};
+  store_window_query q = {
+      .service = "svc", .from_ns = 100500000000LL, .to_ns = 100900000000LL};
   assert_int_equal(pg_cat_read_window(c, &q, collect, &w), 0);
   assert_int_equal(w.n, 2);
   assert_int_equal(w.seq[0], out[0].seq);
@@ -193,15 +195,15 @@ static void test_pg_cat__segment_rows_locate_and_list_in_commit_order(
   assert_int_equal(pg_cat_read_window(c, &q, collect, &w), 0);
   assert_int_equal(w.n, 2); /* session 2: gens 1 and 2 */
   w.n = 0;
-  assert_int_equal(pg_cat_read_session_gens(c, hex, 0, INT64_MAX, 1, 0,
-                                            collect, &w),
-                   0);
+  assert_int_equal(
+      pg_cat_read_session_gens(c, hex, 0, INT64_MAX, 1, 0, collect, &w), 0);
   assert_int_equal(w.n, 1);
   assert_int_equal(w.gen[0], 2);
-  assert_int_equal(pg_cat_read_session_gens(c, "00", 0, INT64_MAX, -1, 0,
-                                            collect, &w),
-                   GTP_E_NOTFOUND);
-  for (int i = 0; i < 4; i++) store_gen_free(g[i]);
+  assert_int_equal(
+      pg_cat_read_session_gens(c, "00", 0, INT64_MAX, -1, 0, collect, &w),
+      GTP_E_NOTFOUND);
+  for (int i = 0; i < 4; i++)
+    store_gen_free(g[i]);
   pg_cat_close(c);
 }
 
@@ -221,8 +223,8 @@ static int collect_sessions(void *ctx, const store_session_row *r) {
   return 0;
 }
 
-static void test_pg_cat__resends_are_duplicates_and_their_segment_is_dead(
-    void **state) {
+static void
+test_pg_cat__resends_are_duplicates_and_their_segment_is_dead(void **state) {
   pg_cat *c = open_cat();
   store_gen *g[2] = {fixture_gen(7, "dup", 1, 300, 10),
                      fixture_gen(7, "dup", 2, 301, 10)};
@@ -254,7 +256,8 @@ static void test_pg_cat__resends_are_duplicates_and_their_segment_is_dead(
   assert_int_equal(s.gens[0], 2);
   assert_int_equal(s.events[0], 10 * 1 + 7 + 10 * 2 + 7);
   assert_string_equal(s.tags[0], "{\"az\":\"b\"}");
-  for (int i = 0; i < 2; i++) store_gen_free(g[i]);
+  for (int i = 0; i < 2; i++)
+    store_gen_free(g[i]);
   pg_cat_close(c);
 }
 
@@ -268,8 +271,8 @@ static void test_pg_cat__session_filters_and_bad_tags(void **state) {
   store_gen *h = fixture_gen(10, "tagged", 1, 400, 5);
   assert_int_equal(commit(c, "seg/t2", &h, 1, out), 0);
   sess_rows s = {.n = 0};
-  store_session_filter f = {.service = "tagged", .tag_key = "az",
-                            .tag_value = "b"};
+  store_session_filter f = {
+      .service = "tagged", .tag_key = "az", .tag_value = "b"};
   assert_int_equal(pg_cat_read_sessions(c, &f, collect_sessions, &s), 0);
   assert_int_equal(s.n, 1);
   s.n = 0;
@@ -308,7 +311,8 @@ typedef struct follower {
 } follower;
 static int follow_row(void *ctx, const store_gen_row *r) {
   follower *f = ctx;
-  if (r->seq <= f->cursor) f->out_of_order++;
+  if (r->seq <= f->cursor)
+    f->out_of_order++;
   f->cursor = r->seq;
   f->seen++;
   return 0;
@@ -326,8 +330,8 @@ static void *follow_thread(void *arg) {
   return NULL;
 }
 
-static void test_pg_cat__feed_never_skips_a_generation_committed_late(
-    void **state) {
+static void
+test_pg_cat__feed_never_skips_a_generation_committed_late(void **state) {
   pg_cat *a = open_cat(), *b = open_cat(), *r = open_cat();
   int64_t start;
   assert_int_equal(pg_cat_read_max_seq(r, &start), 0);
@@ -336,7 +340,8 @@ static void test_pg_cat__feed_never_skips_a_generation_committed_late(
   pthread_create(&ft, NULL, follow_thread, &f);
 
   slow_commit s = {.c = a};
-  for (int i = 0; i < 3; i++) s.g[i] = fixture_gen(20, "late", i + 1, 500 + i, 8);
+  for (int i = 0; i < 3; i++)
+    s.g[i] = fixture_gen(20, "late", i + 1, 500 + i, 8);
   pg_cat_set_test_delay(a, 1500);
   pthread_create(&st, NULL, slow_thread, &s);
   usleep(300000); /* A holds its seqs, uncommitted */
@@ -351,9 +356,10 @@ static void test_pg_cat__feed_never_skips_a_generation_committed_late(
   pthread_join(st, NULL);
   assert_int_equal(s.rc, 0);
   /* B was ordered after A: larger seqs, and it had to wait for A. */
-  for (int i = 0; i < 3; i++) assert_true(s.out[i].seq < out[0].seq);
-  double waited = (double)(t1.tv_sec - t0.tv_sec) +
-                  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  for (int i = 0; i < 3; i++)
+    assert_true(s.out[i].seq < out[0].seq);
+  double waited =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   assert_true(waited > 0.5);
 
   usleep(200000);
@@ -362,8 +368,10 @@ static void test_pg_cat__feed_never_skips_a_generation_committed_late(
   assert_int_equal(f.out_of_order, 0);
   assert_int_equal(f.seen, 5); /* all five, none skipped */
   assert_int_equal(f.cursor, out[1].seq);
-  for (int i = 0; i < 3; i++) store_gen_free(s.g[i]);
-  for (int i = 0; i < 2; i++) store_gen_free(g[i]);
+  for (int i = 0; i < 3; i++)
+    store_gen_free(s.g[i]);
+  for (int i = 0; i < 2; i++)
+    store_gen_free(g[i]);
   pg_cat_close(a);
   pg_cat_close(b);
   pg_cat_close(r);

@@ -26,7 +26,8 @@ static char objects_url[256];
 #define OK(call)                                                               \
   do {                                                                         \
     int rc_ = (call);                                                          \
-    if (rc_ != 0) fail_msg("%s: %d %s", #call, rc_, cause ? cause : "");      \
+    if (rc_ != 0)                                                              \
+      fail_msg("%s: %d %s", #call, rc_, cause ? cause : "");                   \
   } while (0)
 
 static s3 *open_client(void) {
@@ -34,7 +35,8 @@ static s3 *open_client(void) {
   s3 *c = NULL;
   char *cause = NULL;
   int rc = s3_open(&cfg, &c, &cause);
-  if (rc != 0) fail_msg("s3_open: %s", cause ? cause : "?");
+  if (rc != 0)
+    fail_msg("s3_open: %s", cause ? cause : "?");
   return c;
 }
 
@@ -62,7 +64,8 @@ static void test_s3__put_then_get_returns_the_same_bytes(void **state) {
   uint8_t *got = NULL;
   size_t gn = 0;
   int rc = s3_get(c, key, 0, 0, n, &got, &gn, &cause);
-  if (rc) fail_msg("get: %s", cause);
+  if (rc)
+    fail_msg("get: %s", cause);
   assert_int_equal(gn, n);
   assert_memory_equal(got, data, n);
   free(got);
@@ -124,8 +127,8 @@ static void test_s3__body_over_the_bound_is_toobig(void **state) {
   s3_close(c);
 }
 
-static void test_s3__absent_object_is_notfound_and_delete_is_idempotent(
-    void **state) {
+static void
+test_s3__absent_object_is_notfound_and_delete_is_idempotent(void **state) {
   s3 *c = open_client();
   char key[128], *cause = NULL;
   fresh_key(key, sizeof key, "gone");
@@ -166,8 +169,8 @@ static void test_s3__prefix_places_objects_under_it(void **state) {
   s3_close(p);
 }
 
-static void test_s3__bad_keys_and_urls_are_refused_without_a_request(
-    void **state) {
+static void
+test_s3__bad_keys_and_urls_are_refused_without_a_request(void **state) {
   s3 *c = open_client();
   char *cause = NULL;
   const char *bad[] = {"", "/abs", "a/../b", "sp ace", "q?x", "h#", "%41"};
@@ -214,8 +217,10 @@ static void test_s3__unreachable_endpoint_is_unavail_and_quick(void **state) {
   close(fd);
   char ep[64];
   snprintf(ep, sizeof ep, "http://127.0.0.1:%d", ntohs(a.sin_port));
-  s3_config cfg = {.url = objects_url, .endpoint = ep,
-                   .connect_timeout_ms = 500, .timeout_ms = 2000};
+  s3_config cfg = {.url = objects_url,
+                   .endpoint = ep,
+                   .connect_timeout_ms = 500,
+                   .timeout_ms = 2000};
   s3 *c = NULL;
   char *cause = NULL;
   OK(s3_open(&cfg, &c, &cause));
@@ -231,8 +236,8 @@ static void test_s3__unreachable_endpoint_is_unavail_and_quick(void **state) {
   s3_close(c);
 }
 
-static void test_s3__create_bucket_is_idempotent_and_check_sees_it(
-    void **state) {
+static void
+test_s3__create_bucket_is_idempotent_and_check_sees_it(void **state) {
   char url[128], *cause = NULL;
   snprintf(url, sizeof url, "s3://gt-test-%ld", (long)getpid());
   s3_config cfg = {.url = url};
@@ -241,7 +246,8 @@ static void test_s3__create_bucket_is_idempotent_and_check_sees_it(
   assert_int_equal(s3_check(c, &cause), GTP_E_NOTFOUND);
   free(cause);
   int rc = s3_create_bucket(c, &cause);
-  if (rc) fail_msg("create: %s", cause);
+  if (rc)
+    fail_msg("create: %s", cause);
   OK(s3_create_bucket(c, &cause));
   OK(s3_check(c, &cause));
   s3_close(c);
@@ -261,11 +267,11 @@ int main(void) {
       cmocka_unit_test(
           test_s3__absent_object_is_notfound_and_delete_is_idempotent),
       cmocka_unit_test(test_s3__prefix_places_objects_under_it),
-      cmocka_unit_test(test_s3__bad_keys_and_urls_are_refused_without_a_request),
+      cmocka_unit_test(
+          test_s3__bad_keys_and_urls_are_refused_without_a_request),
       cmocka_unit_test(test_s3__wrong_secret_is_auth),
       cmocka_unit_test(test_s3__unreachable_endpoint_is_unavail_and_quick),
-      cmocka_unit_test(
-          test_s3__create_bucket_is_idempotent_and_check_sees_it),
+      cmocka_unit_test(test_s3__create_bucket_is_idempotent_and_check_sees_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,7 +34,8 @@ typedef struct acks {
 static void on_done(void *ctx, store_gen *g) {
   acks *a = ctx;
   pthread_mutex_lock(&a->lock);
-  if (a->n < 512) a->g[a->n++] = g;
+  if (a->n < 512)
+    a->g[a->n++] = g;
   pthread_cond_broadcast(&a->cond);
   pthread_mutex_unlock(&a->lock);
 }
@@ -45,7 +46,8 @@ static void acks_init(acks *a) {
   pthread_cond_init(&a->cond, NULL);
 }
 static void acks_fini(acks *a) {
-  for (int i = 0; i < a->n; i++) store_gen_free(a->g[i]);
+  for (int i = 0; i < a->n; i++)
+    store_gen_free(a->g[i]);
   pthread_mutex_destroy(&a->lock);
   pthread_cond_destroy(&a->cond);
 }
@@ -56,10 +58,10 @@ static int acks_wait(acks *a, int n, int timeout_ms) {
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += timeout_ms / 1000;
   ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  if (ts.tv_nsec >= 1000000000L)
+    ts.tv_sec++, ts.tv_nsec -= 1000000000L;
   pthread_mutex_lock(&a->lock);
-  while (a->n < n &&
-         pthread_cond_timedwait(&a->cond, &a->lock, &ts) == 0) {
+  while (a->n < n && pthread_cond_timedwait(&a->cond, &a->lock, &ts) == 0) {
   }
   int got = a->n;
   pthread_mutex_unlock(&a->lock);
@@ -77,7 +79,8 @@ static segment_store *open_seg(acks *a, uint64_t max_bytes, uint32_t age_ms,
   segment_store *s = NULL;
   char *cause = NULL;
   int rc = segment_open(&cfg, on_done, a, &s, &cause);
-  if (rc) fail_msg("segment_open: %d %s", rc, cause ? cause : "");
+  if (rc)
+    fail_msg("segment_open: %d %s", rc, cause ? cause : "");
   return s;
 }
 
@@ -93,7 +96,8 @@ static uint8_t *read_back(pg_cat *c, int64_t seq, size_t *n) {
   uint8_t *z = NULL;
   size_t zn = 0;
   int rc = s3_get(k, loc.object, loc.off, loc.len, 1 << 26, &z, &zn, &cause);
-  if (rc) fail_msg("get %s: %s", loc.object, cause);
+  if (rc)
+    fail_msg("get %s: %s", loc.object, cause);
   uint8_t *raw = malloc(loc.bytes ? loc.bytes : 1);
   if (strcmp(loc.codec, "zstd") == 0) {
     size_t r = ZSTD_decompress(raw, loc.bytes, z, zn);
@@ -121,17 +125,17 @@ static store_gen *random_gen(uint8_t sid, uint64_t gen, size_t len) {
   return g;
 }
 
-static void test_segment__acks_after_store_and_bytes_read_back_exactly(
-    void **state) {
+static void
+test_segment__acks_after_store_and_bytes_read_back_exactly(void **state) {
   acks a;
   acks_init(&a);
   segment_store *s = open_seg(&a, 0, 300, "t-basic");
   store_gen *copy[6];
   for (int i = 0; i < 6; i++) {
     /* Alternate sessions; half compressible, half not. */
-    store_gen *g = i % 2 ? random_gen(31, (uint64_t)i / 2 + 1, 5000)
-                         : fixture_gen(30, "seg", (uint64_t)i / 2 + 1,
-                                       2000 + i, 9000);
+    store_gen *g =
+        i % 2 ? random_gen(31, (uint64_t)i / 2 + 1, 5000)
+              : fixture_gen(30, "seg", (uint64_t)i / 2 + 1, 2000 + i, 9000);
     copy[i] = calloc(1, sizeof *copy[i]);
     copy[i]->len = g->len;
     copy[i]->payload = malloc(g->len);
@@ -154,8 +158,7 @@ static void test_segment__acks_after_store_and_bytes_read_back_exactly(
     store_gen_free(copy[i]);
   }
   /* A resend of an ACKed generation is a duplicate, stored once. */
-  assert_int_equal(segment_submit(s, fixture_gen(30, "seg", 1, 2000, 9000)),
-                   0);
+  assert_int_equal(segment_submit(s, fixture_gen(30, "seg", 1, 2000, 9000)), 0);
   assert_int_equal(acks_wait(&a, 7, 20000), 7);
   assert_int_equal(a.g[6]->result, 1);
   store_stats st;
@@ -167,8 +170,8 @@ static void test_segment__acks_after_store_and_bytes_read_back_exactly(
   acks_fini(&a);
 }
 
-static void test_segment__size_closes_segments_and_footers_index_them(
-    void **state) {
+static void
+test_segment__size_closes_segments_and_footers_index_them(void **state) {
   acks a;
   acks_init(&a);
   segment_store *s = open_seg(&a, 64 << 10, 60000, "t-size");
@@ -192,9 +195,8 @@ static void test_segment__size_closes_segments_and_footers_index_them(
   assert_int_equal(s3_open(&cfg, &c, &cause), 0);
   uint8_t *obj;
   size_t n;
-  assert_int_equal(s3_get(c, PQgetvalue(r, 0, 0), 0, 0, 1 << 24, &obj, &n,
-                          &cause),
-                   0);
+  assert_int_equal(
+      s3_get(c, PQgetvalue(r, 0, 0), 0, 0, 1 << 24, &obj, &n, &cause), 0);
   segment_entry *ix;
   size_t cnt;
   assert_int_equal(segment_index_parse(obj, n, &ix, &cnt), 0);
@@ -219,7 +221,8 @@ static void test_segment__size_closes_segments_and_footers_index_them(
   PQfinish(k);
   segment_close(s); /* closes the last, partial segment */
   assert_int_equal(a.n, 20);
-  for (int i = 0; i < 20; i++) assert_int_equal(a.g[i]->result, 0);
+  for (int i = 0; i < 20; i++)
+    assert_int_equal(a.g[i]->result, 0);
   acks_fini(&a);
 }
 
@@ -232,8 +235,8 @@ static void test_segment__age_closes_a_lone_generation(void **state) {
   assert_int_equal(segment_submit(s, random_gen(50, 1, 100)), 0);
   assert_int_equal(acks_wait(&a, 1, 10000), 1);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  double took = (double)(t1.tv_sec - t0.tv_sec) +
-                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double took =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   assert_true(took >= 0.15); /* held for the age limit, not sent alone */
   assert_true(took < 5.0);
   assert_int_equal(a.g[0]->result, 0);
@@ -285,8 +288,8 @@ static void test_segment__pg_outage_holds_acks_then_resumes(void **state) {
   outage("pg", 61);
 }
 
-static void test_segment__close_with_store_down_fails_what_is_left(
-    void **state) {
+static void
+test_segment__close_with_store_down_fails_what_is_left(void **state) {
   acks a;
   acks_init(&a);
   segment_store *s = open_seg(&a, 0, 100, "t-closedown");
@@ -299,8 +302,8 @@ static void test_segment__close_with_store_down_fails_what_is_left(
   acks_fini(&a);
 }
 
-static void test_segment__missing_or_unreachable_store_fails_open(
-    void **state) {
+static void
+test_segment__missing_or_unreachable_store_fails_open(void **state) {
   acks a;
   acks_init(&a);
   segment_store *s = NULL;
@@ -321,8 +324,7 @@ static void test_segment__missing_or_unreachable_store_fails_open(
   assert_non_null(strstr(cause, "PostgreSQL"));
   free(cause);
   cfg = (segment_config){.catalog = db, .s3 = {.url = "s3://no-such-bucket"}};
-  assert_int_equal(segment_open(&cfg, on_done, &a, &s, &cause),
-                   GTP_E_NOTFOUND);
+  assert_int_equal(segment_open(&cfg, on_done, &a, &s, &cause), GTP_E_NOTFOUND);
   free(cause);
   assert_null(s);
   acks_fini(&a);
@@ -333,7 +335,8 @@ int main(void) {
     printf("SKIP: no shared store (run through tests/store/test_shared.sh)\n");
     return 77;
   }
-  if (fixture_db("segment", db, sizeof db) != 0) return 1;
+  if (fixture_db("segment", db, sizeof db) != 0)
+    return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(
           test_segment__acks_after_store_and_bytes_read_back_exactly),
@@ -343,8 +346,7 @@ int main(void) {
       cmocka_unit_test(test_segment__missing_or_unreachable_store_fails_open),
       cmocka_unit_test(test_segment__s3_outage_holds_acks_then_resumes),
       cmocka_unit_test(test_segment__pg_outage_holds_acks_then_resumes),
-      cmocka_unit_test(
-          test_segment__close_with_store_down_fails_what_is_left),
+      cmocka_unit_test(test_segment__close_with_store_down_fails_what_is_left),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,13 +45,16 @@ static void store_segment(store_gen **g, int n, int64_t *seq_out) {
   acks a = {.n = 0};
   pthread_mutex_init(&a.lock, NULL);
   pthread_cond_init(&a.cond, NULL);
-  segment_config cfg = {.catalog = db, .s3 = {.url = objects},
-                        .daemon_id = "retain-w", .max_age_ms = 300};
+  segment_config cfg = {.catalog = db,
+                        .s3 = {.url = objects},
+                        .daemon_id = "retain-w",
+                        .max_age_ms = 300};
   segment_store *s = NULL;
   char *cause = NULL;
   if (segment_open(&cfg, on_done, &a, &s, &cause))
     fail_msg("segment_open: %s", cause);
-  for (int i = 0; i < n; i++) assert_int_equal(segment_submit(s, g[i]), 0);
+  for (int i = 0; i < n; i++)
+    assert_int_equal(segment_submit(s, g[i]), 0);
   segment_close(s); /* stores and catalogs what is queued */
   assert_int_equal(a.n, n);
   for (int i = 0; i < n; i++) {
@@ -61,20 +64,26 @@ static void store_segment(store_gen **g, int n, int64_t *seq_out) {
   }
 }
 
-static long long sql(const char *q) { return fixture_sql_int(db, q); }
+static long long sql(const char *q) {
+  return fixture_sql_int(db, q);
+}
 
 static shared_retain *start(pg_cat *c, const char *id, store_pins *pins,
                             int64_t retain_ns, uint64_t max_bytes,
                             s3_config *s3c) {
   *s3c = (s3_config){.url = objects};
-  shared_retain_config cfg = {.cat = c, .s3 = s3c, .daemon_id = id,
-                              .pins = pins, .retain_ns = retain_ns,
+  shared_retain_config cfg = {.cat = c,
+                              .s3 = s3c,
+                              .daemon_id = id,
+                              .pins = pins,
+                              .retain_ns = retain_ns,
                               .max_bytes = max_bytes,
                               .tick_ms = 3600000, /* tests tick by hand */
                               .grace_zero = 1};
   shared_retain *r = NULL;
   char *cause = NULL;
-  if (shared_retain_start(&cfg, &r, &cause)) fail_msg("start: %s", cause);
+  if (shared_retain_start(&cfg, &r, &cause))
+    fail_msg("start: %s", cause);
   return r;
 }
 
@@ -97,7 +106,9 @@ static char *object_of(int64_t seq, pg_cat *c) {
   return loc.object;
 }
 
-static int64_t now_s(void) { return (int64_t)time(NULL); }
+static int64_t now_s(void) {
+  return (int64_t)time(NULL);
+}
 
 static void reset_catalog(void) {
   PGconn *k = PQconnectdb(db);
@@ -106,8 +117,8 @@ static void reset_catalog(void) {
   PQfinish(k);
 }
 
-static void test_shared_retain__age_deletes_rows_then_only_dead_objects(
-    void **state) {
+static void
+test_shared_retain__age_deletes_rows_then_only_dead_objects(void **state) {
   reset_catalog();
   pg_cat *c = NULL;
   char *cause = NULL;
@@ -244,12 +255,14 @@ int main(void) {
     printf("SKIP: no shared store (run through tests/store/test_shared.sh)\n");
     return 77;
   }
-  if (fixture_db("retain", db, sizeof db) != 0) return 1;
-  snprintf(objects, sizeof objects, "%s/retain-%ld",
-           getenv("GENTRACE_OBJECTS"), (long)getpid());
+  if (fixture_db("retain", db, sizeof db) != 0)
+    return 1;
+  snprintf(objects, sizeof objects, "%s/retain-%ld", getenv("GENTRACE_OBJECTS"),
+           (long)getpid());
   pg_cat *c = NULL;
   char *cause = NULL;
-  if (pg_cat_open(db, 1, &c, &cause)) return 1; /* creates the schema */
+  if (pg_cat_open(db, 1, &c, &cause))
+    return 1; /* creates the schema */
   pg_cat_close(c);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(

@@ -35,8 +35,10 @@ typedef struct collected {
 static void on_done(void *ctx, store_gen *g) {
   collected *c = ctx;
   pthread_mutex_lock(&c->lock);
-  if (c->n < 64) c->g[c->n++] = g;
-  else store_gen_free(g);
+  if (c->n < 64)
+    c->g[c->n++] = g;
+  else
+    store_gen_free(g);
   pthread_cond_broadcast(&c->cond);
   pthread_mutex_unlock(&c->lock);
 }
@@ -65,8 +67,8 @@ static store_gen *scenario_gen(int i) {
   g->service = strdup(svc[s]);
   g->host = strdup(host[s]);
   g->agent_version = strdup("conf");
-  g->tags_json = strdup(s == 1 ? "{\"az\":\"b\",\"tier\":\"gold\"}"
-                               : "{\"az\":\"a\"}");
+  g->tags_json =
+      strdup(s == 1 ? "{\"az\":\"b\",\"tier\":\"gold\"}" : "{\"az\":\"a\"}");
   g->pid = 100 + (uint64_t)s;
   g->process_start_ns = 1;
   g->gen = (uint64_t)(i / 3) + 1;
@@ -81,7 +83,8 @@ static store_gen *scenario_gen(int i) {
   g->len = 300 + (size_t)i * 97;
   g->payload = malloc(g->len);
   for (size_t k = 0; k < g->len; k++)
-    g->payload[k] = (uint8_t)(k % 7 == 0 ? (size_t)i : k / 11); /* compressible */
+    g->payload[k] =
+        (uint8_t)(k % 7 == 0 ? (size_t)i : k / 11); /* compressible */
   return g;
 }
 
@@ -110,24 +113,27 @@ static void dprintf_(dump *d, const char *fmt, ...) {
 
 static int rank(dump *d, int64_t seq) {
   for (int i = 0; i < d->nseq; i++)
-    if (d->seqs[i] == seq) return i;
+    if (d->seqs[i] == seq)
+      return i;
   return -1;
 }
 
 static int dump_gen(void *ctx, const store_gen_row *r) {
   dump *d = ctx;
-  dprintf_(d, "gen #%d %s %s/%s g%" PRIu64 " [%" PRId64 ",%" PRId64
-           ") ev=%" PRIu64 " b=%" PRIu64 " drop=%" PRIu64 " ev=%" PRIu64
-           " rej=%" PRIu64 " %s\n",
+  dprintf_(d,
+           "gen #%d %s %s/%s g%" PRIu64 " [%" PRId64 ",%" PRId64 ") ev=%" PRIu64
+           " b=%" PRIu64 " drop=%" PRIu64 " ev=%" PRIu64 " rej=%" PRIu64
+           " %s\n",
            rank(d, r->seq), r->session, r->service, r->host, r->gen,
-           r->start_ns, r->end_ns, r->events, r->bytes, r->dropped,
-           r->evicted, r->rejected, r->status);
+           r->start_ns, r->end_ns, r->events, r->bytes, r->dropped, r->evicted,
+           r->rejected, r->status);
   return 0;
 }
 
 static int dump_session(void *ctx, const store_session_row *r) {
   dump *d = ctx;
-  dprintf_(d, "session %s %s/%s v=%s tags=%s pid=%" PRIu64 " gens=%" PRIu64
+  dprintf_(d,
+           "session %s %s/%s v=%s tags=%s pid=%" PRIu64 " gens=%" PRIu64
            " first=%" PRIu64 " last=%" PRIu64 " has=%d ev=%" PRIu64
            " b=%" PRIu64 " lost=%" PRIu64 " rejected=%" PRIu64 "\n",
            r->session, r->service, r->host, r->agent_version, r->tags_json,
@@ -138,7 +144,8 @@ static int dump_session(void *ctx, const store_session_row *r) {
 
 static int note_seq(void *ctx, const store_gen_row *r) {
   dump *d = ctx;
-  if (d->nseq < 256) d->seqs[d->nseq++] = r->seq;
+  if (d->nseq < 256)
+    d->seqs[d->nseq++] = r->seq;
   return 0;
 }
 
@@ -150,7 +157,8 @@ static char *run_scenario(const storage_config *cfg) {
   storage *st = NULL;
   char *cause = NULL;
   int rc = storage_open(cfg, on_done, &c, &st, &cause);
-  if (rc) fail_msg("storage_open: %d %s", rc, cause ? cause : "");
+  if (rc)
+    fail_msg("storage_open: %d %s", rc, cause ? cause : "");
   store_gen *orig[NGEN];
   for (int i = 0; i < NGEN; i++) {
     orig[i] = scenario_gen(i);
@@ -178,7 +186,8 @@ static char *run_scenario(const storage_config *cfg) {
     assert_int_equal(c.g[i]->gen, orig[i]->gen);
   }
   assert_int_equal(c.g[NGEN]->result, 1);
-  for (int i = 1; i < NGEN; i++) assert_true(c.g[i]->seq > c.g[i - 1]->seq);
+  for (int i = 1; i < NGEN; i++)
+    assert_true(c.g[i]->seq > c.g[i - 1]->seq);
   uint64_t last = 0;
   assert_int_equal(storage_last_gen(st, orig[0]->session, &last), 1);
   assert_int_equal(last, NGEN / 3);
@@ -194,7 +203,8 @@ static char *run_scenario(const storage_config *cfg) {
 
   storage_reader *r = NULL;
   rc = storage_reader_open(st, &r, &cause);
-  if (rc) fail_msg("reader: %s", cause);
+  if (rc)
+    fail_msg("reader: %s", cause);
   dump d = {.buf = NULL};
   assert_int_equal(storage_read_feed(r, 0, 0, note_seq, &d), 0);
   assert_int_equal(d.nseq, NGEN);
@@ -210,9 +220,8 @@ static char *run_scenario(const storage_config *cfg) {
   f = (store_session_filter){.tag_key = "az"};
   assert_int_equal(storage_read_sessions(r, &f, dump_session, &d), 0);
   dprintf_(&d, "-- window api [1001.5, 1002.5)\n");
-  store_window_query q = {.service = "api",
-                          .from_ns = 1001500000000LL,
-                          .to_ns = 1002500000000LL};
+  store_window_query q = {
+      .service = "api", .from_ns = 1001500000000LL, .to_ns = 1002500000000LL};
   assert_int_equal(storage_read_window(r, &q, dump_gen, &d), 0);
   dprintf_(&d, "-- window api/h1 all\n");
   q = (store_window_query){.service = "api", .host = "h1", .to_ns = INT64_MAX};
@@ -220,16 +229,15 @@ static char *run_scenario(const storage_config *cfg) {
   char hex[33];
   gtp_session_hex(orig[2]->session, hex);
   dprintf_(&d, "-- window session db\n");
-  q = (store_window_query){.session = hex, .from_ns = 1000000000000LL,
-                           .to_ns = 1003000000000LL};
+  q = (store_window_query){
+      .session = hex, .from_ns = 1000000000000LL, .to_ns = 1003000000000LL};
   assert_int_equal(storage_read_window(r, &q, dump_gen, &d), 0);
   dprintf_(&d, "-- session gens db after 1, limit 2\n");
-  assert_int_equal(storage_read_session_gens(r, hex, 0, INT64_MAX, 1, 2,
-                                             dump_gen, &d),
-                   0);
-  assert_int_equal(storage_read_session_gens(r, "ffff", 0, INT64_MAX, -1, 0,
-                                             dump_gen, &d),
-                   GTP_E_NOTFOUND);
+  assert_int_equal(
+      storage_read_session_gens(r, hex, 0, INT64_MAX, 1, 2, dump_gen, &d), 0);
+  assert_int_equal(
+      storage_read_session_gens(r, "ffff", 0, INT64_MAX, -1, 0, dump_gen, &d),
+      GTP_E_NOTFOUND);
   dprintf_(&d, "-- feed after #3, limit 4\n");
   assert_int_equal(storage_read_feed(r, d.seqs[3], 4, dump_gen, &d), 0);
   int64_t max = 0, after = -1;
@@ -256,8 +264,10 @@ static char *run_scenario(const storage_config *cfg) {
   gtp_wbuf_fini(&b);
   storage_reader_close(r);
   storage_close(st);
-  for (int i = 0; i < c.n; i++) store_gen_free(c.g[i]);
-  for (int i = 0; i < NGEN; i++) store_gen_free(orig[i]);
+  for (int i = 0; i < c.n; i++)
+    store_gen_free(c.g[i]);
+  for (int i = 0; i < NGEN; i++)
+    store_gen_free(orig[i]);
   pthread_mutex_destroy(&c.lock);
   pthread_cond_destroy(&c.cond);
   return d.buf;
@@ -276,8 +286,8 @@ static void test_storage__sqlite_backend_conforms(void **state) {
   assert_non_null(strstr(sqlite_dump, "rejected=1\n"));
 }
 
-static void test_storage__shared_backend_reads_byte_identical_to_sqlite(
-    void **state) {
+static void
+test_storage__shared_backend_reads_byte_identical_to_sqlite(void **state) {
   const char *cat = getenv("GENTRACE_CATALOG");
   if (!cat || !getenv("GENTRACE_OBJECTS")) {
     printf("(shared backend skipped: no cluster in the environment)\n");
@@ -288,9 +298,8 @@ static void test_storage__shared_backend_reads_byte_identical_to_sqlite(
   char objects[256];
   snprintf(objects, sizeof objects, "%s/conf-%ld", getenv("GENTRACE_OBJECTS"),
            (long)getpid());
-  storage_config cfg = {.catalog = db,
-                        .objects = objects,
-                        .shared = {.max_age_ms = 200}};
+  storage_config cfg = {
+      .catalog = db, .objects = objects, .shared = {.max_age_ms = 200}};
   char *shared = run_scenario(&cfg);
   assert_non_null(sqlite_dump);
   if (getenv("GT_SHOW_DUMP") || strcmp(shared, sqlite_dump) != 0)
