@@ -675,6 +675,34 @@ static void fmt_size(char *out, size_t cap, uint64_t b) {
     snprintf(out, cap, "%" PRIu64 " bytes", b);
 }
 
+/* An empty window is only "no data" when what it names exists: a typo in
+ * service=, host= or session= must answer 404, not a valid empty file
+ * (HTTP.md, status codes). 1 known, 0 unknown, <0 error. */
+static int stop_at_first(void *ctx, const void *row) {
+  (void)row;
+  *(int *)ctx = 1;
+  return 1;
+}
+static int sess_seen(void *ctx, const store_session_row *row) {
+  return stop_at_first(ctx, row);
+}
+static int gen_seen(void *ctx, const store_gen_row *row) {
+  return stop_at_first(ctx, row);
+}
+static int subject_known(store_reader *sr, const store_window_query *q) {
+  int seen = 0, rc;
+  if (q->session) {
+    rc = store_read_session_gens(sr, q->session, 0, INT64_MAX, -1, 1,
+                                 gen_seen, &seen);
+    if (rc == GTP_E_NOTFOUND)
+      return 0;
+    return rc < 0 ? rc : 1; /* a session without rows is still known */
+  }
+  store_session_filter f = {q->service, q->host, NULL, NULL};
+  rc = store_read_sessions(sr, &f, sess_seen, &seen);
+  return rc < 0 ? rc : seen;
+}
+
 enum MHD_Result web_trace(web_req *r) {
   static const char *const allowed[] = {"session", "service", "host",   "from",
                                         "to",      "last",    "format", NULL};
@@ -739,12 +767,28 @@ enum MHD_Result web_trace(web_req *r) {
                           has_session ? NULL : service,
                           has_session ? NULL : host, from, to};
   int rc = store_read_window(sr, &q, win_row, c);
+  int known = 1;
+  if (rc >= 0 && !c->oom && c->n == 0)
+    known = subject_known(sr, &q);
   web_reader_put(r, sr);
   enum MHD_Result ret;
   int slot = 1; /* still ours to release */
-  if (rc < 0 || c->oom) {
+  if (known == 0 && has_session) {
+    ret = web_error(r, 404, "not_found",
+                    "no session %s (GET /v1/agents lists the sessions)", sid);
+  } else if (known == 0 && host) {
+    ret = web_error(r, 404, "not_found",
+                    "no session of service \"%s\" on host \"%s\" (GET "
+                    "/v1/agents lists services and hosts)",
+                    service, host);
+  } else if (known == 0) {
+    ret = web_error(r, 404, "not_found",
+                    "no service \"%s\" (GET /v1/agents lists the services)",
+                    service);
+  } else if (rc < 0 || c->oom || known < 0) {
+    rc = rc < 0 ? rc : known < 0 ? known : -ENOMEM;
     ret = web_error(r, 500, "internal", "listing the window failed: %s",
-                    gtp_strerror(rc < 0 ? rc : -ENOMEM));
+                    gtp_strerror(rc));
   } else if (c->too_big) {
     char lim[32];
     fmt_size(lim, sizeof lim, c->max_bytes);
