@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "chrome.h"
+#include "perfetto.h"
 #include "dlenc.h"
 #include "dlpipe.h"
 #include "gtp_error.h"
@@ -77,6 +78,8 @@
 #define DL_BLOCK (1u << 20)
 /* Chrome JSON waiting for the client, per download. */
 #define DL_PIPE (256u << 10)
+/* Formats (the `chrome` field of a dl: non-zero = converted by the pump). */
+enum { DL_FMT_NATIVE = 0, DL_FMT_CHROME = 1, DL_FMT_PERFETTO = 2 };
 /* dlpipe status of a pump that stopped at a deleted generation. */
 #define DL_EARLY 1
 
@@ -93,6 +96,7 @@ typedef struct dl {
   size_t off;
   gtp_wbuf raw; /* chrome: one generation's stored bytes (pump thread) */
   gtp_chrome *ch;
+  gtp_perfetto *pft; /* format=perfetto: the pump's writer instead of ch */
   dlpipe *pipe;   /* chrome: JSON from the pump */
   pthread_t pump; /* valid when pump_started */
   int pump_started;
@@ -283,7 +287,7 @@ static int pipe_sink(void *ctx, const void *p, size_t n) {
  * 1) but still closes the document, so the client holds valid JSON. */
 static void *pump_main(void *arg) {
   dl *d = arg;
-  int rc = gtp_chrome_begin(d->ch);
+  int rc = d->pft ? 0 : gtp_chrome_begin(d->ch);
   if (rc == 0 && d->n > 1)
     pf_start(d);
   while (rc == 0 && d->next < d->n) {
@@ -301,7 +305,7 @@ static void *pump_main(void *arg) {
     rc = gtp_gen_parse(d->raw.data, d->raw.len, &g, &used);
     if (rc < 0)
       break;
-    rc = gtp_chrome_gen(d->ch, &g);
+    rc = d->pft ? gtp_perfetto_gen(d->pft, &g) : gtp_chrome_gen(d->ch, &g);
     gtp_gen_fini(&g);
     if (rc < 0)
       break;
@@ -310,7 +314,7 @@ static void *pump_main(void *arg) {
   /* Give the generation's memory back while the end goes out. */
   gtp_wbuf_fini(&d->raw);
   if (rc == 0)
-    rc = gtp_chrome_end(d->ch);
+    rc = d->pft ? gtp_perfetto_end(d->pft) : gtp_chrome_end(d->ch);
   dlpipe_close_write(d->pipe, rc < 0 ? rc : d->early ? DL_EARLY : 0);
   return NULL;
 }
@@ -363,6 +367,7 @@ static void dl_free(void *cls) {
             d->what, d->next, d->n);
   }
   gtp_chrome_free(d->ch);
+  gtp_perfetto_free(d->pft);
   dlpipe_free(d->pipe);
   dlenc_free(d->ez);
   gtp_wbuf_fini(&d->out);
@@ -532,8 +537,11 @@ static dl *dl_new(web_req *r, int chrome, int enc, int64_t *seqs, size_t n,
   if (chrome) {
     if (dlpipe_new(DL_PIPE, &d->pipe) < 0)
       goto fail_all;
-    d->ch = gtp_chrome_new(pipe_sink, d, span_start, span_end);
-    if (!d->ch)
+    if (chrome == DL_FMT_PERFETTO)
+      d->pft = gtp_perfetto_new(pipe_sink, d);
+    else
+      d->ch = gtp_chrome_new(pipe_sink, d, span_start, span_end);
+    if (!d->ch && !d->pft)
       goto fail_all;
   } else {
     gtp_put_file_header(&d->out);
@@ -560,6 +568,7 @@ static dl *dl_new(web_req *r, int chrome, int enc, int64_t *seqs, size_t n,
 fail_all:
   dlenc_free(d->ez);
   gtp_chrome_free(d->ch);
+  gtp_perfetto_free(d->pft);
   dlpipe_free(d->pipe);
   gtp_wbuf_fini(&d->out);
   gtp_wbuf_fini(&d->raw);
@@ -611,12 +620,14 @@ static enum MHD_Result dl_respond(web_req *r, int chrome, int64_t *seqs,
   }
   char v[64], stem[96], fname[160], ts[17];
   MHD_add_response_header(resp, "Content-Type",
-                          chrome ? "application/json"
-                                 : "application/octet-stream");
+                          chrome == DL_FMT_CHROME ? "application/json"
+                                                  : "application/octet-stream");
   safe_name(stem, sizeof stem, info->stem);
   httptime_format_compact(info->name_ns, ts);
   snprintf(fname, sizeof fname, "attachment; filename=\"%s-%s.%s\"", stem, ts,
-           chrome ? "json" : "gentrace");
+           chrome == DL_FMT_CHROME     ? "json"
+           : chrome == DL_FMT_PERFETTO ? "pftrace"
+                                       : "gentrace");
   MHD_add_response_header(resp, "Content-Disposition", fname);
   /* Caches must not hand a compressed answer to a client that did not ask
    * for one. */
@@ -651,10 +662,15 @@ static int parse_format(web_req *r, int *chrome) {
   if (!f || strcmp(f, "gentrace") == 0)
     return 0;
   if (strcmp(f, "chrome") == 0) {
-    *chrome = 1;
+    *chrome = DL_FMT_CHROME;
     return 0;
   }
-  web_error(r, 400, "bad_parameter", "format: expected gentrace or chrome");
+  if (strcmp(f, "perfetto") == 0) {
+    *chrome = DL_FMT_PERFETTO;
+    return 0;
+  }
+  web_error(r, 400, "bad_parameter",
+            "format: expected gentrace, chrome or perfetto");
   return -1;
 }
 
