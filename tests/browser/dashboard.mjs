@@ -210,6 +210,25 @@ try {
     const parts = title.split(' ');
     check(Number(parts[1]) > 100 && Number(parts[2]) > 10, `perfetto got ${title}`);
     await popup.close();
+    await context.unroute('https://ui.perfetto.dev/**');
+
+    // Without the internet the UI never loads: the page falls back to a
+    // Perfetto trace download and says so (within its 8 s give-up).
+    step = 'perfetto-offline';
+    await context.route('https://ui.perfetto.dev/**', (route) => route.abort('internetdisconnected'));
+    const [dlp] = await Promise.all([
+      page.waitForEvent('download', { timeout: 20000 }),
+      page.click('#open-perfetto'),
+    ]);
+    check(/\.pftrace$/.test(dlp.suggestedFilename()), `fallback file name ${dlp.suggestedFilename()}`);
+    const pfile = join(ARTIFACTS, 'fallback.pftrace');
+    await dlp.saveAs(pfile);
+    check(statSync(pfile).size > 100, 'fallback .pftrace is empty');
+    const msg = await page.locator('#perfetto-fallback').textContent();
+    check(/Perfetto trace instead/.test(msg), `fallback message: ${msg}`);
+    log(`perfetto offline fallback: ${dlp.suggestedFilename()} (${statSync(pfile).size} bytes), "${msg.trim().slice(0, 80)}…"`);
+    for (const p of context.pages()) if (p !== page && p.url().startsWith('https://ui.perfetto.dev')) await p.close();
+    await context.unroute('https://ui.perfetto.dev/**');
     perfettoAllowed = false;
   } else {
     log('perfetto: browser says offline, button hidden (not tested)');
