@@ -21,7 +21,7 @@ const char cli_help_main[] =
     "    dump      one line per event, tab-separated\n"
     "    stat      per session and generation: span, events by kind, bytes, "
     "loss\n"
-    "    convert   Chrome Trace Event JSON, for Perfetto or chrome://tracing\n"
+    "    convert   Chrome Trace Event JSON or Perfetto protobuf, for Perfetto\n"
     "    cat       merge files into one valid file, duplicates removed\n"
     "\n"
     "    Run 'gentrace COMMAND --help' for the details of each.\n"
@@ -44,8 +44,8 @@ const char cli_help_main[] =
     "EXAMPLES\n"
     "    curl -s 'http://127.0.0.1:7171/v1/trace?service=api&last=30s' | "
     "gentrace stat -\n"
-    "    gentrace convert --to chrome -o trace.json window.gtrace\n"
-    "    gentrace cat -o all.gtrace a.gtrace b.gtrace\n";
+    "    gentrace convert --to chrome -o trace.json window.gentrace\n"
+    "    gentrace cat -o all.gentrace a.gentrace b.gentrace\n";
 
 const char cli_help_dump[] =
     "NAME\n"
@@ -84,8 +84,8 @@ const char cli_help_dump[] =
     "    0 success, 1 bad input or output error, 2 usage error\n"
     "\n"
     "EXAMPLES\n"
-    "    gentrace dump trace.gtrace | awk -F'\\t' '$4 == \"log\"'\n"
-    "    gentrace dump - < trace.gtrace | cut -f3 | sort | uniq -c\n";
+    "    gentrace dump trace.gentrace | awk -F'\\t' '$4 == \"log\"'\n"
+    "    gentrace dump - < trace.gentrace | cut -f3 | sort | uniq -c\n";
 
 const char cli_help_stat[] =
     "NAME\n"
@@ -112,8 +112,8 @@ const char cli_help_stat[] =
     "    0 success, 1 bad input or output error, 2 usage error\n"
     "\n"
     "EXAMPLES\n"
-    "    gentrace stat trace.gtrace\n"
-    "    gentrace stat --json trace.gtrace | python3 -m json.tool\n";
+    "    gentrace stat trace.gentrace\n"
+    "    gentrace stat --json trace.gentrace | python3 -m json.tool\n";
 
 const char cli_help_convert[] =
     "NAME\n"
@@ -147,7 +147,7 @@ const char cli_help_convert[] =
     "    0 success, 1 bad input or output error, 2 usage error\n"
     "\n"
     "EXAMPLES\n"
-    "    gentrace convert --to chrome -o trace.json trace.gtrace\n"
+    "    gentrace convert --to chrome -o trace.json trace.gentrace\n"
     "    curl -s 'http://127.0.0.1:7171/v1/trace?service=api&last=10s' |\n"
     "        gentrace convert --to chrome - > trace.json\n";
 
@@ -175,5 +175,5 @@ const char cli_help_cat[] =
     "    0 success, 1 bad input or output error, 2 usage error\n"
     "\n"
     "EXAMPLES\n"
-    "    gentrace cat -o day.gtrace morning.gtrace afternoon.gtrace\n"
-    "    gentrace cat a.gtrace b.gtrace | gentrace stat -\n";
+    "    gentrace cat -o day.gentrace morning.gentrace afternoon.gentrace\n"
+    "    gentrace cat a.gentrace b.gentrace | gentrace stat -\n";

@@ -62,5 +62,8 @@ expect 400 '/v1/trace?service=itest&from=yesterday' from
 expect 400 '/v1/trace?service=itest&last=1h&format=bogus' format
 expect 400 '/v1/trace?session=xyz&last=1h' session
 expect 400 '/v1/feed?after=banana' after
+# The demo's clean exit (GOODBYE, then EOF) is one log line, not two.
+n=$(grep -c 'msg="agent disconnected"' "$T/d.log")
+[ "$n" = 1 ] || fail "clean disconnect logged $n times"
 stop_daemon
 echo "ok: 404 for unknown names, 200 empty for empty windows, 400 for bad values"
