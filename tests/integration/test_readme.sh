@@ -67,6 +67,11 @@ python3 -c 'import json,sys; json.load(open("w.json"))' || fail "w.json is not J
 GENTRACE_ADDR=127.0.0.1:$APORT bash -eu trace.sh >"$T/trace-out.log" 2>&1 ||
 	fail "tracing block: $(tail -n 20 "$T/trace-out.log")"
 [ -s app.gentrace ] || fail "no app.gentrace"
+python3 "$top_srcdir/tests/integration/perfetto_decode.py" app.pftrace >"$T/app-pf.json" ||
+	fail "app.pftrace is not a Perfetto trace"
+grep -q '"slice_begin": [1-9]' "$T/app-pf.json" || fail "app.pftrace lacks the region: $(cat "$T/app-pf.json")"
+python3 "$top_srcdir/tests/integration/perfetto_decode.py" w.pftrace >/dev/null ||
+	fail "w.pftrace is not a Perfetto trace"
 grep -qi 'gen' "$T/trace-out.log" || fail "stat printed nothing: $(cat "$T/trace-out.log")"
 # The app's own events made it: handle_request is in its trace.
 "$GENTRACE" dump app.gentrace | grep -q handle_request || fail "app trace lacks its region"
