@@ -44,7 +44,9 @@
  *     (hysteresis), otherwise memory grows with the peers' send rate.
  *     Reading MUST stop only while queued_bytes > 0 (something will drain):
  *     open generations drain only by reading on, so pausing for them would
- *     deadlock; they are bounded by closing the connection (reasm_batch).
+ *     deadlock; they are bounded by closing the connection (reasm_batch,
+ *     and budget.c, which owns the accounting by kind and sheds the
+ *     oldest partial work when it alone is over max-buffer).
  *  6. Once a frame closed its conn, nothing more of that read is processed:
  *     conn_handle_frame returns < 0 after ingest_conn_close.
  *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
@@ -56,11 +58,11 @@
  *     and max-buffer/8 bytes, reused for the next generations (a fresh
  *     buffer costs a page fault per 4 KiB written). Pooled bytes
  *     (ing.pool_bytes, not part of buffered: they hold nothing for agents)
- *     MUST keep buffered + pool_bytes <= max-buffer: a buffer enters the
- *     pool only if it fits, and ingest_update_pause frees pooled (then
- *     prepared, 10) buffers before deciding to pause while the sum is
- *     over, otherwise the pool would add to the memory the limit bounds or
- *     hold agents back. A buffer MUST enter the pool only after the store
+ *     MUST keep budget_used() + pool_bytes <= max-buffer (budget.c): a
+ *     buffer enters the pool only if it fits, and ingest_update_pause
+ *     frees pooled (then prepared, 10) buffers before deciding to pause
+ *     while the sum is over, otherwise the pool would add to the memory
+ *     the limit bounds or hold agents back. A buffer MUST enter the pool only after the store
  *     handed its generation back (done callback), otherwise the store
  *     would read a buffer being refilled.
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
@@ -99,8 +101,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "frame.h"
 #include "gtp_error.h"
+#include "iplimit.h"
 #include "log.h"
 #include "varint.h"
 
@@ -118,6 +122,7 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->host = "127.0.0.1";
   cfg->port = 7170;
   cfg->max_connections = 16384;
+  cfg->max_conns_per_ip = 256;
   cfg->max_conn_buffer = 64ull << 20;
   cfg->max_buffer = 512ull << 20;
   cfg->max_frame = GTP_FRAME_MAX;
@@ -128,68 +133,16 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->max_clock_skew_ns = 86400ull * 1000000000;
 }
 
-static int set_cause(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int set_cause(char **cause, const char *fmt, ...) {
-  if (cause != NULL) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(cause, fmt, ap) < 0)
-      *cause = NULL;
-    va_end(ap);
-  }
-  return 0;
-}
+/* The project's one cause helper (proto/text.h); callers here ignore the
+ * code. */
+#define set_cause(cause, ...) ((void)gtp_causef((cause), 0, __VA_ARGS__))
 
-void *ingest_xcalloc(size_t n, size_t size) {
-  void *p = calloc(n, size);
-  if (p == NULL) {
-    /* STYLE.md: the daemon may die loudly on out-of-memory. */
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
-  return p;
-}
-
-char *ingest_xstrndup(const char *s, size_t n) {
-  char *d = malloc(n + 1);
-  if (d == NULL) {
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
-  memcpy(d, s, n);
-  d[n] = '\0';
-  return d;
-}
-
-/* Constant-time comparison: the time taken depends only on the lengths, so
- * a peer cannot find the token byte by byte by timing refusals. */
-static int token_equal(const char *want, size_t wlen, const uint8_t *got,
-                       size_t glen) {
-  unsigned diff = (unsigned)(wlen != glen);
-  for (size_t i = 0; i < wlen; i++)
-    diff |= (unsigned)(uint8_t)want[i] ^ (unsigned)(i < glen ? got[i] : 0);
-  return diff == 0;
-}
-
-/* Appends s as a JSON string (quotes included) to b. Bytes >= 0x80 pass
- * through; control characters are escaped. */
+/* Appends s as a JSON string (quotes included) to b, escaped by the
+ * project's one rule (invalid UTF-8 as \ufffd), so the tags stay valid JSON
+ * and web/ never has to show them as {}. */
 static void json_str(gtp_wbuf *b, const char *s) {
   gtp_wbuf_put(b, "\"", 1);
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    char esc[8];
-    if (ch == '"' || ch == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)ch;
-      gtp_wbuf_put(b, esc, 2);
-    } else if (ch < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", ch);
-      gtp_wbuf_put(b, esc, 6);
-    } else {
-      gtp_wbuf_put(b, s, 1);
-    }
-  }
+  gtp_json_escape(gtp_wbuf_sink, b, s, strlen(s));
   gtp_wbuf_put(b, "\"", 1);
 }
 
@@ -197,33 +150,33 @@ static void json_str(gtp_wbuf *b, const char *s) {
 
 void ingest_conn_account(conn *c, int64_t delta) {
   ingest *ing = c->ing;
+  if (ing->budget_checks && delta < 0 &&
+      ((uint64_t)-delta > c->buffered || (uint64_t)-delta > ing->buffered)) {
+    fprintf(stderr, "gentraced: buffered bytes would go negative\n");
+    abort(); /* budget.c invariant 1, checked in tests */
+  }
   c->buffered = (uint64_t)((int64_t)c->buffered + delta);
   ing->buffered = (uint64_t)((int64_t)ing->buffered + delta);
   CTR_SET(ing, buffered, ing->buffered);
 }
 
-/* A generation left the store queue (committed, failed or dropped): its
- * bytes stop counting, in queued and in buffered. */
-static void conn_dequeue(conn *c, uint64_t len) {
+/* A generation left the store queue (committed, failed or dropped): what
+ * was counted for it (pd->held: its buffer and identity copies) stops
+ * counting. */
+static void conn_dequeue(conn *c, const pending *pd) {
   c->inflight--;
-  c->queued_bytes -= len;
-  c->ing->queued_bytes -= len;
-  ingest_conn_account(c, -(int64_t)len);
+  budget_dequeue(c, pd->held);
 }
 
 /* Re-reads the decoder's partial-frame size into the accounts. */
 static void conn_account_decoder(conn *c) {
-  size_t now = gtp_frame_decoder_buffered(&c->dec);
-  if (now != c->dec_buffered) {
-    ingest_conn_account(c, (int64_t)now - (int64_t)c->dec_buffered);
-    c->dec_buffered = now;
-  }
+  budget_decoder_sync(c);
 }
 
 /* ---------------------------------------------------------------- sessions */
 
 static unsigned sess_hash(const uint8_t s[16]) {
-  /* Session ids are random (DESIGN.md), so their first bytes hash well;
+  /* Session ids are random (proto/PROTOCOL.md), so their first bytes hash well;
    * a hostile agent choosing colliding ids only slows its own bucket. */
   uint32_t h = gtp_get_u32le(s) ^ gtp_get_u32le(s + 12);
   return h & (SESS_BUCKETS - 1);
@@ -275,6 +228,8 @@ typedef struct wreq {
 static void on_write(uv_write_t *req, int status) {
   wreq *w = (wreq *)req;
   conn *c = w->c;
+  c->ing->reply_bytes -= w->len;
+  CTR_SET(c->ing, budget_replies, c->ing->reply_bytes);
   free(w);
   if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING)
     ingest_conn_close(c, 0, 0, 0, NULL);
@@ -294,10 +249,8 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
     return;
   }
   wreq *w = malloc(sizeof *w + b->len);
-  if (w == NULL) {
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
+  if (w == NULL)
+    GTP_OOM();
   w->c = c;
   w->len = b->len;
   memcpy(w->data, b->data, b->len);
@@ -308,6 +261,9 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
     ingest_conn_close(c, 0, 0, 0, NULL);
     return;
   }
+  /* Replies a peer does not read are memory too (budget.c). */
+  c->ing->reply_bytes += w->len;
+  CTR_SET(c->ing, budget_replies, c->ing->reply_bytes);
   c->last_tx_ms = uv_now(c->ing->loop);
 }
 
@@ -353,6 +309,7 @@ static void conn_free_identity(conn *c) {
 static void conn_unref(conn *c) {
   if (--c->refs > 0)
     return;
+  budget_ident_drop(c);
   conn_free_identity(c);
   free(c);
 }
@@ -368,6 +325,9 @@ static void on_closed(uv_handle_t *h) {
     c->next->prev = c->prev;
   ing->nconns--;
   CTR_SET(ing, connections, ing->nconns);
+  if (c->ip_held)
+    iplimit_release(ing->iplim, c->ipkey);
+  c->ip_held = 0;
   ing->handles_open--;
   conn_unref(c);
   drain_check(ing);
@@ -471,8 +431,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
     return -1;
   }
   if (ing->token != NULL &&
-      !token_equal(ing->token, ing->token_len, (const uint8_t *)h.token.ptr,
-                   h.token.len)) {
+      !gtp_ct_equal(h.token.ptr, h.token.len, ing->token, ing->token_len)) {
     CTR_ADD(ing, limit_hits[LIM_TOKEN], 1);
     uint64_t now = uv_now(ing->loop);
     if (ing->token_log_ms == 0 || now - ing->token_log_ms >= TOKEN_LOG_MS) {
@@ -519,12 +478,11 @@ static int on_hello(conn *c, const gtp_frame *f) {
     json_str(&tj, c->tag_values[i]);
   }
   gtp_wbuf_put(&tj, "}", 1);
-  if (tj.err) {
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
+  if (tj.err)
+    GTP_OOM();
   c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
   gtp_wbuf_fini(&tj);
+  budget_ident_set(c); /* held while c lives: counted (budget.c) */
 
   /* A session reconnecting while its old connection still looks alive
    * (half-open TCP after a network change) replaces it. */
@@ -539,6 +497,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
   }
   sess_insert(c);
   c->state = CONN_ACTIVE;
+  c->dec.max = ing->cfg.max_frame; /* was BUDGET_HELLO_FRAME_MAX */
   CTR_ADD(ing, handshakes_total, 1);
 
   gtp_welcome w = {0};
@@ -628,9 +587,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   /* Near a limit, read only what still fits (at least READ_MIN), so the
    * overshoot past a limit stays small (invariant 5). */
   uint64_t size = READ_BUF_SIZE;
-  uint64_t room_g = ing->cfg.max_buffer > ing->buffered
-                        ? ing->cfg.max_buffer - ing->buffered
-                        : 0;
+  uint64_t used = budget_used(ing);
+  uint64_t room_g = ing->cfg.max_buffer > used ? ing->cfg.max_buffer - used : 0;
   uint64_t room_c = ing->cfg.max_conn_buffer > c->buffered
                         ? ing->cfg.max_conn_buffer - c->buffered
                         : 0;
@@ -699,12 +657,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn_account_decoder(c);
     if (rc < 0) {
       CTR_ADD(ing, protocol_errors, 1);
-      if (rc == GTP_E_TOOBIG)
+      int early = rc == GTP_E_TOOBIG && c->state == CONN_HANDSHAKE;
+      if (early) {
+        CTR_ADD(ing, hello_toobig, 1);
+        CTR_ADD(ing, limit_hits[LIM_HELLO_SIZE], 1);
+      } else if (rc == GTP_E_TOOBIG) {
         CTR_ADD(ing, limit_hits[LIM_FRAME], 1);
+      }
       log_warn("agent frame error", "conn=%" PRIu64 " peer=%s error=%s", c->id,
                c->peer, gtp_errname(rc));
       ingest_conn_close(c, rc, 0, 0,
-                        rc == GTP_E_TOOBIG
+                        early ? "frame before HELLO larger than 64 KiB"
+                        : rc == GTP_E_TOOBIG
                             ? "frame larger than the daemon's maximum"
                             : "bad frame");
       break;
@@ -762,18 +726,21 @@ static void ingest_update_pause(ingest *ing) {
   int want;
   /* Idle pooled buffers give way to bytes held for agents (invariant 8). */
   genbuf_pool_trim(ing);
+  /* Partial work that pausing cannot release is shed (budget.c). */
+  budget_enforce(ing);
   /* As per connection: pause only while queued bytes will drain. */
   if (ing->disk_full)
     want = 1;
   else if (ing->queued_bytes == 0)
     want = 0;
   else if (ing->global_paused)
-    want = ing->buffered > ing->cfg.max_buffer / 4 * 3;
+    want = budget_used(ing) > ing->cfg.max_buffer / 4 * 3;
   else
-    want = ing->buffered > ing->cfg.max_buffer;
+    want = budget_used(ing) > ing->cfg.max_buffer;
   if (want == ing->global_paused)
     return;
   ing->global_paused = want;
+  CTR_SET(ing, global_paused, (uint64_t)want);
   if (want) {
     CTR_ADD(ing, reads_paused, 1);
     if (!ing->disk_full)
@@ -828,7 +795,7 @@ static void resubmit(ingest *ing, pending *pd) {
     /* The store is closing: the agent will resend after a restart. */
     ing->inflight--;
     conn *c = pd->c;
-    conn_dequeue(c, pd->g->len);
+    conn_dequeue(c, pd);
     store_gen_free(pd->g);
     free(pd);
     conn_unref(c);
@@ -891,7 +858,7 @@ static void complete(ingest *ing, pending *pd) {
     /* Something committed: space is back (retention or an operator). */
     disk_full_leave(ing);
   }
-  conn_dequeue(c, g->len);
+  conn_dequeue(c, pd);
   /* The store is done with the payload (invariant 8). */
   genbuf_release(ing, g->payload, pd->cap);
   g->payload = NULL;
@@ -1012,7 +979,7 @@ static void on_sweep(uv_timer_t *t) {
     pending *pd;
     while ((pd = retry_pop(ing)) != NULL) {
       conn *c = pd->c;
-      conn_dequeue(c, pd->g->len);
+      conn_dequeue(c, pd);
       store_gen_free(pd->g);
       free(pd);
       conn_unref(c);
@@ -1059,11 +1026,19 @@ static void on_connection(uv_stream_t *server, int status) {
     uv_close((uv_handle_t *)&c->tcp, free_refused);
     return;
   }
+  if (!budget_admit_ip(ing, c)) {
+    uv_close((uv_handle_t *)&c->tcp, free_refused);
+    return;
+  }
   c->id = ++ing->next_id;
   c->refs = 1;
   c->state = CONN_HANDSHAKE;
   c->created_ms = c->last_rx_ms = c->last_tx_ms = uv_now(ing->loop);
-  gtp_frame_decoder_init(&c->dec, ing->cfg.max_frame);
+  /* Before HELLO frames are small (budget.c invariant 4); on_hello
+   * raises the limit to max_frame. */
+  gtp_frame_decoder_init(&c->dec, ing->cfg.max_frame < BUDGET_HELLO_FRAME_MAX
+                                      ? ing->cfg.max_frame
+                                      : BUDGET_HELLO_FRAME_MAX);
   uv_tcp_nodelay(&c->tcp, 1);
   struct sockaddr_storage ss;
   int sl = sizeof ss;
@@ -1110,10 +1085,14 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   }
   ing->rbuf = malloc(READ_BUF_SIZE);
   ing->sess = calloc(SESS_BUCKETS, sizeof(conn *));
-  if (ing->rbuf == NULL || ing->sess == NULL ||
+  ing->iplim = iplimit_new();
+  const char *bc = getenv("GENTRACED_BUDGET_CHECK");
+  ing->budget_checks = bc != NULL && strcmp(bc, "1") == 0;
+  if (ing->rbuf == NULL || ing->sess == NULL || ing->iplim == NULL ||
       (cfg->token != NULL && cfg->token[0] != '\0' && ing->token == NULL)) {
     free(ing->rbuf);
     free(ing->sess);
+    iplimit_free(ing->iplim);
     free(ing->token);
     free(ing);
     set_cause(cause, "out of memory");
@@ -1276,6 +1255,7 @@ void ingest_free(ingest *ing) {
   pthread_mutex_destroy(&ing->done_lock);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);
+  iplimit_free(ing->iplim);
   free(ing->rbuf);
   free(ing->token);
   free(ing);

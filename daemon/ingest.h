@@ -30,6 +30,7 @@ typedef struct ingest_config {
   uint16_t port;            /* 0 = pick a free one */
   const char *token;        /* NULL or "" = no token required; copied */
   uint64_t max_connections; /* agent connections at once */
+  uint64_t max_conns_per_ip; /* of those, from one address (IPv6: /64) */
   uint64_t max_conn_buffer; /* bytes buffered per connection */
   uint64_t max_buffer;      /* bytes buffered in total */
   uint32_t max_frame;       /* payload bytes, <= GTP_FRAME_MAX */
@@ -44,7 +45,7 @@ typedef struct ingest_config {
   void *on_commit_ctx;
 } ingest_config;
 
-/* Fills the defaults of DESIGN.md (127.0.0.1:7170, 16384 connections, ...). */
+/* Fills the defaults of docs/DAEMON.md (127.0.0.1:7170, 16384 connections, ...). */
 void ingest_config_init(ingest_config *cfg);
 
 /* Allocates the ingest state and its loop handles (not yet listening).
