@@ -25,18 +25,38 @@
  * track_descriptor.proto, debug_annotation.proto). */
 enum {
   F_TRACE_PACKET = 1,
-  P_TIMESTAMP = 8, P_SEQ_ID = 10, P_TRACK_EVENT = 11, P_SEQ_FLAGS = 13,
+  P_TIMESTAMP = 8,
+  P_SEQ_ID = 10,
+  P_TRACK_EVENT = 11,
+  P_SEQ_FLAGS = 13,
   P_TRACK_DESCRIPTOR = 60,
-  TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT = 5,
+  TD_UUID = 1,
+  TD_NAME = 2,
+  TD_PROCESS = 3,
+  TD_THREAD = 4,
+  TD_PARENT = 5,
   TD_COUNTER = 8,
-  PD_PID = 1, PD_NAME = 6,
-  THD_PID = 1, THD_TID = 2, THD_NAME = 5,
-  TE_DEBUG = 4, TE_TYPE = 9, TE_TRACK_UUID = 11, TE_CATEGORIES = 22,
-  TE_NAME = 23, TE_COUNTER_VALUE = 30,
-  DA_INT = 4, DA_STRING = 6, DA_NAME = 10,
+  PD_PID = 1,
+  PD_NAME = 6,
+  THD_PID = 1,
+  THD_TID = 2,
+  THD_NAME = 5,
+  TE_DEBUG = 4,
+  TE_TYPE = 9,
+  TE_TRACK_UUID = 11,
+  TE_CATEGORIES = 22,
+  TE_NAME = 23,
+  TE_COUNTER_VALUE = 30,
+  DA_INT = 4,
+  DA_STRING = 6,
+  DA_NAME = 10,
 };
-enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3,
-       TYPE_COUNTER = 4 };
+enum {
+  TYPE_SLICE_BEGIN = 1,
+  TYPE_SLICE_END = 2,
+  TYPE_INSTANT = 3,
+  TYPE_COUNTER = 4
+};
 #define SEQ_INCREMENTAL_STATE_CLEARED 1
 #define SEQ_NEEDS_INCREMENTAL_STATE 2
 #define SEQ_ID 1
@@ -72,7 +92,9 @@ struct gtp_perfetto {
 
 /* ------------------------------------------------------ protobuf bits */
 
-static void put_varint(gtp_wbuf *b, uint64_t v) { gtp_wbuf_put_uvarint(b, v); }
+static void put_varint(gtp_wbuf *b, uint64_t v) {
+  gtp_wbuf_put_uvarint(b, v);
+}
 static void put_key(gtp_wbuf *b, unsigned field, unsigned wire) {
   put_varint(b, ((uint64_t)field << 3) | wire);
 }
@@ -121,12 +143,15 @@ static void packet_begin(gtp_perfetto *p, int64_t ts) {
   if (ts > 0)
     put_u64(&p->pkt, P_TIMESTAMP, (uint64_t)ts);
   put_u64(&p->pkt, P_SEQ_ID, SEQ_ID);
-  put_u64(&p->pkt, P_SEQ_FLAGS, p->first ? SEQ_INCREMENTAL_STATE_CLEARED
-                                         : SEQ_NEEDS_INCREMENTAL_STATE);
+  put_u64(&p->pkt, P_SEQ_FLAGS,
+          p->first ? SEQ_INCREMENTAL_STATE_CLEARED
+                   : SEQ_NEEDS_INCREMENTAL_STATE);
   p->first = 0;
 }
 
-static uint64_t proc_uuid(const pf_session *s) { return s->pid << 32; }
+static uint64_t proc_uuid(const pf_session *s) {
+  return s->pid << 32;
+}
 static uint64_t thread_uuid(const pf_session *s, size_t i) {
   return (s->pid << 32) | (uint64_t)(i + 1);
 }
@@ -145,8 +170,8 @@ static int describe_process(gtp_perfetto *p, const pf_session *s,
   gtp_wbuf_put(&p->msg, g->start.service.ptr, g->start.service.len);
   gtp_wbuf_put(&p->msg, " (", 2);
   gtp_wbuf_put(&p->msg, g->start.host.ptr, g->start.host.len);
-  int n = snprintf(label, sizeof label, " %llu)",
-                   (unsigned long long)g->start.pid);
+  int n =
+      snprintf(label, sizeof label, " %llu)", (unsigned long long)g->start.pid);
   gtp_wbuf_put(&p->msg, label, (size_t)n);
   put_msg(&p->sub, PD_NAME, &p->msg);
   gtp_wbuf_reset(&p->msg);
@@ -316,23 +341,23 @@ static int write_event(gtp_perfetto *p, const gtp_gen *g, pf_session *s,
   case GTP_EV_REGION_BEGIN:
   case GTP_EV_REGION_BEGIN_STACK:
     t->depth++;
-    return track_event(p, ts, tu, TYPE_SLICE_BEGIN, name, NULL, NULL, NONE,
-                       0, 0, 0, 0);
+    return track_event(p, ts, tu, TYPE_SLICE_BEGIN, name, NULL, NULL, NONE, 0,
+                       0, 0, 0);
   case GTP_EV_REGION_END:
     if (t->depth == 0)
       return 0; /* invariant 4 */
     t->depth--;
-    return track_event(p, ts, tu, TYPE_SLICE_END, NONE, NULL, NULL, NONE, 0,
-                       0, 0, 0);
+    return track_event(p, ts, tu, TYPE_SLICE_END, NONE, NULL, NULL, NONE, 0, 0,
+                       0, 0);
   case GTP_EV_INSTANT:
   case GTP_EV_INSTANT_STACK:
-    return track_event(p, ts, tu, TYPE_INSTANT, name, NULL, NULL, NONE, 0, 0,
-                       0, 0);
+    return track_event(p, ts, tu, TYPE_INSTANT, name, NULL, NULL, NONE, 0, 0, 0,
+                       0);
   case GTP_EV_LOG:
   case GTP_EV_LOG_STACK: {
     gtp_str msg = {(const char *)ev->msg, ev->msg ? ev->msg_len : 0};
-    return track_event(p, ts, tu, TYPE_INSTANT, name, "log", "message", msg,
-                       0, 0, 0, 0);
+    return track_event(p, ts, tu, TYPE_INSTANT, name, "log", "message", msg, 0,
+                       0, 0, 0);
   }
   case GTP_EV_COUNTER: {
     size_t ci = counter_get(p, s, name);
@@ -344,16 +369,14 @@ static int write_event(gtp_perfetto *p, const gtp_gen *g, pf_session *s,
   case GTP_EV_TASK_BEGIN:
   case GTP_EV_TASK_END:
     return track_event(p, ts, tu, TYPE_INSTANT,
-                       ev->type == GTP_EV_TASK_BEGIN
-                           ? name
-                           : (gtp_str){"task end", 8},
+                       ev->type == GTP_EV_TASK_BEGIN ? name
+                                                     : (gtp_str){"task end", 8},
                        "task", "task", NONE, 1, (int64_t)ev->args[0], 0, 0);
   case GTP_EV_THREAD_NAME:
     return describe_thread(p, s, ti, name);
   case GTP_EV_LOST:
-    return track_event(p, ts, tu, TYPE_INSTANT,
-                       (gtp_str){"gentrace.lost", 13}, NULL, "count", NONE, 1,
-                       (int64_t)ev->args[0], 0, 0);
+    return track_event(p, ts, tu, TYPE_INSTANT, (gtp_str){"gentrace.lost", 13},
+                       NULL, "count", NONE, 1, (int64_t)ev->args[0], 0, 0);
   default:
     return 0; /* a newer event type: skipped, not guessed at */
   }
@@ -409,7 +432,9 @@ int gtp_perfetto_gen(gtp_perfetto *p, const gtp_gen *g) {
   return p->err;
 }
 
-int gtp_perfetto_end(gtp_perfetto *p) { return p->err; }
+int gtp_perfetto_end(gtp_perfetto *p) {
+  return p->err;
+}
 
 void gtp_perfetto_free(gtp_perfetto *p) {
   if (!p)

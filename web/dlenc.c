@@ -99,12 +99,15 @@ int dlenc_new(int kind, dlenc **out) {
     goto fail;
   if (kind == DLENC_ZSTD) {
     e->z = ZSTD_createCCtx();
-    if (!e->z || ZSTD_isError(ZSTD_CCtx_setParameter(e->z, ZSTD_c_compressionLevel, 1)) ||
+    if (!e->z ||
+        ZSTD_isError(
+            ZSTD_CCtx_setParameter(e->z, ZSTD_c_compressionLevel, 1)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(e->z, ZSTD_c_checksumFlag, 1)))
       goto fail;
   } else if (kind == DLENC_GZIP) {
     /* windowBits 15 + 16: a gzip wrapper; memLevel 8 (~256 KiB state). */
-    if (deflateInit2(&e->gz, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    if (deflateInit2(&e->gz, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+        Z_OK)
       goto fail;
     e->gz_inited = 1;
   } else {
@@ -140,7 +143,9 @@ void dlenc_fed(dlenc *e, size_t n) {
   e->in_off = 0;
 }
 
-void dlenc_finish(dlenc *e) { e->finishing = 1; }
+void dlenc_finish(dlenc *e) {
+  e->finishing = 1;
+}
 
 long dlenc_run(dlenc *e, uint8_t *out, size_t max, int *done) {
   *done = e->done;
@@ -150,7 +155,8 @@ long dlenc_run(dlenc *e, uint8_t *out, size_t max, int *done) {
     ZSTD_inBuffer in = {e->in, e->in_len, e->in_off};
     ZSTD_outBuffer o = {out, max, 0};
     int ending = e->finishing && e->in_off == e->in_len;
-    size_t left = ZSTD_compressStream2(e->z, &o, &in, ending ? ZSTD_e_end : ZSTD_e_continue);
+    size_t left = ZSTD_compressStream2(e->z, &o, &in,
+                                       ending ? ZSTD_e_end : ZSTD_e_continue);
     if (ZSTD_isError(left))
       return -EIO;
     e->in_off = in.pos;
