@@ -234,6 +234,26 @@ try {
     log('perfetto: browser says offline, button hidden (not tested)');
   }
 
+  // ------------------------------------------------ session, first load
+  // Opened directly, before /v1/agents answers: the header says it is
+  // loading, never "gone ? ?", then fills in.
+  step = 'session-first-load';
+  const first = await context.newPage();
+  let release;
+  const gate = new Promise((r) => (release = r));
+  await first.route(/\/v1\/agents(\?|$)/, async (route) => {
+    await gate;
+    await route.continue();
+  });
+  await first.goto(`${BASE}#/session/${sid}`);
+  await first.waitForFunction(() => /loading/.test(document.querySelector('.cards')?.textContent || ''));
+  const early = await first.evaluate(() => document.querySelector('.cards').textContent);
+  check(!/gone|\?/.test(early), `session header before the first reply: ${early}`);
+  release();
+  await first.waitForFunction((svc) => (document.querySelector('.cards')?.textContent || '').includes(svc), SERVICE);
+  log(`session header before the first reply: "${early.trim()}"`);
+  await first.close();
+
   // ----------------------------------------------------------- narrow
   step = 'narrow';
   const narrow = await context.newPage();
