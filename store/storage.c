@@ -406,6 +406,34 @@ int storage_read_payload(storage_reader *r, int64_t seq, gtp_wbuf *out) {
   return rc;
 }
 
+int storage_read_payload_zstd(storage_reader *r, int64_t seq, gtp_wbuf *out) {
+  if (r->sq)
+    return store_read_payload_zstd(r->sq, seq, out);
+  gtp_wbuf raw;
+  gtp_wbuf_init(&raw, 0);
+  int rc = storage_read_payload(r, seq, &raw);
+  if (rc == 0 && raw.err)
+    rc = raw.err;
+  if (rc == 0) {
+    size_t bound = ZSTD_compressBound(raw.len);
+    size_t before = out->len;
+    uint8_t *dst = gtp_wbuf_grow(out, bound);
+    if (!dst) {
+      rc = out->err ? out->err : -ENOMEM;
+    } else {
+      size_t n = ZSTD_compress(dst, bound, raw.data, raw.len, 1);
+      if (ZSTD_isError(n)) {
+        out->len = before;
+        rc = GTP_E_INTERNAL;
+      } else {
+        out->len = before + n;
+      }
+    }
+  }
+  gtp_wbuf_fini(&raw);
+  return rc;
+}
+
 int storage_read_payload_by_gen(storage_reader *r, const char *session,
                                 uint64_t gen, gtp_wbuf *out) {
   if (r->sq)

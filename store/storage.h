@@ -95,5 +95,9 @@ int storage_read_check(storage_reader *r, const int64_t *seqs, size_t n);
 int storage_read_payload(storage_reader *r, int64_t seq, gtp_wbuf *out);
 int storage_read_payload_by_gen(storage_reader *r, const char *session,
                                 uint64_t gen, gtp_wbuf *out);
+/* store_read_payload_zstd's contract (one complete zstd frame of the
+ * generation). The shared backend compresses the (cached) generation here
+ * at level 1. */
+int storage_read_payload_zstd(storage_reader *r, int64_t seq, gtp_wbuf *out);
 
 #endif /* STORAGE_H */

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <zstd.h>
 
 #include "gtp_error.h"
 #include "storage.h"
@@ -258,6 +259,14 @@ static char *run_scenario(const storage_config *cfg) {
     assert_int_equal(storage_read_payload_by_gen(r, hex, orig[i]->gen, &b), 0);
     assert_int_equal(b.len, orig[i]->len);
     assert_memory_equal(b.data, orig[i]->payload, b.len);
+    /* As one zstd frame (compressed downloads): decompresses to the same. */
+    gtp_wbuf_reset(&b);
+    assert_int_equal(storage_read_payload_zstd(r, d.seqs[i], &b), 0);
+    uint8_t *raw = malloc(orig[i]->len);
+    size_t got = ZSTD_decompress(raw, orig[i]->len, b.data, b.len);
+    assert_int_equal(got, orig[i]->len);
+    assert_memory_equal(raw, orig[i]->payload, got);
+    free(raw);
   }
   gtp_wbuf_reset(&b);
   assert_int_equal(storage_read_payload(r, max + 1000, &b), GTP_E_NOTFOUND);
