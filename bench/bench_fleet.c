@@ -184,6 +184,41 @@ static double cpu_s(pid_t pid) {
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* CPU seconds of each thread of pid (tids ascending, so the main thread,
+ * which runs gentraced's loop, comes first), into tid[]/cpu[]; returns the
+ * count. */
+#define MAX_THREADS 32
+static int thread_cpu(pid_t pid, int tid[MAX_THREADS], double cpu[MAX_THREADS],
+                      char name[MAX_THREADS][16]) {
+  int n = 0;
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "ls /proc/%d/task | sort -n", (int)pid);
+  FILE *f = popen(cmd, "r");
+  if (f == NULL)
+    return 0;
+  while (n < MAX_THREADS && fscanf(f, "%d", &tid[n]) == 1) {
+    char path[96], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, tid[n]);
+    FILE *s = fopen(path, "r");
+    if (s == NULL)
+      continue;
+    char *ok = fgets(line, sizeof line, s);
+    fclose(s);
+    char *p = ok != NULL ? strrchr(line, ')') : NULL;
+    char *q = ok != NULL ? strchr(line, '(') : NULL;
+    unsigned long ut, st;
+    if (p == NULL || q == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+               &ut, &st) != 2)
+      continue;
+    snprintf(name[n], 16, "%.*s", (int)(p - q - 1), q + 1);
+    cpu[n] = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    n++;
+  }
+  pclose(f);
+  return n;
+}
+
 static long rss_kib(pid_t pid) {
   char path[64], line[256];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -832,6 +867,10 @@ static int run_load(const opts *o, int gentraced, result *r) {
   sleep_ms(500); /* the WELCOME burst settles before the CPU is read */
   r->rss_kib = (double)rss_kib(sv.pid);
   double cpu0 = cpu_s(sv.pid);
+  int tid0[MAX_THREADS], tid1[MAX_THREADS];
+  double tc0[MAX_THREADS], tc1[MAX_THREADS];
+  char tn0[MAX_THREADS][16], tn1[MAX_THREADS][16];
+  int nt0 = thread_cpu(sv.pid, tid0, tc0, tn0);
   int64_t go = now_ns() + 50000000;
   sh->go_ns = go;
   for (unsigned k = 0; k < o->procs; k++)
@@ -839,6 +878,18 @@ static int run_load(const opts *o, int gentraced, result *r) {
       sleep_ms(20);
   double cpu1 = cpu_s(sv.pid);
   int64_t t1 = now_ns();
+  int nt1 = thread_cpu(sv.pid, tid1, tc1, tn1);
+  /* Where the server's CPU went, thread by thread (main = the loop). */
+  fprintf(stderr, "bench_fleet: %s pid %d CPU by thread:", sv.name,
+          (int)sv.pid);
+  for (int i = 0; i < nt1; i++) {
+    double before = 0;
+    for (int j = 0; j < nt0; j++)
+      if (tid0[j] == tid1[i])
+        before = tc0[j];
+    fprintf(stderr, " %s/%d=%.2fs", tn1[i], tid1[i], tc1[i] - before);
+  }
+  fprintf(stderr, "\n");
   if (o->idle && r->rss_kib < rss_kib(sv.pid))
     r->rss_kib = (double)rss_kib(sv.pid);
   uint64_t first_send = UINT64_MAX, last_ack = 0;

@@ -188,7 +188,10 @@ int main(int argc, char **argv) {
    * half the CPU (0.64 of raw disk); see docs/STORAGE.md. */
   scfg.zstd_level = 1;
   scfg.log = store_log;
-  scfg.batch_max = 64;
+  /* Group commit: a fleet's small generations share transactions (up to
+   * 512 of them, or 20 ms of waiting; store.c invariant 10). */
+  scfg.batch_max = 512;
+  scfg.linger_ms = 20;
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   scfg.pins = pins;
   if ((rc = store_open(&scfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
