@@ -47,7 +47,9 @@
  *      only takes q_lock, which the other threads hold just to move
  *      pointers, otherwise the libuv loop would stall behind a slow fsync.
  *   8. A compressor MUST reserve its cq slot in the same critical section
- *      that pops q, and the store thread MUST take only leading ready slots,
+ *      that pops q (store_submit may fill a slot itself, for a payload too
+ *      small to compress, only while q is empty), and the store thread MUST
+ *      take only leading ready slots,
  *      otherwise generations of a session would commit out of submission
  *      order and seq (the feed cursor) would not follow arrival.
  *   9. cq MUST stay bounded (cq_cap), otherwise a slow disk would let the
@@ -130,6 +132,11 @@
 /* Group commit (cfg.linger_ms) stops waiting once the ready generations
  * hold this many bytes: big generations fill a transaction on their own. */
 #define STORE_LINGER_BYTES (8ull << 20)
+/* Payloads below this are stored raw: zstd's fixed cost per call (about
+ * 4.4 us here, level 1, reused context) buys under 15% of a few hundred
+ * bytes (bench/RESULTS.md, fleet section), and skipping it lets such a
+ * generation bypass the compressor threads (store_submit). */
+#define STORE_ZSTD_MIN 512
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
 
@@ -829,6 +836,18 @@ int store_submit(store *s, store_gen *g) {
     err = GTP_E_SHUTDOWN;
     goto out;
   }
+  if (g->len < STORE_ZSTD_MIN && s->q_len == 0 && s->cq_len < s->cq_cap) {
+    /* Too small to compress (compress_item would store it raw): straight
+     * into cq, ready, without waking a compressor. Nothing is in q, so it
+     * still follows everything submitted before it (invariant 8). */
+    s->cq[(s->cq_head + s->cq_len) % s->cq_cap] =
+        (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE, .ready = 1};
+    s->cq_len++;
+    s->q_bytes += g->len;
+    if (!s->lingering || s->cq_len >= s->cfg.batch_max)
+      pthread_cond_signal(&s->c_cond); /* invariant 10 */
+    goto out;
+  }
   if (s->q_len == s->q_cap) {
     size_t ncap = s->q_cap ? s->q_cap * 2 : 64;
     store_gen **n = malloc(ncap * sizeof *n);
@@ -888,7 +907,7 @@ static void compress_item(store *s, ZSTD_CCtx *cctx, zitem *it) {
   it->z = NULL;
   it->zlen = g->len;
   it->codec = STORE_CODEC_NONE;
-  if (g->len < 64)
+  if (g->len < STORE_ZSTD_MIN)
     return;
   size_t bound = ZSTD_compressBound(g->len);
   uint8_t *z = malloc(bound);
