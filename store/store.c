@@ -206,6 +206,7 @@ typedef struct zitem {
   size_t zlen;
   const char *codec; /* STORE_CODEC_* */
   int ready;         /* compressed; the store thread may take it */
+  int64_t ready_ns;  /* when it became ready (monotonic): linger's start */
 } zitem;
 
 typedef struct idx_ent {
@@ -841,7 +842,11 @@ int store_submit(store *s, store_gen *g) {
      * into cq, ready, without waking a compressor. Nothing is in q, so it
      * still follows everything submitted before it (invariant 8). */
     s->cq[(s->cq_head + s->cq_len) % s->cq_cap] =
-        (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE, .ready = 1};
+        (zitem){.g = g,
+                 .zlen = g->len,
+                 .codec = STORE_CODEC_NONE,
+                 .ready = 1,
+                 .ready_ns = now_ns(CLOCK_MONOTONIC)};
     s->cq_len++;
     s->q_bytes += g->len;
     if (!s->lingering || s->cq_len >= s->cfg.batch_max)
@@ -1363,6 +1368,7 @@ static void *comp_main(void *arg) {
     else
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
     it.ready = 1;
+    it.ready_ns = now_ns(CLOCK_MONOTONIC);
 
     pthread_mutex_lock(&s->q_lock);
     s->cq[slot] = it;
@@ -1406,8 +1412,11 @@ static void linger(store *s) {
       !s->cq[s->cq_head].ready ||
       memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0)
     return;
+  /* From when the head became ready: time it spent queued behind the
+   * previous commit counts, so no generation waits more than linger_ms
+   * beyond the commits ahead of it. */
   int64_t until =
-      now_ns(CLOCK_MONOTONIC) + (int64_t)s->cfg.linger_ms * 1000000;
+      s->cq[s->cq_head].ready_ns + (int64_t)s->cfg.linger_ms * 1000000;
   struct timespec ts = {(time_t)(until / NS_PER_SEC),
                         (long)(until % NS_PER_SEC)};
   s->lingering = 1;
