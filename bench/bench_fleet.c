@@ -827,6 +827,8 @@ static int run_load(const opts *o, int gentraced, result *r) {
   }
   r->name = sv.name;
   r->agents = o->agents;
+  fprintf(stderr, "bench_fleet: %s pid %d agent port %u http port %u\n",
+          sv.name, (int)sv.pid, sv.port, sv.http_port);
   size_t shsize = sizeof(shared) + o->procs * sizeof(wres);
   shared *sh = mmap(NULL, shsize, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
