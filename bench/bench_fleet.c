@@ -219,6 +219,22 @@ static int thread_cpu(pid_t pid, int tid[MAX_THREADS], double cpu[MAX_THREADS],
   return n;
 }
 
+/* Bytes the process caused to be written to storage so far (write_bytes
+ * of /proc/PID/io: WAL, database, log), or -1. */
+static double io_written(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+  FILE *f = fopen(path, "r");
+  double v = -1;
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "write_bytes:", 12) == 0)
+      v = strtod(line + 12, NULL);
+  fclose(f);
+  return v;
+}
+
 static long rss_kib(pid_t pid) {
   char path[64], line[256];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -743,6 +759,7 @@ typedef struct result {
   uint64_t sent, acked, dup, refused, lost, unacked, skipped, connect_fail;
   double cpu_s, wall_s, rss0_kib, rss_kib;
   double us_per_gen, cpu_per_mev, core_pct, bytes_per_agent;
+  double io_bytes; /* written to storage during the run */
   hist welcome, ack;
   uint64_t missing, extra, checked; /* store verification (gentraced) */
   int verified;
@@ -869,6 +886,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
   sleep_ms(500); /* the WELCOME burst settles before the CPU is read */
   r->rss_kib = (double)rss_kib(sv.pid);
   double cpu0 = cpu_s(sv.pid);
+  double io0 = io_written(sv.pid);
   int tid0[MAX_THREADS], tid1[MAX_THREADS];
   double tc0[MAX_THREADS], tc1[MAX_THREADS];
   char tn0[MAX_THREADS][16], tn1[MAX_THREADS][16];
@@ -879,6 +897,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
     while (!sh->w[k].done)
       sleep_ms(20);
   double cpu1 = cpu_s(sv.pid);
+  r->io_bytes = io_written(sv.pid) - io0;
   int64_t t1 = now_ns();
   int nt1 = thread_cpu(sv.pid, tid1, tc1, tn1);
   /* Where the server's CPU went, thread by thread (main = the loop). */
@@ -958,12 +977,13 @@ static void print_result(const opts *o, const result *r) {
           "bench_fleet: %s cpu=%.2fs over %.1fs (%.2f%% of a core) "
           "%.1f us/gen %.2f cpu-s/Mevents rss %.0f -> %.0f KiB (%.0f B/agent) "
           "welcome p50/p99/max %.2f/%.2f/%.2f ms ack p50/p99/max "
-          "%.2f/%.2f/%.2f ms\n",
+          "%.2f/%.2f/%.2f ms; wrote %.1f MB to storage (%.0f bytes/gen)\n",
           r->name, r->cpu_s, r->wall_s, r->core_pct, r->us_per_gen,
           r->cpu_per_mev, r->rss0_kib, r->rss_kib, r->bytes_per_agent,
           hist_pct_ms(&r->welcome, 50), hist_pct_ms(&r->welcome, 99),
           (double)r->welcome.max_us / 1000, hist_pct_ms(&r->ack, 50),
-          hist_pct_ms(&r->ack, 99), (double)r->ack.max_us / 1000);
+          hist_pct_ms(&r->ack, 99), (double)r->ack.max_us / 1000,
+          r->io_bytes / 1e6, r->acked ? r->io_bytes / (double)r->acked : 0.0);
   if (r->verified)
     fprintf(stderr,
             "bench_fleet: %s store check (/v1/agents): %llu sessions, %llu "

@@ -61,7 +61,7 @@
  *      (s->lingering) the compressors signal it only for a full batch, so a
  *      transaction of N small generations costs one wake-up, not N. A
  *      fleet of agents each committing a small generation a second
- *      otherwise pays one transaction per generation: with 64 KiB pages,
+ *      otherwise pays one transaction per generation: with 16 KiB pages,
  *      several whole pages written to the WAL for a few hundred bytes
  *      (bench/bench_fleet.c).
  *
@@ -108,9 +108,17 @@
 /* Checkpoints wait less: a TRUNCATE checkpoint needs every reader gone, and
  * the store thread must not stall ingest for it; the next one catches up. */
 #define STORE_CKPT_BUSY_MS 100
-/* 64 KiB pages: a generation's blob then spans few overflow pages, and blob
- * inserts run close to raw disk speed (PEERS.md). */
-#define STORE_PAGE_SIZE 65536
+/* 16 KiB pages for new databases (an existing file keeps its own). Each
+ * commit writes every page it touched whole to the WAL, and a fleet's
+ * small generations touch pages spread over the sessions table and the
+ * two session-keyed generations indexes: with 64 KiB pages, 10,000 agents
+ * on 2 s generations of 190 bytes made the daemon write 6.8 KB per
+ * generation to disk and its ACK p99 passed a second while checkpoints
+ * fell behind; 16 KiB halved the bytes, cut the store thread's CPU by a
+ * quarter and brought ACK p99 to about 100 ms (bench_fleet, bench/
+ * RESULTS.md). Large blobs still span few overflow pages: C1 (1 MiB
+ * generations) was within its run-to-run noise of 64 KiB. */
+#define STORE_PAGE_SIZE 16384
 /* The write connection's page cache, set explicitly once the page size is
  * known: SQLite turns its default (-2000 KiB) into a page count with the
  * page size current at open (4 KiB), so with 64 KiB pages the default
