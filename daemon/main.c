@@ -189,8 +189,11 @@ int main(int argc, char **argv) {
   scfg.zstd_level = 1;
   scfg.log = store_log;
   /* Group commit: a fleet's small generations share transactions (up to
-   * 512 of them, or 20 ms of waiting; store.c invariant 10). */
-  scfg.batch_max = 512;
+   * 2048 of them, or 20 ms of waiting; store.c invariant 10). A store that
+   * fell behind catches up in large transactions: their pages saturate
+   * (every session's row and index pages), so each generation costs less
+   * the more there are. */
+  scfg.batch_max = 2048;
   scfg.linger_ms = 20;
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   scfg.pins = pins;
