@@ -816,8 +816,11 @@ static void verify_store(const opts *o, server *sv, const shared *sh,
     uint64_t last = strtoull(lg + 11, NULL, 10); /* "null" -> 0 */
     uint64_t want = sh->acked[idx];
     checked++;
-    if (gens < want || last < want || evs < want * o->events)
-      missing += want - (gens < want ? gens : want);
+    if (gens < want || last < want || evs < want * o->events) {
+      /* At least one ACKed generation is not there (or not whole). */
+      uint64_t lack = want - (gens < want ? gens : want);
+      missing += lack > 0 ? lack : 1;
+    }
     if (gens > sentv[idx] || evs != gens * o->events) {
       if (extra++ == 0 && getenv("BENCH_FLEET_DEBUG") != NULL)
         fprintf(stderr, "bench_fleet: agent %u acked %llu: %.400s\n", idx,
