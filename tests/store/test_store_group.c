@@ -129,12 +129,47 @@ static void test_store_group__small_payload_is_stored_raw(void **state) {
       1);
 }
 
+/* After its first commit a session's row moves forward by its cached id
+ * (no upsert): last_gen and the totals follow every commit, and a row an
+ * operator deleted meanwhile is made again, not lost. */
+static void test_store_group__known_session_row_moves_forward(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  open_store(f, &c);
+  char hex[33], sql[256];
+  sf_session_hex(5, hex);
+  for (uint64_t g = 1; g <= 3; g++) {
+    sf_gen_opts o = {.session = 5, .gen = g};
+    assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  }
+  snprintf(sql, sizeof sql,
+           "SELECT last_gen * 10 + gens FROM sessions WHERE session = '%s'",
+           hex);
+  assert_int_equal(sf_sql_int(f->dir.db, sql), 33);
+  /* An operator removes the session (its generations stay). */
+  char del[160];
+  snprintf(del, sizeof del, "DELETE FROM sessions WHERE session = '%s'", hex);
+  assert_int_equal(sf_sql_exec(f->dir.db, del), 0);
+  sf_gen_opts o = {.session = 5, .gen = 4};
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM sessions WHERE session = '%s' AND last_gen = 4",
+           hex);
+  assert_int_equal(sf_sql_int(f->dir.db, sql), 1);
+  uint64_t last = 0;
+  assert_int_equal(store_last_gen(f->s, (const uint8_t *)f->done.recs[3].session,
+                                  &last),
+                   1);
+  assert_int_equal(last, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
       T(test_store_group__fleet_generations_share_a_transaction),
       T(test_store_group__one_session_does_not_wait),
       T(test_store_group__small_payload_is_stored_raw),
+      T(test_store_group__known_session_row_moves_forward),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
