@@ -420,6 +420,10 @@ static void agent_send_hello(worker *w, agent *a) {
   h.min_version = GTP_PROTO_VERSION;
   h.max_version = GTP_PROTO_VERSION;
   agent_session(w, a->idx, h.session);
+  /* Protocol v2: a per-session key (the real agent draws 128 random bits;
+   * any fixed bytes per session serve the benchmark). */
+  for (unsigned i = 0; i < GTP_SESSION_KEY_SIZE; i++)
+    h.session_key[i] = (uint8_t)(h.session[i] * 31u + 7u);
   char svc[32], host[32];
   snprintf(svc, sizeof svc, "svc-%u", a->idx % 100);
   snprintf(host, sizeof host, "fleet-%u", a->idx / 20);

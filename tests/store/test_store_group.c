@@ -1,5 +1,5 @@
 /* test_store_group.c: group commit and small payloads in store/store.c
- * (invariant 10 and STORE_ZSTD_MIN), against real SQLite files. */
+ * (invariant 13 and STORE_ZSTD_MIN), against real SQLite files. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
