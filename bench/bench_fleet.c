@@ -8,9 +8,9 @@
  *
  * N agents (default 1000) speak the real wire protocol (HELLO, then per
  * generation one BATCH frame holding an EVENTS record of E events, a
- * STRINGS and a CLOCK record, then GEN_END) from P forked processes, each
- * bound to its own source address 127.0.0.(2+k) (open files are capped per
- * process). Every agent commits one generation each period, the agents'
+ * STRINGS and a CLOCK record, then GEN_END) from P forked processes (open
+ * files are capped per process), each agent bound to its own source address
+ * 127.0.(1+i/250).(1+i%250), as a fleet's hosts are. Every agent commits one generation each period, the agents'
  * phases spread evenly over the period (staggered, as a fleet started at
  * different times is), for S seconds; then the benchmark waits for the
  * outstanding ACKs. Measured:
@@ -601,8 +601,12 @@ static int agent_connect(worker *w, agent *a) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+  /* Every agent its own source address, 127.0.(1+i/250).(1+i%250), as
+   * hosts of a fleet have (gentraced admits --max-conns-per-ip per
+   * address); binding before connect also spreads the ephemeral ports. */
   struct sockaddr_in src = {.sin_family = AF_INET};
-  src.sin_addr.s_addr = htonl(0x7f000002u + w->k); /* 127.0.0.(2+k) */
+  src.sin_addr.s_addr =
+      htonl(0x7f000101u + (a->idx / 250) * 256u + a->idx % 250);
   if (bind(fd, (struct sockaddr *)&src, sizeof src) < 0) {
     int e = errno;
     close(fd);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench_fleet in smoke mode, so the fleet benchmark cannot rot: 300 agents
-# (two processes, own source addresses) on half-second generations for 3 s
+# (two processes, each agent its own source address) on half-second generations for 3 s
 # against bench/bare_server and then gentraced. bench_fleet exits non-zero
 # when an ACKed generation is missing from /v1/agents, an ACK repeats, a
 # generation is refused or stays unACKed (--soak), or a connection is lost;
