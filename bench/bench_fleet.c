@@ -10,10 +10,10 @@
  * generation one BATCH frame holding an EVENTS record of E events, a
  * STRINGS and a CLOCK record, then GEN_END) from P forked processes (open
  * files are capped per process), each agent bound to its own source address
- * 127.0.(1+i/250).(1+i%250), as a fleet's hosts are. Every agent commits one generation each period, the agents'
- * phases spread evenly over the period (staggered, as a fleet started at
- * different times is), for S seconds; then the benchmark waits for the
- * outstanding ACKs. Measured:
+ * 127.0.(1+i/250).(1+i%250), as a fleet's hosts are. Every agent commits one
+ * generation each period, the agents' phases spread evenly over the period
+ * (staggered, as a fleet started at different times is), for S seconds; then
+ * the benchmark waits for the outstanding ACKs. Measured:
  *
  *   - WELCOME latency (HELLO written -> WELCOME read) and ACK latency
  *     (GEN_END written -> ACK read): p50, p99, max;
@@ -29,7 +29,7 @@
  * the server's CPU in % of one core over S seconds and its memory per
  * connected agent.
  *
- * Output: BENCH lines (DESIGN.md) on stdout, details on stderr. The exit
+ * Output: BENCH lines (bench/README.md) on stdout, details on stderr. The exit
  * status is 1 when an ACKed generation is missing from the store, an ACK
  * came twice or for a generation never sent, a generation was refused
  * (ERROR), a connection was lost, or (--soak) a generation stayed unACKed;
@@ -147,9 +147,9 @@ typedef struct wres {
 } wres;
 
 typedef struct shared {
-  volatile int64_t go_ns;   /* start of the run, set by the parent */
-  volatile int release;     /* workers may close and exit */
-  uint32_t *acked;          /* per agent: highest gen ACKed (contiguous) */
+  volatile int64_t go_ns; /* start of the run, set by the parent */
+  volatile int release;   /* workers may close and exit */
+  uint32_t *acked;        /* per agent: highest gen ACKed (contiguous) */
   wres w[];
 } shared;
 
@@ -546,8 +546,7 @@ static void on_frame(worker *w, agent *a, const gtp_frame *f, int64_t now) {
     w->r->acked++;
     w->r->last_ack_ns = (uint64_t)now;
     /* ACKs come in order on one connection; acked = contiguous prefix. */
-    while (a->acked + 1 < a->next_gen &&
-           a->ring_t[(a->acked + 1) % RING] == 0)
+    while (a->acked + 1 < a->next_gen && a->ring_t[(a->acked + 1) % RING] == 0)
       a->acked++;
     w->acked[a->idx] = (uint32_t)a->acked;
     break;
@@ -630,8 +629,7 @@ static int agent_connect(worker *w, agent *a) {
   return 0;
 }
 
-static void handle_events(worker *w, int timeout_ms, uint8_t *buf,
-                          size_t cap) {
+static void handle_events(worker *w, int timeout_ms, uint8_t *buf, size_t cap) {
   struct epoll_event evs[512];
   int n = epoll_wait(w->ep, evs, 512, timeout_ms);
   for (int i = 0; i < n; i++) {
@@ -861,9 +859,9 @@ static int run_load(const opts *o, int gentraced, result *r) {
   size_t shsize = sizeof(shared) + o->procs * sizeof(wres);
   shared *sh = mmap(NULL, shsize, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  uint32_t *acked = mmap(NULL, o->agents * sizeof(uint32_t),
-                         PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                         -1, 0);
+  uint32_t *acked =
+      mmap(NULL, o->agents * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED || acked == MAP_FAILED) {
     server_stop(&sv);
     return -1;
@@ -879,7 +877,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
   unsigned per = (o->agents + o->procs - 1) / o->procs;
   for (unsigned k = 0; k < o->procs; k++) {
     unsigned first = k * per;
-    unsigned n = first >= o->agents         ? 0
+    unsigned n = first >= o->agents        ? 0
                  : first + per > o->agents ? o->agents - first
                                            : per;
     kids[k] = fork();
@@ -983,8 +981,7 @@ static void print_result(const opts *o, const result *r) {
           (unsigned long long)r->sent, (unsigned long long)r->acked,
           (unsigned long long)r->unacked, (unsigned long long)r->dup,
           (unsigned long long)r->refused, (unsigned long long)r->lost,
-          (unsigned long long)r->skipped,
-          (unsigned long long)r->connect_fail);
+          (unsigned long long)r->skipped, (unsigned long long)r->connect_fail);
   fprintf(stderr,
           "bench_fleet: %s cpu=%.2fs over %.1fs (%.2f%% of a core) "
           "%.1f us/gen %.2f cpu-s/Mevents rss %.0f -> %.0f KiB (%.0f B/agent) "
@@ -1014,8 +1011,13 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-  opts o = {.agents = 1000, .events = 10, .seconds = 10, .period_ms = 1000,
-            .connect_rate = 2000, .server = "both", .id = "F1"};
+  opts o = {.agents = 1000,
+            .events = 10,
+            .seconds = 10,
+            .period_ms = 1000,
+            .connect_rate = 2000,
+            .server = "both",
+            .id = "F1"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--idle") == 0) {
@@ -1048,8 +1050,8 @@ int main(int argc, char **argv) {
     else
       usage();
   }
-  if (o.agents == 0 || o.period_ms == 0 || o.events == 0 ||
-      o.events > 1000 || o.connect_rate == 0)
+  if (o.agents == 0 || o.period_ms == 0 || o.events == 0 || o.events > 1000 ||
+      o.connect_rate == 0)
     usage();
   if (o.procs == 0)
     o.procs = o.agents <= 500 ? 1 : 2 + (o.agents - 1) / 5000;
@@ -1131,9 +1133,10 @@ int main(int argc, char **argv) {
            bare.cpu_per_mev > 0 ? m->cpu_per_mev / bare.cpu_per_mev : NAN);
     double ap99 = hist_pct_ms(&m->ack, 99),
            bp99 = want_bare ? hist_pct_ms(&bare.ack, 99) : NAN;
-    printf("BENCH id=%s value=%.2f unit=ms(ack-p99,%s) baseline=bare-libuv:%.2f "
-           "ratio=%.2f bar=<50ms pass=%d\n",
-           o.id, ap99, tag, bp99, bp99 > 0 ? ap99 / bp99 : NAN, ap99 < 50);
+    printf(
+        "BENCH id=%s value=%.2f unit=ms(ack-p99,%s) baseline=bare-libuv:%.2f "
+        "ratio=%.2f bar=<50ms pass=%d\n",
+        o.id, ap99, tag, bp99, bp99 > 0 ? ap99 / bp99 : NAN, ap99 < 50);
   }
   double wp99 = hist_pct_ms(&m->welcome, 99),
          bw99 = want_bare ? hist_pct_ms(&bare.welcome, 99) : NAN;

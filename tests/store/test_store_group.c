@@ -55,8 +55,8 @@ static int64_t ms_since(int64_t t0) {
 /* A fleet: one generation from each of 20 sessions, submitted together,
  * commits in one transaction (the linger waits for the others), and every
  * completion still reports a committed row. */
-static void test_store_group__fleet_generations_share_a_transaction(
-    void **state) {
+static void
+test_store_group__fleet_generations_share_a_transaction(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   c.linger_ms = 1000;
@@ -119,14 +119,14 @@ static void test_store_group__small_payload_is_stored_raw(void **state) {
     sg->len = n;
     assert_int_equal(sf_commit_one(f->s, &f->done, sg), 0);
   }
-  assert_int_equal(
-      sf_sql_int(f->dir.db, "SELECT count(*) FROM generations WHERE gen = 1"
-                            " AND codec = 'none' AND stored_bytes = 300"),
-      1);
-  assert_int_equal(
-      sf_sql_int(f->dir.db, "SELECT count(*) FROM generations WHERE gen = 2"
-                            " AND codec = 'zstd' AND stored_bytes < 4000"),
-      1);
+  assert_int_equal(sf_sql_int(f->dir.db,
+                              "SELECT count(*) FROM generations WHERE gen = 1"
+                              " AND codec = 'none' AND stored_bytes = 300"),
+                   1);
+  assert_int_equal(sf_sql_int(f->dir.db,
+                              "SELECT count(*) FROM generations WHERE gen = 2"
+                              " AND codec = 'zstd' AND stored_bytes < 4000"),
+                   1);
 }
 
 /* After its first commit a session's row moves forward by its cached id
@@ -152,14 +152,14 @@ static void test_store_group__known_session_row_moves_forward(void **state) {
   assert_int_equal(sf_sql_exec(f->dir.db, del), 0);
   sf_gen_opts o = {.session = 5, .gen = 4};
   assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
-  snprintf(sql, sizeof sql,
-           "SELECT count(*) FROM sessions WHERE session = '%s' AND last_gen = 4",
-           hex);
+  snprintf(
+      sql, sizeof sql,
+      "SELECT count(*) FROM sessions WHERE session = '%s' AND last_gen = 4",
+      hex);
   assert_int_equal(sf_sql_int(f->dir.db, sql), 1);
   uint64_t last = 0;
-  assert_int_equal(store_last_gen(f->s, (const uint8_t *)f->done.recs[3].session,
-                                  &last),
-                   1);
+  assert_int_equal(
+      store_last_gen(f->s, (const uint8_t *)f->done.recs[3].session, &last), 1);
   assert_int_equal(last, 4);
 }
 
