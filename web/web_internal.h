@@ -111,6 +111,7 @@ enum MHD_Result web_session_gens(web_req *r, const char *session);
 enum MHD_Result web_session_gen(web_req *r, const char *session,
                                 const char *gen);
 enum MHD_Result web_trace(web_req *r);
+enum MHD_Result web_gotrace(web_req *r); /* web_gotrace.c */
 enum MHD_Result web_feed(web_req *r);
 
 #endif

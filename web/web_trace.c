@@ -471,7 +471,7 @@ static int parse_format(web_req *r, int *chrome) {
     *chrome = 1;
     return 0;
   }
-  web_error(r, 400, "bad_parameter", "format: expected gentrace or chrome");
+  web_error(r, 400, "bad_parameter", "format: expected gentrace or chrome (and go on /v1/trace)");
   return -1;
 }
 
@@ -609,6 +609,9 @@ static void fmt_size(char *out, size_t cap, uint64_t b) {
 }
 
 enum MHD_Result web_trace(web_req *r) {
+  const char *fmt = web_arg(r, "format");
+  if (fmt && strcmp(fmt, "go") == 0)
+    return web_gotrace(r); /* a Go session as a Go trace: web_gotrace.c */
   static const char *const allowed[] = {"session", "service", "host",   "from",
                                         "to",      "last",    "format", NULL};
   if (web_args_check(r, allowed))
