@@ -38,9 +38,12 @@ int cmd_convert(int argc, char **argv) {
     cli_opts_free(&opt);
     return CLI_OK;
   }
-  if (opt.to && strcmp(opt.to, "chrome") && strcmp(opt.to, "perfetto")) {
-    cli_usage_error(
-        "convert", "unknown format '%s' (supported: chrome, perfetto)", opt.to);
+  int to_go = opt.to && strcmp(opt.to, "go") == 0; /* convert_go.c */
+  if (opt.to && !to_go && strcmp(opt.to, "chrome") &&
+      strcmp(opt.to, "perfetto")) {
+    cli_usage_error("convert",
+                    "unknown format '%s' (supported: chrome, perfetto, go)",
+                    opt.to);
     cli_opts_free(&opt);
     return CLI_USAGE;
   }
@@ -59,6 +62,11 @@ int cmd_convert(int argc, char **argv) {
     goto fail_input;
   if (cli_output_open(o, opt.out))
     goto fail_output;
+  if (to_go) {
+    if (convert_go(&in, o) == 0)
+      status = CLI_OK;
+    goto done;
+  }
   ch = gtp_chrome_new(cli_output_sink, o, 0, 0);
   if (!ch) {
     fprintf(stderr, "gentrace: out of memory\n");
