@@ -91,6 +91,9 @@ func (sp *spool) leave(g *goGen) {
 // reserve makes room for n more bytes of the generation being built;
 // false: it cannot be spooled.
 func (sp *spool) reserve(n int) bool {
+	if sp.building+n > sp.limit {
+		return false // could never fit: evict nothing for it
+	}
 	for sp.bytes+n > sp.limit {
 		if !sp.evictOne() {
 			return false

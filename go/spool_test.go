@@ -1,0 +1,88 @@
+package gentrace
+
+import "testing"
+
+func gen(num uint64, size int) *goGen { return &goGen{num: num, size: size} }
+
+// add builds a generation of size bytes the way the sink does.
+func addGen(sp *spool, num uint64, size int) bool {
+	if !sp.reserve(size) {
+		sp.abandon()
+		sp.dropped++
+		sp.pendDropped++
+		return false
+	}
+	sp.add(gen(num, size))
+	return true
+}
+
+func TestSpool_ledgerAddsUpAcrossEvictRejectAndResend(t *testing.T) {
+	sp := &spool{limit: 300}
+	written := uint64(0)
+	for n := uint64(1); n <= 3; n++ {
+		addGen(sp, n, 100)
+		written++
+	}
+	g := sp.next() // gen 1 sent: ledger fixed (all zero)
+	if g.num != 1 || g.dropped+g.evicted+g.rejected != 0 {
+		t.Fatalf("%+v", g)
+	}
+	// A fourth does not fit: 1 is sent (not evictable), so 2 is evicted.
+	addGen(sp, 4, 100)
+	written++
+	if sp.evicted != 1 || sp.find(2) >= 0 {
+		t.Fatalf("evicted %d", sp.evicted)
+	}
+	// One bigger than the whole spool is dropped.
+	addGen(sp, 5, 400)
+	written++
+	if sp.dropped != 1 {
+		t.Fatal("not dropped")
+	}
+	g3 := sp.next()
+	if g3.num != 3 || g3.evicted != 1 || g3.dropped != 1 {
+		t.Fatalf("gen 3 ledger %+v", g3)
+	}
+	// The daemon rejects 3: its events and its ledger travel on with 4.
+	sp.reject(3)
+	sp.ack(1)
+	g4 := sp.next()
+	if g4.num != 4 || g4.rejected != 1 || g4.evicted != 1 || g4.dropped != 1 {
+		t.Fatalf("gen 4 ledger %+v", g4)
+	}
+	// Connection lost after GEN_END of 4: requeued, maybe stored; a
+	// WELCOME with last_gen 4 resolves it as stored, not resent.
+	g4.maybeStored = true
+	sp.requeue()
+	if sp.evictOne() {
+		t.Fatal("evicted a generation the daemon may hold")
+	}
+	sp.welcome(true, 4)
+	if n, ledger := sp.pending(); n != 0 || ledger {
+		t.Fatalf("pending %d %v", n, ledger)
+	}
+	// written = stored + ledger carried by stored generations
+	stored := sp.stored
+	ledger := g4.dropped + g4.evicted + g4.rejected
+	if written != stored+ledger || stored != 2 {
+		t.Fatalf("written %d stored %d ledger %d", written, stored, ledger)
+	}
+	if sp.bytes != 0 {
+		t.Fatalf("%d bytes left", sp.bytes)
+	}
+}
+
+func TestSpool_welcomeWithoutLastResendsEverything(t *testing.T) {
+	sp := &spool{limit: 1000}
+	addGen(sp, 1, 10)
+	g := sp.next()
+	g.maybeStored = true
+	sp.requeue()
+	sp.welcome(false, 0) // a daemon that lost its database
+	if sp.find(1) < 0 || g.maybeStored {
+		t.Fatal("generation not kept for resend")
+	}
+	if sp.next() != g || !g.ledgerSet {
+		t.Fatal("not resent")
+	}
+}
