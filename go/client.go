@@ -35,6 +35,7 @@ var (
 var (
 	lifeMu sync.Mutex
 	active *client
+	last   *client // the last client stopped, for GetStats after Stop
 	// monoBase anchors the monotonic clock of CLOCK records: nanoseconds
 	// since the package was initialized, on Go's monotonic clock.
 	monoBase  = time.Now()
@@ -122,7 +123,7 @@ func Stop() error {
 	if c == nil {
 		return ErrNotStarted
 	}
-	active = nil
+	active, last = nil, c
 	if c.cfg.flight != nil {
 		c.fr.stop()
 	} else {
@@ -189,10 +190,14 @@ type Stats struct {
 	SpoolBytes  int    // memory held by the spool now
 }
 
-// GetStats returns the counters of the running client (zero if none).
+// GetStats returns the counters of the running client, or, between Stop
+// and the next Start, the final counters of the last one (zero if none).
 func GetStats() Stats {
 	lifeMu.Lock()
 	c := active
+	if c == nil {
+		c = last
+	}
 	lifeMu.Unlock()
 	if c == nil {
 		return Stats{}
