@@ -303,6 +303,7 @@ func (c *client) data(p []byte) {
 	if g.size+len(p) > limit || !c.sp.reserve(len(p)) {
 		// No room: the whole generation is dropped (and counted at seal).
 		c.sp.abandon()
+		c.sp.recycle(g.chunks)
 		g.chunks, g.size = nil, 0
 		c.dropping = true
 		return
@@ -311,7 +312,7 @@ func (c *client) data(p []byte) {
 	for len(p) > 0 {
 		n := len(g.chunks)
 		if n == 0 || len(g.chunks[n-1]) == chunkSize {
-			g.chunks = append(g.chunks, make([]byte, 0, chunkSize))
+			g.chunks = append(g.chunks, c.sp.chunk())
 			n++
 		}
 		last := g.chunks[n-1]

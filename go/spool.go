@@ -23,7 +23,8 @@ package gentrace
 //     GEN_END went out on a lost connection waits for the next WELCOME to
 //     say whether it was committed. Otherwise one generation could count
 //     as both stored and evicted.
-//  4. bytes (queued + sent + the generation being built) stays <= limit.
+//  4. bytes (queued + sent + the generation being built) plus the free
+//     chunks kept for reuse stays <= limit.
 
 const (
 	gQueued = iota
@@ -55,6 +56,12 @@ type spool struct {
 
 	pendDropped, pendEvicted, pendRejected uint64
 
+	// Chunks of generations that left, for the next ones: at tens of MB
+	// of trace a second, allocating them anew would make the garbage
+	// collector run (and assist) in the traced program many times a second.
+	// They count toward the limit too: bytes + len(free)*chunkSize <= limit.
+	free [][]byte
+
 	// Counters, in Go generations.
 	written, stored, dropped, evicted, rejected uint64
 	lastNum                                     uint64 // highest generation number spooled or dropped
@@ -69,6 +76,8 @@ func (sp *spool) evictOne() bool {
 		sp.gens = append(sp.gens[:i], sp.gens[i+1:]...)
 		sp.bytes -= g.size
 		sp.leave(g)
+		sp.recycle(g.chunks)
+		g.chunks = nil
 		if !g.ledgerOnly {
 			sp.pendEvicted++
 			sp.evicted++
@@ -94,6 +103,9 @@ func (sp *spool) reserve(n int) bool {
 	if sp.building+n > sp.limit {
 		return false // could never fit: evict nothing for it
 	}
+	for sp.bytes+n+len(sp.free)*chunkSize > sp.limit && len(sp.free) > 0 {
+		sp.free = sp.free[:len(sp.free)-1] // free chunks go before generations
+	}
 	for sp.bytes+n > sp.limit {
 		if !sp.evictOne() {
 			return false
@@ -108,6 +120,29 @@ func (sp *spool) reserve(n int) bool {
 func (sp *spool) abandon() {
 	sp.bytes -= sp.building
 	sp.building = 0
+}
+
+// chunk returns an empty chunk, reused if one is free.
+func (sp *spool) chunk() []byte {
+	if n := len(sp.free); n > 0 {
+		c := sp.free[n-1]
+		sp.free = sp.free[:n-1]
+		return c[:0]
+	}
+	return make([]byte, 0, chunkSize)
+}
+
+// recycle keeps the chunks of a generation that left (its bytes already
+// given back) within the limit (invariant 4). Only generations nobody
+// writes from any more: the sender handles ACKs and rejections between
+// generations, and evicts only queued ones.
+func (sp *spool) recycle(chunks [][]byte) {
+	for _, c := range chunks {
+		if cap(c) != chunkSize || sp.bytes+(len(sp.free)+1)*chunkSize > sp.limit {
+			return
+		}
+		sp.free = append(sp.free, c[:0])
+	}
 }
 
 func (sp *spool) add(g *goGen) {
@@ -146,6 +181,8 @@ func (sp *spool) remove(i int) *goGen {
 	g := sp.gens[i]
 	sp.gens = append(sp.gens[:i], sp.gens[i+1:]...)
 	sp.bytes -= g.size
+	sp.recycle(g.chunks)
+	g.chunks = nil
 	return g
 }
 
