@@ -262,8 +262,9 @@ func (c *client) afterSplit() {
 	if c.split.err != nil && c.err == nil {
 		c.err = c.split.err
 		c.logf("%v", c.err)
-		if c.cur != nil {
+		if c.cur != nil && !c.skipping {
 			c.cur = nil
+			c.sp.written++ // it was written, and is lost: counted as dropped
 			c.dropGen()
 		}
 	}
@@ -296,9 +297,11 @@ func (c *client) data(p []byte) {
 	if g == nil || c.dropping || c.skipping {
 		return
 	}
+	// The daemon refuses a generation over WELCOME's max_gen_bytes
+	// (GEN_START, record headers and GEN_END included): keep a margin.
 	limit := c.sp.limit
-	if c.maxGen != 0 && int(c.maxGen) < limit {
-		limit = int(c.maxGen)
+	if c.maxGen != 0 && c.maxGen < uint64(limit)+genMargin {
+		limit = int(c.maxGen) - genMargin
 	}
 	if g.size+len(p) > limit || !c.sp.reserve(len(p)) {
 		// No room: the whole generation is dropped (and counted at seal).
@@ -367,3 +370,7 @@ func (c *client) ledgerGen() {
 }
 
 var pid = uint64(os.Getpid())
+
+// genMargin: bytes of a stored generation besides its Go bytes (GEN_START
+// with the identity and tags, GOTRACE headers, CLOCK, GEN_END), rounded up.
+const genMargin = 80 << 10

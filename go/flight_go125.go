@@ -34,8 +34,9 @@ func (c *client) snapshot() error {
 	defer c.mu.Unlock()
 	w.split.finish()
 	if w.split.err != nil {
-		if c.cur != nil {
+		if c.cur != nil && !c.skipping {
 			c.cur = nil
+			c.sp.written++
 			c.dropGen()
 		}
 		return w.split.err
