@@ -27,6 +27,7 @@ type daemon struct {
 	dir        string
 	agent, web string
 	log        *bytes.Buffer
+	exited     chan struct{} // closed once Wait returned
 }
 
 func daemonPath(t *testing.T) string {
@@ -46,7 +47,7 @@ func startDaemon(t *testing.T, dir, agentAddr string) *daemon {
 	if agentAddr == "" {
 		agentAddr = "127.0.0.1:0"
 	}
-	d := &daemon{dir: dir, log: &bytes.Buffer{}}
+	d := &daemon{dir: dir, log: &bytes.Buffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(daemonPath(t), "--agent-listen", agentAddr,
 		"--http-listen", "127.0.0.1:0", "--db", filepath.Join(dir, "gentrace.db"))
 	pr, pw := io.Pipe()
@@ -69,7 +70,7 @@ func startDaemon(t *testing.T, dir, agentAddr string) *daemon {
 			}
 		}
 	}()
-	go func() { d.cmd.Wait(); pw.Close() }()
+	go func() { d.cmd.Wait(); pw.Close(); close(d.exited) }()
 	select {
 	case m := <-found:
 		d.agent, d.web = m[1], m[2]
@@ -81,30 +82,24 @@ func startDaemon(t *testing.T, dir, agentAddr string) *daemon {
 
 // stop ends the daemon by its PID: SIGTERM (drain), SIGKILL after 10 s.
 func (d *daemon) stop() {
-	if d.cmd.ProcessState != nil || d.cmd.Process == nil {
+	select {
+	case <-d.exited:
 		return
+	default:
 	}
 	d.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		for d.cmd.ProcessState == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-d.exited:
 	case <-time.After(10 * time.Second):
 		d.cmd.Process.Kill()
+		<-d.exited
 	}
 }
 
 // kill ends it by SIGKILL: no drain, ACKs lost.
 func (d *daemon) kill() {
 	d.cmd.Process.Kill()
-	for d.cmd.ProcessState == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	<-d.exited
 }
 
 func (d *daemon) get(t *testing.T, path string) (*http.Response, []byte) {

@@ -1,6 +1,7 @@
 package gotest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -82,6 +83,27 @@ func TestDaemonKilledAndRestarted_exactLedger(t *testing.T) {
 		t.Fatalf("ledger does not add up: written %d, stored %d, ledger %d (gens %d)", written, stored, ledger, len(gens))
 	}
 	t.Logf("written %d = stored %d + ledger %d", written, stored, ledger)
+
+	// The evictions left gaps: format=go sends the newest run without one,
+	// which a Go trace reader accepts, and says how many it left out.
+	run := len(gens) - 1
+	for run > 0 && gens[run-1].gen+1 == gens[run].gen {
+		run--
+	}
+	resp, goTrace := d2.get(t, "/v1/trace?format=go&last=1h&session="+st.Session)
+	mustEqual(t, "status", resp.StatusCode, 200)
+	mustEqual(t, "omitted", resp.Header.Get("X-Gentrace-Omitted-Generations"), fmt.Sprint(run))
+	mustEqual(t, "generations", resp.Header.Get("X-Gentrace-Generations"), fmt.Sprint(len(gens)-run))
+	var want []byte
+	for _, g := range gens[run:] {
+		want = append(want, g.goBytes...)
+	}
+	if !bytes.Equal(goTrace[16:], want) {
+		t.Fatal("format=go is not the newest gap-free run")
+	}
+	if s := readGo(t, goTrace); s.regions["busy"] == 0 {
+		t.Fatal("no region in the newest run")
+	}
 }
 
 // A "daemon" that accepts and never reads: the traced program keeps its

@@ -24,12 +24,16 @@ export GENTRACED="$top_builddir/daemon/gentraced"
 export GENTRACE_CLI="$top_builddir/tools/gentrace"
 # Never let the traced client find a real daemon of the machine.
 unset GENTRACE_ADDR GENTRACE_SERVICE GENTRACE_TAGS GENTRACE_TOKEN
-echo "== go test ./... in go/ ($v)"
-(cd "$top_srcdir/go" && go vet ./... && go test -count=1 ./...)
+# The race detector (it needs cgo) checks the client's goroutines, the
+# runtime's trace reader against the sender, in every test.
+race=""
+[ "$(go env CGO_ENABLED)" = 1 ] && command -v gcc >/dev/null 2>&1 && race=-race
+echo "== go test $race ./... in go/ ($v)"
+(cd "$top_srcdir/go" && go vet ./... && go test $race -count=1 ./...)
 if [ "$minor" -lt 26 ]; then
 	echo "SKIP: tests/go needs Go 1.26 (have $v); go/ passed"
 	exit 77
 fi
 echo "== go test ./... in tests/go"
 (cd "$top_srcdir/tests/go" && go mod download && go vet ./... &&
-	go test -count=1 -timeout 300s ./...)
+	go test $race -count=1 -timeout 300s ./...)
