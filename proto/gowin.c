@@ -35,39 +35,6 @@ int gtp_gowin_minor(const gtp_gen_start *s) {
   return ver ? parse_version(ver->ptr, ver->len) : GTP_E_VERSION;
 }
 
-/* Finds "key":"value" (a JSON member with a plain string value) in the
- * store's tags object; value must hold no escapes to match. Returns a
- * pointer to the value's first byte and its length, or NULL. */
-static const char *json_member(const char *j, const char *key, size_t *len) {
-  char pat[64];
-  int n = snprintf(pat, sizeof pat, "\"%s\":\"", key);
-  if (n < 0 || (size_t)n >= sizeof pat)
-    return NULL;
-  for (const char *p = j; (p = strstr(p, pat)) != NULL; p++) {
-    /* A member starts after '{' or ',' (the daemon writes no spaces);
-     * anything else is inside a string. */
-    if (p == j || (p[-1] != '{' && p[-1] != ','))
-      continue;
-    const char *v = p + n, *e = v;
-    while (*e && *e != '"' && *e != '\\')
-      e++;
-    if (*e != '"')
-      return NULL;
-    *len = (size_t)(e - v);
-    return v;
-  }
-  return NULL;
-}
-
-int gtp_gowin_minor_json(const char *tags_json) {
-  size_t n = 0;
-  const char *f = tags_json ? json_member(tags_json, "format", &n) : NULL;
-  if (!f || n != 2 || memcmp(f, "go", 2) != 0)
-    return 0;
-  const char *v = json_member(tags_json, "go_version", &n);
-  return v ? parse_version(v, n) : GTP_E_VERSION;
-}
-
 void gtp_gowin_header(int minor, uint8_t out[GTP_GO_HEADER_SIZE]) {
   char h[GTP_GO_HEADER_SIZE + 1];
   memset(h, 0, sizeof h);

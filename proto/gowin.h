@@ -30,10 +30,6 @@ extern "C" {
  * not 1.22..1.99. */
 int gtp_gowin_minor(const gtp_gen_start *s);
 
-/* Same from the tags_json text the store keeps for a session ({"k":"v",...}
- * as the daemon wrote it). */
-int gtp_gowin_minor_json(const char *tags_json);
-
 /* The Go file header, "go 1.NN trace" padded with NULs to 16 bytes. */
 void gtp_gowin_header(int minor, uint8_t out[GTP_GO_HEADER_SIZE]);
 

@@ -196,18 +196,46 @@ static int list_row(void *cls, const store_gen_row *g) {
 typedef struct sess_find {
   const char *sid;
   int found;
+  int64_t seq; /* one of its generations */
   int minor;
   char service[GTP_IDENT_STR_MAX + 1];
 } sess_find;
 
-static int find_session(void *cls, const store_session_row *s) {
+static int first_row(void *cls, const store_gen_row *g) {
   sess_find *f = cls;
-  if (strcmp(s->session, f->sid) != 0)
-    return 0;
   f->found = 1;
-  f->minor = gtp_gowin_minor_json(s->tags_json);
-  snprintf(f->service, sizeof f->service, "%s", s->service ? s->service : "");
+  f->seq = g->seq;
   return 1;
+}
+
+/* Who the session is, from the GEN_START of one of its generations (the
+ * identity the daemon wrote from its HELLO): one indexed row and one
+ * payload, whatever the number of sessions. 0, GTP_E_NOTFOUND, or an
+ * error. */
+static int session_identity(store_reader *sr, sess_find *f) {
+  int rc = store_read_session_gens(sr, f->sid, 0, INT64_MAX, -1, 1,
+                                   first_row, f);
+  if (rc < 0)
+    return rc;
+  if (!f->found)
+    return GTP_E_NOTFOUND;
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  rc = store_read_payload(sr, f->seq, &b);
+  if (rc >= 0)
+    rc = b.err;
+  gtp_record rec;
+  gtp_gen_start st;
+  if (rc >= 0 && (rc = gtp_record_parse(b.data, b.len, &rec)) >= 0 &&
+      (rc = gtp_gen_start_decode(rec.payload, rec.len, &st)) >= 0) {
+    f->minor = gtp_gowin_minor(&st);
+    snprintf(f->service, sizeof f->service, "%.*s", (int)st.service.len,
+             st.service.ptr);
+  }
+  gtp_wbuf_fini(&b);
+  if (rc == GTP_E_NOTFOUND) /* deleted since the listing */
+    f->found = 0;
+  return rc == GTP_E_NOTFOUND ? GTP_E_NOTFOUND : rc < 0 ? rc : 0;
 }
 
 static int cmp_gen(const void *a, const void *b) {
@@ -406,8 +434,11 @@ enum MHD_Result web_gotrace(web_req *r) {
   sess_find f = {.sid = sid};
   if (rc >= 0 && !c->oom && !c->too_big && c->nsessions == 1 && !has_session)
     snprintf(sid, sizeof sid, "%s", c->sessions[0]);
-  if (rc >= 0 && !c->oom && !c->too_big && sid[0])
-    rc = store_read_sessions(sr, NULL, find_session, &f);
+  if (rc >= 0 && !c->oom && !c->too_big && sid[0] && c->nsessions <= 1) {
+    rc = session_identity(sr, &f);
+    if (rc == GTP_E_NOTFOUND)
+      rc = 0; /* f.found = 0: answered 404 below */
+  }
   web_reader_put(r, sr);
   enum MHD_Result ret;
   if (rc < 0 || c->oom) {
