@@ -325,7 +325,7 @@ func (c *client) data(p []byte) {
 	}
 }
 
-func (c *client) seal() {
+func (c *client) seal(info genInfo) {
 	g := c.cur
 	c.cur = nil
 	if g == nil {
@@ -334,6 +334,12 @@ func (c *client) seal() {
 	now := genClock{startMono: monoNow(), startReal: realNow()}
 	g.clock.endMono, g.clock.endReal = now.startMono, now.startReal
 	c.edge = now
+	// Go 1.25+: the edges from the runtime's own clock snapshot, right even
+	// for a flight-recorder window sent minutes later. Before 1.25: when
+	// the client saw the generation begin and end, a second or so late.
+	if e, ok := info.edges(); ok {
+		g.clock = e
+	}
 	if c.skipping {
 		c.skipping = false
 		return

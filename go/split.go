@@ -16,6 +16,12 @@ package gentrace
 // Bytes may arrive split anywhere: a batch header is gathered across writes
 // (it is at most 42 bytes), payloads are passed through in place.
 //
+// The splitter also notes, per generation, the range of its batch
+// timestamps and, from Go 1.25 on, the clock snapshot of its sync batch
+// (trace time, monotonic and wall clock read together by the runtime), so
+// the generation's edges can be given in wall time even when its bytes
+// arrive long after (flight-recorder snapshots).
+//
 // Invariants:
 //  1. sink.data is only called between sink.begin and sink.seal, and every
 //     byte after the file header reaches exactly one generation.
@@ -33,6 +39,9 @@ const (
 	evEventBatch        = 1
 	evExperimentalBatch = 49
 	evEndOfGeneration   = 52
+	evFrequency         = 8
+	evSync              = 50
+	evClockSnapshot     = 51
 	maxBatchSize        = 64 << 10 // tracev2.MaxBatchSize
 	goHeaderSize        = 16
 )
@@ -41,7 +50,38 @@ type splitSink interface {
 	header(minor int) // the file header was read: go 1.<minor>
 	begin(gen uint64) // a generation starts
 	data(p []byte)    // bytes of the current generation (borrowed)
-	seal()            // the current generation is complete
+	seal(genInfo)     // the current generation is complete
+}
+
+// genInfo is what the splitter learned about a generation's time.
+type genInfo struct {
+	minTs, maxTs uint64 // batch header timestamps, trace clock units
+	haveClock    bool   // a Go 1.25+ clock snapshot was read:
+	freq         uint64 // trace clock units per second
+	snapTs       uint64 // trace time of the snapshot
+	snapMono     uint64 // runtime monotonic ns at that time
+	snapWall     uint64 // unix ns at that time
+}
+
+// edges maps the generation's first and last batch times to monotonic and
+// wall nanoseconds through its clock snapshot.
+func (i *genInfo) edges() (c genClock, ok bool) {
+	if !i.haveClock || i.freq == 0 || i.maxTs < i.minTs {
+		return c, false
+	}
+	at := func(base, t uint64) uint64 {
+		// Signed trace-time offset, scaled in float64 (exact enough for
+		// offsets of seconds), added to the base in integers (float64
+		// would round a unix time in ns to 256 ns).
+		d := float64(int64(t-i.snapTs)) * 1e9 / float64(i.freq)
+		return uint64(int64(base) + int64(d))
+	}
+	c.startMono, c.endMono = at(i.snapMono, i.minTs), at(i.snapMono, i.maxTs)
+	c.startReal, c.endReal = at(i.snapWall, i.minTs), at(i.snapWall, i.maxTs)
+	if c.endMono < c.startMono {
+		c.endMono = c.startMono
+	}
+	return c, true
 }
 
 type splitState int
@@ -64,6 +104,10 @@ type splitter struct {
 	left    uint64 // payload bytes of the current batch still to pass on
 	cur     uint64 // open generation, 0 = none
 	last    uint64 // last generation begun
+	info    genInfo
+	bts     uint64   // current batch's header timestamp
+	pb      [64]byte // start of a Go 1.25+ batch payload (sync batches)
+	npb     int
 	err     error
 	written uint64 // bytes consumed, for error offsets
 }
@@ -127,11 +171,15 @@ func (s *splitter) write(p []byte) {
 				n = s.left
 			}
 			s.sink.data(p[:n])
+			if s.minor >= 25 && s.npb < len(s.pb) {
+				s.npb += copy(s.pb[s.npb:], p[:n])
+			}
 			p = p[n:]
 			s.left -= n
 			s.written += n
 			if s.left == 0 {
 				s.state = spBatchHdr
+				s.syncBatch()
 			}
 		case spBatchHdr:
 			c := p[0]
@@ -165,8 +213,46 @@ func (s *splitter) endOfGeneration() {
 	if s.minor >= 26 {
 		s.sink.data([]byte{evEndOfGeneration})
 	}
-	s.sink.seal()
+	s.sealCur()
+}
+
+// sealCur hands the open generation's end to the sink.
+func (s *splitter) sealCur() {
+	s.sink.seal(s.info)
 	s.cur = 0
+	s.info = genInfo{}
+}
+
+// syncBatch reads the clock snapshot of a Go 1.25+ sync batch:
+// EvSync, EvFrequency freq, EvClockSnapshot tsDiff mono sec nsec (the
+// runtime's traceSyncBatch), tsDiff counted from the batch's timestamp.
+// Anything else is left alone: it is only a better time for the edges.
+func (s *splitter) syncBatch() {
+	b := s.pb[:s.npb]
+	s.npb = 0
+	if len(b) < 3 || b[0] != evSync || b[1] != evFrequency {
+		return
+	}
+	b = b[2:]
+	var v [5]uint64
+	for i := range v {
+		if i == 1 {
+			if len(b) == 0 || b[0] != evClockSnapshot {
+				return
+			}
+			b = b[1:]
+		}
+		x, n := binary.Uvarint(b)
+		if n <= 0 {
+			return
+		}
+		v[i], b = x, b[n:]
+	}
+	s.info.haveClock = true
+	s.info.freq = v[0]
+	s.info.snapTs = s.bts + v[1]
+	s.info.snapMono = v[2]
+	s.info.snapWall = v[3]*1e9 + v[4]
 }
 
 // tryHeader parses the gathered batch header if it is complete.
@@ -208,7 +294,7 @@ func (s *splitter) tryHeader() {
 		s.fail("batch header parse error")
 		return
 	}
-	gen, size := v[0], v[3]
+	gen, ts, size := v[0], v[2], v[3]
 	if size > maxBatchSize {
 		s.fail("batch of %d bytes over the %d limit", size, maxBatchSize)
 		return
@@ -221,14 +307,23 @@ func (s *splitter) tryHeader() {
 	case s.cur == gen:
 	case gen > s.cur && gen > s.last:
 		if s.cur != 0 {
-			s.sink.seal()
+			s.sealCur()
 		}
 		s.cur, s.last = gen, gen
+		s.info = genInfo{minTs: ts, maxTs: ts}
 		s.sink.begin(gen)
 	default:
 		s.fail("batch of generation %d after generation %d", gen, s.last)
 		return
 	}
+	if ts != 0 && (ts < s.info.minTs || s.info.minTs == 0) {
+		s.info.minTs = ts
+	}
+	if ts > s.info.maxTs {
+		s.info.maxTs = ts
+	}
+	s.bts = ts
+	s.npb = 0
 	s.sink.data(b)
 	s.nbh = 0
 	s.left = size
@@ -248,7 +343,6 @@ func (s *splitter) finish() {
 		return
 	}
 	if s.cur != 0 {
-		s.sink.seal()
-		s.cur = 0
+		s.sealCur()
 	}
 }

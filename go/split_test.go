@@ -34,6 +34,7 @@ type collect struct {
 	gens  []uint64
 	data  [][]byte
 	open  bool
+	infos []genInfo
 }
 
 func (c *collect) header(m int) { c.minor = m }
@@ -43,7 +44,7 @@ func (c *collect) begin(g uint64) {
 	c.open = true
 }
 func (c *collect) data2(p []byte) { c.data[len(c.data)-1] = append(c.data[len(c.data)-1], p...) }
-func (c *collect) seal()          { c.open = false }
+func (c *collect) seal(i genInfo) { c.open = false; c.infos = append(c.infos, i) }
 
 type collectSink struct{ *collect }
 
@@ -85,7 +86,9 @@ func batchGens(t *testing.T, minor int, p []byte) []uint64 {
 }
 
 func TestSplit_realTraceInRandomPiecesKeepsEveryByte(t *testing.T) {
+	t0 := time.Now()
 	tr := recordTrace(t, 2500*time.Millisecond)
+	t1 := time.Now()
 	rng := rand.New(rand.NewSource(1))
 	for round := 0; round < 4; round++ {
 		c := &collect{}
@@ -116,6 +119,27 @@ func TestSplit_realTraceInRandomPiecesKeepsEveryByte(t *testing.T) {
 		}
 		if want, _ := parseGoHeader(tr[:16]); c.minor != want {
 			t.Fatalf("minor %d, want %d", c.minor, want)
+		}
+		// Go 1.25+: every generation's edges come from its clock
+		// snapshot, inside the recording (a second of slack for batches
+		// flushed late), in order, each about a second long.
+		if c.minor >= 25 {
+			for i, info := range c.infos {
+				e, ok := info.edges()
+				if !ok {
+					t.Fatalf("generation %d: no clock snapshot (%+v)", c.gens[i], info)
+				}
+				lo, hi := uint64(t0.Add(-time.Second).UnixNano()), uint64(t1.Add(time.Second).UnixNano())
+				if e.startReal < lo || e.endReal > hi || e.endReal < e.startReal || e.endMono-e.startMono > uint64(3*time.Second) {
+					t.Fatalf("generation %d: edges %+v outside the recording [%d, %d]", c.gens[i], e, lo, hi)
+				}
+				if i > 0 {
+					p, _ := c.infos[i-1].edges()
+					if e.startReal < p.startReal {
+						t.Fatalf("generation %d starts before the previous one", c.gens[i])
+					}
+				}
+			}
 		}
 		var all []byte
 		for i, d := range c.data {

@@ -4,8 +4,10 @@ package gotest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	rtrace "runtime/trace"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 // generations the first did not.
 func TestFlightRecorder_snapshotSendsTheRecentWindow(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), "")
+	t0 := time.Now()
 	if err := gentrace.Start(gentrace.Config{Addr: d.agent, Service: "flight-svc",
 		FlightRecorder: &gentrace.FlightRecorderConfig{MinAge: 2 * time.Second}}); err != nil {
 		t.Fatal(err)
@@ -30,15 +33,17 @@ func TestFlightRecorder_snapshotSendsTheRecentWindow(t *testing.T) {
 		}
 	}
 	mark("before", 100) // about 0.5 s
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(2 * time.Second)
 	if st := gentrace.GetStats(); st.Generations != 0 || st.Stored != 0 {
 		t.Fatalf("flight recorder streamed before Snapshot: %+v", st)
 	}
 	mark("recent", 20)
+	tSnap := time.Now()
 	if err := gentrace.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
 	waitDelivered(t)
+	checkEdges(t, d, gentrace.GetStats().Session, t0, tSnap)
 	st1 := gentrace.GetStats()
 	if st1.Stored == 0 || st1.Stored != st1.Generations {
 		t.Fatalf("after the first snapshot: %+v", st1)
@@ -75,4 +80,33 @@ func waitDelivered(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("snapshot not delivered: %+v", gentrace.GetStats())
+}
+
+// checkEdges: the stored generations' wall-clock spans (from their CLOCK
+// records) lie where they were recorded, not where they were sent, and
+// each is about a generation long (the runtime starts one a second; edges
+// taken when the snapshot is split would make the first one span from
+// Start to the snapshot).
+func checkEdges(t *testing.T, d *daemon, session string, from, to time.Time) {
+	t.Helper()
+	_, b := d.get(t, "/v1/agents/"+session+"/generations")
+	var v struct {
+		Generations []struct {
+			Gen   uint64 `json:"gen"`
+			Start string `json:"start_ns"`
+			End   string `json:"end_ns"`
+		} `json:"generations"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || len(v.Generations) == 0 {
+		t.Fatalf("%v: %s", err, b)
+	}
+	for _, g := range v.Generations {
+		s, _ := strconv.ParseInt(g.Start, 10, 64)
+		e, _ := strconv.ParseInt(g.End, 10, 64)
+		if s < from.Add(-time.Second).UnixNano() || e > to.Add(time.Second).UnixNano() ||
+			e < s || e-s > int64(1800*time.Millisecond) {
+			t.Fatalf("generation %d spans [%d, %d], recorded within [%d, %d]", g.Gen, s, e,
+				from.UnixNano(), to.UnixNano())
+		}
+	}
 }
