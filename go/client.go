@@ -297,32 +297,57 @@ func (c *client) data(p []byte) {
 	if g == nil || c.dropping || c.skipping {
 		return
 	}
-	// The daemon refuses a generation over WELCOME's max_gen_bytes
-	// (GEN_START, record headers and GEN_END included): keep a margin.
-	limit := c.sp.limit
+	// One generation may take half the spool: it grows by evicting older
+	// ones, and one that ends up too big is dropped, so at most half the
+	// spool is lost for it. The daemon refuses a generation over WELCOME's
+	// max_gen_bytes (GEN_START, record headers and GEN_END included): keep
+	// a margin under that too.
+	limit := c.sp.limit / 2
 	if c.maxGen != 0 && c.maxGen < uint64(limit)+genMargin {
 		limit = int(c.maxGen) - genMargin
 	}
-	if g.size+len(p) > limit || !c.sp.reserve(len(p)) {
-		// No room: the whole generation is dropped (and counted at seal).
-		c.sp.abandon()
-		c.sp.recycle(g.chunks)
-		g.chunks, g.size = nil, 0
-		c.dropping = true
+	if g.size+len(p) > limit {
+		c.dropCur()
 		return
 	}
 	g.size += len(p)
 	for len(p) > 0 {
 		n := len(g.chunks)
-		if n == 0 || len(g.chunks[n-1]) == chunkSize {
-			g.chunks = append(g.chunks, c.sp.chunk())
+		if n == 0 || len(g.chunks[n-1]) == cap(g.chunks[n-1]) {
+			// The spool counts memory, chunk capacities: a generation
+			// starts small (most are) and its chunks double up to full
+			// size, so at most half of its memory is unused.
+			size := chunkSize
+			if n < 3 {
+				size = firstChunkSize << n
+			}
+			if !c.sp.reserve(size) {
+				c.dropCur()
+				return
+			}
+			g.mem += size
+			if size == chunkSize {
+				g.chunks = append(g.chunks, c.sp.chunk())
+			} else {
+				g.chunks = append(g.chunks, make([]byte, 0, size))
+			}
 			n++
 		}
 		last := g.chunks[n-1]
-		k := copy(last[len(last):chunkSize], p)
+		k := copy(last[len(last):cap(last)], p)
 		g.chunks[n-1] = last[:len(last)+k]
 		p = p[k:]
 	}
+}
+
+// dropCur: no room for the generation being built; it is dropped whole
+// (and counted at seal). Under mu.
+func (c *client) dropCur() {
+	g := c.cur
+	c.sp.abandon()
+	c.sp.recycle(g.chunks)
+	g.chunks, g.size, g.mem = nil, 0, 0
+	c.dropping = true
 }
 
 func (c *client) seal(info genInfo) {

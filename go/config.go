@@ -33,7 +33,8 @@ type Config struct {
 	// SpoolBytes bounds the memory of generations waiting for the daemon
 	// (and of the one being written). Default: $GENTRACE_SPOOL_MB MiB,
 	// else 64 MiB. When it is full, whole Go generations are evicted or
-	// dropped and counted; the traced program never waits.
+	// dropped and counted; the traced program never waits. One generation
+	// may use at most half of it.
 	SpoolBytes int
 	// FlushTimeout bounds how long Stop waits for the daemon to
 	// acknowledge what is left. Default: $GENTRACE_FLUSH_MS ms, else 2 s.

@@ -23,8 +23,9 @@ package gentrace
 //     GEN_END went out on a lost connection waits for the next WELCOME to
 //     say whether it was committed. Otherwise one generation could count
 //     as both stored and evicted.
-//  4. bytes (queued + sent + the generation being built) plus the free
-//     chunks kept for reuse stays <= limit.
+//  4. bytes (the memory of queued and sent generations and of the one
+//     being built, chunk capacities) plus the free chunks kept for reuse
+//     stays <= limit.
 
 const (
 	gQueued = iota
@@ -36,7 +37,8 @@ type genClock struct{ startMono, startReal, endMono, endReal uint64 }
 type goGen struct {
 	num        uint64
 	chunks     [][]byte
-	size       int
+	size       int // Go bytes
+	mem        int // chunk capacities: what the spool counts
 	clock      genClock
 	ledgerOnly bool // no Go bytes: carries a ledger nothing else could
 
@@ -74,7 +76,7 @@ func (sp *spool) evictOne() bool {
 			continue
 		}
 		sp.gens = append(sp.gens[:i], sp.gens[i+1:]...)
-		sp.bytes -= g.size
+		sp.bytes -= g.mem
 		sp.leave(g)
 		sp.recycle(g.chunks)
 		g.chunks = nil
@@ -180,7 +182,7 @@ func (sp *spool) find(num uint64) int {
 func (sp *spool) remove(i int) *goGen {
 	g := sp.gens[i]
 	sp.gens = append(sp.gens[:i], sp.gens[i+1:]...)
-	sp.bytes -= g.size
+	sp.bytes -= g.mem
 	sp.recycle(g.chunks)
 	g.chunks = nil
 	return g

@@ -1,8 +1,11 @@
 package gentrace
 
-import "testing"
+import (
+	"encoding/binary"
+	"testing"
+)
 
-func gen(num uint64, size int) *goGen { return &goGen{num: num, size: size} }
+func gen(num uint64, size int) *goGen { return &goGen{num: num, size: size, mem: size} }
 
 // add builds a generation of size bytes the way the sink does.
 func addGen(sp *spool, num uint64, size int) bool {
@@ -84,5 +87,63 @@ func TestSpool_welcomeWithoutLastResendsEverything(t *testing.T) {
 	}
 	if sp.next() != g || !g.ledgerSet {
 		t.Fatal("not resent")
+	}
+}
+
+// synthStream: a Go 1.26 stream of n generations, each one batch of
+// payload bytes and its end-of-generation byte.
+func synthStream(n, payload int) []byte {
+	b := []byte("go 1.26 trace\x00\x00\x00")
+	for g := 1; g <= n; g++ {
+		b = append(b, evEventBatch)
+		b = binary.AppendUvarint(b, uint64(g)) // gen
+		b = append(b, 1)                       // M
+		b = binary.AppendUvarint(b, uint64(g)) // timestamp
+		b = binary.AppendUvarint(b, uint64(payload))
+		b = append(b, make([]byte, payload)...)
+		b = append(b, evEndOfGeneration)
+	}
+	return b
+}
+
+// The spool bounds memory, not Go bytes: many small generations (a quiet
+// program with the daemon away) never hold more than the limit in chunks.
+func TestSpool_manySmallGenerationsStayWithinTheLimitInMemory(t *testing.T) {
+	const limit = 1 << 20
+	c := &client{cfg: &resolved{}, wake: make(chan struct{}, 1)}
+	c.sp.limit = limit
+	c.split = newSplitter(c)
+	w := writer{c}
+	w.Write(synthStream(200, 3000))
+	mem := len(c.sp.free) * chunkSize
+	for _, g := range c.sp.gens {
+		for _, ch := range g.chunks {
+			mem += cap(ch)
+		}
+	}
+	if mem > limit || c.sp.bytes > limit {
+		t.Fatalf("spool holds %d bytes of chunks (counted %d), limit %d", mem, c.sp.bytes, limit)
+	}
+	if c.sp.written != 200 || c.sp.written != uint64(len(c.sp.gens))+c.sp.evicted+c.sp.dropped {
+		t.Fatalf("written %d, spooled %d, evicted %d, dropped %d", c.sp.written, len(c.sp.gens), c.sp.evicted, c.sp.dropped)
+	}
+	if c.sp.evicted == 0 {
+		t.Fatal("nothing evicted: the test did not fill the spool")
+	}
+	// A generation bigger than half the spool is dropped, having pushed out
+	// at most half of it.
+	c.split = newSplitter(c)
+	c.sp.lastNum = 0
+	big := []byte("go 1.26 trace\x00\x00\x00")
+	for i := 0; i < 20; i++ {
+		big = append(big, evEventBatch, 0xe9, 0x01, 1, 1) // gen 233, 64 KiB batches
+		big = binary.AppendUvarint(big, 64<<10)
+		big = append(big, make([]byte, 64<<10)...)
+	}
+	big = append(big, evEndOfGeneration)
+	before := len(c.sp.gens)
+	w.Write(big)
+	if c.sp.dropped != 1 || len(c.sp.gens) < before/2-1 || c.sp.bytes > limit {
+		t.Fatalf("big generation: dropped %d, gens %d -> %d, bytes %d", c.sp.dropped, before, len(c.sp.gens), c.sp.bytes)
 	}
 }

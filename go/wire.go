@@ -30,6 +30,9 @@ const (
 	// BATCH frame's gen it stays under the 256 KiB frames the reference
 	// agent sends, far below GTP_RECORD_MAX and GTP_FRAME_MAX.
 	chunkSize = 128 << 10
+	// The first chunk of a generation: most generations of a quiet program
+	// are a few KiB, and the spool counts memory, not bytes.
+	firstChunkSize = 16 << 10
 )
 
 // Frame types (PROTOCOL.md section 3).

@@ -36,17 +36,17 @@ func TestDaemonKilledAndRestarted_exactLedger(t *testing.T) {
 	dir := t.TempDir()
 	d := startDaemon(t, dir, "")
 	if err := gentrace.Start(gentrace.Config{Addr: d.agent, Service: "restart-svc",
-		SpoolBytes: 300 << 10, FlushTimeout: 10 * time.Second}); err != nil {
+		SpoolBytes: 192 << 10, FlushTimeout: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	var stop atomic.Bool
 	var ops atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); busy(&stop, &ops, 4) }()
+	go func() { defer wg.Done(); busy(&stop, &ops, 1) }() // paced: tens of KiB a generation
 	time.Sleep(1500 * time.Millisecond)
 	d.kill()
-	time.Sleep(4 * time.Second) // generations pile up beyond the spool
+	time.Sleep(5 * time.Second) // generations pile up beyond the spool
 	down := gentrace.GetStats()
 	d2 := startDaemon(t, dir, d.agent)
 	deadline := time.Now().Add(30 * time.Second)
