@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
 	"time"
@@ -273,7 +274,7 @@ func (c *client) session(addr string) (welcomed bool, err error) {
 		closing, dl := c.closing, c.deadline
 		c.mu.Unlock()
 		if g != nil {
-			if err := writeGen(bw, g); err != nil {
+			if err := writeGen(bw, conn, g); err != nil {
 				return true, err
 			}
 			c.mu.Lock()
@@ -378,23 +379,24 @@ func writeFrame(bw *bufio.Writer, typ byte, p []byte) error {
 // the CLOCK record, then GEN_END with the manifest over exactly those
 // records in that order. Its fields are immutable once sealed except the
 // ledger, fixed before the first send (spool invariant 1).
-func writeGen(bw *bufio.Writer, g *goGen) error {
+func writeGen(bw *bufio.Writer, conn io.Writer, g *goGen) error {
 	clock := clockRecord(&g.clock)
 	m := computeManifest(g.chunks, clock)
 	var hdr []byte
 	for _, ch := range g.chunks {
-		hdr = binaryGen(hdr[:0], g.num)
+		hdr = hdr[:0]
+		n := len(binaryGen(nil, g.num)) + len(recHeader(nil, recGoTrace, len(ch))) + len(ch)
+		hdr = append(hdr, byte(n), byte(n>>8), byte(n>>16), byte(n>>24), frBatch)
+		hdr = binaryGen(hdr, g.num)
 		hdr = recHeader(hdr, recGoTrace, len(ch))
-		n := len(hdr) + len(ch)
-		var fh [5]byte
-		fh[0], fh[1], fh[2], fh[3], fh[4] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24), frBatch
-		if _, err := bw.Write(fh[:]); err != nil {
+		// Header and chunk in one writev, the chunk from where it lies
+		// rather than copied through the buffer (at tens of MB/s the copy
+		// shows).
+		if err := bw.Flush(); err != nil {
 			return err
 		}
-		if _, err := bw.Write(hdr); err != nil {
-			return err
-		}
-		if _, err := bw.Write(ch); err != nil {
+		bufs := net.Buffers{hdr, ch}
+		if _, err := bufs.WriteTo(conn); err != nil {
 			return err
 		}
 	}
