@@ -28,6 +28,7 @@ type daemon struct {
 	agent, web string
 	log        *bytes.Buffer
 	exited     chan struct{} // closed once Wait returned
+	logDone    chan struct{} // closed once its output was read to the end
 }
 
 func daemonPath(t *testing.T) string {
@@ -47,7 +48,7 @@ func startDaemon(t *testing.T, dir, agentAddr string) *daemon {
 	if agentAddr == "" {
 		agentAddr = "127.0.0.1:0"
 	}
-	d := &daemon{dir: dir, log: &bytes.Buffer{}, exited: make(chan struct{})}
+	d := &daemon{dir: dir, log: &bytes.Buffer{}, exited: make(chan struct{}), logDone: make(chan struct{})}
 	d.cmd = exec.Command(daemonPath(t), "--agent-listen", agentAddr,
 		"--http-listen", "127.0.0.1:0", "--db", filepath.Join(dir, "gentrace.db"))
 	pr, pw := io.Pipe()
@@ -55,10 +56,21 @@ func startDaemon(t *testing.T, dir, agentAddr string) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.stop() })
+	t.Cleanup(func() {
+		d.stop()
+		// A daemon built with sanitizers (CI's ASan build) reports there.
+		<-d.logDone
+		for _, bad := range []string{"AddressSanitizer", "LeakSanitizer", "runtime error:"} {
+			if strings.Contains(d.log.String(), bad) {
+				t.Errorf("gentraced reported %s:\n%s", bad, d.log)
+			}
+		}
+	})
 	found := make(chan []string, 1)
 	go func() {
+		defer close(d.logDone)
 		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
 			d.log.WriteString(line + "\n")
