@@ -228,6 +228,17 @@ func TestKnownProgram_windowHoldsExactlyItsRegionsTasksAndLogs(t *testing.T) {
 	}
 	resp, _ = d.get(t, "/v1/trace?format=go&last=1h&session=00000000000000000000000000000001")
 	mustEqual(t, "unknown session status", resp.StatusCode, 404)
+	// An empty window of a Go session: the Go header alone.
+	resp, body = d.get(t, "/v1/trace?format=go&from=2001-01-01T00:00:00Z&to=2001-01-02T00:00:00Z&session="+st.Session)
+	mustEqual(t, "empty window status", resp.StatusCode, 200)
+	mustEqual(t, "empty window", string(body), "go "+row.Tags["go_version"]+" trace\x00\x00\x00")
+	mustEqual(t, "empty window sessions", resp.Header.Get("X-Gentrace-Sessions"), "0")
+	resp, _ = d.get(t, "/v1/trace?format=go&last=1h&service=no-such-service")
+	mustEqual(t, "unknown service status", resp.StatusCode, 404)
+	resp, _ = d.get(t, "/v1/trace?format=go&last=1h&session="+st.Session+"&bogus=1")
+	mustEqual(t, "unknown parameter status", resp.StatusCode, 400)
+	resp, _ = d.get(t, "/v1/trace?format=go&last=1h&session="+st.Session+"&service=x")
+	mustEqual(t, "session and service status", resp.StatusCode, 400)
 }
 
 // nativeSession stores one generation (a CLOCK record only) of a session
