@@ -314,7 +314,8 @@ static enum MHD_Result respond(web_req *r, go_list *c, int pin,
                                const sess_find *f, int64_t from) {
   web_server *w = r->w;
   /* Generation order, then the newest run without a gap. */
-  qsort(c->rows, c->n, sizeof *c->rows, cmp_gen);
+  if (c->n > 1)
+    qsort(c->rows, c->n, sizeof *c->rows, cmp_gen);
   size_t first = c->n;
   while (first > 0 && (first == c->n ||
                        c->rows[first - 1].gen + 1 == c->rows[first].gen))
@@ -331,7 +332,8 @@ static enum MHD_Result respond(web_req *r, go_list *c, int pin,
   }
   d->w = w;
   d->n = c->n - first;
-  memmove(c->rows, c->rows + first, d->n * sizeof *c->rows);
+  if (first && d->n)
+    memmove(c->rows, c->rows + first, d->n * sizeof *c->rows);
   d->rows = c->rows;
   c->rows = NULL;
   d->minrem = minrem;
