@@ -296,3 +296,44 @@ func nativeSession(t *testing.T, addr string) string {
 	}
 	return fmt.Sprintf("%x", sess)
 }
+
+// GENTRACE_TOKEN (the zero Config reads the environment): a daemon with
+// --token refuses a client without it, and stores the one with it.
+func TestToken_fromTheEnvironment(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "", "--token", "s3cret")
+	t.Setenv("GENTRACE_ADDR", "127.0.0.1:1,"+d.agent) // failover: the first refuses
+	t.Setenv("GENTRACE_SERVICE", "token-svc")
+	t.Setenv("GENTRACE_TAGS", "team=core,zone=a")
+	if err := gentrace.Start(gentrace.Config{FlushTimeout: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	handoff(2, 100*time.Millisecond)
+	if err := gentrace.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if st := gentrace.GetStats(); st.Stored != 0 {
+		t.Fatalf("stored without the token: %+v", st)
+	}
+	t.Setenv("GENTRACE_TOKEN", "s3cret")
+	if err := gentrace.Start(gentrace.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	handoff(2, 100*time.Millisecond)
+	if err := gentrace.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := gentrace.GetStats()
+	if st.Stored == 0 || st.Stored != st.Generations {
+		t.Fatalf("with the token: %+v", st)
+	}
+	for _, a := range d.agents(t) {
+		if a.Session == st.Session {
+			mustEqual(t, "service", a.Service, "token-svc")
+			mustEqual(t, "tag team", a.Tags["team"], "core")
+			mustEqual(t, "tag zone", a.Tags["zone"], "a")
+			mustEqual(t, "tag format", a.Tags["format"], "go")
+			return
+		}
+	}
+	t.Fatalf("session %s not listed", st.Session)
+}

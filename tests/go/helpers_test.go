@@ -43,14 +43,15 @@ var listenRe = regexp.MustCompile(`msg=listening agent=(\S+) http=(\S+)`)
 
 // startDaemon starts gentraced on free ports (agentAddr "" = port 0) with
 // its database in dir, and waits for its listening line.
-func startDaemon(t *testing.T, dir, agentAddr string) *daemon {
+func startDaemon(t *testing.T, dir, agentAddr string, extra ...string) *daemon {
 	t.Helper()
 	if agentAddr == "" {
 		agentAddr = "127.0.0.1:0"
 	}
 	d := &daemon{dir: dir, log: &bytes.Buffer{}, exited: make(chan struct{}), logDone: make(chan struct{})}
-	d.cmd = exec.Command(daemonPath(t), "--agent-listen", agentAddr,
-		"--http-listen", "127.0.0.1:0", "--db", filepath.Join(dir, "gentrace.db"))
+	args := append([]string{"--agent-listen", agentAddr,
+		"--http-listen", "127.0.0.1:0", "--db", filepath.Join(dir, "gentrace.db")}, extra...)
+	d.cmd = exec.Command(daemonPath(t), args...)
 	pr, pw := io.Pipe()
 	d.cmd.Stdout, d.cmd.Stderr = pw, pw
 	if err := d.cmd.Start(); err != nil {
