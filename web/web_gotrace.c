@@ -15,17 +15,25 @@
  *     out.
  *
  * A download (struct godl) is listed by the handler and then read one
- * generation at a time by MHD's content-reader callback, like web_trace.c.
+ * generation at a time by MHD's content-reader callback, like the gentrace
+ * files of web_trace.c, under the same rules: retention never waits for a
+ * download, so a generation deleted after the listing ends it there (what
+ * went out is whole generations; the transfer ends without its last chunk,
+ * so the client sees it incomplete), and only the client's slowness is
+ * timed (--http-send-timeout).
  *
  * Invariants:
- *  1. The pin is at or below the lowest seq still to send from before the
- *     listing until godl_free, otherwise retention could delete a listed
- *     generation before it is sent.
+ *  1. A download ends at the first listed generation that is gone, never
+ *     skips it: a Go trace with a hole is not one.
  *  2. `out` holds at most the Go bytes of one generation (or the header),
  *     so memory does not grow with the window.
  *  3. A store reader is borrowed for one payload read only.
- *  4. active_downloads is incremented exactly when a godl exists and
- *     decremented in godl_free.
+ *  4. A download slot (web_dl_slot_take) is taken before the listing and
+ *     given back exactly once: by godl_free, or by the handler when no
+ *     godl was made.
+ *  5. A send deadline is set only while a block handed to MHD is on its
+ *     way to the client (slowguard_send_by), none while the next one is
+ *     prepared.
  */
 #include "config.h"
 
@@ -38,7 +46,6 @@
 #include "gowin.h"
 #include "gtp_error.h"
 #include "httptime.h"
-#include "store_pin.h"
 #include "web_internal.h"
 
 #define GODL_BLOCK (1u << 20)
@@ -53,12 +60,14 @@ typedef struct go_row {
 
 typedef struct godl {
   web_server *w;
-  go_row *rows; /* generations to send, in gen order */
-  int64_t *minrem;
+  slowguard_conn *guard; /* the connection's, for send deadlines */
+  go_row *rows;          /* generations to send, in gen order */
   size_t n, next;
-  int pin;
   int minor;
   int header_done;
+  int early;    /* a listed generation was gone: ended at `next` */
+  int finished; /* the body went out whole (or ended early / failed) */
+  int64_t send_by;
   gtp_wbuf raw, out;
   size_t off;
   char sid[33];
@@ -72,22 +81,36 @@ static int out_sink(void *ctx, const void *p, size_t n) {
 
 static void godl_free(void *cls) {
   godl *d = cls;
-  if (d->pin >= 0 && d->w->cfg.pins)
-    store_pins_remove(d->w->cfg.pins, d->pin);
-  atomic_fetch_sub_explicit(&d->w->active_downloads, 1,
-                            memory_order_relaxed); /* invariant 4 */
+  web_server *w = d->w;
+  if (d->early) {
+    atomic_fetch_add_explicit(&w->ended_early, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->skipped_gens, d->n - d->next,
+                              memory_order_relaxed);
+    web_log(w, 1,
+            "msg=\"download ended early: retention deleted the rest\" "
+            "what=\"go trace %s\" sent_generations=%zu "
+            "listed_generations=%zu",
+            d->sid, d->next, d->n);
+  } else if (!d->finished && d->send_by != 0 &&
+             slowguard_now_ns() > d->send_by) {
+    atomic_fetch_add_explicit(&w->send_timeouts, 1, memory_order_relaxed);
+    web_log(w, 1,
+            "msg=\"download cut: client slower than --http-send-timeout\" "
+            "what=\"go trace %s\" sent_generations=%zu "
+            "listed_generations=%zu",
+            d->sid, d->next, d->n);
+  }
   gtp_wbuf_fini(&d->raw);
   gtp_wbuf_fini(&d->out);
   free(d->rows);
-  free(d->minrem);
+  web_dl_slot_put(w); /* invariant 4 */
   free(d);
 }
 
-/* The Go bytes of generation d->next into d->out; 0 or an error. */
+/* The Go bytes of generation d->next into d->out; 0 (d->early set if it
+ * is gone) or an error. */
 static int godl_fill(godl *d) {
   web_server *w = d->w;
-  if (d->pin >= 0 && w->cfg.pins)
-    store_pins_move(w->cfg.pins, d->pin, d->minrem[d->next]); /* inv. 1 */
   store_reader *sr;
   int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc < 0)
@@ -95,6 +118,10 @@ static int godl_fill(godl *d) {
   gtp_wbuf_reset(&d->raw);
   rc = store_read_payload(sr, d->rows[d->next].seq, &d->raw);
   readpool_put(w->pool, sr); /* invariant 3 */
+  if (rc == GTP_E_NOTFOUND) { /* invariant 1 */
+    d->early = 1;
+    return 0;
+  }
   if (rc < 0 || (rc = d->raw.err) < 0)
     return rc;
   gtp_gen g;
@@ -108,9 +135,31 @@ static int godl_fill(godl *d) {
   return rc;
 }
 
+/* The body is over: complete, or ended early / failed (then the transfer
+ * ends without its last chunk, which clients report as incomplete). */
+static ssize_t godl_end(godl *d, int rc) {
+  d->finished = 1;
+  d->send_by = 0;
+  slowguard_send_by(d->guard, 0);
+  if (rc < 0)
+    web_log(d->w, 2,
+            "msg=\"download aborted\" what=\"go trace %s\" gen=%" PRIu64
+            " error=%s",
+            d->sid, d->next < d->n ? d->rows[d->next].gen : 0,
+            gtp_errname(rc));
+  return rc == 0 && !d->early ? MHD_CONTENT_READER_END_OF_STREAM
+                              : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 static ssize_t godl_read(void *cls, uint64_t pos, char *buf, size_t max) {
   godl *d = cls;
   (void)pos;
+  d->send_by = 0; /* the client took the last block (invariant 5) */
+  slowguard_send_by(d->guard, 0);
+  if (d->finished)
+    return MHD_CONTENT_READER_END_OF_STREAM;
+  if (max > GODL_BLOCK)
+    max = GODL_BLOCK;
   while (d->off == d->out.len) {
     gtp_wbuf_reset(&d->out); /* invariant 2 */
     d->off = 0;
@@ -121,20 +170,17 @@ static ssize_t godl_read(void *cls, uint64_t pos, char *buf, size_t max) {
       d->header_done = 1;
       continue;
     }
-    if (d->next == d->n)
-      return MHD_CONTENT_READER_END_OF_STREAM;
-    if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
-      return MHD_CONTENT_READER_END_WITH_ERROR;
-    int rc = godl_fill(d);
-    if (rc < 0) {
-      /* Cut the stream: a Go trace with a hole is not one. */
-      web_log(d->w, 1,
-              "msg=\"go trace download aborted\" session=%s gen=%" PRIu64
-              " err=%s",
-              d->sid, d->rows[d->next].gen, gtp_errname(rc));
-      return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (d->next == d->n || d->early) {
+      gtp_wbuf_fini(&d->out);
+      return godl_end(d, 0);
     }
-    d->next++;
+    if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
+      return godl_end(d, GTP_E_SHUTDOWN);
+    int rc = godl_fill(d);
+    if (rc < 0)
+      return godl_end(d, rc);
+    if (!d->early)
+      d->next++;
   }
   size_t n = d->out.len - d->off;
   if (n > max)
@@ -142,6 +188,8 @@ static ssize_t godl_read(void *cls, uint64_t pos, char *buf, size_t max) {
   memcpy(buf, d->out.data + d->off, n);
   d->off += n;
   atomic_fetch_add_explicit(&d->w->bytes_sent, n, memory_order_relaxed);
+  d->send_by = slowguard_now_ns() + d->w->send_timeout_ns;
+  slowguard_send_by(d->guard, d->send_by);
   return (ssize_t)n;
 }
 
@@ -309,9 +357,9 @@ static int window_args(web_req *r, char sid[33], int *has_session,
   return 0;
 }
 
-/* Answers the listed window; takes c->rows and the pin. */
-static enum MHD_Result respond(web_req *r, go_list *c, int pin,
-                               const sess_find *f, int64_t from) {
+/* Answers the listed window; takes c->rows and the download slot. */
+static enum MHD_Result respond(web_req *r, go_list *c, const sess_find *f,
+                               int64_t from) {
   web_server *w = r->w;
   /* Generation order, then the newest run without a gap. */
   if (c->n > 1)
@@ -322,42 +370,30 @@ static enum MHD_Result respond(web_req *r, go_list *c, int pin,
     first--;
   size_t omitted = first;
   godl *d = calloc(1, sizeof *d);
-  int64_t *minrem = calloc(c->n - first + 1, sizeof *minrem);
-  if (!d || !minrem) {
-    free(d);
-    free(minrem);
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+  if (!d) {
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "out of memory");
   }
   d->w = w;
+  d->guard = web_conn_guard(r->conn);
   d->n = c->n - first;
   if (first && d->n)
     memmove(c->rows, c->rows + first, d->n * sizeof *c->rows);
   d->rows = c->rows;
   c->rows = NULL;
-  d->minrem = minrem;
-  d->pin = pin;
   d->minor = f->minor;
   snprintf(d->sid, sizeof d->sid, "%s", f->sid);
   gtp_wbuf_init(&d->raw, 0);
   gtp_wbuf_init(&d->out, 0);
   uint64_t lost = 0;
   int64_t span_start = from, span_end = from;
-  for (size_t i = d->n; i-- > 0;) {
-    minrem[i] = i + 1 < d->n && minrem[i + 1] < d->rows[i].seq
-                    ? minrem[i + 1]
-                    : d->rows[i].seq;
+  for (size_t i = 0; i < d->n; i++) {
     lost += d->rows[i].lost;
-    if (i == d->n - 1 || d->rows[i].start_ns < span_start)
+    if (i == 0 || d->rows[i].start_ns < span_start)
       span_start = d->rows[i].start_ns;
-    if (i == d->n - 1 || d->rows[i].end_ns > span_end)
+    if (i == 0 || d->rows[i].end_ns > span_end)
       span_end = d->rows[i].end_ns;
   }
-  if (pin >= 0 && d->n)
-    store_pins_move(w->cfg.pins, pin, minrem[0]);
-  atomic_fetch_add_explicit(&w->active_downloads, 1,
-                            memory_order_relaxed); /* invariant 4 */
   struct MHD_Response *resp = MHD_create_response_from_callback(
       MHD_SIZE_UNKNOWN, GODL_BLOCK, godl_read, d, godl_free);
   if (!resp) {
@@ -404,28 +440,17 @@ enum MHD_Result web_gotrace(web_req *r) {
     return r->ret;
   const char *service = web_arg(r, "service");
   const char *host = web_arg(r, "host");
-  if ((unsigned)atomic_load_explicit(&w->active_downloads,
-                                     memory_order_relaxed) >= w->max_downloads)
-    return web_error(r, 503, "overloaded",
-                     "too many downloads running (%u); retry shortly",
-                     w->max_downloads);
-
-  /* Pin everything before listing (invariant 1); raised in respond. */
-  int pin = -1;
-  if (w->cfg.pins && (pin = store_pins_add(w->cfg.pins, 0)) < 0)
-    return web_error(r, 503, "overloaded",
-                     "too many downloads pinned; retry shortly");
+  if (web_dl_slot_take(r) < 0) /* invariant 4 */
+    return r->ret;
   store_reader *sr = web_reader_get(r);
   if (!sr) {
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+    web_dl_slot_put(w);
     return r->ret;
   }
   go_list *c = calloc(1, sizeof *c);
   if (!c) {
     web_reader_put(r, sr);
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "out of memory");
   }
   c->max_bytes = w->cfg.max_window_bytes;
@@ -443,6 +468,7 @@ enum MHD_Result web_gotrace(web_req *r) {
   }
   web_reader_put(r, sr);
   enum MHD_Result ret;
+  int taken = 0;
   if (rc < 0 || c->oom) {
     ret = web_error(r, 500, "internal", "listing the window failed: %s",
                     gtp_strerror(rc < 0 ? rc : -ENOMEM));
@@ -479,11 +505,11 @@ enum MHD_Result web_gotrace(web_req *r) {
                     "1.22 or later",
                     sid);
   } else {
-    ret = respond(r, c, pin, &f, from);
-    pin = -1; /* taken */
+    ret = respond(r, c, &f, from);
+    taken = 1; /* the slot goes with the download */
   }
-  if (pin >= 0)
-    store_pins_remove(w->cfg.pins, pin);
+  if (!taken)
+    web_dl_slot_put(w);
   free(c->rows);
   free(c);
   return ret;
