@@ -76,7 +76,10 @@ func (c *client) run() {
 			continue
 		}
 		welcomed, err := c.session(c.cfg.addrs[idx])
-		if err != nil && err != errStopped {
+		if err == errStopped {
+			continue // finished: Stop is waiting
+		}
+		if err != nil {
 			c.logf("gentrace: %s: %v", c.cfg.addrs[idx], err)
 		}
 		if welcomed {
