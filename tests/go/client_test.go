@@ -337,3 +337,30 @@ func TestToken_fromTheEnvironment(t *testing.T) {
 	}
 	t.Fatalf("session %s not listed", st.Session)
 }
+
+// A daemon with a short idle timeout (300 ms, so the client's heartbeat
+// interval is 100 ms, well under the runtime's one-second generations):
+// heartbeats keep the one connection up for the whole run.
+func TestHeartbeats_keepAShortIdleConnectionUp(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "", "--idle-timeout", "300ms")
+	if err := gentrace.Start(gentrace.Config{Addr: d.agent, Service: "hb-svc"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // idle program: generations a second apart
+	st := gentrace.GetStats()
+	if err := gentrace.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Connected || st.Stored == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	d.stop()
+	<-d.logDone
+	log := d.log.String()
+	if n := strings.Count(log, "agent connected"); n != 1 {
+		t.Fatalf("%d connections (want 1: no idle timeout):\n%s", n, log)
+	}
+	if strings.Contains(log, "TIMEOUT") {
+		t.Fatalf("the daemon timed the client out:\n%s", log)
+	}
+}
