@@ -8,6 +8,7 @@ import (
 	rtrace "runtime/trace"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,3 +203,41 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 var _ = fmt.Sprint
+
+// A daemon that goes silent after WELCOME (SIGSTOP: no ACK, no heartbeat,
+// the connection still open) is taken for gone after 3 x its idle timeout;
+// once it runs again (SIGCONT) the client reconnects, resends what was not
+// acknowledged, and nothing is lost.
+func TestSilentDaemon_detectedAndRecovered(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "", "--idle-timeout", "300ms")
+	if err := gentrace.Start(gentrace.Config{Addr: d.agent, Service: "silent-svc"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func(gentrace.Stats) bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok(gentrace.GetStats()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, gentrace.GetStats())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("connect", func(s gentrace.Stats) bool { return s.Connected })
+	d.cmd.Process.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	waitFor("silence noticed", func(s gentrace.Stats) bool { return !s.Connected })
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Fatalf("a silent daemon noticed after %v (3 x 300 ms idle)", took)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	d.cmd.Process.Signal(syscall.SIGCONT)
+	waitFor("reconnect", func(s gentrace.Stats) bool { return s.Connected })
+	time.Sleep(1500 * time.Millisecond)
+	if err := gentrace.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := gentrace.GetStats()
+	if st.Stored != st.Generations || st.Generations < 3 {
+		t.Fatalf("after the silence: %+v", st)
+	}
+}
