@@ -117,7 +117,7 @@ static int godl_fill(godl *d) {
     return rc;
   gtp_wbuf_reset(&d->raw);
   rc = store_read_payload(sr, d->rows[d->next].seq, &d->raw);
-  readpool_put(w->pool, sr); /* invariant 3 */
+  readpool_put(w->pool, sr);  /* invariant 3 */
   if (rc == GTP_E_NOTFOUND) { /* invariant 1 */
     d->early = 1;
     return 0;
@@ -145,8 +145,7 @@ static ssize_t godl_end(godl *d, int rc) {
     web_log(d->w, 2,
             "msg=\"download aborted\" what=\"go trace %s\" gen=%" PRIu64
             " error=%s",
-            d->sid, d->next < d->n ? d->rows[d->next].gen : 0,
-            gtp_errname(rc));
+            d->sid, d->next < d->n ? d->rows[d->next].gen : 0, gtp_errname(rc));
   return rc == 0 && !d->early ? MHD_CONTENT_READER_END_OF_STREAM
                               : MHD_CONTENT_READER_END_WITH_ERROR;
 }
@@ -261,8 +260,8 @@ static int first_row(void *cls, const store_gen_row *g) {
  * payload, whatever the number of sessions. 0, GTP_E_NOTFOUND, or an
  * error. */
 static int session_identity(store_reader *sr, sess_find *f) {
-  int rc = store_read_session_gens(sr, f->sid, 0, INT64_MAX, -1, 1,
-                                   first_row, f);
+  int rc =
+      store_read_session_gens(sr, f->sid, 0, INT64_MAX, -1, 1, first_row, f);
   if (rc < 0)
     return rc;
   if (!f->found)
@@ -365,8 +364,8 @@ static enum MHD_Result respond(web_req *r, go_list *c, const sess_find *f,
   if (c->n > 1)
     qsort(c->rows, c->n, sizeof *c->rows, cmp_gen);
   size_t first = c->n;
-  while (first > 0 && (first == c->n ||
-                       c->rows[first - 1].gen + 1 == c->rows[first].gen))
+  while (first > 0 &&
+         (first == c->n || c->rows[first - 1].gen + 1 == c->rows[first].gen))
     first--;
   size_t omitted = first;
   godl *d = calloc(1, sizeof *d);

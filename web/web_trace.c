@@ -302,27 +302,6 @@ static void *pump_main(void *arg) {
 
 /* ---------------------------------------------------------- lifecycle */
 
-void web_dl_slot_put(web_server *w) {
-  atomic_fetch_sub_explicit(&w->active_downloads, 1, memory_order_relaxed);
-}
-
-/* Takes a place among --http-max-downloads (invariant 4), or answers 503
- * with Retry-After and returns -1. */
-int web_dl_slot_take(web_req *r) {
-  web_server *w = r->w;
-  if ((unsigned)atomic_fetch_add_explicit(&w->active_downloads, 1,
-                                          memory_order_relaxed) <
-      w->max_downloads)
-    return 0;
-  web_dl_slot_put(w);
-  atomic_fetch_add_explicit(&w->downloads_refused, 1, memory_order_relaxed);
-  web_error(r, 503, "overloaded",
-            "too many downloads running (%u, the --http-max-downloads "
-            "limit); retry shortly",
-            w->max_downloads);
-  return -1;
-}
-
 static void dl_free(void *cls) {
   dl *d = cls;
   web_server *w = d->w;
@@ -675,6 +654,17 @@ static void fmt_size(char *out, size_t cap, uint64_t b) {
     snprintf(out, cap, "%" PRIu64 " bytes", b);
 }
 
+/* A download's slot (web_dl_slot_take) and a pooled reader; NULL with the
+ * answer queued (and the slot given back) when either is not to be had. */
+static store_reader *dl_begin(web_req *r) {
+  if (web_dl_slot_take(r) < 0)
+    return NULL;
+  store_reader *sr = web_reader_get(r);
+  if (!sr)
+    web_dl_slot_put(r->w);
+  return sr;
+}
+
 enum MHD_Result web_trace(web_req *r) {
   const char *fmt = web_arg(r, "format");
   if (fmt && strcmp(fmt, "go") == 0)
@@ -724,13 +714,9 @@ enum MHD_Result web_trace(web_req *r) {
   if (from >= to)
     return web_error(r, 400, "bad_parameter",
                      "from: must be before to (the window is [from, to))");
-  if (web_dl_slot_take(r) < 0)
+  store_reader *sr = dl_begin(r);
+  if (!sr)
     return r->ret;
-  store_reader *sr = web_reader_get(r);
-  if (!sr) {
-    web_dl_slot_put(w);
-    return r->ret;
-  }
   win_ctx *c = calloc(1, sizeof *c);
   if (!c) {
     web_reader_put(r, sr);
@@ -821,13 +807,9 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
                      "no such path: %.200s (generation must be a number)",
                      r->url);
   web_server *w = r->w;
-  if (web_dl_slot_take(r) < 0)
+  store_reader *sr = dl_begin(r);
+  if (!sr)
     return r->ret;
-  store_reader *sr = web_reader_get(r);
-  if (!sr) {
-    web_dl_slot_put(w);
-    return r->ret;
-  }
   one_ctx c = {.want = g};
   int rc = store_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
                                    one_row, &c);
