@@ -92,9 +92,12 @@ typedef struct fillslot {
   uint8_t *data; /* READY: malloc'd, size bytes, pages mapped */
 } fillslot;
 
+typedef struct tls_conn tls_conn;
+
 typedef struct conn {
   /* Loop thread only. */
   uv_tcp_t tcp;
+  tls_conn *tls; /* TLS session (tls_conn.c); NULL on a plain port */
   struct ingest *ing;
   struct conn *prev, *next; /* ing->conns */
   struct conn *sess_next;   /* session hash chain; guarded by sess_lock */
@@ -187,6 +190,8 @@ struct ingest {
   int budget_checks;     /* GENTRACED_BUDGET_CHECK=1: verify every pass */
   uint64_t shed_log_ms, shed_quiet; /* shed log damping (budget.c) */
   struct iplimit *iplim;            /* connections per address */
+  struct tls_server *tls; /* agent port over TLS (tls_conn.c); or NULL */
+  uint64_t tls_bytes;     /* TLS sessions' buffers (budget_used) */
   uint64_t iplim_log_ms, iplim_quiet;
   int global_paused;
   int disk_full;
@@ -252,6 +257,11 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
 void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
+/* tls_conn.c's ends of a TLS connection: plaintext it decrypted goes
+ * through the frame loop (ingest_conn_input); ciphertext it made is queued
+ * on the socket as is (ingest_conn_write_raw, copied). */
+void ingest_conn_input(conn *c, const uint8_t *p, size_t n);
+void ingest_conn_write_raw(conn *c, const void *p, size_t n);
 
 /* reasm.c: generation reassembly and validation (PROTOCOL.md section 6).
  * reasm_batch/reasm_gen_end return 0, or < 0 once the connection was

@@ -49,6 +49,9 @@ typedef struct web_config {
                               max_connections / 2; below max_connections */
   unsigned send_timeout_s; /* time a download's client has to take each
                               block (up to 1 MiB), default 120 */
+  /* HTTPS (web_tls.c): PEM files; tls_cert NULL = plain HTTP. With
+   * tls_client_ca, clients need a certificate signed by it (403). */
+  const char *tls_cert, *tls_key, *tls_client_ca;
 } web_config;
 
 /* Fills defaults for everything but db_path. */
