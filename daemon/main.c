@@ -104,7 +104,15 @@ static void on_signal(uv_signal_t *h, int signum) {
         log_error("TLS reload failed, keeping the old credentials",
                   "cause=%s", log_quote(q, sizeof q, cause ? cause : "?"));
       else
-        log_info("TLS credentials reloaded", NULL);
+        log_info("TLS credentials reloaded", "port=agent");
+      free(cause);
+      cause = NULL;
+      web_server *w = __atomic_load_n(&d->web, __ATOMIC_ACQUIRE);
+      if (w != NULL && web_tls_reload_files(w, &cause) < 0)
+        log_error("HTTPS reload failed, keeping the old credentials",
+                  "cause=%s", log_quote(q, sizeof q, cause ? cause : "?"));
+      else if (w != NULL)
+        log_info("TLS credentials reloaded", "port=http");
       free(cause);
     }
     return;

@@ -325,9 +325,10 @@ void tls_conn_free(conn *c) {
 /* ------------------------------------------------------------- handshake */
 
 static void refuse(conn *c, const char *why, const char *detail) {
-  char q[256];
+  char q[256], w[64];
   log_warn("agent TLS refused", "conn=%" PRIu64 " peer=%s reason=%s detail=%s",
-           c->id, c->peer, why, log_quote(q, sizeof q, detail));
+           c->id, c->peer, log_quote(w, sizeof w, why),
+           log_quote(q, sizeof q, detail));
   ingest_conn_close(c, 0, 0, 0, NULL);
 }
 

@@ -849,6 +849,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
 /* ------------------------------------------------------------ lifecycle */
 
+int web_tls_reload_files(web_server *w, char **cause) {
+  return web_tls_reload(w->tls, cause);
+}
+
 static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
                    int *v6) {
   struct addrinfo hints = {0}, *res = NULL;

@@ -9,38 +9,7 @@
 . "$top_srcdir/tests/integration/lib.sh"
 skip_unless certtool curl sqlite3 python3 "$DEMO" "$GENTRACED" "$GENTRACE"
 
-C=$T/pki
-mkdir -p "$C"
-cd "$C" || fail "cd"
-mkcert() { # name template-lines... ; signed by ca (or self-signed for ca*)
-	name=$1
-	shift
-	printf '%s\n' "$@" >"$name.tmpl"
-	certtool --generate-privkey --key-type=ecdsa --outfile "$name.key" \
-		>/dev/null 2>&1 || fail "certtool key"
-	chmod 600 "$name.key"
-}
-mkcert ca 'cn = "gentrace test CA"' ca cert_signing_key 'expiration_days = 2'
-certtool --generate-self-signed --load-privkey ca.key --template ca.tmpl \
-	--outfile ca.pem >/dev/null 2>&1 || fail "ca"
-mkcert evil 'cn = "evil CA"' ca cert_signing_key 'expiration_days = 2'
-certtool --generate-self-signed --load-privkey evil.key --template evil.tmpl \
-	--outfile evil.pem >/dev/null 2>&1 || fail "evil ca"
-mkcert server 'cn = "gentraced"' 'ip_address = "127.0.0.1"' \
-	'dns_name = "localhost"' tls_www_server 'expiration_days = 2'
-certtool --generate-certificate --load-privkey server.key --load-ca-certificate \
-	ca.pem --load-ca-privkey ca.key --template server.tmpl --outfile server.pem \
-	>/dev/null 2>&1 || fail "server cert"
-mkcert agenta 'cn = "agent A"' 'uri = "gentrace:service/svc-a"' \
-	tls_www_client 'expiration_days = 2'
-certtool --generate-certificate --load-privkey agenta.key --load-ca-certificate \
-	ca.pem --load-ca-privkey ca.key --template agenta.tmpl --outfile agenta.pem \
-	>/dev/null 2>&1 || fail "agent cert"
-mkcert rogue 'cn = "rogue"' tls_www_client 'expiration_days = 2'
-certtool --generate-certificate --load-privkey rogue.key --load-ca-certificate \
-	evil.pem --load-ca-privkey evil.key --template rogue.tmpl --outfile rogue.pem \
-	>/dev/null 2>&1 || fail "rogue cert"
-cd - >/dev/null || fail "cd back"
+. "$top_srcdir/tests/integration/tls_pki.sh"
 
 # A key others can read is refused with a clear error.
 cp "$C/server.key" "$C/open.key"
