@@ -1,4 +1,4 @@
-/* bench_ingest: daemon benchmarks, printing DESIGN.md BENCH lines.
+/* bench_ingest: daemon benchmarks, printing BENCH lines.
  *
  *   bench_ingest b2 [MiB [N]]  B2: wire bytes received, validated and
  *                           queued for the store, vs iperf3 over loopback;
@@ -167,7 +167,7 @@ static void *b2_send(void *arg) {
   return NULL;
 }
 
-/* B2 over `conns` agent connections at once (1: the DESIGN.md bar; more:
+/* B2 over `conns` agent connections at once (1: the B2 bar; more:
  * how the one loop does when agents arrive together), mib MiB in all. */
 /* TLS client end of a gtc (blocking GnuTLS on its socket). */
 static ssize_t tls_xsend(void *ctx, const void *p, size_t n) {

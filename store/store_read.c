@@ -127,31 +127,7 @@ struct store_reader {
   ZSTD_DCtx *dctx;
 };
 
-static int read_err(int rc) {
-  switch (rc & 0xff) {
-  case SQLITE_OK:
-  case SQLITE_DONE:
-  case SQLITE_ROW:
-    return 0;
-  case SQLITE_NOMEM:
-    return -ENOMEM;
-  case SQLITE_BUSY:
-  case SQLITE_LOCKED:
-    return -EBUSY;
-  case SQLITE_CORRUPT:
-  case SQLITE_NOTADB:
-    return GTP_E_CORRUPT;
-  case SQLITE_CANTOPEN:
-    return -ENOENT;
-  case SQLITE_PERM:
-  case SQLITE_READONLY:
-    return -EACCES;
-  case SQLITE_IOERR:
-    return -EIO;
-  default:
-    return GTP_E_INTERNAL;
-  }
-}
+#define read_err(rc) store_sqlite_err(rc)
 
 int store_reader_open(const char *path, store_reader **out, char **cause) {
   if (cause)
@@ -288,6 +264,75 @@ static void bind_opt_text(sqlite3_stmt *st, int i, const char *v) {
     sqlite3_bind_null(st, i);
 }
 
+/* A user's row callback with its context, for step_rows. */
+typedef struct row_sink {
+  void (*fn)(void); /* the caller's typed callback, cast back before use */
+  void *ctx;
+} row_sink;
+
+/* Steps st, handing each row to `row` (which reads the columns into the
+ * caller's row type and calls the sink); stops at the first nonzero answer
+ * and returns it. Resets the statement before returning, whatever happens,
+ * so a pooled reader never keeps a read transaction open. */
+static int step_rows(sqlite3_stmt *st, int (*row)(sqlite3_stmt *, row_sink *),
+                     row_sink *k) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int stop = row(st, k);
+    if (stop) {
+      sqlite3_reset(st);
+      return stop;
+    }
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? 0 : read_err(rc);
+}
+
+static int session_row(sqlite3_stmt *st, row_sink *k) {
+  store_session_row row = {
+      .session = col_text(st, 0),
+      .service = col_text(st, 1),
+      .host = col_text(st, 2),
+      .agent_version = col_text(st, 3),
+      .tags_json = col_text(st, 4),
+      .pid = (uint64_t)sqlite3_column_int64(st, 5),
+      .started_ns = sqlite3_column_int64(st, 6),
+      .first_seen_ns = sqlite3_column_int64(st, 7),
+      .last_seen_ns = sqlite3_column_int64(st, 8),
+      .generations = (uint64_t)sqlite3_column_int64(st, 9),
+      .first_gen = (uint64_t)sqlite3_column_int64(st, 10),
+      .last_gen = (uint64_t)sqlite3_column_int64(st, 11),
+      .events = (uint64_t)sqlite3_column_int64(st, 12),
+      .bytes = (uint64_t)sqlite3_column_int64(st, 13),
+      .lost = (uint64_t)sqlite3_column_int64(st, 14),
+      .rejected_gens = (uint64_t)sqlite3_column_int64(st, 15),
+  };
+  row.has_gens = row.generations > 0;
+  return ((store_session_cb)k->fn)(k->ctx, &row);
+}
+
+static int gen_row(sqlite3_stmt *st, row_sink *k) {
+  store_gen_row row = {
+      .seq = sqlite3_column_int64(st, 0),
+      .session = col_text(st, 1),
+      .service = col_text(st, 2),
+      .host = col_text(st, 3),
+      .gen = (uint64_t)sqlite3_column_int64(st, 4),
+      .start_ns = sqlite3_column_int64(st, 5),
+      .end_ns = sqlite3_column_int64(st, 6),
+      .events = (uint64_t)sqlite3_column_int64(st, 7),
+      .bytes = (uint64_t)sqlite3_column_int64(st, 8),
+      .stored_bytes = (uint64_t)sqlite3_column_int64(st, 9),
+      .dropped = (uint64_t)sqlite3_column_int64(st, 10),
+      .evicted = (uint64_t)sqlite3_column_int64(st, 11),
+      .rejected = (uint64_t)sqlite3_column_int64(st, 12),
+      .status = col_text(st, 13),
+      .codec = col_text(st, 14),
+      .committed_ns = sqlite3_column_int64(st, 15),
+  };
+  return ((store_gen_cb)k->fn)(k->ctx, &row);
+}
+
 int store_read_sessions(store_reader *r, const store_session_filter *f,
                         store_session_cb cb, void *ctx) {
   sqlite3_stmt *st;
@@ -301,68 +346,15 @@ int store_read_sessions(store_reader *r, const store_session_filter *f,
   bind_opt_text(st, 2, f->host);
   bind_opt_text(st, 3, f->tag_key);
   bind_opt_text(st, 4, f->tag_key ? f->tag_value : NULL);
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    store_session_row row = {
-        .session = col_text(st, 0),
-        .service = col_text(st, 1),
-        .host = col_text(st, 2),
-        .agent_version = col_text(st, 3),
-        .tags_json = col_text(st, 4),
-        .pid = (uint64_t)sqlite3_column_int64(st, 5),
-        .started_ns = sqlite3_column_int64(st, 6),
-        .first_seen_ns = sqlite3_column_int64(st, 7),
-        .last_seen_ns = sqlite3_column_int64(st, 8),
-        .generations = (uint64_t)sqlite3_column_int64(st, 9),
-        .first_gen = (uint64_t)sqlite3_column_int64(st, 10),
-        .last_gen = (uint64_t)sqlite3_column_int64(st, 11),
-        .events = (uint64_t)sqlite3_column_int64(st, 12),
-        .bytes = (uint64_t)sqlite3_column_int64(st, 13),
-        .lost = (uint64_t)sqlite3_column_int64(st, 14),
-        .rejected_gens = (uint64_t)sqlite3_column_int64(st, 15),
-    };
-    row.has_gens = row.generations > 0;
-    int stop = cb(ctx, &row);
-    if (stop) {
-      sqlite3_reset(st);
-      return stop;
-    }
-  }
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? 0 : read_err(rc);
+  row_sink k = {(void (*)(void))cb, ctx};
+  return step_rows(st, session_row, &k);
 }
 
 /* Steps a statement returning GEN_COLS, handing each row to cb. Resets the
  * statement before returning, whatever happens. */
 static int stream_gens(sqlite3_stmt *st, store_gen_cb cb, void *ctx) {
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    store_gen_row row = {
-        .seq = sqlite3_column_int64(st, 0),
-        .session = col_text(st, 1),
-        .service = col_text(st, 2),
-        .host = col_text(st, 3),
-        .gen = (uint64_t)sqlite3_column_int64(st, 4),
-        .start_ns = sqlite3_column_int64(st, 5),
-        .end_ns = sqlite3_column_int64(st, 6),
-        .events = (uint64_t)sqlite3_column_int64(st, 7),
-        .bytes = (uint64_t)sqlite3_column_int64(st, 8),
-        .stored_bytes = (uint64_t)sqlite3_column_int64(st, 9),
-        .dropped = (uint64_t)sqlite3_column_int64(st, 10),
-        .evicted = (uint64_t)sqlite3_column_int64(st, 11),
-        .rejected = (uint64_t)sqlite3_column_int64(st, 12),
-        .status = col_text(st, 13),
-        .codec = col_text(st, 14),
-        .committed_ns = sqlite3_column_int64(st, 15),
-    };
-    int stop = cb(ctx, &row);
-    if (stop) {
-      sqlite3_reset(st);
-      return stop;
-    }
-  }
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? 0 : read_err(rc);
+  row_sink k = {(void (*)(void))cb, ctx};
+  return step_rows(st, gen_row, &k);
 }
 
 int store_read_session_gens(store_reader *r, const char *session,
@@ -593,6 +585,55 @@ int store_read_payload(store_reader *r, int64_t seq, gtp_wbuf *out) {
     return err;
   sqlite3_bind_int64(st, 1, seq);
   return payload_query(r, st, out);
+}
+
+/* Appends the row's payload as one zstd frame (store_read_payload_zstd). */
+static int stored_frame(sqlite3_stmt *st, gtp_wbuf *out) {
+  const char *codec = (const char *)sqlite3_column_text(st, 0);
+  int64_t want = sqlite3_column_int64(st, 1);
+  const void *data = sqlite3_column_blob(st, 2);
+  size_t n = (size_t)sqlite3_column_bytes(st, 2);
+  if (!codec || want <= 0 || (uint64_t)want > GTP_GEN_MAX_BYTES ||
+      (n > 0 && !data))
+    return GTP_E_CORRUPT;
+  if (strcmp(codec, STORE_CODEC_ZSTD) == 0) {
+    /* One whole frame of the recorded size: a concatenation of such
+     * frames is a valid zstd stream of the concatenated payloads. */
+    if (ZSTD_getFrameContentSize(data, n) != (unsigned long long)want ||
+        ZSTD_findFrameCompressedSize(data, n) != n)
+      return GTP_E_CORRUPT;
+    gtp_wbuf_put(out, data, n);
+    return out->err;
+  }
+  if (strcmp(codec, STORE_CODEC_NONE) != 0 || (int64_t)n != want)
+    return GTP_E_CORRUPT;
+  size_t bound = ZSTD_compressBound(n);
+  size_t before = out->len;
+  uint8_t *dst = gtp_wbuf_grow(out, bound);
+  if (!dst)
+    return out->err ? out->err : -ENOMEM;
+  size_t got = ZSTD_compress(dst, bound, data, n, 1);
+  if (ZSTD_isError(got)) {
+    out->len = before;
+    return -ENOMEM;
+  }
+  out->len = before + got;
+  return 0;
+}
+
+int store_read_payload_zstd(store_reader *r, int64_t seq, gtp_wbuf *out) {
+  sqlite3_stmt *st;
+  int err = get_stmt(r, STORE_RQ_PAYLOAD, &st);
+  if (err)
+    return err;
+  sqlite3_bind_int64(st, 1, seq);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    err = stored_frame(st, out);
+  else
+    err = rc == SQLITE_DONE ? GTP_E_NOTFOUND : read_err(rc);
+  sqlite3_reset(st);
+  return err;
 }
 
 int store_read_payload_by_gen(store_reader *r, const char *session,

@@ -5,11 +5,8 @@
 # line and from /metrics, never from a bare sleep; the sleeps that remain
 # pace a scenario (how long a phase lasts), they do not wait for readiness.
 set -u
-: "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-GENTRACED=$top_builddir/daemon/gentraced
-DEMO=$top_builddir/examples/gentrace-demo
-GENTRACE=$top_builddir/tools/gentrace
+. "$top_srcdir/tests/lib/common.sh"
 EMITTER=$top_builddir/tests/system/emitter
 SYSDIR=$top_srcdir/tests/system
 PY=python3
@@ -41,20 +38,9 @@ elapsed() { echo "$(date +%s.%N) - $T0" | bc 2>/dev/null || echo 0; }
 
 die() {
 	echo "FAIL: $*" >&2
-	for f in "$T"/*.log; do
-		[ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
-	done
+	show_logs 20
 	FAILED=1
 	exit 1
-}
-
-skip_unless() {
-	for b in "$@"; do
-		command -v "$b" >/dev/null 2>&1 || [ -x "$b" ] || {
-			echo "SKIP: $b not available"
-			exit 77
-		}
-	done
 }
 
 forget_pid() {
@@ -225,7 +211,7 @@ account() {
 	sess=$(session_of emitter "$n")
 	check "emitter $n: one session listed" 1 "$(echo "$sess" | grep -c .)"
 	sess=$(echo "$sess" | head -n 1)
-	f=$T/win-$n.gtrace
+	f=$T/win-$n.gentrace
 	curl -s --max-time 120 -D "$T/win-$n.hdr" -o "$f" \
 		"http://$HTTP/v1/trace?session=$sess&from=0&to=now" ||
 		check "emitter $n: window download" ok curl-failed
@@ -276,9 +262,9 @@ check_demo() {
 	local n=$1 db=$2 sess
 	sess=$(session_of demo "$n" | head -n 1)
 	check "demo $n: listed" 32 "${#sess}"
-	curl -s --max-time 120 -o "$T/demo-$n.gtrace" \
+	curl -s --max-time 120 -o "$T/demo-$n.gentrace" \
 		"http://$HTTP/v1/trace?session=$sess&from=0&to=now"
-	"$GENTRACE" stat "$T/demo-$n.gtrace" >/dev/null 2>&1
+	"$GENTRACE" stat "$T/demo-$n.gentrace" >/dev/null 2>&1
 	check "demo $n: window decodes" 0 $?
 	check "demo $n: gens 1..last, none missing" 0 "$(sql "$db" \
 		"SELECT max(gen) - count(*) FROM generations g JOIN sessions s
