@@ -49,9 +49,8 @@ int gt__tls_new(const char *ca, const char *cert, const char *key,
   if (cert != NULL && gnutls_certificate_set_x509_key_file(
                           t->x, cert, key, GNUTLS_X509_FMT_PEM) < 0)
     goto fail_creds;
-  if (gnutls_priority_init(&t->prio,
-                           "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
-                           NULL) < 0)
+  if (gnutls_priority_init(
+          &t->prio, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", NULL) < 0)
     goto fail_creds;
   *out = t;
   return 0;
@@ -136,10 +135,9 @@ static ssize_t to_errno(ssize_t r) {
     return r;
   /* EPROTO: a TLS failure (e.g. the daemon's alert refusing our
    * certificate, which TLS 1.3 sends after the client's handshake ended). */
-  errno = r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED ? EAGAIN
-          : r == GNUTLS_E_PUSH_ERROR || r == GNUTLS_E_PULL_ERROR
-              ? ECONNRESET
-              : EPROTO;
+  errno = r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED       ? EAGAIN
+          : r == GNUTLS_E_PUSH_ERROR || r == GNUTLS_E_PULL_ERROR ? ECONNRESET
+                                                                 : EPROTO;
   return -1;
 }
 

@@ -40,7 +40,7 @@ enum opt_kind {
   OPT_SYNC,
   OPT_CONFIG,
   OPT_BOOL, /* a flag without value on the command line; key = yes|no */
-  OPT_LIST /* comma-separated; a repeated flag or key adds to the list */
+  OPT_LIST  /* comma-separated; a repeated flag or key adds to the list */
 };
 
 typedef struct opt {
@@ -147,8 +147,7 @@ static const opt opts[] = {
     {"tls-client-ca", OPT_STR, O(tls_client_ca), 0, 0, "FILE",
      "mTLS on the agent port: agents need a certificate signed by this CA; "
      "SAN URIs gentrace:service/NAME limit the services it may claim."},
-    {"tls-require-service-san", OPT_BOOL, O(tls_require_service_san), 0, 0,
-     "",
+    {"tls-require-service-san", OPT_BOOL, O(tls_require_service_san), 0, 0, "",
      "With --tls-client-ca: refuse client certificates that name no "
      "service (default: such a certificate may claim any)."},
     {"http-tls-client-ca", OPT_STR, O(http_tls_client_ca), 0, 0, "FILE",

@@ -62,9 +62,9 @@
  *     buffer enters the pool only if it fits, and ingest_update_pause
  *     frees pooled (then prepared, 10) buffers before deciding to pause
  *     while the sum is over, otherwise the pool would add to the memory
- *     the limit bounds or hold agents back. A buffer MUST enter the pool only after the store
- *     handed its generation back (done callback), otherwise the store
- *     would read a buffer being refilled.
+ *     the limit bounds or hold agents back. A buffer MUST enter the pool only
+ * after the store handed its generation back (done callback), otherwise the
+ * store would read a buffer being refilled.
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
  *     boundary but does not lie whole in a read is staged: its records are
  *     read straight into its generation's buffer past buf.len (no decoder
@@ -371,8 +371,8 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
   } else if (code == 0 && c->session_hex[0]) {
     /* A clean end (GOODBYE, EOF, a failed write): one line, here only,
      * since the CLOSING check above makes every later call a no-op. */
-    log_info("agent disconnected", "conn=%" PRIu64 " peer=%s session=%s",
-             c->id, c->peer, c->session_hex);
+    log_info("agent disconnected", "conn=%" PRIu64 " peer=%s session=%s", c->id,
+             c->peer, c->session_hex);
   }
   if (code < 0 && code != GTP_E_SHUTDOWN)
     ingest_send_error(c, code, has_gen, gen, reason);
@@ -623,8 +623,7 @@ void ingest_conn_input(conn *c, const uint8_t *p, size_t n) {
     gtp_frame f;
     size_t used = 0;
     if (c->tls == NULL && gtp_frame_decoder_buffered(&c->dec) == 0 &&
-        c->dec.err == 0 &&
-        reasm_stage_begin(c, p, n)) {
+        c->dec.err == 0 && reasm_stage_begin(c, p, n)) {
       /* The rest of this frame is read in place (invariant 9). Feeding
        * nothing releases the decoder's last returned frame. */
       (void)gtp_frame_decoder_feed(&c->dec, NULL, 0, &used, &f);
@@ -1016,6 +1015,10 @@ static void on_sweep(uv_timer_t *t) {
 
 /* ------------------------------------------------------------------ accept */
 
+/* What tls_conn.c calls back (tls_conn.h). */
+static const tls_conn_ops tls_ops = {ingest_conn_input, ingest_conn_write_raw,
+                                     ingest_conn_close};
+
 static void free_refused(uv_handle_t *h) {
   free(h->data);
 }
@@ -1089,7 +1092,7 @@ static void on_connection(uv_stream_t *server, int status) {
   CTR_SET(ing, connections, ing->nconns);
   CTR_ADD(ing, connections_total, 1);
   if (ing->tls != NULL)
-    tls_conn_start(c); /* may close c at once (out of memory) */
+    tls_conn_start(c, &tls_ops); /* may close c at once (out of memory) */
   conn_update_reading(c);
 }
 

@@ -259,9 +259,7 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
 void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
-/* tls_conn.c's ends of a TLS connection: plaintext it decrypted goes
- * through the frame loop (ingest_conn_input); ciphertext it made is queued
- * on the socket as is (ingest_conn_write_raw, copied). */
+/* tls_conn.c's ends of a TLS connection, handed to it as tls_conn_ops. */
 void ingest_conn_input(conn *c, const uint8_t *p, size_t n);
 void ingest_conn_write_raw(conn *c, const void *p, size_t n);
 

@@ -102,8 +102,8 @@ static void on_signal(uv_signal_t *h, int signum) {
       /* New connections use the new credentials; live ones keep theirs. */
       char *cause = NULL, q[600];
       if (tls_server_reload(d->tls, &cause) < 0)
-        log_error("TLS reload failed, keeping the old credentials",
-                  "cause=%s", log_quote(q, sizeof q, cause ? cause : "?"));
+        log_error("TLS reload failed, keeping the old credentials", "cause=%s",
+                  log_quote(q, sizeof q, cause ? cause : "?"));
       else
         log_info("TLS credentials reloaded", "port=agent");
       free(cause);

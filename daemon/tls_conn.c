@@ -49,7 +49,7 @@
 
 #define TLS_CONN_BYTES (40u << 10) /* invariant 3 */
 #define TLS_PLAIN_BUF (64u << 10)
-#define SAN_MAX 32                  /* service names per certificate */
+#define SAN_MAX 32 /* service names per certificate */
 #define SAN_PREFIX "gentrace:service/"
 #define EXPIRY_WARN_S (7 * 86400)
 
@@ -73,11 +73,12 @@ struct tls_server {
 
 struct tls_conn {
   gnutls_session_t s;
+  const tls_conn_ops *ops; /* ingest.c's side */
   creds *cr;
   const uint8_t *in; /* ciphertext of the current read */
   size_t in_len;
-  int done;          /* handshake complete and verified (invariant 1) */
-  int any_service;   /* certificate names no service */
+  int done;        /* handshake complete and verified (invariant 1) */
+  int any_service; /* certificate names no service */
   unsigned nsvc;
   char *svc[SAN_MAX];
 };
@@ -191,9 +192,8 @@ int tls_server_new(const tls_server_config *cfg, tls_server **out,
     goto fail_srv;
   }
   /* TLS 1.3, 1.2 allowed; nothing older. */
-  if (gnutls_priority_init(&srv->prio,
-                           "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
-                           NULL) < 0) {
+  if (gnutls_priority_init(
+          &srv->prio, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", NULL) < 0) {
     rc = cause_set(cause, "GnuTLS priority string refused");
     goto fail_srv;
   }
@@ -283,19 +283,20 @@ static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t len) {
 
 static ssize_t push(gnutls_transport_ptr_t p, const void *buf, size_t len) {
   conn *c = p;
-  ingest_conn_write_raw(c, buf, len);
+  c->tls->ops->write_raw(c, buf, len);
   return (ssize_t)len; /* queued: a uv_write never blocks */
 }
 
-void tls_conn_start(conn *c) {
+void tls_conn_start(conn *c, const tls_conn_ops *ops) {
   ingest *ing = c->ing;
   tls_server *srv = ing->tls;
   tls_conn *t = calloc(1, sizeof *t);
   if (t == NULL || gnutls_init(&t->s, GNUTLS_SERVER | GNUTLS_NONBLOCK) < 0) {
     free(t);
-    ingest_conn_close(c, 0, 0, 0, NULL);
+    ops->close(c, 0, 0, 0, NULL);
     return;
   }
+  t->ops = ops;
   t->cr = srv->cur;
   t->cr->refs++;
   gnutls_priority_set(t->s, srv->prio);
@@ -329,7 +330,7 @@ static void refuse(conn *c, const char *why, const char *detail) {
   log_warn("agent TLS refused", "conn=%" PRIu64 " peer=%s reason=%s detail=%s",
            c->id, c->peer, log_quote(w, sizeof w, why),
            log_quote(q, sizeof q, detail));
-  ingest_conn_close(c, 0, 0, 0, NULL);
+  c->tls->ops->close(c, 0, 0, 0, NULL);
 }
 
 /* Reads the peer certificate's service names (SAN URIs). */
@@ -386,13 +387,14 @@ static int handshake(conn *c, tls_conn *t) {
     if (rc < 0 || status != 0) {
       gnutls_datum_t out = {NULL, 0};
       if (rc >= 0)
-        gnutls_certificate_verification_status_print(
-            status, GNUTLS_CRT_X509, &out, 0);
+        gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509,
+                                                     &out, 0);
       ADD(untrusted);
       ADD(failed);
       refuse(c, "client certificate",
-             rc < 0 ? gnutls_strerror(rc)
-                    : out.data != NULL ? (const char *)out.data : "untrusted");
+             rc < 0             ? gnutls_strerror(rc)
+             : out.data != NULL ? (const char *)out.data
+                                : "untrusted");
       gnutls_free(out.data);
       return -1;
     }
@@ -425,13 +427,13 @@ void tls_conn_input(conn *c, const uint8_t *p, size_t n) {
   while (c->state != CONN_CLOSING) {
     ssize_t r = gnutls_record_recv(t->s, srv->plain, TLS_PLAIN_BUF);
     if (r > 0) {
-      ingest_conn_input(c, srv->plain, (size_t)r);
+      t->ops->input(c, srv->plain, (size_t)r);
       continue;
     }
     if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
       break;
     if (r == 0) { /* close_notify: like EOF */
-      ingest_conn_close(c, 0, 0, 0, NULL);
+      t->ops->close(c, 0, 0, 0, NULL);
       break;
     }
     if (!gnutls_error_is_fatal((int)r))
@@ -481,8 +483,8 @@ int tls_conn_check_service(conn *c, const char *svc, size_t len) {
            "conn=%" PRIu64 " peer=%s error=AUTH reason=\"service not in the "
            "client certificate\" service=%s",
            c->id, c->peer, log_quote(q, sizeof q, r));
-  ingest_conn_close(c, GTP_E_AUTH, 0, 0,
-                    "the client certificate does not name this service");
+  t->ops->close(c, GTP_E_AUTH, 0, 0,
+                "the client certificate does not name this service");
   return -1;
 }
 
@@ -518,5 +520,6 @@ void tls_server_metrics(tls_server *srv, gtp_wbuf *b) {
       left, GET(handshakes), GET(failed), GET(untrusted), GET(service_refused),
       GET(reloads), GET(reload_failed));
   if (n > 0)
-    gtp_wbuf_put(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    gtp_wbuf_put(b, line,
+                 (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }

@@ -26,10 +26,10 @@ struct ingest;
 struct conn;
 
 typedef struct tls_server_config {
-  const char *cert_file;       /* PEM chain; required */
-  const char *key_file;        /* PEM private key; required, not world-readable */
-  const char *client_ca_file;  /* NULL: no client certificate asked */
-  int require_service_san;     /* a client cert must name its services */
+  const char *cert_file; /* PEM chain; required */
+  const char *key_file;  /* PEM private key; required, not world-readable */
+  const char *client_ca_file; /* NULL: no client certificate asked */
+  int require_service_san;    /* a client cert must name its services */
 } tls_server_config;
 
 /* Loads the credentials. 0, or a negative code with *cause malloc'd
@@ -50,12 +50,23 @@ void tls_server_check_expiry(tls_server *srv);
 /* Serves ing's agent port over TLS; before ingest_start. */
 void tls_attach(struct ingest *ing, tls_server *srv);
 
+/* ingest.c's ends of a TLS connection, handed over at start (an interface,
+ * so the two modules do not call each other by name): plaintext GnuTLS
+ * decrypted goes through the frame loop (input); ciphertext it made is
+ * queued on the socket as is (write_raw, copied); close ends c. */
+typedef struct tls_conn_ops {
+  void (*input)(struct conn *c, const uint8_t *p, size_t n);
+  void (*write_raw)(struct conn *c, const void *p, size_t n);
+  void (*close)(struct conn *c, int code, int has_gen, uint64_t gen,
+                const char *reason);
+} tls_conn_ops;
+
 /* Hooks called by ingest.c for a connection with c->tls set. */
-void tls_conn_start(struct conn *c);   /* after accept */
+void tls_conn_start(struct conn *c, const tls_conn_ops *ops); /* accepted */
 void tls_conn_input(struct conn *c, const uint8_t *p, size_t n);
 void tls_conn_send(struct conn *c, const uint8_t *p, size_t n);
-void tls_conn_bye(struct conn *c);     /* before shutdown: close_notify */
-void tls_conn_free(struct conn *c);    /* on_closed */
+void tls_conn_bye(struct conn *c);  /* before shutdown: close_notify */
+void tls_conn_free(struct conn *c); /* on_closed */
 /* HELLO's service against the certificate: 0, or < 0 once the connection
  * was closed with ERROR(AUTH) (counted, logged). */
 int tls_conn_check_service(struct conn *c, const char *svc, size_t len);

@@ -119,8 +119,8 @@ static int version_load(const char *cert, const char *key, version **out,
     if (g >= 0)
       g = gnutls_privkey_init(&v->key);
     if (g >= 0)
-      g = gnutls_privkey_import_x509_raw(v->key, &kd, GNUTLS_X509_FMT_PEM,
-                                         NULL, 0);
+      g = gnutls_privkey_import_x509_raw(v->key, &kd, GNUTLS_X509_FMT_PEM, NULL,
+                                         0);
     if (g < 0) {
       if (asprintf(cause, "--tls-cert %s / --tls-key %s: %s", cert, key,
                    gnutls_strerror(g)) < 0)

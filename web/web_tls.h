@@ -3,8 +3,8 @@
  * web_start reads the PEM files named in web_config (tls_cert, tls_key,
  * tls_client_ca) into memory and hands them to MHD (MHD_USE_TLS with a
  * certificate callback, so they reload on SIGHUP; MEM_TRUST to ask
- * clients for a certificate). With tls_client_ca, every request must come with a client
- * certificate that verifies against it (403 otherwise).
+ * clients for a certificate). With tls_client_ca, every request must come with
+ * a client certificate that verifies against it (403 otherwise).
  *
  * Thread: web_tls_load/web_tls_free in web_start/web_stop; the rest from
  * MHD's threads (read-only state).

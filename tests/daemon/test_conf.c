@@ -171,12 +171,11 @@ static void test_conf_parse_args__tls_flags(void **state) {
   conf_fini(&c);
 
   conf_init(&c);
-  assert_int_equal(conf_parse_text(&c, "t.conf",
-                                   "tls-require-service-san = no\n", &cause),
-                   0);
+  assert_int_equal(
+      conf_parse_text(&c, "t.conf", "tls-require-service-san = no\n", &cause),
+      0);
   assert_int_equal(c.tls_require_service_san, 0);
-  assert_true(conf_parse_text(&c, "t.conf",
-                              "tls-require-service-san = maybe\n",
+  assert_true(conf_parse_text(&c, "t.conf", "tls-require-service-san = maybe\n",
                               &cause) < 0);
   assert_non_null(strstr(cause, "t.conf:1"));
   free(cause);
