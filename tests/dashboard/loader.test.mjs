@@ -60,12 +60,13 @@ test('plan: overview only above the byte budget, nothing to fetch', () => {
   assert.equal(p.fetch.length, 0);
   assert.equal(p.visible.length, 1200);
   assert.equal(p.bytes, 1200000);
+  assert.equal(p.events, 10 * 1200 * 1201 / 2);
 });
 
 test('plan: under the budget fetches the generations in view, centre first, skipping cached and in flight', () => {
   const gens = listing(1200);
   const cached = new Set(['s1/101']), inflight = new Set(['s1/102']);
-  const p = plan(gens, 49.9e6, 52.1e6, 50000, cached, inflight); // gens 100..105 overlap
+  const p = plan(gens, 49.9e6, 52.1e6, 50000, cached, inflight); // gens 100..105 overlap, 6k events
   assert.equal(p.detail, true);
   assert.deepEqual(p.visible.map((g) => g.gen), [100, 101, 102, 103, 104, 105]);
   assert.deepEqual(p.ready.map((g) => g.gen), [101]);

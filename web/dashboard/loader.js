@@ -11,18 +11,20 @@
 // Invariants:
 //  1. The LRU's byte total MUST stay <= its bound after every set(), except
 //     for entries pinned by the current view (a single view never holds more
-//     than VIEW_BUDGET, which is below the bound), otherwise a long session
+//     than VIEW_BUDGET events, about a third of the bound), otherwise a long session
 //     of zooming grows the tab without limit.
 //  2. plan() MUST return no generation to fetch when the view holds more
 //     than its budget: the overview is what such a view shows.
 'use strict';
 
-// Native bytes of the generations in view above which the view shows only
-// the overview (about 10 s of the demo service at its default rate; its
-// Chrome JSON is about 4x bigger).
-export const VIEW_BUDGET = 12 << 20;
-// Chrome JSON bytes of decoded generations kept for zooming back and forth.
-export const CACHE_BYTES = 160 << 20;
+// Events of the generations in view above which the view shows only the
+// overview: decoding costs per event (about 70 bytes of Chrome JSON each,
+// 14x the native size), and 400k events parse in about a second and draw
+// in a frame. That is a few seconds of a busy service.
+export const VIEW_BUDGET = 400000;
+// Chrome JSON bytes of decoded generations kept for zooming back and forth
+// (the models take about as much heap again).
+export const CACHE_BYTES = 96 << 20;
 // Generation downloads in flight at once.
 export const MAX_INFLIGHT = 2;
 
@@ -90,19 +92,22 @@ export function inView(gens, v0, v1) {
 }
 
 // What the view [v0, v1] needs: `detail` is false when its generations hold
-// more than `budget` native bytes (invariant 2); `fetch` are those neither
+// more than `budget` events (invariant 2); `fetch` are those neither
 // cached nor in flight, nearest the view's centre first (what the eye is
 // on arrives first); `ready` those already cached.
 export function plan(gens, v0, v1, budget, cached, inflight) {
   const vis = inView(gens, v0, v1);
-  let bytes = 0;
-  for (const g of vis) bytes += g.bytes;
-  if (bytes > budget) return { detail: false, bytes, visible: vis, fetch: [], ready: [] };
+  let events = 0, bytes = 0;
+  for (const g of vis) {
+    events += g.events;
+    bytes += g.bytes;
+  }
+  if (events > budget) return { detail: false, events, bytes, visible: vis, fetch: [], ready: [] };
   const mid = (v0 + v1) / 2;
   const fetch = vis.filter((g) => !cached.has(g.key) && !inflight.has(g.key));
   fetch.sort((a, b) => Math.abs((a.s + a.e) / 2 - mid) - Math.abs((b.s + b.e) / 2 - mid));
   const ready = vis.filter((g) => cached.has(g.key));
-  return { detail: true, bytes, visible: vis, fetch, ready };
+  return { detail: true, events, bytes, visible: vis, fetch, ready };
 }
 
 // The overview of one session: per generation its event rate relative to

@@ -168,7 +168,7 @@ export function windowView(root, params, crumbs) {
     remodel();
     const n = planned.visible.length;
     if (!planned.detail) {
-      setState('overview', `overview: ${n} generations (${fmtBytes(planned.bytes)}) in view; zoom in to under ${fmtBytes(VIEW_BUDGET)} to see regions`);
+      setState('overview', `overview: ${n} generations, ${fmtCount(planned.events)} events in view; zoom in to under ${fmtCount(VIEW_BUDGET)} events to see regions`);
       return;
     }
     for (const g of planned.fetch) {
