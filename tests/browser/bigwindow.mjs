@@ -6,7 +6,7 @@
 // fast, tooltips go when the pointer leaves, and the page has one scroll
 // bar. Figures go to ARTIFACTS/bigwindow.txt, the picture to bigwindow.png.
 //
-// Env: HTTP, TOKEN, SID, FROM_NS, TO_NS, JSON_BYTES, ARTIFACTS, PROFILE,
+// Env: HTTP, TOKEN, SERVICE, FROM_NS, TO_NS, JSON_BYTES, ARTIFACTS, PROFILE,
 // PIDFILE, CHROMIUM (as dashboard.mjs).
 import { chromium } from 'playwright-core';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -17,7 +17,7 @@ const env = (k) => {
   if (!v) throw new Error(`${k} not set`);
   return v;
 };
-const HTTP = env('HTTP'), TOKEN = env('TOKEN'), SID = env('SID'), ARTIFACTS = env('ARTIFACTS');
+const HTTP = env('HTTP'), TOKEN = env('TOKEN'), SERVICE = env('SERVICE'), ARTIFACTS = env('ARTIFACTS');
 const FROM_NS = env('FROM_NS'), TO_NS = env('TO_NS'), JSON_BYTES = Number(env('JSON_BYTES'));
 const ORIGIN = `http://${HTTP}`;
 const BASE = `${ORIGIN}/?token=${encodeURIComponent(TOKEN)}`;
@@ -80,7 +80,7 @@ try {
   step = 'overview';
   figure('window_json_bytes', JSON_BYTES);
   const t0 = Date.now();
-  await page.goto(`${BASE}#/window?session=${SID}&from=${FROM_NS}&to=${TO_NS}`);
+  await page.goto(`${BASE}#/window?service=${SERVICE}&from=${FROM_NS}&to=${TO_NS}`);
   await page.waitForFunction(() => document.getElementById('window-body')?.dataset.mode, null, { timeout: T_OVERVIEW_MS });
   const tOverview = Date.now() - t0;
   figure('first_paint_ms', tOverview);
@@ -90,6 +90,7 @@ try {
   check(!(await page.locator('#window-error').count()), 'the window was refused');
   const facts = await page.locator('#window-facts').textContent();
   log(`facts: ${facts}`);
+  check(/, 2 sessions,/.test(facts), 'the service window should hold both demo sessions');
   const heapOverview = await heap();
   figure('heap_overview_bytes', heapOverview);
   await page.screenshot({ path: join(ARTIFACTS, 'bigwindow-overview.png') });

@@ -43,29 +43,30 @@ TOKEN=tok-$$-$(date +%s)
 start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
 	--db "$T/g.db" --read-token "$TOKEN"
 
-# As many events as the demo makes in BIG_SECONDS: about 80k/s here, which
-# is about 6 MB/s of Chrome JSON (14x the native size).
+# Two demo processes of one service (a service window, two sessions), as
+# many events as they make in BIG_SECONDS (about 80k/s each per free core), about 70
+# bytes of Chrome JSON per event (14x the native size).
 SECS=${BIG_SECONDS:-35}
 FROM=$(($(date +%s) - 1))
-GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=bigwin \
-	"$DEMO" --duration "$SECS" --threads 4 --rate 20000 --quiet >"$T/demo.log" 2>&1 &
-DEMO_PID=$!
-PIDS="$PIDS $DEMO_PID"
-wait "$DEMO_PID" || fail "demo exited with $?"
-sleep 1.5 # its last generation commits
+for i in 1 2; do
+	GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=bigwin \
+		"$DEMO" --duration "$SECS" --threads 16 --rate 100000 --quiet >"$T/demo$i.log" 2>&1 &
+	PIDS="$PIDS $!"
+	eval "DEMO$i=\$!"
+done
+wait "$DEMO1" || fail "demo 1 exited with $?"
+wait "$DEMO2" || fail "demo 2 exited with $?"
+sleep 1.5 # their last generations commit
 TO=$(($(date +%s) + 1))
 
-SID=$(curl -sf -H "Authorization: Bearer $TOKEN" "http://$HTTP/v1/agents?service=bigwin" |
-	sed -n 's/.*"session":"\([0-9a-f]*\)".*/\1/p' | head -n 1)
-[ -n "$SID" ] || fail "no session for service bigwin"
 # The size of the window as one Chrome JSON document: what the viewer used
 # to refuse above 64 MB.
 JSON_BYTES=$(curl -sf -H "Authorization: Bearer $TOKEN" \
-	"http://$HTTP/v1/trace?session=$SID&from=${FROM}s&to=${TO}s&format=chrome" | wc -c)
-echo "window: session $SID, ${SECS}s, $JSON_BYTES bytes of Chrome JSON"
+	"http://$HTTP/v1/trace?service=bigwin&from=${FROM}s&to=${TO}s&format=chrome" | wc -c)
+echo "window: service bigwin, 2 sessions, ${SECS}s, $JSON_BYTES bytes of Chrome JSON"
 [ "$JSON_BYTES" -gt 64000000 ] || fail "window is only $JSON_BYTES bytes: not a big window"
 
-HTTP=$HTTP TOKEN=$TOKEN SID=$SID FROM_NS=${FROM}000000000 TO_NS=${TO}000000000 \
+HTTP=$HTTP TOKEN=$TOKEN SERVICE=bigwin FROM_NS=${FROM}000000000 TO_NS=${TO}000000000 \
 	JSON_BYTES=$JSON_BYTES ARTIFACTS=$ART PROFILE=$T/profile PIDFILE=$T/browser.pid \
 	CHROMIUM=$CHROMIUM node "$HERE/bigwindow.mjs" >"$T/node.log" 2>&1 &
 NPID=$!

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LRU, genEntry, inView, plan, density } from '../../web/dashboard/loader.js';
-import { buildModel, mergeModels } from '../../web/dashboard/model.js';
+import { buildModel, mergeModels, shiftModel } from '../../web/dashboard/model.js';
 import { layout } from '../../web/dashboard/layout.js';
 
 test('LRU: evicts least recently used first and keeps its byte bound', () => {
@@ -128,4 +128,20 @@ test('mergeModels: generations side by side in time, lanes stay when a generatio
   assert.equal(empty.procs.get('s1').threads.get(9).rows.length, 2);
   // The originals are not modified (they stay cached for the next merge).
   assert.equal(b.procs.get(1).threads.get(9).rows[0][0].s, 1);
+});
+
+test('shiftModel then merge with off 0: same picture, objects shared, not copied', () => {
+  const mk = (t) => buildModel(genDoc(T0 + BigInt(t) * 1000n, [
+    { name: 'request', ph: 'B', pid: 1, tid: 9, ts: 1 }, { name: 'request', ph: 'E', pid: 1, tid: 9, ts: 4 },
+    { name: 'x', ph: 'i', pid: 1, tid: 9, ts: 2, s: 't' },
+    { name: 'n', ph: 'C', pid: 1, tid: 9, ts: 3, args: { value: 1 } },
+  ]));
+  const a = shiftModel(mk(0), 0), b = shiftModel(mk(1000), 1000);
+  const m = mergeModels([{ key: 'b', proc: 's1', order: 1, model: b, off: 0, s: 1000 }, { key: 'a', proc: 's1', order: 1, model: a, off: 0, s: 0 }],
+    [], new Map(), 2000, T0);
+  const t = m.procs.get('s1').threads.get(9);
+  assert.deepEqual(t.rows[0].map((x) => [x.s, x.e]), [[1, 4], [1001, 1004]]);
+  assert.equal(t.rows[0][1], b.procs.get(1).threads.get(9).rows[0][0]);
+  assert.deepEqual(t.marks.map((x) => x.ts), [2, 1002]);
+  assert.deepEqual(m.procs.get('s1').counters.get('n').ts, [3, 1003]);
 });

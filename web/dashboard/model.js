@@ -213,7 +213,8 @@ export function packTasks(tasks) {
 // model the viewer draws. `chunks`: [{ key, proc, order, model, off }] where
 // `proc` names the session (its lanes stay together across generations),
 // `model` is buildModel() of that generation's Chrome JSON and `off` the
-// µs from the window's start to the generation's ts 0. `skeleton`: the
+// µs from the window's start to the generation's ts 0 (0 once shiftModel
+// moved it; then `s`, its start, orders the chunks). `skeleton`: the
 // procs to show even with nothing loaded ([{ key, order, name }]), and
 // `known`: a Map kept across calls of the threads seen so far, so lanes do
 // not come and go as generations are loaded and evicted. Chunks of one
@@ -230,7 +231,9 @@ export function mergeModels(chunks, skeleton, known, extent, startNs) {
     return p;
   };
   for (const s of skeleton) proc(s.key, s.order, s.name);
-  const sorted = [...chunks].sort((a, b) => a.off - b.off);
+  // By start: the listing's start (s) when the chunk is already shifted.
+  const at = (c) => (c.s !== undefined ? c.s : c.off);
+  const sorted = [...chunks].sort((a, b) => at(a) - at(b));
   const tasks = new Map();
   let events = 0;
   for (const c of sorted) {
@@ -249,11 +252,12 @@ export function mergeModels(chunks, skeleton, known, extent, startNs) {
         ct.rows.forEach((row, d) => {
           while (t.rows.length <= d) t.rows.push([]);
           const dst = t.rows[d];
-          for (const x of row) dst.push({ ...x, s: x.s + off, e: x.e + off });
+          if (off === 0) for (const x of row) dst.push(x);
+          else for (const x of row) dst.push({ ...x, s: x.s + off, e: x.e + off });
         });
-        for (const m of ct.marks) t.marks.push({ ...m, ts: m.ts + off });
+        for (const m of ct.marks) t.marks.push(off === 0 ? m : { ...m, ts: m.ts + off });
       }
-      for (const m of cp.marks) p.marks.push({ ...m, ts: m.ts + off });
+      for (const m of cp.marks) p.marks.push(off === 0 ? m : { ...m, ts: m.ts + off });
       for (const cc of cp.counters.values()) {
         let q = p.counters.get(cc.name);
         if (!q) p.counters.set(cc.name, (q = { name: cc.name, ts: [], v: [], min: Infinity, max: -Infinity }));
@@ -266,7 +270,7 @@ export function mergeModels(chunks, skeleton, known, extent, startNs) {
       }
       let tl = tasks.get(p);
       if (!tl) tasks.set(p, (tl = []));
-      for (const row of cp.taskRows) for (const t of row) tl.push({ ...t, s: t.s + off, e: t.e + off });
+      for (const row of cp.taskRows) for (const t of row) tl.push(off === 0 ? t : { ...t, s: t.s + off, e: t.e + off });
     }
   }
   for (const p of procs.values()) {
@@ -288,4 +292,30 @@ export function mergeModels(chunks, skeleton, known, extent, startNs) {
     p.taskRows = packTasks(tasks.get(p) || []);
   }
   return { procs, extent: Math.max(extent, 1), startNs, events };
+}
+
+// Moves a model's times by `off` µs in place (a generation decoded once is
+// shifted once to the window's time base, so merging it again and again
+// copies nothing: mergeModels with off 0 shares the objects).
+export function shiftModel(m, off) {
+  if (!off) return m;
+  for (const p of m.procs.values()) {
+    for (const t of p.threads.values()) {
+      for (const row of t.rows)
+        for (const x of row) {
+          x.s += off;
+          x.e += off;
+        }
+      for (const x of t.marks) x.ts += off;
+    }
+    for (const x of p.marks) x.ts += off;
+    for (const c of p.counters.values()) for (let i = 0; i < c.ts.length; i++) c.ts[i] += off;
+    for (const row of p.taskRows)
+      for (const x of row) {
+        x.s += off;
+        x.e += off;
+      }
+  }
+  m.extent += off;
+  return m;
 }

@@ -11,7 +11,7 @@ import {
   serverNowMs, windowRoute,
 } from './api.js';
 import { buildModel, createViewer } from './viewer.js';
-import { mergeModels } from './model.js';
+import { mergeModels, shiftModel } from './model.js';
 import { openInPerfetto } from './perfetto.js';
 import { VIEW_BUDGET, CACHE_BYTES, MAX_INFLIGHT, LRU, genEntry, plan, density } from './loader.js';
 
@@ -198,7 +198,8 @@ export function windowView(root, params, crumbs) {
         // No start in the metadata: the listing's start will do.
       }
       const pinned = new Set(planned && planned.detail ? planned.visible.map((x) => x.key) : []);
-      cache.set(g.key, { key: g.key, proc: g.session, order: order.get(g.session), model, off }, got.buffer.byteLength, pinned);
+      shiftModel(model, off); // once, so merges share its objects
+      cache.set(g.key, { key: g.key, proc: g.session, order: order.get(g.session), model, off: 0, s: off }, got.buffer.byteLength, pinned);
       if (!firstPaint) {
         firstPaint = performance.now() - t0ms;
         body.dataset.firstDetailMs = String(Math.round(firstPaint));
