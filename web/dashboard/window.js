@@ -227,9 +227,18 @@ export function windowView(root, params, crumbs) {
       }
       const lists = [];
       for (const se of sessions) {
-        const gq = new URLSearchParams({ from, to, limit: '100000' });
-        const { json } = await getJSON(`/v1/agents/${encodeURIComponent(se.session)}/generations?${gq}`, ctl.signal);
-        lists.push({ se, gens: json.generations || [] });
+        // Paged by generation number (a listing page holds at most 100,000).
+        const all = [];
+        for (let after = null; ;) {
+          const gq = new URLSearchParams({ from, to, limit: '100000' });
+          if (after !== null) gq.set('after', String(after));
+          const { json } = await getJSON(`/v1/agents/${encodeURIComponent(se.session)}/generations?${gq}`, ctl.signal);
+          const page = Array.isArray(json.generations) ? json.generations : [];
+          for (const g of page) all.push(g); // not push(...page): 100k arguments
+          if (page.length < 100000) break;
+          after = page[page.length - 1].gen;
+        }
+        lists.push({ se, gens: all });
       }
       let lo = null, hi = null, nGens = 0, bytes = 0, lost = 0, events = 0;
       for (const { gens: gl } of lists)
