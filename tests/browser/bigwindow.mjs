@@ -165,6 +165,11 @@ try {
   check(heapDetail < HEAP_MAX, `JS heap ${heapDetail} bytes`);
   await page.evaluate(() => window.gentraceViewer.reset());
   await page.waitForFunction(() => document.getElementById('window-body').dataset.mode === 'overview');
+  // Zoomed out again: the threads keep their lanes with the rates of the
+  // generations looked at.
+  const lanesAfter = JSON.parse((await viewerData()).lanes);
+  check(lanesAfter.some((l) => / \/ worker-\d+$/.test(l)), 'thread lanes went away when zoomed out');
+  await page.screenshot({ path: join(ARTIFACTS, 'bigwindow-after.png') });
 
   step = 'errors';
   check(pageErrors.length === 0, `page errors: ${pageErrors.slice(0, 5).join(' | ')}`);

@@ -222,7 +222,7 @@ export function createViewer(root, model, opts = {}) {
     ctx.rect(labelW, y, cssW - labelW, lane.h);
     ctx.clip();
     if (lane.kind === 'thread') {
-      drawPending(ctx, lane.proc, y, lane.h);
+      drawPending(ctx, lane.proc, y, lane.h, lane.thread.tid);
       drawMarks(ctx, lane.thread.marks, y + 1, lane);
       lane.thread.rows.forEach((row, d) => drawRow(ctx, row, y + MARK_H + d * ROW_H, lane, drawn));
     } else if (lane.kind === 'tasks') {
@@ -305,16 +305,25 @@ export function createViewer(root, model, opts = {}) {
     }
   }
 
-  function drawPending(ctx, p, y, hh) {
+  // The thread lane where details are not drawn: the thread's remembered
+  // event rate in that generation (once decoded) as a bar, else grey.
+  function drawPending(ctx, p, y, hh, tid) {
     const bars = opts.overview && opts.loaded ? opts.overview(p) : null;
     if (!bars) return;
-    ctx.fillStyle = '#eceef2';
     const i0 = lowerBound(bars, v0, (b) => b.e);
     for (let i = i0; i < bars.length && bars[i].s <= v1; i++) {
       const b = bars[i];
       if (opts.loaded(b.key)) continue;
       const x0 = Math.max(labelW, xOf(b.s)), x1 = Math.min(cssW, xOf(b.e));
-      ctx.fillRect(x0, y, Math.max(1, x1 - x0), hh - 1);
+      const w = Math.max(1, x1 - x0 - (x1 - x0 > 3 ? 1 : 0));
+      ctx.fillStyle = '#eceef2';
+      ctx.fillRect(x0, y, w, hh - 1);
+      const r = opts.threadRate ? opts.threadRate(p.key, tid, b.key) : null;
+      if (r !== null) {
+        const bh = Math.max(1, Math.round(r * (hh - 6)));
+        ctx.fillStyle = 'rgba(31,95,168,0.35)';
+        ctx.fillRect(x0, y + hh - 2 - bh, w, bh);
+      }
     }
   }
 

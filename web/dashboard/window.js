@@ -130,6 +130,10 @@ export function windowView(root, params, crumbs) {
   const cache = new LRU(CACHE_BYTES);
   const inflight = new Set(), failed = new Map();
   const known = new Map(); // threads seen per session (mergeModels)
+  // Per session, per thread, per generation: its event rate, remembered
+  // after the generation's details are dropped, so a zoomed-out view
+  // still shows which threads were busy where it has been looked at.
+  const threadRates = new Map(), rateMax = new Map();
   let gens = [], bars = new Map(), skeleton = [], t0 = 0n, extent = 1, order = new Map();
   let shown = ''; // keys of the generations merged into the drawn model
   let shownSet = new Set();
@@ -199,6 +203,7 @@ export function windowView(root, params, crumbs) {
       }
       const pinned = new Set(planned && planned.detail ? planned.visible.map((x) => x.key) : []);
       shiftModel(model, off); // once, so merges share its objects
+      rememberRates(g, model);
       cache.set(g.key, { key: g.key, proc: g.session, order: order.get(g.session), model, off: 0, s: off }, got.buffer.byteLength, pinned);
       if (!firstPaint) {
         firstPaint = performance.now() - t0ms;
@@ -212,6 +217,21 @@ export function windowView(root, params, crumbs) {
     }
     shown = ''; // the cached set changed
     schedulePlan();
+  }
+
+  function rememberRates(g, model) {
+    let per = threadRates.get(g.session);
+    if (!per) threadRates.set(g.session, (per = new Map()));
+    for (const p of model.procs.values())
+      for (const t of p.threads.values()) {
+        let n = t.marks.length;
+        for (const row of t.rows) n += row.length;
+        const r = n / Math.max(1, g.e - g.s);
+        let m = per.get(t.tid);
+        if (!m) per.set(t.tid, (m = new Map()));
+        m.set(g.key, r);
+        rateMax.set(g.session, Math.max(rateMax.get(g.session) || 0, r));
+      }
   }
 
   (async () => {
@@ -274,6 +294,11 @@ export function windowView(root, params, crumbs) {
       viewer = createViewer(body, mergeModels([], skeleton, known, extent, t0), {
         overview: (p) => bars.get(p.key),
         loaded: (k) => shownSet.has(k),
+        threadRate: (pk, tid, gk) => {
+          const m = threadRates.get(pk) && threadRates.get(pk).get(tid);
+          const r = m && m.get(gk);
+          return r === undefined ? null : r / (rateMax.get(pk) || 1);
+        },
         onView: schedulePlan,
       });
       body.dataset.overviewMs = String(Math.round(performance.now() - t0ms));
