@@ -588,7 +588,7 @@ export function createViewer(root, model, opts = {}) {
   // client coordinates (for hover tests), or null.
   function locate(name) {
     const r = canvas.getBoundingClientRect();
-    for (const s of hits) {
+    for (const s of hits || []) {
       if (s.name !== name) continue;
       const lane = lanes.find((l) => l.kind === 'thread' && l.thread.rows[s.depth] && l.thread.rows[s.depth].includes(s));
       if (!lane) continue;
