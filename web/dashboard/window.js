@@ -135,6 +135,7 @@ export function windowView(root, params, crumbs) {
   // still shows which threads were busy where it has been looked at.
   const threadRates = new Map(), rateMax = new Map();
   let gens = [], bars = new Map(), skeleton = [], t0 = 0n, extent = 1, order = new Map();
+  let windowEvents = 0;
   let shown = ''; // keys of the generations merged into the drawn model
   let shownSet = new Set();
   let planned = null, planTimer = 0, firstPaint = 0;
@@ -277,6 +278,7 @@ export function windowView(root, params, crumbs) {
           h('a', { href: '#' + windowRoute(sel, fromNs - 30000000000n, toNs) }, '30 s earlier start'), '.'));
         return;
       }
+      windowEvents = events;
       t0 = lo;
       extent = Math.max(1, Number((hi - lo) / 1000n));
       lists.forEach(({ se, gens: gl }, i) => {
@@ -315,6 +317,12 @@ export function windowView(root, params, crumbs) {
   perfettoBtn.addEventListener('click', async () => {
     if (!navigator.onLine) {
       perfettoFallback('the browser is offline');
+      return;
+    }
+    // About 70 bytes of Chrome JSON per event: a window that would not fit
+    // is downloaded as a Perfetto file at once rather than after 512 MB.
+    if (windowEvents * 70 > MAX_PERFETTO_JSON) {
+      perfettoFallback(`this window (${fmtCount(windowEvents)} events) is too big to hand to Perfetto from the page`);
       return;
     }
     perfettoBtn.textContent = 'waiting for Perfetto…';
