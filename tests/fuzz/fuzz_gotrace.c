@@ -1,0 +1,201 @@
+/* fuzz_gotrace.c: the Go 1.22+ generation reader (proto/gotrace.c) on
+ * hostile bytes, and its seeds.
+ *
+ * Input: one byte choosing the Go version (22 + b % 5, so 22..26), then the
+ * generation's bytes. The bytes are split (gtp_go_split) and parsed whole
+ * (gtp_go_parse); a generation that parses is iterated to the end, and the
+ * oracles hold: iteration yields exactly the events the parse counted, per
+ * kind too, in non-decreasing time; every string handed out lies inside
+ * the input; the clock mapping never traps.
+ *
+ * Built three ways: into fuzz_replay (make check, -DGTP_FUZZ_REPLAY), as a
+ * libFuzzer binary (fuzz-smoke), and with -DGTP_GOSEEDS_MAIN as the program
+ * that writes its seed corpus.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "gotrace.h"
+#include "varint.h"
+
+static int in(const void *q, size_t qn, const uint8_t *p, size_t n) {
+  const uint8_t *x = q;
+  return qn == 0 || (x >= p && x <= p + n && qn <= (size_t)(p + n - x));
+}
+
+int gtp_fuzz_gotrace_one(const uint8_t *data, size_t size) {
+  if (size < 1)
+    return 0;
+  unsigned v = 22 + data[0] % 5;
+  const uint8_t *p = data + 1;
+  size_t n = size - 1;
+
+  size_t glen;
+  uint64_t gen;
+  int rc = gtp_go_split(p, n, v, &glen, &gen);
+  fuzz_check(glen <= n);
+
+  gtp_go_gen g;
+  size_t off = 0;
+  rc = gtp_go_parse(p, n, v, &g, &off);
+  if (rc) {
+    fuzz_check(rc < 0 && off <= n);
+    return 0;
+  }
+  for (size_t i = 0; i < g.nstrings; i++) {
+    fuzz_check(in(g.strings[i].s.ptr, g.strings[i].s.len, p, n));
+    fuzz_check(g.strings[i].s.len <= GTP_GO_STRING_MAX);
+    if (i)
+      fuzz_check(g.strings[i - 1].id < g.strings[i].id);
+  }
+  gtp_clock c = {.end_real_ns = 1800000000000000000ull};
+  gtp_go_set_clock(&g, &c);
+  gtp_go_iter it;
+  if (gtp_go_iter_init(&it, &g) == 0) {
+    gtp_go_event ev;
+    uint64_t seen = 0, last = 0, kinds[GTP_GO_KIND_COUNT_] = {0};
+    while (gtp_go_next(&it, &ev) == 1) {
+      fuzz_check(seen == 0 || ev.ts >= last);
+      last = ev.ts;
+      seen++;
+      fuzz_check(ev.kind < GTP_GO_KIND_COUNT_);
+      kinds[ev.kind]++;
+      fuzz_check(in(ev.name.ptr, ev.name.len, p, n));
+      fuzz_check(in(ev.value.ptr, ev.value.len, p, n));
+      (void)gtp_go_wall_ns(&g, ev.ts);
+    }
+    fuzz_check(seen == g.nevents);
+    fuzz_check(!memcmp(kinds, g.kinds, sizeof kinds));
+    gtp_go_iter_fini(&it);
+  }
+  gtp_go_fini(&g);
+  return 0;
+}
+
+#ifndef GTP_FUZZ_REPLAY
+#ifndef GTP_GOSEEDS_MAIN
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  return gtp_fuzz_gotrace_one(data, size);
+}
+#endif
+#endif
+
+/* ---------------------------------------------------------------- seeds */
+
+typedef struct sb {
+  uint8_t out[4096], d[2048];
+  size_t n, dn;
+} sb;
+
+static void u(uint8_t *b, size_t *n, uint64_t v) {
+  *n += gtp_uvarint_put(b + *n, v);
+}
+
+static void batch(sb *s, uint64_t gen, uint64_t m, uint64_t base) {
+  s->out[s->n++] = 1;
+  u(s->out, &s->n, gen);
+  u(s->out, &s->n, m);
+  u(s->out, &s->n, base);
+  u(s->out, &s->n, s->dn);
+  memcpy(s->out + s->n, s->d, s->dn);
+  s->n += s->dn;
+  s->dn = 0;
+}
+
+static void ev(sb *s, uint8_t type, uint64_t dt, const uint64_t *a, int na) {
+  s->d[s->dn++] = type;
+  u(s->d, &s->dn, dt);
+  for (int i = 0; i < na; i++)
+    u(s->d, &s->dn, a[i]);
+}
+
+/* A generation of version v: sync batch, strings, stacks, two Ms with a
+ * task handed between goroutines, a region, a log, GC and STW. */
+static size_t build(sb *s, unsigned v, uint64_t gen) {
+  memset(s, 0, sizeof *s);
+  s->out[s->n++] = (uint8_t)(v - 22);
+  if (v >= 25) {
+    const uint8_t sync[] = {50, 8, 0xc8, 0xd8, 0xb9, 0x07, 51, 10, 0x80, 1,
+                            0x80, 0xde, 0xa0, 0xaa, 6, 5};
+    memcpy(s->d, sync, sizeof sync);
+    s->dn = sizeof sync;
+  } else {
+    const uint8_t freq[] = {8, 0xc8, 0xd8, 0xb9, 0x07};
+    memcpy(s->d, freq, sizeof freq);
+    s->dn = sizeof freq;
+  }
+  batch(s, gen, 0, 990);
+  const char *str[] = {"job", "work", "queue", "enqueued", "GC"};
+  s->d[s->dn++] = 4;
+  for (unsigned i = 0; i < 5; i++) {
+    s->d[s->dn++] = 5;
+    u(s->d, &s->dn, i + 1);
+    u(s->d, &s->dn, strlen(str[i]));
+    memcpy(s->d + s->dn, str[i], strlen(str[i]));
+    s->dn += strlen(str[i]);
+  }
+  batch(s, gen, 0, 0);
+  const uint8_t stacks[] = {2, 3, 1, 1, 0x90, 0x20, 1, 2, 42};
+  memcpy(s->d, stacks, sizeof stacks);
+  s->dn = sizeof stacks;
+  batch(s, gen, 0, 0);
+  ev(s, 25, 0, (const uint64_t[]){12, 9, 2}, 3);
+  ev(s, 41, 500, (const uint64_t[]){3, 1}, 2);
+  batch(s, gen, 9, 2000);
+  ev(s, 16, 0, (const uint64_t[]){11, 1}, 2);
+  ev(s, 40, 100, (const uint64_t[]){3, 0, 1, 1}, 4);
+  ev(s, 42, 100, (const uint64_t[]){3, 2, 0}, 3);
+  ev(s, 44, 100, (const uint64_t[]){3, 3, 4, 0}, 4);
+  ev(s, 43, 100, (const uint64_t[]){3, 2, 0}, 3);
+  ev(s, 26, 50, (const uint64_t[]){5, 0}, 2);
+  ev(s, 29, 10, (const uint64_t[]){1, 0}, 2);
+  ev(s, 27, 10, NULL, 0);
+  if (v >= 23)
+    ev(s, 45, 5, (const uint64_t[]){13, 1}, 2);
+  ev(s, 20, 30, (const uint64_t[]){0, 0}, 2);
+  ev(s, 30, 1000, (const uint64_t[]){1}, 1);
+  batch(s, gen, 7, 1000);
+  if (v >= 26)
+    s->out[s->n++] = 52;
+  return s->n;
+}
+
+int gtp_fuzz_go_seeds(gtp_seed_emit emit, void *ctx) {
+  static const char *names[] = {"go122", "go123", "go124", "go125", "go126"};
+  sb s;
+  for (unsigned v = 22; v <= 26; v++) {
+    size_t n = build(&s, v, v);
+    /* The seed must parse, or mutations explore nothing. */
+    gtp_go_gen g;
+    int rc = gtp_go_parse(s.out + 1, n - 1, v, &g, NULL);
+    if (rc)
+      return rc;
+    gtp_go_fini(&g);
+    emit(GTP_SEED_GOTRACE, names[v - 22], s.out, n, ctx);
+  }
+  return 0;
+}
+
+#ifdef GTP_GOSEEDS_MAIN
+static void write_seed(int kind, const char *name, const uint8_t *p, size_t n,
+                       void *ctx) {
+  (void)kind;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/seed-%s", (const char *)ctx, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
+    fprintf(stderr, "goseeds: %s: %s\n", path, strerror(errno));
+    exit(1);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: goseeds DIR\n");
+    return 2;
+  }
+  return gtp_fuzz_go_seeds(write_seed, argv[1]) < 0;
+}
+#endif

@@ -1,0 +1,3 @@
+module gentrace.test/gogen
+
+go 1.19
