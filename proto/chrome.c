@@ -60,6 +60,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "goconv.h"
+#include "gotrace.h"
 #include "varint.h"
 
 #define GTP__CHROME_BUF (16u << 10)
@@ -742,6 +744,22 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
   }
 }
 
+/* A generation of a Go session (GOTRACE records): written as its native
+ * form (proto/goconv.h), so both kinds share one mapping. */
+static int chrome_go_gen(gtp_chrome *c, const gtp_gen *g) {
+  gtp_wbuf b;
+  gtp_gen ng;
+  size_t used;
+  gtp_wbuf_init(&b, 0);
+  int rc = gtp_goconv_gen(g, &b, NULL);
+  if (!rc && !(rc = gtp_gen_parse(b.data, b.len, &ng, &used))) {
+    rc = gtp_chrome_gen(c, &ng);
+    gtp_gen_fini(&ng);
+  }
+  gtp_wbuf_fini(&b);
+  return rc;
+}
+
 /* ------------------------------------------------------------ public */
 
 gtp_chrome *gtp_chrome_new(gtp_sink_fn sink, void *ctx, int64_t window_start_ns,
@@ -774,6 +792,8 @@ int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
     return rc;
   if (c->state != CH_OPEN)
     return GTP_E_STATE;
+  if (gtp_gen_is_go(g))
+    return chrome_go_gen(c, g);
   if (!c->have_start) { /* invariant 4 */
     c->win_start = gtp_gen_wall_ns(g, g->clock.start_ticks);
     c->have_start = true;

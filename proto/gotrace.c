@@ -721,12 +721,8 @@ bool gtp_gen_is_go(const gtp_gen *g) {
       return true;
     p += r.size;
   }
-  for (uint32_t i = 0; i < g->start.ntags; i++) {
-    const gtp_tag *t = &g->start.tags[i];
-    if (t->key.len == 6 && !memcmp(t->key.ptr, "format", 6) &&
-        t->value.len == 2 && !memcmp(t->value.ptr, "go", 2))
-      return true;
-  }
+  /* A Go session's generation without Go bytes (one that carries only a
+   * ledger) has nothing for this reader: it reads as native. */
   return false;
 }
 

@@ -156,7 +156,9 @@ void gtp_go_iter_fini(gtp_go_iter *it);
 
 /* --------------------------------------- GOTRACE inside a gentrace gen */
 
-/* Whether a parsed gentrace generation carries GOTRACE records. */
+/* Whether a parsed gentrace generation carries GOTRACE records (the
+ * format=go tag alone does not count: a Go session's ledger-only generation
+ * has no Go bytes and reads as an empty native one). */
 bool gtp_gen_is_go(const gtp_gen *g);
 /* The Go version of a gentrace generation (its go_version tag), 0 if none. */
 unsigned gtp_gen_go_version(const gtp_gen *g);

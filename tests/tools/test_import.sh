@@ -1,0 +1,79 @@
+#!/bin/sh
+# gentrace import, end to end: Go programs (tests/go/gen) write traces with
+# Go 1.26 (generations) and Go 1.19 (the old format); each is imported into
+# a real gentraced and fetched back over HTTP. The Chrome export of the
+# stored session holds exactly the regions, tasks and logs the program
+# recorded, and golang.org/x/exp/trace (tests/go/xtrace) reads the same
+# counts from the original file. Damaged and unsupported files are refused
+# with their version and offset, and store nothing.
+. "$top_srcdir/tests/integration/lib.sh"
+skip_unless curl python3 "$GENTRACED" "$GENTRACE"
+GO=$(command -v go || echo /usr/local/go/bin/go)
+GO119=/usr/lib/go-1.19/bin/go
+[ -x "$GO" ] || { echo "SKIP: no go toolchain"; exit 77; }
+COUNT="python3 $top_srcdir/tests/tools/chrome_go.py"
+
+(cd "$top_srcdir/tests/go/xtrace" && GOTOOLCHAIN=local "$GO" build -o "$T/xtrace" .) ||
+	fail "building tests/go/xtrace"
+(cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=local "$GO" build -o "$T/gen126" .) ||
+	fail "building tests/go/gen"
+versions=126
+if [ -x "$GO119" ]; then
+	(cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+		"$GO119" build -o "$T/gen119" .) || fail "building tests/go/gen with Go 1.19"
+	versions="$versions 119"
+else
+	echo "note: $GO119 missing (Debian golang-1.19-go, setup.sh installs it): old format not tested"
+fi
+
+start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+	--db "$T/g.db"
+
+for v in $versions; do
+	want=$("$T/gen$v" -o "$T/go$v.trace" -duration 2200ms) || fail "gen$v"
+	x=$("$T/xtrace" "$T/go$v.trace") || fail "xtrace on go$v"
+	[ "$x" = "$want" ] || fail "go$v: x/exp/trace read '$x', the program recorded '$want'"
+	out=$("$GENTRACE" import --service "imp$v" --addr "$AGENT" "$T/go$v.trace") ||
+		fail "import go$v: $out"
+	echo "go$v: $out"
+	case "$out" in
+	*" $want") ;;
+	*) fail "go$v: import decoded '$out', the program recorded '$want'" ;;
+	esac
+	curl -sf -o "$T/imp$v.json" \
+		"http://$HTTP/v1/trace?service=imp$v&last=24h&format=chrome" ||
+		fail "go$v: chrome download"
+	got=$($COUNT "$T/imp$v.json") || fail "go$v: chrome export: $got"
+	[ "$got" = "$want" ] || fail "go$v: Chrome export holds '$got', the program recorded '$want'"
+	curl -sf -o "$T/imp$v.gtrace" "http://$HTTP/v1/trace?service=imp$v&last=24h" ||
+		fail "go$v: native download"
+	"$GENTRACE" convert -o "$T/conv$v.json" "$T/imp$v.gtrace" || fail "go$v: convert"
+	got=$($COUNT "$T/conv$v.json") || fail "go$v: convert: $got"
+	[ "$got" = "$want" ] || fail "go$v: gentrace convert holds '$got', recorded '$want'"
+	"$GENTRACE" stat "$T/imp$v.gtrace" >"$T/stat$v.txt" || fail "go$v: stat"
+	tasks=$(echo "$want" | sed -n 's/.*tasks=\([0-9]*\).*/\1/p')
+	grep -Eq "^    task_begin +$tasks\$" "$T/stat$v.txt" ||
+		fail "go$v: stat does not show $tasks task begins: $(cat "$T/stat$v.txt")"
+	echo "go$v: recorded $want; x/exp/trace $x; stored and exported $got"
+done
+
+# A damaged 1.26 file (cut in its second generation) and an unsupported
+# version: refused with version and offset, nothing stored.
+size=$(wc -c <"$T/go126.trace")
+head -c $((size * 2 / 3)) "$T/go126.trace" >"$T/cut.trace"
+if "$GENTRACE" import --service cut --addr "$AGENT" "$T/cut.trace" 2>"$T/cut.err"; then
+	fail "a truncated trace was imported"
+fi
+grep -q "go 1.26 trace: offset [0-9]*: " "$T/cut.err" || fail "cut: $(cat "$T/cut.err")"
+printf 'go 1.10 trace\0\0\0' >"$T/old.trace"
+if "$GENTRACE" import --service old --addr "$AGENT" "$T/old.trace" 2>"$T/old.err"; then
+	fail "a Go 1.10 trace was imported"
+fi
+grep -q "go 1.10 trace: offset 0: unsupported version" "$T/old.err" ||
+	fail "old: $(cat "$T/old.err")"
+for s in cut old; do
+	n=$(curl -sf "http://$HTTP/v1/agents?service=$s" | grep -c '"session"')
+	[ "$n" = 0 ] || fail "service $s has a stored session"
+done
+stop_daemon
+echo ok
