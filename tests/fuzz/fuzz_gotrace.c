@@ -1,8 +1,11 @@
 /* fuzz_gotrace.c: the Go 1.22+ generation reader (proto/gotrace.c) on
  * hostile bytes, and its seeds.
  *
- * Input: one byte choosing the Go version (22 + b % 5, so 22..26), then the
- * generation's bytes. The bytes are split (gtp_go_split) and parsed whole
+ * Input: one byte choosing the Go version (below 0x80: 22 + b % 5, so
+ * 22..26, then the generation's bytes; from 0x80: the old format of
+ * 11 + b % 11, so 1.11..1.21, then the trace after its 16-byte header, read
+ * by proto/goold.c, whose events must come out in time order with every
+ * string inside the input). The bytes are split (gtp_go_split) and parsed whole
  * (gtp_go_parse); a generation that parses is iterated to the end, and the
  * oracles hold: iteration yields exactly the events the parse counted, per
  * kind too, in non-decreasing time; every string handed out lies inside
@@ -16,6 +19,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "goold.h"
 #include "gotrace.h"
 #include "varint.h"
 
@@ -24,9 +28,43 @@ static int in(const void *q, size_t qn, const uint8_t *p, size_t n) {
   return qn == 0 || (x >= p && x <= p + n && qn <= (size_t)(p + n - x));
 }
 
+static void old_one(const uint8_t *data, size_t size) {
+  uint8_t *buf = malloc(size - 1 + GTP_GO_HEADER_SIZE);
+  if (!buf)
+    return;
+  char h[17];
+  snprintf(h, sizeof h, "go 1.%u trace", 11 + data[0] % 11);
+  memcpy(buf, h, GTP_GO_HEADER_SIZE); /* the NULs of h pad it */
+  memcpy(buf + GTP_GO_HEADER_SIZE, data + 1, size - 1);
+  size_t n = size - 1 + GTP_GO_HEADER_SIZE, off = 0;
+  gtp_goold t;
+  int rc = gtp_goold_parse(buf, n, &t, &off);
+  if (rc) {
+    fuzz_check(rc < 0 && off <= n);
+  } else {
+    uint64_t kinds[GTP_GO_KIND_COUNT_] = {0};
+    for (size_t i = 0; i < t.nevents; i++) {
+      const gtp_goold_event *e = &t.events[i];
+      fuzz_check(i == 0 || e->ns >= t.events[i - 1].ns);
+      fuzz_check(e->ns >= 0 && e->ns <= t.span_ns);
+      fuzz_check(e->kind < GTP_GO_KIND_COUNT_);
+      kinds[e->kind]++;
+      fuzz_check(e->kind == GTP_GO_STW_BEGIN || in(e->name.ptr, e->name.len, buf, n));
+      fuzz_check(in(e->value.ptr, e->value.len, buf, n));
+    }
+    fuzz_check(!memcmp(kinds, t.kinds, sizeof kinds));
+    gtp_goold_fini(&t);
+  }
+  free(buf);
+}
+
 int gtp_fuzz_gotrace_one(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
+  if (data[0] >= 0x80) {
+    old_one(data, size);
+    return 0;
+  }
   unsigned v = 22 + data[0] % 5;
   const uint8_t *p = data + 1;
   size_t n = size - 1;
@@ -162,6 +200,36 @@ static size_t build(sb *s, unsigned v, uint64_t gen) {
   return s->n;
 }
 
+/* An old-format trace (1.19): P0 runs G5 with a task, a region and a log;
+ * P1 ends the task on G6; a GC with its STW. */
+static size_t build_old(sb *s) {
+  static const uint8_t body[] = {
+      0x41, 0, 0xe8, 7,                       /* batch P0 @1000 */
+      0x02, 0x80, 0x94, 0xeb, 0xdc, 3,        /* frequency 1e9 */
+      37, 1, 3, 'j', 'o', 'b', 37, 2, 4, 'w', 'o', 'r', 'k', /* strings */
+      37, 3, 1, 'q',
+      0x8e, 0, 5, 1,                          /* GoStart G5 */
+      0xed, 5, 10, 9, 0, 1, 0,                /* TaskCreate 9 "job" */
+      0xef, 5, 10, 9, 0, 2, 0,                /* Region begin "work" */
+      0xf0, 4, 10, 9, 3, 0, 2, 'o', 'k',      /* Log q=ok */
+      0x41, 1, 0x88, 0x27,                    /* batch P1 @5000 */
+      0x8e, 0, 6, 1,                          /* GoStart G6 */
+      0xae, 100, 9, 0,                        /* TaskEnd 9 */
+      0x41, 0, 0xd0, 0x0f,                    /* batch P0 @2000 */
+      0xef, 5, 0, 9, 1, 2, 0,                 /* Region end */
+      0x49, 10, 0,                            /* STW start */
+      0x87, 0, 1, 0,                          /* GC start */
+      0x0a, 10,                               /* STW done */
+      0x54, 10, 0,                            /* GoBlock */
+      0x08, 0xe8, 7,                          /* GC done */
+  };
+  memset(s, 0, sizeof *s);
+  s->out[0] = 0x80 + 8; /* 11 + 8 = 1.19 */
+  memcpy(s->out + 1, body, sizeof body);
+  s->n = 1 + sizeof body;
+  return s->n;
+}
+
 int gtp_fuzz_go_seeds(gtp_seed_emit emit, void *ctx) {
   static const char *names[] = {"go122", "go123", "go124", "go125", "go126"};
   sb s;
@@ -175,6 +243,18 @@ int gtp_fuzz_go_seeds(gtp_seed_emit emit, void *ctx) {
     gtp_go_fini(&g);
     emit(GTP_SEED_GOTRACE, names[v - 22], s.out, n, ctx);
   }
+  size_t n = build_old(&s);
+  uint8_t buf[sizeof s.out + GTP_GO_HEADER_SIZE];
+  memcpy(buf, "go 1.19 trace\0\0\0", GTP_GO_HEADER_SIZE);
+  memcpy(buf + GTP_GO_HEADER_SIZE, s.out + 1, n - 1);
+  gtp_goold t;
+  int rc = gtp_goold_parse(buf, n - 1 + GTP_GO_HEADER_SIZE, &t, NULL);
+  if (rc)
+    return rc;
+  if (t.nevents != 9)
+    return GTP_E_INTERNAL;
+  gtp_goold_fini(&t);
+  emit(GTP_SEED_GOTRACE, "go119", s.out, n, ctx);
   return 0;
 }
 
