@@ -1,12 +1,12 @@
 /* goconv.c: a Go generation as a native one (see goconv.h).
  *
  * Design notes. The Go iterator yields events in time order across all Ms;
- * the converter appends each to an EVENTS batch of its thread, closing the
- * batch when the thread changes or the batch is full. One thread's batches
- * thus come in time order (what native readers assume), and the output
- * keeps the global order too. Thread names are written as a thread_name
- * event before a thread's first event, with string ids past the Go
- * table's largest id.
+ * the converter appends each to a pending batch of its thread (one growable
+ * buffer per thread), written as an EVENTS record when full and at the end.
+ * One thread's batches thus come in time order (what native readers
+ * assume), and batches stay full even when goroutines interleave event by
+ * event. Thread names are written as a thread_name event before a thread's
+ * first event, with string ids past the Go table's largest id.
  *
  * Invariants.
  *
@@ -15,8 +15,9 @@
  *  2. The output generation passes gtp_gen_parse: manifest computed from the
  *     body as written, exactly one CLOCK, unique string ids (Go ids are
  *     unique after gtp_go_parse; synthetic ones are above them).
- *  3. Memory: the output buffer (bounded by its limit) plus the thread-name
- *     table (one entry per distinct thread, bounded by the Go events).
+ *  3. Memory: the output buffer plus the pending batches, together bounded
+ *     by the output's limit (the conversion stops with GTP_E_TOOBIG past
+ *     it), plus one table entry per distinct thread.
  */
 #include "goconv.h"
 
@@ -30,23 +31,25 @@
 
 #define STRINGS_PER_RECORD 512 /* 512 x (1 KiB + ids) < GTP_RECORD_MAX */
 
-typedef struct named {
-  uint64_t tid;
-  bool used;
-} named;
+/* One thread's pending events: appended in time order, written as an
+ * EVENTS record when it would pass GTP_BATCH_MAX and at the end. */
+typedef struct tbuf {
+  uint64_t tid, base, prev, n;
+  uint8_t *ev;
+  size_t len, cap;
+} tbuf;
 
 typedef struct conv {
   gtp_wbuf *out;
   uint64_t gen;
   int64_t base_wall;
-  /* current batch */
-  uint64_t tid, base, prev, n;
-  uint8_t ev[GTP_BATCH_MAX];
-  size_t len;
-  bool open;
-  /* threads named so far: open addressing, load <= 1/2 */
-  named *names;
-  size_t nnames, cap_names;
+  /* threads, in order of first event; index: open addressing on tid,
+   * slots hold position + 1, load <= 1/2 */
+  tbuf *th;
+  size_t nth, cap_th;
+  uint32_t *idx;
+  size_t cap_idx;
+  size_t held; /* event bytes in all tbufs (bounded by out's limit) */
   uint64_t next_sid;
   gtp_string_ent *extra;
   size_t nextra, cap_extra;
@@ -54,17 +57,6 @@ typedef struct conv {
   size_t pool_len, pool_cap;
   int rc;
 } conv;
-
-static void flush(conv *c) {
-  if (c->open && c->n) {
-    int rc = gtp_put_batch(c->out, c->gen, c->tid, c->base, c->n, c->ev,
-                           c->len);
-    if (rc && !c->rc)
-      c->rc = rc;
-  }
-  c->open = false;
-  c->n = c->len = 0;
-}
 
 static int grow(void **a, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap)
@@ -80,72 +72,109 @@ static int grow(void **a, size_t *cap, size_t need, size_t elem) {
   return 0;
 }
 
-/* Appends one event to the batch of thread tid (invariant 1). */
-static void put_ev(conv *c, uint64_t tid, gtp_event *ev) {
-  if (c->rc)
-    return;
-  if (c->open && (tid != c->tid ||
-                  GTP_BATCH_MAX - c->len < GTP_EVENT_MAX + ev->msg_len))
-    flush(c);
-  if (!c->open) {
-    c->open = true;
-    c->tid = tid;
-    c->base = c->prev = ev->ticks;
+static void flush(conv *c, tbuf *t) {
+  if (t->n && !c->rc) {
+    int rc = gtp_put_batch(c->out, c->gen, t->tid, t->base, t->n, t->ev,
+                           t->len);
+    if (rc)
+      c->rc = rc;
   }
-  if (ev->ticks < c->prev)
-    ev->ticks = c->prev; /* the merge is in time order; defensive */
-  int n = gtp_event_encode(c->ev + c->len, ev, c->prev);
-  if (n < 0) {
-    c->rc = n;
-    return;
-  }
-  c->len += (size_t)n;
-  c->prev = ev->ticks;
-  c->n++;
+  c->held -= t->len;
+  t->len = 0;
+  t->n = 0;
 }
 
-/* The string id naming thread tid, written as thread_name on first use. */
 static uint64_t tid_hash(uint64_t t) {
   t *= 0x9e3779b97f4a7c15ull;
   return t ^ t >> 29;
 }
 
-/* true if tid was named already; else records it (false). */
-static bool named_seen(conv *c, uint64_t tid) {
-  if ((c->nnames + 1) * 2 > c->cap_names) {
-    size_t cap = c->cap_names ? c->cap_names * 2 : 64;
-    named *t = calloc(cap, sizeof *t);
-    if (!t) {
+/* The buffer of thread tid; *created when it is new. */
+static tbuf *thread_of(conv *c, uint64_t tid, bool *created) {
+  *created = false;
+  if ((c->nth + 1) * 2 > c->cap_idx) {
+    size_t cap = c->cap_idx ? c->cap_idx * 2 : 64;
+    uint32_t *ix = calloc(cap, sizeof *ix);
+    if (!ix || c->nth >= UINT32_MAX - 1) {
+      free(ix);
       c->rc = -ENOMEM;
-      return true;
+      return NULL;
     }
-    for (size_t i = 0; i < c->cap_names; i++)
-      if (c->names[i].used) {
-        size_t j = tid_hash(c->names[i].tid) & (cap - 1);
-        while (t[j].used)
-          j = (j + 1) & (cap - 1);
-        t[j] = c->names[i];
-      }
-    free(c->names);
-    c->names = t;
-    c->cap_names = cap;
+    for (size_t i = 0; i < c->nth; i++) {
+      size_t j = tid_hash(c->th[i].tid) & (cap - 1);
+      while (ix[j])
+        j = (j + 1) & (cap - 1);
+      ix[j] = (uint32_t)(i + 1);
+    }
+    free(c->idx);
+    c->idx = ix;
+    c->cap_idx = cap;
   }
-  size_t mask = c->cap_names - 1;
+  size_t mask = c->cap_idx - 1;
   for (size_t i = tid_hash(tid) & mask;; i = (i + 1) & mask) {
-    if (!c->names[i].used) {
-      c->names[i] = (named){tid, true};
-      c->nnames++;
-      return false;
+    if (c->idx[i] && c->th[c->idx[i] - 1].tid == tid)
+      return &c->th[c->idx[i] - 1];
+    if (!c->idx[i]) {
+      if (grow((void **)&c->th, &c->cap_th, c->nth + 1, sizeof *c->th)) {
+        c->rc = -ENOMEM;
+        return NULL;
+      }
+      c->th[c->nth] = (tbuf){.tid = tid};
+      c->idx[i] = (uint32_t)(++c->nth);
+      *created = true;
+      return &c->th[c->nth - 1];
     }
-    if (c->names[i].tid == tid)
-      return true;
   }
 }
 
-static void name_thread(conv *c, uint64_t tid, uint64_t ticks,
-                        const char *prefix, uint64_t num) {
-  if ((c->open && c->tid == tid) || named_seen(c, tid))
+/* Appends one event to thread tid's buffer (invariant 1). */
+static void put_ev(conv *c, tbuf *t, gtp_event *ev) {
+  if (c->rc || !t)
     return;
+  size_t need = GTP_EVENT_MAX + ev->msg_len;
+  if (t->len + need > GTP_BATCH_MAX)
+    flush(c, t);
+  if (t->len + need > t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 256;
+    while (cap < t->len + need)
+      cap *= 2;
+    if (cap > GTP_BATCH_MAX)
+      cap = GTP_BATCH_MAX;
+    uint8_t *p = realloc(t->ev, cap);
+    if (!p) {
+      c->rc = -ENOMEM;
+      return;
+    }
+    t->ev = p;
+    t->cap = cap;
+  }
+  if (t->n == 0)
+    t->base = t->prev = ev->ticks;
+  if (ev->ticks < t->prev)
+    ev->ticks = t->prev; /* the merge is in time order; defensive */
+  int n = gtp_event_encode(t->ev + t->len, ev, t->prev);
+  if (n < 0) {
+    c->rc = n;
+    return;
+  }
+  t->len += (size_t)n;
+  c->held += (size_t)n;
+  t->prev = ev->ticks;
+  t->n++;
+  /* Everything held ends up in out: past its limit the conversion cannot
+   * succeed, so stop growing now (invariant 3). */
+  size_t limit = c->out->limit ? c->out->limit : GTP_GEN_MAX_BYTES;
+  if (c->held > limit)
+    c->rc = GTP_E_TOOBIG;
+}
+
+/* Thread tid, named by a thread_name event before its first event. */
+static tbuf *name_thread(conv *c, uint64_t tid, uint64_t ticks,
+                         const char *prefix, uint64_t num) {
+  bool created;
+  tbuf *t = thread_of(c, tid, &created);
+  if (!t || !created)
+    return t;
   char b[48];
   int k = num ? snprintf(b, sizeof b, "%s%llu", prefix, (unsigned long long)num)
               : snprintf(b, sizeof b, "%s", prefix);
@@ -153,7 +182,7 @@ static void name_thread(conv *c, uint64_t tid, uint64_t ticks,
            sizeof *c->extra) ||
       grow((void **)&c->pool, &c->pool_cap, c->pool_len + (size_t)k, 1)) {
     c->rc = -ENOMEM;
-    return;
+    return NULL;
   }
   uint64_t sid = c->next_sid++;
   /* ptr holds the pool offset until the walk ends (the pool moves). */
@@ -162,7 +191,13 @@ static void name_thread(conv *c, uint64_t tid, uint64_t ticks,
   memcpy(c->pool + c->pool_len, b, (size_t)k);
   c->pool_len += (size_t)k;
   gtp_event ev = {.type = GTP_EV_THREAD_NAME, .ticks = ticks, .args = {sid}};
-  put_ev(c, tid, &ev);
+  put_ev(c, t, &ev);
+  return t;
+}
+
+static void flush_all(conv *c) {
+  for (size_t i = 0; i < c->nth; i++)
+    flush(c, &c->th[i]);
 }
 
 static uint64_t sid_for(conv *c, const char *s) {
@@ -214,28 +249,23 @@ static void walk(conv *c, gtp_go_gen *gg) {
   gtp_go_event e;
   while (!c->rc && gtp_go_next(&it, &e) == 1) {
     gtp_event ev = {.ticks = ticks_of(c, e.wall_ns)};
-    uint64_t tid;
+    tbuf *t;
     switch (e.kind) {
     case GTP_GO_OTHER:
       continue;
     case GTP_GO_GC_BEGIN:
     case GTP_GO_GC_END:
-      tid = GTP_GOCONV_TID_GC;
-      name_thread(c, tid, ev.ticks, "GC", 0);
+      t = name_thread(c, GTP_GOCONV_TID_GC, ev.ticks, "GC", 0);
       break;
     case GTP_GO_STW_BEGIN:
     case GTP_GO_STW_END:
-      tid = GTP_GOCONV_TID_STW;
-      name_thread(c, tid, ev.ticks, "STW", 0);
+      t = name_thread(c, GTP_GOCONV_TID_STW, ev.ticks, "STW", 0);
       break;
     default:
-      if (e.g) {
-        tid = e.g;
-        name_thread(c, tid, ev.ticks, "G", e.g);
-      } else {
-        tid = GTP_GOCONV_TID_M | e.m;
-        name_thread(c, tid, ev.ticks, "M", e.m);
-      }
+      if (e.g)
+        t = name_thread(c, e.g, ev.ticks, "G", e.g);
+      else
+        t = name_thread(c, GTP_GOCONV_TID_M | e.m, ev.ticks, "M", e.m);
       break;
     }
     switch (e.kind) {
@@ -275,9 +305,9 @@ static void walk(conv *c, gtp_go_gen *gg) {
     default:
       continue;
     }
-    put_ev(c, tid, &ev);
+    put_ev(c, t, &ev);
   }
-  flush(c);
+  flush_all(c);
   gtp_go_iter_fini(&it);
 }
 
@@ -350,9 +380,8 @@ int gtp_goconv_gen(const gtp_gen *g, gtp_wbuf *out, int *go_rc) {
                     .args = {sid_for(&c, "gentrace.go_undecodable")},
                     .msg = (const uint8_t *)msg,
                     .msg_len = (size_t)k};
-    name_thread(&c, 0, 0, "gentrace", 0);
-    put_ev(&c, 0, &ev);
-    flush(&c);
+    put_ev(&c, name_thread(&c, 0, 0, "gentrace", 0), &ev);
+    flush_all(&c);
   }
   for (size_t i = 0; i < c.nextra; i++)
     c.extra[i].s.ptr = c.pool + (uintptr_t)c.extra[i].s.ptr;
@@ -381,7 +410,10 @@ done:
   if (!grc)
     gtp_go_fini(&gg);
   free(owned);
-  free(c.names);
+  for (size_t i = 0; i < c.nth; i++)
+    free(c.th[i].ev);
+  free(c.th);
+  free(c.idx);
   free(c.extra);
   free(c.pool);
   return rc;

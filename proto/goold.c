@@ -421,7 +421,8 @@ int gtp_goold_parse(const uint8_t *in, size_t len, gtp_goold *t,
     rc = GTP_E_CORRUPT; /* Go refuses a trace without EvFrequency too */
     goto fail;
   }
-  qsort(t->strings, t->nstrings, sizeof *t->strings, cmp_string);
+  if (t->nstrings > 1) /* qsort of a NULL array is undefined, even empty */
+    qsort(t->strings, t->nstrings, sizeof *t->strings, cmp_string);
   for (size_t i = 1; i < t->nstrings; i++)
     if (t->strings[i].id == t->strings[i - 1].id) {
       rc = GTP_E_CORRUPT;
@@ -435,7 +436,8 @@ int gtp_goold_parse(const uint8_t *in, size_t len, gtp_goold *t,
   }
   for (size_t i = 0; i < t->nevents; i++)
     idx[i] = (okey){(uint64_t)t->events[i].ns, o.seq[i], i};
-  qsort(idx, t->nevents, sizeof *idx, cmp_key);
+  if (t->nevents > 1)
+    qsort(idx, t->nevents, sizeof *idx, cmp_key);
   for (size_t i = 0; i < t->nevents; i++) {
     gtp_goold_event *e = &sorted[i];
     *e = t->events[idx[i].i];

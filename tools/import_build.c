@@ -307,7 +307,8 @@ static int build_old_gen(import_set *s, const gtp_goold *t, size_t from,
   }
   for (size_t i = from; i < to; i++)
     keys[i - from] = (okey){tid_of(&t->events[i]), i};
-  qsort(keys, to - from, sizeof *keys, cmp_okey);
+  if (to - from > 1)
+    qsort(keys, to - from, sizeof *keys, cmp_okey);
   uint64_t gc = 0;
   /* Names first, so the thread names and "GC" are known. */
   for (size_t k = 0; k < to - from; k++) {
@@ -315,7 +316,8 @@ static int build_old_gen(import_set *s, const gtp_goold *t, size_t from,
     if (e->name_id && e->kind != GTP_GO_STW_BEGIN && (rc = use_id(&o, e->name_id)))
       goto out;
   }
-  qsort(o.used, o.nused, sizeof *o.used, cmp_u64);
+  if (o.nused > 1)
+    qsort(o.used, o.nused, sizeof *o.used, cmp_u64);
   size_t w = 0;
   for (size_t i = 0; i < o.nused; i++)
     if (!w || o.used[w - 1] != o.used[i])
