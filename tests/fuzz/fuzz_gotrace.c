@@ -9,7 +9,10 @@
  * (gtp_go_parse); a generation that parses is iterated to the end, and the
  * oracles hold: iteration yields exactly the events the parse counted, per
  * kind too, in non-decreasing time; every string handed out lies inside
- * the input; the clock mapping never traps.
+ * the input; the clock mapping never traps. The bytes are also wrapped in a
+ * gentrace generation of a Go session and converted (proto/goconv.c): the
+ * native generation must parse (manifest, CRC, events) and export to
+ * Chrome JSON, whether the Go reader took the bytes or refused them.
  *
  * Built three ways: into fuzz_replay (make check, -DGTP_FUZZ_REPLAY), as a
  * libFuzzer binary (fuzz-smoke), and with -DGTP_GOSEEDS_MAIN as the program
@@ -19,6 +22,8 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "chrome.h"
+#include "goconv.h"
 #include "goold.h"
 #include "gotrace.h"
 #include "varint.h"
@@ -58,6 +63,70 @@ static void old_one(const uint8_t *data, size_t size) {
   free(buf);
 }
 
+static int null_sink(void *ctx, const void *p, size_t n) {
+  (void)ctx;
+  (void)p;
+  (void)n;
+  return 0;
+}
+
+/* The Go bytes as a gentrace generation, converted and exported. */
+static void conv_one(const uint8_t *p, size_t n, unsigned v) {
+  char ver[8];
+  snprintf(ver, sizeof ver, "1.%u", v);
+  gtp_gen_start st = {.gen = 1, .service = {"f", 1}, .host = {"h", 1},
+                      .agent_version = {"a", 1}};
+  st.tags[st.ntags++] = (gtp_tag){{"format", 6}, {"go", 2}};
+  st.tags[st.ntags++] = (gtp_tag){{"go_version", 10}, {ver, strlen(ver)}};
+  gtp_wbuf f, body, nb;
+  gtp_wbuf_init(&f, 0);
+  gtp_wbuf_init(&body, 0);
+  gtp_wbuf_init(&nb, 0);
+  /* Two GOTRACE records cut in the middle, when there is a middle. */
+  size_t cut = n / 2, part[2][2] = {{0, cut}, {cut, n - cut}};
+  for (int i = 0; i < 2; i++) {
+    if (!part[i][1])
+      continue;
+    uint8_t h[1 + GTP_UVARINT_MAX];
+    h[0] = GTP_GO_RECORD_TYPE;
+    size_t hl = 1 + gtp_uvarint_put(h + 1, part[i][1]);
+    gtp_wbuf_put(&body, h, hl);
+    gtp_wbuf_put(&body, p + part[i][0], part[i][1]);
+  }
+  gtp_clock ck = {0, 0, 1700000000000000000ull, 1000, 1000,
+                  1700000000000001000ull};
+  gtp_gen_end e = {.gen = 1};
+  gtp_gen g, ng;
+  size_t used;
+  if (n > GTP_RECORD_MAX || gtp_put_clock(&body, &ck) ||
+      gtp_manifest_compute(body.data, body.len, &e) ||
+      gtp_put_gen_start(&f, &st))
+    goto out;
+  gtp_wbuf_put(&f, body.data, body.len);
+  if (gtp_put_gen_end(&f, &e) || gtp_gen_parse(f.data, f.len, &g, &used))
+    goto out;
+  fuzz_check(gtp_gen_is_go(&g) == (n > 0));
+  int go_rc = 0;
+  int rc = gtp_goconv_gen(&g, &nb, &go_rc);
+  fuzz_check(rc == 0 || rc == -ENOMEM || rc == GTP_E_TOOBIG);
+  if (rc == 0) {
+    fuzz_check(gtp_gen_parse(nb.data, nb.len, &ng, &used) == 0);
+    fuzz_check(used == nb.len && !gtp_gen_is_go(&ng));
+    gtp_chrome *c = gtp_chrome_new(null_sink, NULL, 0, 0);
+    if (c) {
+      fuzz_check(gtp_chrome_gen(c, &ng) == 0);
+      fuzz_check(gtp_chrome_end(c) == 0);
+      gtp_chrome_free(c);
+    }
+    gtp_gen_fini(&ng);
+  }
+  gtp_gen_fini(&g);
+out:
+  gtp_wbuf_fini(&f);
+  gtp_wbuf_fini(&body);
+  gtp_wbuf_fini(&nb);
+}
+
 int gtp_fuzz_gotrace_one(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
@@ -76,6 +145,7 @@ int gtp_fuzz_gotrace_one(const uint8_t *data, size_t size) {
 
   gtp_go_gen g;
   size_t off = 0;
+  conv_one(p, n, v);
   rc = gtp_go_parse(p, n, v, &g, &off);
   if (rc) {
     fuzz_check(rc < 0 && off <= n);
