@@ -92,6 +92,10 @@ int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
         goto fail;
       continue;
     }
+    if ((flags & CLI_F_IMPORT) && !strcmp(a, "--now")) {
+      o->now = true;
+      continue;
+    }
     if ((flags & CLI_F_JSON) && !strcmp(a, "--json")) {
       o->json = true;
       continue;

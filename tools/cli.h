@@ -121,6 +121,7 @@ typedef struct cli_opts {
   const char *out; /* -o FILE */
   const char *to;  /* --to FORMAT (convert) */
   const char *service, *addr, *host; /* import: --service, --addr, --host */
+  bool now;                          /* import: --now */
   bool json;       /* --json (stat) */
   bool help;
   int nargs;
