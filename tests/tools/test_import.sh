@@ -71,6 +71,10 @@ if "$GENTRACE" import --service old --addr "$AGENT" "$T/old.trace" 2>"$T/old.err
 fi
 grep -q "go 1.10 trace: offset 0: unsupported version" "$T/old.err" ||
 	fail "old: $(cat "$T/old.err")"
+# Usage: the service is required (exit 2, nothing sent).
+"$GENTRACE" import --addr "$AGENT" "$T/go126.trace" 2>"$T/usage.err"
+[ $? = 2 ] || fail "import without --service: want exit 2"
+grep -q -- "--service NAME is required" "$T/usage.err" || fail "usage: $(cat "$T/usage.err")"
 for s in cut old; do
 	n=$(curl -sf "http://$HTTP/v1/agents?service=$s" | grep -c '"session"')
 	[ "$n" = 0 ] || fail "service $s has a stored session"
