@@ -1,6 +1,7 @@
 #!/bin/sh
 # gentrace import, end to end: Go programs (tests/go/gen) write traces with
-# Go 1.26 (generations) and Go 1.19 (the old format); each is imported into
+# Go 1.26 and 1.22 (generations) and Go 1.19 and 1.21 (the old format; 1.21
+# and 1.22 when the go command can fetch them); each is imported into
 # a real gentraced and fetched back over HTTP. The Chrome export of the
 # stored session holds exactly the regions, tasks and logs the program
 # recorded, and golang.org/x/exp/trace (tests/go/xtrace) reads the same
@@ -18,6 +19,17 @@ COUNT="python3 $top_srcdir/tests/tools/chrome_go.py"
 (cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=local "$GO" build -o "$T/gen126" .) ||
 	fail "building tests/go/gen"
 versions=126
+# Go 1.21 (the last old-format version, and 1.22 for the first new one)
+# through the go command's toolchain download, when it can be had.
+for tc in ${GENTRACE_GO_IMPORT_TOOLCHAINS-go1.21.13 go1.22.12}; do
+	v=$(echo "$tc" | sed -n 's/^go1\.\([0-9]*\).*/1\1/p')
+	if (cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=$tc "$GO" build -o "$T/gen$v" . \
+		>"$T/build$v.log" 2>&1); then
+		versions="$versions $v"
+	else
+		echo "note: toolchain $tc not available: $(tail -n 1 "$T/build$v.log")"
+	fi
+done
 if [ -x "$GO119" ]; then
 	(cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=local GOFLAGS=-mod=mod \
 		"$GO119" build -o "$T/gen119" .) || fail "building tests/go/gen with Go 1.19"
