@@ -511,7 +511,7 @@ static void task_end_unmatched(gtp_chrome *c, uint64_t pid, uint64_t tid,
   ch_elem(c);
   ch_puts(c, "{\"name\":\"\",\"cat\":\"task\",\"id\":");
   ch_hex(c, id);
-  ev_head(c, true, "b", pid, tid, c->win_start);
+  ev_head(c, true, "b", pid, tid, wall < c->win_start ? wall : c->win_start);
   ch_puts(c, ",\"args\":{\"task\":");
   ch_u64(c, id);
   ch_puts(c, ",\"gentrace.begun_before_window\":true}}");
@@ -657,7 +657,9 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
        * window start keeps the END (nothing the trace holds is dropped). */
       ch_elem(c);
       ch_puts(c, "{\"name\":\"\"");
-      ev_head(c, true, "B", s->pid, t->tid, c->win_start);
+      /* Never after its end (an event may precede the window's start). */
+      ev_head(c, true, "B", s->pid, t->tid,
+              wall < c->win_start ? wall : c->win_start);
       ch_puts(c, ",\"args\":{\"gentrace.begun_before_window\":true}}");
       t->depth++;
     }
