@@ -1,9 +1,9 @@
 #!/bin/sh
 # The Go trace reader (proto/gotrace.c, through tests/proto/gocount) on
-# traces the real Go runtime writes at test time: tests/go/gen records a
+# traces the real Go runtime writes at test time: tests/goreader/gen records a
 # workload with known regions, tasks (handed between goroutines) and logs
 # over three generations; gocount's counts must equal what the program
-# recorded and what golang.org/x/exp/trace (tests/go/xtrace) reads.
+# recorded and what golang.org/x/exp/trace (tests/goreader/xtrace) reads.
 #
 # Versions: the installed toolchain (1.26) always; Go 1.22, 1.23 and 1.25
 # too (GENTRACE_GO_TOOLCHAINS, fetched by the go command as modules) when
@@ -19,13 +19,13 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/gt-gotrace-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-(cd "$top_srcdir/tests/go/xtrace" && GOTOOLCHAIN=local "$GO" build -o "$T/xtrace" .) ||
-	fail "building tests/go/xtrace"
+(cd "$top_srcdir/tests/goreader/xtrace" && GOTOOLCHAIN=local "$GO" build -o "$T/xtrace" .) ||
+	fail "building tests/goreader/xtrace"
 
 for tc in local ${GENTRACE_GO_TOOLCHAINS-go1.22.12 go1.23.12 go1.25.5}; do
-	if ! (cd "$top_srcdir/tests/go/gen" &&
+	if ! (cd "$top_srcdir/tests/goreader/gen" &&
 		GOTOOLCHAIN=$tc "$GO" build -o "$T/gen-$tc" . >"$T/build-$tc.log" 2>&1); then
-		[ "$tc" = local ] && fail "building tests/go/gen: $(cat "$T/build-$tc.log")"
+		[ "$tc" = local ] && fail "building tests/goreader/gen: $(cat "$T/build-$tc.log")"
 		echo "skip $tc: toolchain not available ($(tail -n 1 "$T/build-$tc.log"))"
 		continue
 	fi

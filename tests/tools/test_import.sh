@@ -1,10 +1,10 @@
 #!/bin/sh
-# gentrace import, end to end: Go programs (tests/go/gen) write traces with
+# gentrace import, end to end: Go programs (tests/goreader/gen) write traces with
 # Go 1.26 and 1.22 (generations) and Go 1.19 and 1.21 (the old format; 1.21
 # and 1.22 when the go command can fetch them); each is imported into
 # a real gentraced and fetched back over HTTP. The Chrome export of the
 # stored session holds exactly the regions, tasks and logs the program
-# recorded, and golang.org/x/exp/trace (tests/go/xtrace) reads the same
+# recorded, and golang.org/x/exp/trace (tests/goreader/xtrace) reads the same
 # counts from the original file. Damaged and unsupported files are refused
 # with their version and offset, and store nothing.
 . "$top_srcdir/tests/integration/lib.sh"
@@ -14,16 +14,16 @@ GO119=/usr/lib/go-1.19/bin/go
 [ -x "$GO" ] || { echo "SKIP: no go toolchain"; exit 77; }
 COUNT="python3 $top_srcdir/tests/tools/chrome_go.py"
 
-(cd "$top_srcdir/tests/go/xtrace" && GOTOOLCHAIN=local "$GO" build -o "$T/xtrace" .) ||
-	fail "building tests/go/xtrace"
-(cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=local "$GO" build -o "$T/gen126" .) ||
-	fail "building tests/go/gen"
+(cd "$top_srcdir/tests/goreader/xtrace" && GOTOOLCHAIN=local "$GO" build -o "$T/xtrace" .) ||
+	fail "building tests/goreader/xtrace"
+(cd "$top_srcdir/tests/goreader/gen" && GOTOOLCHAIN=local "$GO" build -o "$T/gen126" .) ||
+	fail "building tests/goreader/gen"
 versions=126
 # Go 1.21 (the last old-format version, and 1.22 for the first new one)
 # through the go command's toolchain download, when it can be had.
 for tc in ${GENTRACE_GO_IMPORT_TOOLCHAINS-go1.21.13 go1.22.12}; do
 	v=$(echo "$tc" | sed -n 's/^go1\.\([0-9]*\).*/1\1/p')
-	if (cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=$tc "$GO" build -o "$T/gen$v" . \
+	if (cd "$top_srcdir/tests/goreader/gen" && GOTOOLCHAIN=$tc "$GO" build -o "$T/gen$v" . \
 		>"$T/build$v.log" 2>&1); then
 		versions="$versions $v"
 	else
@@ -31,8 +31,8 @@ for tc in ${GENTRACE_GO_IMPORT_TOOLCHAINS-go1.21.13 go1.22.12}; do
 	fi
 done
 if [ -x "$GO119" ]; then
-	(cd "$top_srcdir/tests/go/gen" && GOTOOLCHAIN=local GOFLAGS=-mod=mod \
-		"$GO119" build -o "$T/gen119" .) || fail "building tests/go/gen with Go 1.19"
+	(cd "$top_srcdir/tests/goreader/gen" && GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+		"$GO119" build -o "$T/gen119" .) || fail "building tests/goreader/gen with Go 1.19"
 	versions="$versions 119"
 else
 	echo "note: $GO119 missing (Debian golang-1.19-go, setup.sh installs it): old format not tested"

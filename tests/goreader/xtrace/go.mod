@@ -1,4 +1,4 @@
-module gentrace.test/xtrace
+module gentrace.test/goreader/xtrace
 
 go 1.26.0
 

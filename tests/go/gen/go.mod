@@ -1,3 +1,0 @@
-module gentrace.test/gogen
-
-go 1.19
