@@ -106,7 +106,9 @@ static uint64_t build(gw *w, int per_m) {
 
 /* A gentrace generation around Go bytes (GOTRACE records of 240 KiB). */
 static void wrap(gtp_wbuf *f, const gtp_wbuf *go) {
-  gtp_gen_start st = {.gen = 1, .service = {"bench", 5}, .host = {"h", 1},
+  gtp_gen_start st = {.gen = 1,
+                      .service = {"bench", 5},
+                      .host = {"h", 1},
                       .agent_version = {"b", 1}};
   st.tags[st.ntags++] = (gtp_tag){{"format", 6}, {"go", 2}};
   st.tags[st.ntags++] = (gtp_tag){{"go_version", 10}, {"1.23", 4}};
@@ -121,8 +123,8 @@ static void wrap(gtp_wbuf *f, const gtp_wbuf *go) {
     gtp_wbuf_put(&body, go->data + at, k);
     at += k;
   }
-  gtp_clock ck = {0, 0, 1800000000000000000ull, 1000000000, 1000000000,
-                  1800000001000000000ull};
+  gtp_clock ck = {0,          0,          1800000000000000000ull,
+                  1000000000, 1000000000, 1800000001000000000ull};
   gtp_put_clock(&body, &ck);
   gtp_gen_end e = {.gen = 1};
   gtp_manifest_compute(body.data, body.len, &e);

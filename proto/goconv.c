@@ -74,8 +74,8 @@ static int grow(void **a, size_t *cap, size_t need, size_t elem) {
 
 static void flush(conv *c, tbuf *t) {
   if (t->n && !c->rc) {
-    int rc = gtp_put_batch(c->out, c->gen, t->tid, t->base, t->n, t->ev,
-                           t->len);
+    int rc =
+        gtp_put_batch(c->out, c->gen, t->tid, t->base, t->n, t->ev, t->len);
     if (rc)
       c->rc = rc;
   }

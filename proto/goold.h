@@ -43,9 +43,9 @@ typedef struct gtp_goold_event {
 } gtp_goold_event;
 
 typedef struct gtp_goold {
-  unsigned version; /* 11..21 */
-  uint64_t freq;    /* ticks per second */
-  int64_t span_ns;  /* first to last event of any kind */
+  unsigned version;        /* 11..21 */
+  uint64_t freq;           /* ticks per second */
+  int64_t span_ns;         /* first to last event of any kind */
   gtp_goold_event *events; /* sorted by ns; owned */
   size_t nevents;
   gtp_string_ent *strings; /* sorted by id; owned array, borrowed bytes */

@@ -121,7 +121,8 @@ static const struct {
 };
 
 static int ev_known(unsigned version, uint8_t type) {
-  return type < EV_COUNT && ev_spec[type].nargs && ev_spec[type].since <= version;
+  return type < EV_COUNT && ev_spec[type].nargs &&
+         ev_spec[type].since <= version;
 }
 
 /* Decodes one timed event at *pp (invariant 2). ts advances by its delta. */
@@ -329,8 +330,8 @@ static int cmp_string(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int gtp_go_parse(const uint8_t *in, size_t len, unsigned version,
-                 gtp_go_gen *g, size_t *err_off) {
+int gtp_go_parse(const uint8_t *in, size_t len, unsigned version, gtp_go_gen *g,
+                 size_t *err_off) {
   memset(g, 0, sizeof *g);
   if (version == 24)
     version = 23; /* Go 1.24 writes the 1.23 format */
@@ -481,8 +482,9 @@ void gtp_go_set_clock(gtp_go_gen *g, const gtp_clock *c) {
   if (g->has_snapshot)
     return;
   g->anchor_ts = g->max_ts;
-  g->anchor_wall =
-      c->end_real_ns > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)c->end_real_ns;
+  g->anchor_wall = c->end_real_ns > (uint64_t)INT64_MAX
+                       ? INT64_MAX
+                       : (int64_t)c->end_real_ns;
 }
 
 gtp_str gtp_go_string(const gtp_go_gen *g, uint64_t id) {
@@ -600,8 +602,11 @@ int gtp_go_iter_init(gtp_go_iter *it, const gtp_go_gen *g) {
   for (size_t i = 0; i < g->nbatches; i++) {
     gtp_go_cursor *c = &it->cur[i];
     const gtp_go_batch *b = &g->batches[i];
-    *c = (gtp_go_cursor){
-        .p = b->data, .end = b->data + b->len, .m = b->m, .idx = i, .ts = b->base};
+    *c = (gtp_go_cursor){.p = b->data,
+                         .end = b->data + b->len,
+                         .m = b->m,
+                         .idx = i,
+                         .ts = b->base};
     m_get(it, b->m, true);
     if (cur_step(g, c))
       it->heap[it->nheap++] = c;

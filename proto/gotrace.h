@@ -57,7 +57,7 @@ enum gtp_go_kind {
   GTP_GO_LOG,          /* task, name = key, value = message */
   GTP_GO_GC_BEGIN,     /* global: a GC cycle starts */
   GTP_GO_GC_END,
-  GTP_GO_STW_BEGIN,    /* name = kind ("GC mark termination", ...) */
+  GTP_GO_STW_BEGIN, /* name = kind ("GC mark termination", ...) */
   GTP_GO_STW_END,
   GTP_GO_KIND_COUNT_
 };
@@ -71,15 +71,15 @@ typedef struct gtp_go_batch {
 } gtp_go_batch;
 
 typedef struct gtp_go_gen {
-  unsigned version; /* 22..26 */
-  uint64_t gen;     /* Go's generation number */
-  uint64_t freq;    /* timestamp units per second */
+  unsigned version;  /* 22..26 */
+  uint64_t gen;      /* Go's generation number */
+  uint64_t freq;     /* timestamp units per second */
   bool has_snapshot; /* Go 1.25+: wall clock at snap_ts */
   bool end_marker;   /* Go 1.26: EvEndOfGeneration seen */
   uint64_t snap_ts, snap_mono;
   int64_t snap_wall_ns;
-  uint64_t min_ts, max_ts; /* over all timed events (0, 0 if none) */
-  uint64_t nevents;        /* timed events in event batches */
+  uint64_t min_ts, max_ts;            /* over all timed events (0, 0 if none) */
+  uint64_t nevents;                   /* timed events in event batches */
   uint64_t kinds[GTP_GO_KIND_COUNT_]; /* events per kind */
   gtp_string_ent *strings; /* sorted by id; owned array, borrowed bytes */
   size_t nstrings;
@@ -128,8 +128,8 @@ typedef struct gtp_go_event {
   uint8_t kind; /* enum gtp_go_kind */
   uint64_t ts;  /* Go timestamp */
   int64_t wall_ns;
-  uint64_t m;  /* M whose batch holds the event */
-  uint64_t g;  /* goroutine running on that M, 0 = none known */
+  uint64_t m; /* M whose batch holds the event */
+  uint64_t g; /* goroutine running on that M, 0 = none known */
   uint64_t args[GTP_GO_ARGS_MAX]; /* raw, after the delta */
   uint64_t task, parent;          /* tasks, regions and logs */
   gtp_str name;  /* region/task name, log key, STW kind (may be empty) */

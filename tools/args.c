@@ -84,8 +84,7 @@ int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
       continue;
     }
     if ((flags & CLI_F_IMPORT) &&
-        ((r = opt_value(cmd, argc, argv, &i, "--service", "-s",
-                        &o->service)) ||
+        ((r = opt_value(cmd, argc, argv, &i, "--service", "-s", &o->service)) ||
          (r = opt_value(cmd, argc, argv, &i, "--addr", NULL, &o->addr)) ||
          (r = opt_value(cmd, argc, argv, &i, "--host", NULL, &o->host)))) {
       if (r < 0)

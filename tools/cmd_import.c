@@ -1,6 +1,6 @@
 /* cmd_import.c: `gentrace import FILE --service NAME [--addr HOST:PORT]
- * [--host H] [--now] [-o OUT]`: a Go execution trace file (Go 1.11 to 1.26) stored
- * as a finished gentrace session (import.h says how each version maps).
+ * [--host H] [--now] [-o OUT]`: a Go execution trace file (Go 1.11 to 1.26)
+ * stored as a finished gentrace session (import.h says how each version maps).
  *
  * The whole file is decoded and every generation built before anything is
  * sent, so a bad file stores nothing; the error names the Go version and
@@ -94,8 +94,8 @@ int cmd_import(int argc, char **argv) {
 
   import_set s;
   size_t off = 0;
-  int rc = import_build(in.data, in.len,
-                        opt.now ? now_ns() : mtime_of(in.name), &s, &off);
+  int rc = import_build(in.data, in.len, opt.now ? now_ns() : mtime_of(in.name),
+                        &s, &off);
   if (rc) {
     if (s.version)
       fprintf(stderr, "gentrace: %s: go 1.%u trace: offset %zu: %s%s\n",

@@ -40,7 +40,7 @@ typedef struct import_set {
   int go_format;    /* 1: GOTRACE generations (1.22+), 0: native */
   import_gen *gens;
   size_t ngens;
-  int64_t start_ns, end_ns; /* wall clock of the whole trace */
+  int64_t start_ns, end_ns;      /* wall clock of the whole trace */
   uint64_t regions, tasks, logs; /* begins, as decoded */
 } import_set;
 

@@ -106,9 +106,13 @@ static int build_new(const uint8_t *data, size_t len, unsigned v,
       sp = q;
     }
     struct span *x = &sp[n++];
-    *x = (struct span){.off = off, .len = glen, .min_ts = g.min_ts,
-                       .max_ts = g.max_ts, .nevents = g.nevents,
-                       .freq = g.freq, .snap = g.has_snapshot};
+    *x = (struct span){.off = off,
+                       .len = glen,
+                       .min_ts = g.min_ts,
+                       .max_ts = g.max_ts,
+                       .nevents = g.nevents,
+                       .freq = g.freq,
+                       .snap = g.has_snapshot};
     if (g.has_snapshot && g.nevents) {
       x->wmin = gtp_go_wall_ns(&g, g.min_ts);
       x->wmax = gtp_go_wall_ns(&g, g.max_ts);
@@ -129,9 +133,8 @@ static int build_new(const uint8_t *data, size_t len, unsigned v,
     goto out;
   }
   /* Without a clock snapshot, the file's mtime is the end of the trace. */
-  int64_t last_ns = last_freq ? (int64_t)((__int128)last_max * SEC /
-                                          (__int128)last_freq)
-                              : 0;
+  int64_t last_ns =
+      last_freq ? (int64_t)((__int128)last_max * SEC / (__int128)last_freq) : 0;
   int64_t shift = mtime_ns - last_ns;
   s->gens = calloc(n, sizeof *s->gens);
   if (!s->gens) {
@@ -273,9 +276,8 @@ static int put_strings(gtp_wbuf *b, const gtp_string_ent *s, size_t n) {
   gtp_str strs[256];
   size_t k = 0, bytes = 0;
   for (size_t i = 0; i <= n; i++) {
-    size_t l = i < n ? (s[i].s.len > GTP_STRING_MAX ? GTP_STRING_MAX
-                                                    : s[i].s.len)
-                     : 0;
+    size_t l =
+        i < n ? (s[i].s.len > GTP_STRING_MAX ? GTP_STRING_MAX : s[i].s.len) : 0;
     if (k && (i == n || k == 256 || bytes + l + 24 > IMPORT_RECORD_MAX)) {
       int rc = gtp_put_strings(b, ids, strs, k);
       if (rc)
@@ -313,7 +315,8 @@ static int build_old_gen(import_set *s, const gtp_goold *t, size_t from,
   /* Names first, so the thread names and "GC" are known. */
   for (size_t k = 0; k < to - from; k++) {
     const gtp_goold_event *e = &t->events[keys[k].i];
-    if (e->name_id && e->kind != GTP_GO_STW_BEGIN && (rc = use_id(&o, e->name_id)))
+    if (e->name_id && e->kind != GTP_GO_STW_BEGIN &&
+        (rc = use_id(&o, e->name_id)))
       goto out;
   }
   if (o.nused > 1)

@@ -186,8 +186,7 @@ int import_send(const char *addr, const gtp_gen_start *id, const char *token,
   if ((rc = gtp_frame_welcome_decode(f.payload, f.len, &wel)))
     goto out_dec;
   for (size_t i = 0; i < s->ngens; i++)
-    if (wel.max_gen_bytes &&
-        s->gens[i].body_len + 8192 > wel.max_gen_bytes) {
+    if (wel.max_gen_bytes && s->gens[i].body_len + 8192 > wel.max_gen_bytes) {
       snprintf(msg, msglen,
                "generation %zu is %zu bytes, the daemon takes at most %llu",
                i + 1, s->gens[i].body_len,

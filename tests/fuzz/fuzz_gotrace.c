@@ -54,7 +54,8 @@ static void old_one(const uint8_t *data, size_t size) {
       fuzz_check(e->ns >= 0 && e->ns <= t.span_ns);
       fuzz_check(e->kind < GTP_GO_KIND_COUNT_);
       kinds[e->kind]++;
-      fuzz_check(e->kind == GTP_GO_STW_BEGIN || in(e->name.ptr, e->name.len, buf, n));
+      fuzz_check(e->kind == GTP_GO_STW_BEGIN ||
+                 in(e->name.ptr, e->name.len, buf, n));
       fuzz_check(in(e->value.ptr, e->value.len, buf, n));
     }
     fuzz_check(!memcmp(kinds, t.kinds, sizeof kinds));
@@ -74,7 +75,9 @@ static int null_sink(void *ctx, const void *p, size_t n) {
 static void conv_one(const uint8_t *p, size_t n, unsigned v) {
   char ver[8];
   snprintf(ver, sizeof ver, "1.%u", v);
-  gtp_gen_start st = {.gen = 1, .service = {"f", 1}, .host = {"h", 1},
+  gtp_gen_start st = {.gen = 1,
+                      .service = {"f", 1},
+                      .host = {"h", 1},
                       .agent_version = {"a", 1}};
   st.tags[st.ntags++] = (gtp_tag){{"format", 6}, {"go", 2}};
   st.tags[st.ntags++] = (gtp_tag){{"go_version", 10}, {ver, strlen(ver)}};
@@ -93,8 +96,8 @@ static void conv_one(const uint8_t *p, size_t n, unsigned v) {
     gtp_wbuf_put(&body, h, hl);
     gtp_wbuf_put(&body, p + part[i][0], part[i][1]);
   }
-  gtp_clock ck = {0, 0, 1700000000000000000ull, 1000, 1000,
-                  1700000000000001000ull};
+  gtp_clock ck = {0,    0,    1700000000000000000ull,
+                  1000, 1000, 1700000000000001000ull};
   gtp_gen_end e = {.gen = 1};
   gtp_gen g, ng;
   size_t used;
@@ -225,8 +228,8 @@ static size_t build(sb *s, unsigned v, uint64_t gen) {
   memset(s, 0, sizeof *s);
   s->out[s->n++] = (uint8_t)(v - 22);
   if (v >= 25) {
-    const uint8_t sync[] = {50, 8, 0xc8, 0xd8, 0xb9, 0x07, 51, 10, 0x80, 1,
-                            0x80, 0xde, 0xa0, 0xaa, 6, 5};
+    const uint8_t sync[] = {50,   8, 0xc8, 0xd8, 0xb9, 0x07, 51, 10,
+                            0x80, 1, 0x80, 0xde, 0xa0, 0xaa, 6,  5};
     memcpy(s->d, sync, sizeof sync);
     s->dn = sizeof sync;
   } else {
@@ -274,24 +277,24 @@ static size_t build(sb *s, unsigned v, uint64_t gen) {
  * P1 ends the task on G6; a GC with its STW. */
 static size_t build_old(sb *s) {
   static const uint8_t body[] = {
-      0x41, 0, 0xe8, 7,                       /* batch P0 @1000 */
-      0x02, 0x80, 0x94, 0xeb, 0xdc, 3,        /* frequency 1e9 */
-      37, 1, 3, 'j', 'o', 'b', 37, 2, 4, 'w', 'o', 'r', 'k', /* strings */
-      37, 3, 1, 'q',
-      0x8e, 0, 5, 1,                          /* GoStart G5 */
-      0xed, 5, 10, 9, 0, 1, 0,                /* TaskCreate 9 "job" */
-      0xef, 5, 10, 9, 0, 2, 0,                /* Region begin "work" */
-      0xf0, 4, 10, 9, 3, 0, 2, 'o', 'k',      /* Log q=ok */
-      0x41, 1, 0x88, 0x27,                    /* batch P1 @5000 */
-      0x8e, 0, 6, 1,                          /* GoStart G6 */
-      0xae, 100, 9, 0,                        /* TaskEnd 9 */
-      0x41, 0, 0xd0, 0x0f,                    /* batch P0 @2000 */
-      0xef, 5, 0, 9, 1, 2, 0,                 /* Region end */
-      0x49, 10, 0,                            /* STW start */
-      0x87, 0, 1, 0,                          /* GC start */
-      0x0a, 10,                               /* STW done */
-      0x54, 10, 0,                            /* GoBlock */
-      0x08, 0xe8, 7,                          /* GC done */
+      0x41, 0,    0xe8, 7,             /* batch P0 @1000 */
+      0x02, 0x80, 0x94, 0xeb, 0xdc, 3, /* frequency 1e9 */
+      37,   1,    3,    'j',  'o',  'b', 37, 2,   4,
+      'w',  'o',  'r',  'k',                           /* strings */
+      37,   3,    1,    'q',  0x8e, 0,   5,  1,        /* GoStart G5 */
+      0xed, 5,    10,   9,    0,    1,   0,            /* TaskCreate 9 "job" */
+      0xef, 5,    10,   9,    0,    2,   0,            /* Region begin "work" */
+      0xf0, 4,    10,   9,    3,    0,   2,  'o', 'k', /* Log q=ok */
+      0x41, 1,    0x88, 0x27,                          /* batch P1 @5000 */
+      0x8e, 0,    6,    1,                             /* GoStart G6 */
+      0xae, 100,  9,    0,                             /* TaskEnd 9 */
+      0x41, 0,    0xd0, 0x0f,                          /* batch P0 @2000 */
+      0xef, 5,    0,    9,    1,    2,   0,            /* Region end */
+      0x49, 10,   0,                                   /* STW start */
+      0x87, 0,    1,    0,                             /* GC start */
+      0x0a, 10,                                        /* STW done */
+      0x54, 10,   0,                                   /* GoBlock */
+      0x08, 0xe8, 7,                                   /* GC done */
   };
   memset(s, 0, sizeof *s);
   s->out[0] = 0x80 + 8; /* 11 + 8 = 1.19 */

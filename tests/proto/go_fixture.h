@@ -20,8 +20,12 @@ typedef struct gb {
 static inline void put(uint8_t *b, size_t *n, uint64_t v) {
   *n += gtp_uvarint_put(b + *n, v);
 }
-static inline void d_u(gb *g, uint64_t v) { put(g->data, &g->dlen, v); }
-static inline void d_b(gb *g, uint8_t v) { g->data[g->dlen++] = v; }
+static inline void d_u(gb *g, uint64_t v) {
+  put(g->data, &g->dlen, v);
+}
+static inline void d_b(gb *g, uint8_t v) {
+  g->data[g->dlen++] = v;
+}
 static inline void d_bytes(gb *g, const char *s) {
   size_t n = strlen(s);
   d_u(g, n);
@@ -75,8 +79,8 @@ static inline void sync_batch(gb *g, uint64_t gen, unsigned version) {
 }
 
 static inline void strings_batch(gb *g, uint64_t gen) {
-  static const char *s[] = {NULL, "job", "work", "queue", "enqueued",
-                            "GC mark termination"};
+  static const char *s[] = {NULL,    "job",      "work",
+                            "queue", "enqueued", "GC mark termination"};
   d_b(g, 4);
   for (uint64_t i = 1; i < 6; i++) {
     d_b(g, 5);
@@ -93,19 +97,19 @@ static inline void workload(gb *g, uint64_t gen, unsigned version) {
   sync_batch(g, gen, version);
   strings_batch(g, gen);
   /* M 9 first in the body, though its events are later. */
-  ev(g, 25, 0, 3, 12, 9, 2);           /* GoStatus g12 on m9 running  @2000 */
-  ev(g, 41, 500, 2, 3, 0);             /* UserTaskEnd task 3           @2500 */
+  ev(g, 25, 0, 3, 12, 9, 2); /* GoStatus g12 on m9 running  @2000 */
+  ev(g, 41, 500, 2, 3, 0);   /* UserTaskEnd task 3           @2500 */
   batch(g, gen, 9, 2000);
-  ev(g, 16, 0, 2, 11, 1);              /* GoStart g11                  @1000 */
-  ev(g, 40, 100, 4, 3, 0, 1, 0);       /* UserTaskBegin 3 "job"        @1100 */
-  ev(g, 42, 100, 3, 3, 2, 0);          /* UserRegionBegin "work"       @1200 */
-  ev(g, 44, 100, 4, 3, 3, 4, 0);       /* UserLog queue=enqueued       @1300 */
-  ev(g, 43, 100, 3, 3, 2, 0);          /* UserRegionEnd "work"         @1400 */
-  ev(g, 26, 50, 2, 5, 0);              /* STWBegin "GC mark term."     @1450 */
-  ev(g, 29, 10, 2, 1, 0);              /* GCBegin seq 1                @1460 */
-  ev(g, 27, 10, 0);                    /* STWEnd                       @1470 */
-  ev(g, 20, 30, 2, 0, 0);              /* GoBlock                      @1500 */
-  ev(g, 30, 1000, 1, 1);               /* GCEnd                        @2500 */
+  ev(g, 16, 0, 2, 11, 1);        /* GoStart g11                  @1000 */
+  ev(g, 40, 100, 4, 3, 0, 1, 0); /* UserTaskBegin 3 "job"        @1100 */
+  ev(g, 42, 100, 3, 3, 2, 0);    /* UserRegionBegin "work"       @1200 */
+  ev(g, 44, 100, 4, 3, 3, 4, 0); /* UserLog queue=enqueued       @1300 */
+  ev(g, 43, 100, 3, 3, 2, 0);    /* UserRegionEnd "work"         @1400 */
+  ev(g, 26, 50, 2, 5, 0);        /* STWBegin "GC mark term."     @1450 */
+  ev(g, 29, 10, 2, 1, 0);        /* GCBegin seq 1                @1460 */
+  ev(g, 27, 10, 0);              /* STWEnd                       @1470 */
+  ev(g, 20, 30, 2, 0, 0);        /* GoBlock                      @1500 */
+  ev(g, 30, 1000, 1, 1);         /* GCEnd                        @2500 */
   batch(g, gen, 7, 1000);
 }
 

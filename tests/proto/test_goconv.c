@@ -47,8 +47,8 @@ static void go_gen(gtp_wbuf *out, const uint8_t *go, size_t n, size_t cut,
     gtp_wbuf_put(&body, h, hl);
     gtp_wbuf_put(&body, go + parts[i][0], parts[i][1]);
   }
-  gtp_clock ck = {5, 5, (uint64_t)REAL_END - 1000000, 1000005, 1000005,
-                  (uint64_t)REAL_END};
+  gtp_clock ck = {5,       5,       (uint64_t)REAL_END - 1000000,
+                  1000005, 1000005, (uint64_t)REAL_END};
   assert_int_equal(gtp_put_clock(&body, &ck), 0);
   gtp_gen_end e = {.gen = 7, .dropped = dropped};
   assert_int_equal(gtp_manifest_compute(body.data, body.len, &e), 0);
@@ -178,7 +178,8 @@ static void test_goconv__undecodable_bytes_say_where(void **state) {
   assert_int_equal(grc, GTP_E_UNKNOWN);
   assert_int_equal(n, 2); /* thread name, then the log */
   assert_int_equal(s[1].type, GTP_EV_LOG);
-  assert_non_null(strstr(s[1].name, "gentrace.go_undecodable=go 1.23: UNKNOWN"));
+  assert_non_null(
+      strstr(s[1].name, "gentrace.go_undecodable=go 1.23: UNKNOWN"));
   assert_non_null(strstr(s[1].name, "at byte"));
   gtp_wbuf_fini(&f);
 }
@@ -217,8 +218,9 @@ static void test_chrome__go_generation_exports(void **state) {
     const char *j = (const char *)out.data;
     assert_int_equal(count(j, "\"ph\":\"b\""), 1);
     assert_int_equal(count(j, "\"ph\":\"e\""), 1);
-    assert_non_null(strstr(j, "{\"name\":\"job\",\"cat\":\"task\",\"id\":\"0x3\""
-                              ",\"ph\":\"e\""));
+    assert_non_null(strstr(j,
+                           "{\"name\":\"job\",\"cat\":\"task\",\"id\":\"0x3\""
+                           ",\"ph\":\"e\""));
     assert_non_null(strstr(j, "\"name\":\"work\",\"ph\":\"B\""));
     assert_non_null(strstr(j, "\"args\":{\"name\":\"G12\"}"));
     assert_int_equal(count(j, "\"ph\":\"B\""), 3); /* work, GC, STW */

@@ -21,8 +21,12 @@ typedef struct ob {
   size_t n;
 } ob;
 
-static void u(ob *o, uint64_t v) { o->n += gtp_uvarint_put(o->b + o->n, v); }
-static void byte(ob *o, uint8_t v) { o->b[o->n++] = v; }
+static void u(ob *o, uint64_t v) {
+  o->n += gtp_uvarint_put(o->b + o->n, v);
+}
+static void byte(ob *o, uint8_t v) {
+  o->b[o->n++] = v;
+}
 
 /* An event with inline args (1..3 of them, timestamp delta first). */
 static void inl(ob *o, uint8_t typ, int n, ...) {
@@ -67,28 +71,28 @@ static void build(ob *o, unsigned v) {
   snprintf(h, sizeof h, "go 1.%u trace", v);
   memcpy(o->b, h, 16);
   o->n = 16;
-  inl(o, 1, 2, 0, 1000);              /* batch P0 @1000 */
-  inl(o, 2, 1, 1000000000);           /* frequency */
+  inl(o, 1, 2, 0, 1000);    /* batch P0 @1000 */
+  inl(o, 2, 1, 1000000000); /* frequency */
   str(o, 1, "job");
   str(o, 2, "work");
   str(o, 3, "queue");
-  inl(o, 14, 3, 0, 5, 1);             /* GoStart G5 @1000 */
-  lng(o, 45, 5, 10, 9, 0, 1, 0);      /* TaskCreate 9 "job" @1010 */
-  lng(o, 47, 5, 10, 9, 0, 2, 0);      /* Region begin "work" @1020 */
-  lng(o, 48, 4, 10, 9, 3, 0);         /* Log queue=... @1030 */
+  inl(o, 14, 3, 0, 5, 1);        /* GoStart G5 @1000 */
+  lng(o, 45, 5, 10, 9, 0, 1, 0); /* TaskCreate 9 "job" @1010 */
+  lng(o, 47, 5, 10, 9, 0, 2, 0); /* Region begin "work" @1020 */
+  lng(o, 48, 4, 10, 9, 3, 0);    /* Log queue=... @1030 */
   u(o, 8);
   memcpy(o->b + o->n, "enqueued", 8);
   o->n += 8;
-  inl(o, 1, 2, 1, 5000);              /* batch P1 @5000 */
-  inl(o, 14, 3, 0, 6, 1);             /* GoStart G6 @5000 */
-  inl(o, 46, 3, 100, 9, 0);           /* TaskEnd 9 @5100 */
-  inl(o, 1, 2, 0, 2000);              /* batch P0 again @2000 */
-  lng(o, 47, 5, 0, 9, 1, 2, 0);       /* Region end "work" @2000 */
-  inl(o, 9, 2, 10, 0);                /* STW start kind 0 @2010 */
-  inl(o, 7, 3, 0, 1, 0);              /* GC start @2010 (same time) */
-  inl(o, 10, 1, 10);                  /* STW done @2020 */
-  inl(o, 20, 2, 10, 0);               /* GoBlock @2030: G5 off P0 */
-  inl(o, 8, 1, 1000);                 /* GC done @3030 */
+  inl(o, 1, 2, 1, 5000);        /* batch P1 @5000 */
+  inl(o, 14, 3, 0, 6, 1);       /* GoStart G6 @5000 */
+  inl(o, 46, 3, 100, 9, 0);     /* TaskEnd 9 @5100 */
+  inl(o, 1, 2, 0, 2000);        /* batch P0 again @2000 */
+  lng(o, 47, 5, 0, 9, 1, 2, 0); /* Region end "work" @2000 */
+  inl(o, 9, 2, 10, 0);          /* STW start kind 0 @2010 */
+  inl(o, 7, 3, 0, 1, 0);        /* GC start @2010 (same time) */
+  inl(o, 10, 1, 10);            /* STW done @2020 */
+  inl(o, 20, 2, 10, 0);         /* GoBlock @2030: G5 off P0 */
+  inl(o, 8, 1, 1000);           /* GC done @3030 */
 }
 
 static void test_goold__user_events_on_their_goroutines(void **state) {

@@ -42,12 +42,11 @@ static void test_gotrace__events_land_on_their_goroutines(void **state) {
     gtp_go_iter it;
     assert_int_equal(gtp_go_iter_init(&it, &g), 0);
     gtp_go_event e;
-    uint8_t want_kind[] = {GTP_GO_OTHER,       GTP_GO_TASK_BEGIN,
-                           GTP_GO_REGION_BEGIN, GTP_GO_LOG,
-                           GTP_GO_REGION_END,  GTP_GO_STW_BEGIN,
-                           GTP_GO_GC_BEGIN,    GTP_GO_STW_END,
-                           GTP_GO_OTHER,       GTP_GO_OTHER,
-                           GTP_GO_TASK_END,    GTP_GO_GC_END};
+    uint8_t want_kind[] = {
+        GTP_GO_OTHER,    GTP_GO_TASK_BEGIN, GTP_GO_REGION_BEGIN,
+        GTP_GO_LOG,      GTP_GO_REGION_END, GTP_GO_STW_BEGIN,
+        GTP_GO_GC_BEGIN, GTP_GO_STW_END,    GTP_GO_OTHER,
+        GTP_GO_OTHER,    GTP_GO_TASK_END,   GTP_GO_GC_END};
     uint64_t want_g[] = {11, 11, 11, 11, 11, 11, 11, 11, 0, 12, 12, 12};
     size_t i = 0;
     while (gtp_go_next(&it, &e) == 1) {
@@ -163,10 +162,11 @@ static void test_gotrace__split_finds_generation_edges(void **state) {
   assert_int_equal(gtp_go_split(b.buf + n, b.len - n, 26, &n, &gen),
                    GTP_E_TRUNC);
   /* A file header. */
-  assert_int_equal(gtp_go_file_version((const uint8_t *)"go 1.19 trace\0\0\0", 16),
-                   19);
-  assert_int_equal(gtp_go_file_version((const uint8_t *)"go 1.19 trace\0\0x", 16),
-                   GTP_E_MAGIC);
+  assert_int_equal(
+      gtp_go_file_version((const uint8_t *)"go 1.19 trace\0\0\0", 16), 19);
+  assert_int_equal(
+      gtp_go_file_version((const uint8_t *)"go 1.19 trace\0\0x", 16),
+      GTP_E_MAGIC);
   assert_int_equal(gtp_go_file_version((const uint8_t *)"gentrace", 8),
                    GTP_E_TRUNC);
 }
