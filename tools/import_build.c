@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "goconv.h"
 #include "goold.h"
 #include "gotrace.h"
 #include "import.h"
@@ -197,12 +198,12 @@ static uint64_t tid_of(const gtp_goold_event *e) {
   switch (e->kind) {
   case GTP_GO_GC_BEGIN:
   case GTP_GO_GC_END:
-    return (1ull << 48) + 1;
+    return GTP_GOCONV_TID_GC;
   case GTP_GO_STW_BEGIN:
   case GTP_GO_STW_END:
-    return (1ull << 48) + 2;
+    return GTP_GOCONV_TID_STW;
   default:
-    return e->g ? e->g : (1ull << 49) | (e->p & 0xffffffffu);
+    return e->g ? e->g : GTP_GOCONV_TID_M | (e->p & 0xffffffffu);
   }
 }
 
@@ -335,11 +336,11 @@ static int build_old_gen(import_set *s, const gtp_goold *t, size_t from,
     uint64_t base = prev;
     char name[48];
     int nl;
-    if (tid == (1ull << 48) + 1)
+    if (tid == GTP_GOCONV_TID_GC)
       nl = snprintf(name, sizeof name, "GC");
-    else if (tid == (1ull << 48) + 2)
+    else if (tid == GTP_GOCONV_TID_STW)
       nl = snprintf(name, sizeof name, "STW");
-    else if (tid & (1ull << 49))
+    else if (tid & GTP_GOCONV_TID_M)
       nl = snprintf(name, sizeof name, "P%llu",
                     (unsigned long long)(tid & 0xffffffffu));
     else
