@@ -449,7 +449,8 @@ static void test_chrome__end_without_begin_opens_at_window_start(void **state) {
  * first in every generation (its buffer flushed first), and some tasks end
  * a generation later on a third thread. Every begin gets its named end,
  * nothing synthetic is needed, and open tasks close at the window end. */
-static void test_chrome__task_ends_before_begin_in_body_are_paired(void **state) {
+static void
+test_chrome__task_ends_before_begin_in_body_are_paired(void **state) {
   (void)state;
   enum { N = 300 };
   tb t;
@@ -473,8 +474,8 @@ static void test_chrome__task_ends_before_begin_in_body_are_paired(void **state)
     if (gen > 1) {
       tb_batch_begin(&t, 3, base);
       for (uint64_t i = 1; i < N; i += 2)
-        tb_ev(&t, GTP_EV_TASK_END, base + 1000 * i + 5, (gen - 1) * 1000 + i,
-              0, 0);
+        tb_ev(&t, GTP_EV_TASK_END, base + 1000 * i + 5, (gen - 1) * 1000 + i, 0,
+              0);
       tb_batch_end(&t);
     }
     tb_gen_end(&t, base + 999999999ull, 0, 0, 0);
