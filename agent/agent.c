@@ -1056,6 +1056,17 @@ static void config_from_env(gt_config *c) {
 }
 
 /* Parses "k=v,k=v" into id->tags (bytes owned by id->tags_buf). */
+/* Replaces every non-ASCII byte of s by '?' unless s is valid UTF-8 (the
+ * daemon refuses identity strings that are not, PROTOCOL.md 3.1, and a
+ * program name or host name can hold any bytes). */
+static void text_clean(char *s) {
+  if (s == NULL || gtp_frame_text_ok(s, strlen(s)))
+    return;
+  for (; *s; s++)
+    if ((unsigned char)*s >= 0x80)
+      *s = '?';
+}
+
 static int parse_tags(gt__ident *id, const char *tags) {
   id->ntags = 0;
   if (tags == NULL || *tags == '\0')
@@ -1063,6 +1074,7 @@ static int parse_tags(gt__ident *id, const char *tags) {
   id->tags_buf = strdup(tags);
   if (id->tags_buf == NULL)
     return -ENOMEM;
+  text_clean(id->tags_buf);
   char *save = NULL;
   for (char *kv = strtok_r(id->tags_buf, ",", &save); kv != NULL;
        kv = strtok_r(NULL, ",", &save)) {
@@ -1117,15 +1129,27 @@ static void ident_fini(gt__ident *id) {
   memset(id, 0, sizeof *id);
 }
 
+/* Fills out with n random bytes. Without entropy yet (early boot, where
+ * GRND_NONBLOCK fails) it falls back to clock, pid and address bits: unique
+ * enough for an id, guessable as a key, which only matters if someone on
+ * the network also learns the id before the first HELLO. */
+static void draw_random(uint8_t *out, size_t n, uint64_t salt) {
+  if (getrandom(out, n, GRND_NONBLOCK) == (ssize_t)n)
+    return;
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t x = gt__ns(CLOCK_REALTIME) ^ (uint64_t)getpid() << 32 ^
+                 gt__ns(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull ^
+                 (uint64_t)(uintptr_t)out ^ salt ^ i * 0xBF58476D1CE4E5B9ull;
+    memcpy(out + i, &x, n - i < 8 ? n - i : 8);
+  }
+}
+
 static int ident_init(gt__ident *id, const gt_config *c) {
   memset(id, 0, sizeof *id);
-  if (getrandom(id->session, 16, GRND_NONBLOCK) != 16) {
-    /* No entropy yet (early boot): time, pid and address bits. */
-    uint64_t a = gt__ns(CLOCK_REALTIME) ^ (uint64_t)getpid() << 32;
-    uint64_t b = gt__ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)id;
-    memcpy(id->session, &a, 8);
-    memcpy(id->session + 8, &b, 8);
-  }
+  /* A new id and key at every gt_start, also in a forked child (which
+   * starts afresh: atfork_child forgets the parent's session). */
+  draw_random(id->session, sizeof id->session, 1);
+  draw_random(id->session_key, sizeof id->session_key, 2);
   const char *svc = c->service;
   if (svc == NULL || *svc == '\0')
     svc = program_invocation_short_name;
@@ -1136,6 +1160,8 @@ static int ident_init(gt__ident *id, const gt_config *c) {
   else
     gethostname(host, sizeof host - 1);
   id->host = strdup(host);
+  text_clean(id->service);
+  text_clean(id->host);
   id->token = c->token && *c->token ? strndup(c->token, GTP_TOKEN_MAX) : NULL;
   id->pid = (uint64_t)getpid();
   id->start_ns = process_start_ns();
@@ -1226,6 +1252,10 @@ int gt_start(const gt_config *user) {
     c.period_ms = 1000;
   if (c.period_ms < 10)
     c.period_ms = 10;
+  /* gentraced refuses generations spanning more than its --max-gen-span
+   * (default 10 min); half of it leaves room for a late cut. */
+  if (c.period_ms > 300000)
+    c.period_ms = 300000;
   if (c.buffer_mb == 0)
     c.buffer_mb = 8;
   if (c.spool_mb == 0)
@@ -1421,6 +1451,8 @@ static void stats_locked(gt_stats_t *out) {
                    nthreads * sizeof(gt__thread) + (2u << 20);
   out->bytes_sent = __atomic_load_n(&A.sender.bytes_sent, __ATOMIC_RELAXED);
   out->connects = __atomic_load_n(&A.sender.connects, __ATOMIC_RELAXED);
+  out->auth_refused =
+      __atomic_load_n(&A.sender.auth_refused, __ATOMIC_RELAXED);
   int st = atomic_load(&A.conn_state);
   out->conn_state = st == GT_SEND_STREAMING ? GT_CONN_CONNECTED
                     : st == GT_SEND_BACKOFF ? GT_CONN_BACKOFF

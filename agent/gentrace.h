@@ -54,7 +54,7 @@ typedef struct gt_config {
   const char *service; /* default: program_invocation_short_name */
   const char *token;   /* agent token, default none */
   const char *tags;    /* "k=v,k=v", default none */
-  uint32_t period_ms;  /* generation period, default 1000 (min 10) */
+  uint32_t period_ms;  /* generation period, default 1000 (10 .. 300000) */
   uint32_t buffer_mb;  /* per-thread buffer pool total, default 8 */
   uint32_t spool_mb;   /* sealed generations held, default 64 */
   int stacks;          /* 1: stacks on region begins and instants */
@@ -138,6 +138,11 @@ typedef struct gt_stats_t {
   uint64_t connects;     /* successful handshakes */
   int conn_state;        /* enum gt_conn_state */
   uint64_t last_acked_gen;
+  /* Appended with protocol v2 (library soname 1: gt_stats fills the whole
+   * struct, so programs built against soname 0 must not load it): HELLOs
+   * the daemon refused with AUTH because it holds another key for this
+   * session id. */
+  uint64_t auth_refused;
 } gt_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL for NULL. After gt_stop() it returns

@@ -173,6 +173,7 @@ static void send_hello(gt__sender *s, uint64_t now) {
   h.min_version = GTP_PROTO_VERSION_MIN;
   h.max_version = GTP_PROTO_VERSION;
   memcpy(h.session, id->session, 16);
+  memcpy(h.session_key, id->session_key, sizeof h.session_key);
   h.service = (gtp_str){id->service, strlen(id->service)};
   h.host = (gtp_str){id->host, strlen(id->host)};
   h.agent_version = (gtp_str){PACKAGE_VERSION, strlen(PACKAGE_VERSION)};
@@ -304,6 +305,13 @@ static void on_frame(gt__sender *s, uint64_t now, const gtp_frame *f) {
       gt__spool_reject(s->sp, e.gen);
       return;
     }
+    /* AUTH: the daemon holds another key for this session id, e.g. a
+     * forked child that kept its parent's session (it should not: gt_start
+     * draws a new id and key) or a peer that took an unused id first. Like
+     * TOKEN it cannot succeed at once: counted, logged, backoff. */
+    if (e.code == GTP_E_AUTH)
+      __atomic_store_n(&s->auth_refused, s->auth_refused + 1,
+                       __ATOMIC_RELAXED);
     s->log(GT_LOG_WARN, "gentrace: daemon error %s: %.*s", gtp_errname(e.code),
            (int)e.reason.len, e.reason.ptr);
     drop_conn(s, now, s->state != GT_SEND_STREAMING, "ERROR");

@@ -41,6 +41,9 @@ enum {
 
 typedef struct gt__ident {
   uint8_t session[16];
+  /* Proves ownership of the session to the daemon (HELLO, protocol v2):
+   * random, drawn with the session id, never logged. */
+  uint8_t session_key[GTP_SESSION_KEY_SIZE];
   char *service, *host, *token;
   uint64_t pid, start_ns;
   uint32_t ntags;
@@ -77,6 +80,7 @@ typedef struct gt__sender {
   size_t cur_off; /* next body byte to frame */
   /* Statistics (read by gt_stats under no lock: relaxed snapshots). */
   uint64_t bytes_sent, connects;
+  uint64_t auth_refused; /* ERROR(AUTH) answers to HELLO */
 } gt__sender;
 
 int gt__sender_init(gt__sender *s, const char *addrs, const gt__ident *id,

@@ -1,4 +1,8 @@
-/* bench_download.c: D1, window download throughput of the HTTP API.
+/* bench_download.c: D1, window download throughput of the HTTP API; D2,
+ * the same window as Chrome JSON (format=chrome, streamed through the
+ * bounded pipe and pump thread of web_trace.c) against the same-run
+ * in-process conversion of those bytes by gtp_chrome into memory (what the
+ * HTTP answer cost before it streamed, without any socket).
  *
  * Fills a real database (store_open/store_submit, zstd) with one session of
  * ~1 MiB generations, starts the web server on 127.0.0.1 port 0 and
@@ -32,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chrome.h"
 #include "format.h"
 #include "store.h"
 #include "store_pin.h"
@@ -275,8 +280,57 @@ static double median(double *v, int n) {
 
 /* Median over rounds of gentraced/baseline, each round measuring both back
  * to back, so load swings on a shared machine hit both sides alike. */
+static void bench_line_id(const char *id, const double *ours,
+                          const double *base, const char *name);
 static void bench_line(const double *ours, const double *base,
                        const char *name) {
+  bench_line_id("D1", ours, base, name);
+}
+
+static int count_sink(void *ctx, const void *p, size_t n) {
+  (void)p;
+  *(uint64_t *)ctx += n;
+  return 0;
+}
+
+/* The baseline of D2: the downloaded window converted to Chrome JSON in
+ * memory (bytes counted, not kept): MB/s of JSON. */
+static double chrome_convert_once(const char *file) {
+  FILE *f = fopen(file, "rb");
+  if (!f)
+    return 0;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *data = len > 0 ? malloc((size_t)len) : NULL;
+  int ok = data && fread(data, 1, (size_t)len, f) == (size_t)len;
+  fclose(f);
+  if (!ok) {
+    free(data);
+    return 0;
+  }
+  uint64_t out = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  gtp_chrome *c = gtp_chrome_new(count_sink, &out, 0, 0);
+  gtp_file_reader fr;
+  gtp_gen g;
+  if (c && gtp_file_reader_init(&fr, data, (size_t)len) == 0)
+    while (gtp_file_reader_next(&fr, &g) == 1) {
+      gtp_chrome_gen(c, &g);
+      gtp_gen_fini(&g);
+    }
+  if (c)
+    gtp_chrome_end(c);
+  gtp_chrome_free(c);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  free(data);
+  double t = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  return t > 0 ? (double)out / t / 1e6 : 0;
+}
+
+static void bench_line_id(const char *id, const double *ours,
+                          const double *base, const char *name) {
   double r[ROUNDS], o[ROUNDS], b[ROUNDS];
   int n = 0;
   for (int i = 0; i < ROUNDS; i++)
@@ -289,15 +343,15 @@ static void bench_line(const double *ours, const double *base,
   if (n == 0) {
     for (int i = 0; i < ROUNDS; i++)
       o[i] = ours[i];
-    printf("BENCH id=D1 value=%.0f unit=MB/s baseline=%s:missing ratio=0 "
+    printf("BENCH id=%s value=%.0f unit=MB/s baseline=%s:missing ratio=0 "
            "bar=0.5 pass=0\n",
-           median(o, ROUNDS), name);
+           id, median(o, ROUNDS), name);
     return;
   }
   double ratio = median(r, n);
-  printf("BENCH id=D1 value=%.0f unit=MB/s baseline=%s:%.0f ratio=%.2f "
+  printf("BENCH id=%s value=%.0f unit=MB/s baseline=%s:%.0f ratio=%.2f "
          "bar=0.5 pass=%d\n",
-         median(o, n), name, median(b, n), ratio, ratio >= 0.5);
+         id, median(o, n), name, median(b, n), ratio, ratio >= 0.5);
 }
 
 int main(int argc, char **argv) {
@@ -368,7 +422,6 @@ int main(int argc, char **argv) {
   web_config_init(&wc);
   wc.port = 0;
   wc.db_path = db;
-  wc.pins = pins;
   wc.max_window_bytes = UINT64_C(16) << 30;
   web_server *w;
   uint16_t port;
@@ -411,6 +464,18 @@ int main(int argc, char **argv) {
             "MB/s\n",
             i + 1, ours[i], nginx[i], iperf[i]);
   }
+  /* D2: Chrome JSON over HTTP (bounded pipe) vs converting in memory. */
+  char curl_chrome[300];
+  snprintf(curl_chrome, sizeof curl_chrome, "%s&format=chrome", url);
+  double chrome_http[ROUNDS], chrome_mem[ROUNDS];
+  for (int i = 0; i < ROUNDS; i++) {
+    chrome_http[i] = curl_once(curl_chrome, NULL, NULL);
+    chrome_mem[i] = chrome_convert_once(file);
+    fprintf(stderr,
+            "bench_download: round %d chrome over HTTP %.0f, in memory %.0f "
+            "MB/s\n",
+            i + 1, chrome_http[i], chrome_mem[i]);
+  }
   reap(ngx);
   reap(ip);
   web_stop(w);
@@ -426,6 +491,7 @@ int main(int argc, char **argv) {
                     "or NGINX=/path/to/sbin/nginx)\n");
   bench_line(ours, iperf, "iperf3");
   bench_line(ours, nginx, "nginx");
+  bench_line_id("D2", chrome_http, chrome_mem, "chrome_in_memory");
 
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

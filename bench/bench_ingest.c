@@ -290,7 +290,8 @@ static int s1(unsigned n) {
     gtp_put_u32le(s.session, i + 1);
     if (gtc_connect(&cs[i], d.agent_port) < 0)
       break;
-    if (gtc_send_hello(&cs[i], &s, NULL, 1, 1) < 0)
+    if (gtc_send_hello(&cs[i], &s, NULL, GTP_PROTO_VERSION,
+                       GTP_PROTO_VERSION) < 0)
       break;
     ok++;
   }

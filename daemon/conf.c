@@ -36,7 +36,8 @@ enum opt_kind {
   OPT_DURATION,
   OPT_UINT,
   OPT_SYNC,
-  OPT_CONFIG
+  OPT_CONFIG,
+  OPT_LIST /* comma-separated; a repeated flag or key adds to the list */
 };
 
 typedef struct opt {
@@ -57,9 +58,21 @@ static const opt opts[] = {
     {"db", OPT_STR, O(db), 0, 0, "PATH",
      "SQLite database file (default ./gentrace.db)."},
     {"token", OPT_STR, O(token), 0, 0, "TOKEN",
-     "Token agents must send in HELLO (default: none)."},
+     "Token agents must send in HELLO (default: none). Visible in the "
+     "process list: prefer --token-file or GENTRACED_TOKEN."},
+    {"token-file", OPT_STR, O(token_file), 0, 0, "FILE",
+     "Read the agent token from FILE (one line; the file must not be "
+     "readable by other users). Environment: GENTRACED_TOKEN."},
     {"read-token", OPT_STR, O(read_token), 0, 0, "TOKEN",
-     "Bearer token HTTP readers must send (default: none)."},
+     "Bearer token HTTP readers must send (default: none). Visible in the "
+     "process list: prefer --read-token-file or GENTRACED_READ_TOKEN."},
+    {"read-token-file", OPT_STR, O(read_token_file), 0, 0, "FILE",
+     "Read the HTTP read token from FILE (as --token-file). "
+     "Environment: GENTRACED_READ_TOKEN."},
+    {"cors-origin", OPT_LIST, O(cors_origins), 0, 0, "ORIGIN",
+     "Let web pages from ORIGIN read the HTTP API, e.g. "
+     "https://ui.perfetto.dev (repeat or separate with commas; * = any "
+     "page, unsafe). Default: none; the dashboard needs none."},
     {"retain", OPT_DURATION, O(retain_ns), 0, 0, "DURATION",
      "Delete generations older than this, e.g. 7d (default: keep)."},
     {"max-db-size", OPT_SIZE, O(max_db_size), 0, 0, "SIZE",
@@ -94,6 +107,13 @@ static const opt opts[] = {
     {"idle-timeout", OPT_DURATION, O(idle_timeout_ns), 1000000, 0, "DURATION",
      "Silence after which an agent is disconnected; announced to agents "
      "(default 60s)."},
+    {"max-gen-span", OPT_DURATION, O(max_gen_span_ns), 1000000000,
+     86400ll * 1000000000, "DURATION",
+     "Longest generation (its CLOCK record) accepted, at most 1d; bounds "
+     "the scan of every window query (default 10m)."},
+    {"max-clock-skew", OPT_DURATION, O(max_clock_skew_ns), 0, 0, "DURATION",
+     "Refuse generations whose wall clock is further than this from the "
+     "daemon's; 0 = off (default 24h)."},
     {"http-max-connections", OPT_UINT, O(http_max_connections), 1, 100000, "N",
      "HTTP connections at once (default 256)."},
     {"http-per-ip-connections", OPT_UINT, O(http_per_ip_connections), 1, 100000,
@@ -102,11 +122,22 @@ static const opt opts[] = {
      "DURATION", "Idle HTTP connection timeout (default 30s)."},
     {"http-threads", OPT_UINT, O(http_threads), 1, 256, "N",
      "HTTP worker threads (default 4)."},
+    {"http-max-downloads", OPT_UINT, O(http_max_downloads), 1, 100000, "N",
+     "Trace downloads at once; more get 503 with Retry-After (default 16)."},
+    {"http-max-long-polls", OPT_UINT, O(http_max_long_polls), 1, 100000, "N",
+     "/v1/feed requests waiting at once; more get 503 with Retry-After "
+     "(default: half of --http-max-connections; always below it)."},
+    {"http-send-timeout", OPT_DURATION, O(http_send_timeout_ns), 1000000000,
+     0, "DURATION",
+     "Time a download's client has to take each block of up to 1 MiB; "
+     "slower clients are cut (default 120s)."},
     {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
      NULL},
 };
 #undef O
 #define NOPTS (sizeof opts / sizeof opts[0])
+/* cli_mask_ has one bit per option. */
+_Static_assert(sizeof opts / sizeof opts[0] <= 64, "too many options");
 
 static int fail(char **cause, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -145,10 +176,14 @@ void conf_init(conf *c) {
   c->max_gen_size = 64ull << 20;
   c->handshake_timeout_ns = 10ll * 1000000000;
   c->idle_timeout_ns = 60ll * 1000000000;
+  c->max_gen_span_ns = 600ll * 1000000000;
+  c->max_clock_skew_ns = 86400ll * 1000000000;
   c->http_max_connections = 256;
   c->http_per_ip_connections = 32;
   c->http_timeout_ns = 30ll * 1000000000;
   c->http_threads = 4;
+  c->http_max_downloads = 16;
+  c->http_send_timeout_ns = 120ll * 1000000000;
 }
 
 void conf_fini(conf *c) {
@@ -157,6 +192,9 @@ void conf_fini(conf *c) {
   free(c->read_token);
   free(c->log);
   free(c->config);
+  free(c->token_file);
+  free(c->read_token_file);
+  free(c->cors_origins);
   memset(c, 0, sizeof *c);
 }
 
@@ -306,6 +344,22 @@ static int apply(conf *c, const opt *o, const char *v, const char *where,
     if (conf_parse_addr(v, dst) < 0)
       return fail(cause, "%s: bad address \"%s\" (want HOST:PORT)", where, v);
     return 0;
+  case OPT_LIST: {
+    char **list = dst;
+    char *n = NULL;
+    for (const char *p = v; *p; p++)
+      if (*p == ' ' || *p == '\t')
+        return fail(cause, "%s: \"%s\": no blanks (separate with commas)",
+                    where, v);
+    if (*v == '\0' || v[0] == ',' || v[strlen(v) - 1] == ',' ||
+        strstr(v, ",,"))
+      return fail(cause, "%s: \"%s\": empty entry", where, v);
+    if (asprintf(&n, "%s%s%s", *list ? *list : "", *list ? "," : "", v) < 0)
+      return fail(cause, "%s: out of memory", where);
+    free(*list);
+    *list = n;
+    return 0;
+  }
   case OPT_STR:
   case OPT_CONFIG:
     if (*v == '\0' && o->kind == OPT_CONFIG)
@@ -517,8 +571,13 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
   return CONF_RUN;
 }
 
+int conf_from_cli(const conf *c, const char *name) {
+  const opt *o = find_opt(name, strlen(name));
+  return o != NULL && (c->cli_mask_ & (1ull << (o - opts))) != 0;
+}
+
 const char *conf_usage(void) {
-  static char text[8192];
+  static char text[16384];
   if (text[0] != '\0')
     return text;
   size_t n = (size_t)snprintf(
@@ -552,6 +611,12 @@ const char *conf_usage(void) {
         "\n"
         "    SIZE is a number with an optional K, M, G or T suffix (powers of\n"
         "    1024). DURATION is a number with ms, s, m, h or d (bare = s).\n"
+        "\n"
+        "ENVIRONMENT\n"
+        "    GENTRACED_TOKEN, GENTRACED_READ_TOKEN\n"
+        "        The agent and read tokens, when neither the flag nor the\n"
+        "        file is given; unlike flags, not visible in the process "
+        "list.\n"
         "\n"
         "CONFIG FILE\n"
         "    One `key = value` per line, keys are the flag names without\n"

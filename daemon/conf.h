@@ -38,10 +38,18 @@ typedef struct conf {
   uint64_t max_gen_size;
   int64_t handshake_timeout_ns;
   int64_t idle_timeout_ns;
+  int64_t max_gen_span_ns;   /* --max-gen-span */
+  int64_t max_clock_skew_ns; /* --max-clock-skew, 0 = off */
   uint64_t http_max_connections;
   uint64_t http_per_ip_connections;
   int64_t http_timeout_ns;
   uint64_t http_threads;
+  char *token_file;        /* --token-file; owned */
+  char *read_token_file;   /* --read-token-file; owned */
+  char *cors_origins;      /* comma-separated; NULL = CORS off; owned */
+  uint64_t http_max_downloads;
+  uint64_t http_max_long_polls; /* 0 = half of http_max_connections */
+  int64_t http_send_timeout_ns;
   uint64_t test_store_delay_ms; /* hidden: slow store for tests */
   uint64_t cli_mask_;           /* internal: options set on the command line */
 } conf;
@@ -77,6 +85,10 @@ int conf_parse_addr(const char *s, conf_addr *out);
 
 /* Formats addr as HOST:PORT ([V6]:PORT) into buf. */
 void conf_addr_format(const conf_addr *a, char *buf, unsigned size);
+
+/* 1 if the option `name` (flag name without dashes) was given on the
+ * command line. */
+int conf_from_cli(const conf *c, const char *name);
 
 /* The man-style --help text (static). */
 const char *conf_usage(void);

@@ -124,6 +124,8 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->max_gen_size = 64ull << 20;
   cfg->handshake_timeout_ms = 10000;
   cfg->idle_timeout_ms = 60000;
+  cfg->max_gen_span_ns = 600ull * 1000000000;
+  cfg->max_clock_skew_ns = 86400ull * 1000000000;
 }
 
 static int set_cause(char **cause, const char *fmt, ...)
@@ -386,7 +388,9 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
   if (c->state == CONN_CLOSING)
     return;
   ingest *ing = c->ing;
-  if (code < 0 && code != GTP_E_SHUTDOWN) {
+  /* Token refusals are logged by on_hello, rate-limited: one line per
+   * refusal here would let a guessing client flood the log. */
+  if (code < 0 && code != GTP_E_SHUTDOWN && code != GTP_E_TOKEN) {
     char q[GTP_REASON_MAX + 8];
     log_info("agent connection closed",
              "conn=%" PRIu64 " peer=%s session=%s error=%s reason=%s", c->id,
@@ -436,6 +440,8 @@ static int on_hello(conn *c, const gtp_frame *f) {
   ingest *ing = c->ing;
   gtp_hello h;
   int rc = gtp_frame_hello_decode(f->payload, f->len, &h);
+  if (rc == GTP_E_CORRUPT && h.bad_field != NULL)
+    return session_auth_bad_text(c, &h);
   if (rc < 0) {
     CTR_ADD(ing, protocol_errors, 1);
     ingest_conn_close(c, rc, 0, 0, "bad HELLO");
@@ -446,10 +452,13 @@ static int on_hello(conn *c, const gtp_frame *f) {
   uint32_t hi =
       h.max_version < GTP_PROTO_VERSION ? h.max_version : GTP_PROTO_VERSION;
   if (lo > hi) {
-    char r[128];
-    snprintf(r, sizeof r, "daemon speaks versions %u..%u, agent %u..%u",
+    char r[160];
+    snprintf(r, sizeof r, "daemon speaks versions %u..%u, agent %u..%u%s",
              GTP_PROTO_VERSION_MIN, GTP_PROTO_VERSION, h.min_version,
-             h.max_version);
+             h.max_version,
+             h.max_version < GTP_PROTO_VERSION_MIN
+                 ? ": agent too old, upgrade it (version 2 adds session keys)"
+                 : "");
     CTR_ADD(ing, protocol_errors, 1);
     log_warn("agent refused", "conn=%" PRIu64 " peer=%s error=VERSION", c->id,
              c->peer);
@@ -460,11 +469,23 @@ static int on_hello(conn *c, const gtp_frame *f) {
       !token_equal(ing->token, ing->token_len, (const uint8_t *)h.token.ptr,
                    h.token.len)) {
     CTR_ADD(ing, limit_hits[LIM_TOKEN], 1);
-    log_warn("agent refused", "conn=%" PRIu64 " peer=%s error=TOKEN", c->id,
-             c->peer);
+    uint64_t now = uv_now(ing->loop);
+    if (ing->token_log_ms == 0 || now - ing->token_log_ms >= TOKEN_LOG_MS) {
+      log_warn("agent refused",
+               "conn=%" PRIu64 " peer=%s error=TOKEN "
+               "refusals_not_logged=%" PRIu64,
+               c->id, c->peer, ing->token_quiet);
+      ing->token_log_ms = now;
+      ing->token_quiet = 0;
+    } else {
+      ing->token_quiet++; /* limit_hits{limit="token"} counts every one */
+    }
     ingest_conn_close(c, GTP_E_TOKEN, 0, 0, "wrong or missing token");
     return -1;
   }
+  /* Before anything of the session is touched (session_auth.c inv. 1). */
+  if (session_auth_hello(c, &h, sess_find(ing, h.session)) < 0)
+    return -1;
 
   memcpy(c->session, h.session, 16);
   gtp_session_hex(c->session, c->session_hex);
@@ -869,7 +890,9 @@ static void complete(ingest *ing, pending *pd) {
   /* The store is done with the payload (invariant 8). */
   genbuf_release(ing, g->payload, pd->cap);
   g->payload = NULL;
-  if (g->result == 0 || g->result == 1) {
+  if (g->result == GTP_E_CONFLICT || g->result == GTP_E_TOOBIG) {
+    session_auth_store_refused(c, g); /* final for the generation */
+  } else if (g->result == 0 || g->result == 1) {
     if (g->result == 0) {
       CTR_ADD(ing, committed, 1);
       CTR_ADD(ing, ledger_dropped, g->end.dropped);

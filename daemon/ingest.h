@@ -36,6 +36,8 @@ typedef struct ingest_config {
   uint64_t max_gen_size;    /* bytes of one assembled generation */
   uint64_t handshake_timeout_ms;
   uint64_t idle_timeout_ms;
+  uint64_t max_gen_span_ns;   /* CLOCK span bound; 0 = none (tests only) */
+  uint64_t max_clock_skew_ns; /* CLOCK distance from our clock; 0 = off */
   /* Called on the store thread for every generation committed (not for
    * duplicates); main.c wires it to web_notify_commit. May be NULL. */
   void (*on_commit)(void *ctx, int64_t seq);

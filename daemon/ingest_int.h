@@ -13,6 +13,7 @@
 #include "format.h"
 #include "frame.h"
 #include "ingest.h"
+#include "session_auth.h"
 #include "store.h"
 
 #define READ_BUF_SIZE (256u << 10)
@@ -23,6 +24,7 @@
 #define SESS_BUCKETS 16384         /* power of two */
 #define DISKFULL_PROBE_MS 1000
 #define DISKFULL_LOG_MS 60000
+#define TOKEN_LOG_MS 10000
 #define GENBUF_POOL_MAX 8     /* idle generation buffers kept (invariant 8) */
 #define STAGE_MIN (16u << 10) /* BATCH payloads read in place (inv. 9) */
 #define GENBUF_FILL_MAX 2     /* buffers the filler prepares ahead (inv. 10) */
@@ -116,6 +118,7 @@ typedef struct conn {
   /* Identity from HELLO; owned strings, NUL-terminated. */
   uint8_t session[16];
   char session_hex[33];
+  uint8_t key_hash[STORE_KEY_HASH_SIZE]; /* SHA-256 of the HELLO's key */
   uint32_t version;
   char *service, *host, *agent_version, *tags_json;
   uint64_t pid, process_start_ns;
@@ -138,6 +141,7 @@ typedef struct counters {
   uint64_t heartbeats_sent;
   uint64_t pool_bytes, pool_reused, prepared_used, prepared_ready;
   uint64_t staged_frames;
+  uint64_t trust[TR_COUNT_]; /* session_auth.c refusals */
 } counters;
 
 struct ingest {
@@ -169,6 +173,10 @@ struct ingest {
    * DISKFULL_LOG_MS (with the pauses since) instead of two lines a second. */
   uint64_t full_log_ms; /* when the last "storage full" line was written */
   uint64_t full_quiet;  /* pauses since then that were not logged */
+  /* Refused agent tokens: one line per TOKEN_LOG_MS at most (a client
+   * guessing tokens must not flood the log), with the refusals since. */
+  uint64_t token_log_ms;
+  uint64_t token_quiet;
   int full_logged;      /* the current pause was logged (so is its end) */
   char host[256];
   pending *retry_head, **retry_tail;

@@ -139,6 +139,7 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
     metric(b, "gentrace_store_disk_full", "gauge",
            "1 while the store reports no room.", NULL, (uint64_t)st.disk_full);
   }
+  session_auth_metrics(ing, b);
 }
 #undef C
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <uv.h>
 
@@ -28,8 +29,8 @@
 #include "gtp_error.h"
 #include "ingest.h"
 #include "log.h"
+#include "secret.h"
 #include "store.h"
-#include "store_pin.h"
 #include "web.h"
 
 #define DRAIN_MS 10000
@@ -145,6 +146,51 @@ int main(int argc, char **argv) {
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
+  {
+    /* A token written in a config file others can read is no secret. */
+    struct stat st;
+    int from_file = (c.token != NULL && !conf_from_cli(&c, "token")) ||
+                    (c.read_token != NULL && !conf_from_cli(&c, "read-token"));
+    if (from_file && c.config != NULL && stat(c.config, &st) == 0 &&
+        (st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+      char q[600];
+      log_warn("token in a config file other users can read",
+               "config=%s hint=\"chmod 600 it, or use token-file / "
+               "read-token-file\"",
+               log_quote(q, sizeof q, c.config));
+    }
+  }
+  if ((rc = secret_resolve(&c, &cause)) < 0) {
+    fprintf(stderr, "gentraced: %s\n", cause != NULL ? cause : "bad token");
+    free(cause);
+    log_close();
+    conf_fini(&c);
+    return 2;
+  }
+  if (conf_from_cli(&c, "token") || conf_from_cli(&c, "read-token"))
+    log_warn("token on the command line",
+             "hint=\"visible in the process list to every local user; use "
+             "--token-file/--read-token-file or GENTRACED_TOKEN/"
+             "GENTRACED_READ_TOKEN\"");
+  if (c.http_max_long_polls != 0 &&
+      c.http_max_long_polls >= c.http_max_connections) {
+    fprintf(stderr,
+            "gentraced: --http-max-long-polls %" PRIu64
+            " must be below --http-max-connections %" PRIu64
+            ", or parked feeds could take every connection\n",
+            c.http_max_long_polls, c.http_max_connections);
+    log_close();
+    conf_fini(&c);
+    return 2;
+  }
+  if ((rc = secret_private_files(c.db, &cause)) < 0) {
+    status = die("cannot secure the database files", rc, cause);
+    log_close();
+    conf_fini(&c);
+    return status;
+  }
+  if (rc > 0)
+    log_warn("database files made private", "files=%d mode=0600", rc);
 
   daemon_state d;
   memset(&d, 0, sizeof d);
@@ -162,16 +208,13 @@ int main(int argc, char **argv) {
   icfg.max_gen_size = c.max_gen_size;
   icfg.handshake_timeout_ms = (uint64_t)c.handshake_timeout_ns / 1000000;
   icfg.idle_timeout_ms = (uint64_t)c.idle_timeout_ns / 1000000;
+  icfg.max_gen_span_ns = (uint64_t)c.max_gen_span_ns;
+  icfg.max_clock_skew_ns = (uint64_t)c.max_clock_skew_ns;
   icfg.on_commit = on_commit;
   icfg.on_commit_ctx = &d;
 
-  store_pins *pins = store_pins_new();
   store *st = NULL;
   uint16_t agent_port = 0, http_port = 0;
-  if (pins == NULL) {
-    status = die("cannot start", -ENOMEM, NULL);
-    goto fail_pins;
-  }
   if ((rc = ingest_new(d.loop, &icfg, &d.ing, &cause)) < 0) {
     status = die("cannot start ingest", rc, cause);
     goto fail_ingest;
@@ -190,7 +233,8 @@ int main(int argc, char **argv) {
   scfg.log = store_log;
   scfg.batch_max = 64;
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
-  scfg.pins = pins;
+  /* No pins: retention never waits for HTTP readers (a download whose
+   * remaining generations were deleted ends early, docs/HTTP.md). */
   if ((rc = store_open(&scfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
     status = die("cannot open the database", rc, cause);
     goto fail_store;
@@ -212,7 +256,10 @@ int main(int argc, char **argv) {
   wcfg.per_ip_connections = (unsigned)c.http_per_ip_connections;
   wcfg.timeout_s = (unsigned)(c.http_timeout_ns / 1000000000);
   wcfg.threads = (unsigned)c.http_threads;
-  wcfg.pins = pins;
+  wcfg.cors_origins = c.cors_origins;
+  wcfg.max_downloads = (unsigned)c.http_max_downloads;
+  wcfg.max_long_polls = (unsigned)c.http_max_long_polls;
+  wcfg.send_timeout_s = (unsigned)(c.http_send_timeout_ns / 1000000000);
   wcfg.metrics = web_metrics;
   wcfg.healthy = web_healthy;
   wcfg.connected = web_connected;
@@ -269,8 +316,6 @@ fail_store : {
              is.committed, is.rejected, is.duplicate);
 }
 fail_ingest:
-  store_pins_free(pins);
-fail_pins:
   uv_loop_close(d.loop);
   log_close();
   conf_fini(&c);

@@ -368,6 +368,7 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     return -1;
   }
   opengen *g = gen_find(c, gen);
+  const char *why = NULL;
   if (g == NULL) {
     if (c->ngens >= OPEN_GENS_MAX) {
       CTR_ADD(ing, limit_hits[LIM_OPEN_GENS], 1);
@@ -404,6 +405,12 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     }
     g->body_off = g->buf.len;
     ingest_conn_account(c, (int64_t)g->buf.len);
+    /* Refused at its first BATCH, so none of it is buffered; its GEN_END
+     * counts its events as rejected (session_auth.c invariant 3). */
+    if (!session_auth_gen_ok(c, gen, &why)) {
+      gen_reject(c, g, GTP_E_CORRUPT, why);
+      return 0;
+    }
   }
   if (g->rejected)
     return 0;
@@ -561,6 +568,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   gtp_gen parsed;
   size_t consumed = 0;
   int parsed_ok = 0;
+  const char *why = "generation failed validation";
   if (rc == 0) {
     ingest_conn_account(c, (int64_t)(g->buf.len - before));
     rc = gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
@@ -568,6 +576,8 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
       parsed_ok = 1;
       if (consumed != g->buf.len)
         rc = GTP_E_CORRUPT;
+      else
+        rc = session_auth_gen_check(c, &parsed, &e, &why);
     }
   }
   if (rc < 0) {
@@ -579,7 +589,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     log_warn("generation rejected",
              "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
              c->session_hex, e.gen, gtp_errname(rc));
-    ingest_send_error(c, rc, 1, e.gen, "generation failed validation");
+    ingest_send_error(c, rc, 1, e.gen, why);
     reasm_free(c, g);
     return c->state == CONN_CLOSING ? -1 : 0;
   }
@@ -594,6 +604,8 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   sg->pid = c->pid;
   sg->process_start_ns = c->process_start_ns;
   sg->gen = e.gen;
+  memcpy(sg->key_hash, c->key_hash, sizeof sg->key_hash);
+  sg->has_key = 1;
   uint64_t s_ns = parsed.clock.start_real_ns, e_ns = parsed.clock.end_real_ns;
   if (s_ns > INT64_MAX)
     s_ns = INT64_MAX;

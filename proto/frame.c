@@ -13,6 +13,10 @@
  *  3. An encoder MUST append a whole frame or nothing (b->len is restored on
  *     any failure), otherwise a caller that checks the error late would send
  *     a half frame and desynchronise the stream.
+ *  4. The HELLO decoder MUST refuse identity strings (service, host, agent
+ *     version, tags) holding a NUL or invalid UTF-8, otherwise
+ *     "victim\0x" would be stored, listed and logged as "victim" (C strings)
+ *     and invalid bytes would reach JSON answers and log lines.
  *
  * The incremental decoder (gtp_frame_decoder) is a state machine over
  * (hdr_have, have, buf):
@@ -122,6 +126,9 @@ int gtp_frame_hello_encode(gtp_wbuf *b, const gtp_hello *h) {
   gtp_wbuf_put_uvarint(b, h->min_version);
   gtp_wbuf_put_uvarint(b, h->max_version);
   gtp_wbuf_put(b, h->session, sizeof h->session);
+  /* The layout follows the HELLO's own max_version (PROTOCOL.md 3.1). */
+  if (h->max_version >= GTP_PROTO_VERSION_KEY)
+    gtp_wbuf_put(b, h->session_key, sizeof h->session_key);
   put_str(b, h->service.ptr, h->service.len);
   put_str(b, h->host.ptr, h->host.len);
   gtp_wbuf_put_uvarint(b, h->pid);
@@ -276,6 +283,61 @@ static int get_code(const uint8_t **pp, const uint8_t *end, int32_t *out) {
   return 0;
 }
 
+/* 1 if [p, p+n) is well-formed UTF-8 (RFC 3629: shortest forms only, no
+ * surrogates, nothing above U+10FFFF) without a NUL byte. Kept static and
+ * small here so the wire codec needs no other module. */
+static int text_ok(const uint8_t *p, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    uint8_t c = p[i];
+    if (c == 0)
+      return 0;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t k;
+    uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) {
+      k = 1, cp = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      k = 2, cp = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      k = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+      return 0; /* a continuation byte or 0xf8.. as a lead byte */
+    }
+    if (n - i <= k)
+      return 0;
+    for (size_t j = 1; j <= k; j++) {
+      if ((p[i + j] & 0xc0) != 0x80)
+        return 0;
+      cp = cp << 6 | (p[i + j] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return 0;
+    i += k + 1;
+  }
+  return 1;
+}
+
+int gtp_frame_text_ok(const char *p, size_t n) {
+  return text_ok((const uint8_t *)p, n);
+}
+
+/* An identity string of HELLO: bounded like get_str, then text_ok. */
+static int get_text(const uint8_t **pp, const uint8_t *end, gtp_str *out,
+                    const char *field, gtp_hello *h) {
+  int rc = get_str(pp, end, GTP_IDENT_STR_MAX, out);
+  if (rc < 0)
+    return rc;
+  if (!text_ok((const uint8_t *)out->ptr, out->len)) {
+    h->bad_field = field;
+    return GTP_E_CORRUPT;
+  }
+  return 0;
+}
+
 /* Invariant 2: the payload must be used up exactly. */
 static int at_end(const uint8_t *p, const uint8_t *end) {
   return p == end ? 0 : GTP_E_CORRUPT;
@@ -302,19 +364,26 @@ int gtp_frame_hello_decode(const uint8_t *p, size_t len, gtp_hello *h) {
     return GTP_E_TRUNC;
   memcpy(h->session, p, sizeof h->session);
   p += sizeof h->session;
-  TRY(get_str(&p, end, GTP_IDENT_STR_MAX, &h->service));
-  TRY(get_str(&p, end, GTP_IDENT_STR_MAX, &h->host));
+  /* max_version was decoded above, so the layout is known here. */
+  if (h->max_version >= GTP_PROTO_VERSION_KEY) {
+    if ((size_t)(end - p) < sizeof h->session_key)
+      return GTP_E_TRUNC;
+    memcpy(h->session_key, p, sizeof h->session_key);
+    p += sizeof h->session_key;
+  }
+  TRY(get_text(&p, end, &h->service, "service", h));
+  TRY(get_text(&p, end, &h->host, "host", h));
   TRY(gtp_uvarint_get(&p, end, &h->pid));
   TRY(gtp_uvarint_get(&p, end, &h->process_start_ns));
-  TRY(get_str(&p, end, GTP_IDENT_STR_MAX, &h->agent_version));
+  TRY(get_text(&p, end, &h->agent_version, "agent_version", h));
   uint64_t ntags;
   TRY(gtp_uvarint_get(&p, end, &ntags));
   if (ntags > GTP_TAGS_MAX)
     return GTP_E_TOOBIG;
   h->ntags = (uint32_t)ntags;
   for (uint32_t i = 0; i < h->ntags; i++) {
-    TRY(get_str(&p, end, GTP_IDENT_STR_MAX, &h->tags[i].key));
-    TRY(get_str(&p, end, GTP_IDENT_STR_MAX, &h->tags[i].value));
+    TRY(get_text(&p, end, &h->tags[i].key, "tag key", h));
+    TRY(get_text(&p, end, &h->tags[i].value, "tag value", h));
   }
   TRY(get_str(&p, end, GTP_TOKEN_MAX, &h->token));
   return at_end(p, end);

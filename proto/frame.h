@@ -7,8 +7,10 @@
  *
  * Payloads (str = uvarint len | bytes; all ints uvarint unless said):
  *   HELLO    u32le GTP_HELLO_MAGIC | min_version | max_version | session[16] |
+ *            [session_key[16], present when max_version >= 2] |
  *            str service | str host | pid | process_start_ns |
  *            str agent_version | ntags | ntags x (str k | str v) | str token
+ *            (service, host, agent_version and tags: valid UTF-8, no NUL)
  *   WELCOME  version | has_last (0/1) | last_gen | idle_timeout_ms |
  *            max_gen_bytes
  *   BATCH    gen | one or more whole body records (format.h), to the end
@@ -38,8 +40,13 @@
 extern "C" {
 #endif
 
-#define GTP_PROTO_VERSION 1
-#define GTP_PROTO_VERSION_MIN 1
+/* Version 2 (wave 2) added the HELLO session key; the daemon speaks only 2
+ * (a version-1 HELLO gets ERROR(VERSION)). */
+#define GTP_PROTO_VERSION 2
+#define GTP_PROTO_VERSION_MIN 2
+/* The first version whose HELLO carries session_key. */
+#define GTP_PROTO_VERSION_KEY 2
+#define GTP_SESSION_KEY_SIZE 16
 #define GTP_FRAME_HEADER_SIZE 5
 #define GTP_FRAME_MAX (1u << 20) /* hard maximum payload */
 #define GTP_HELLO_MAGIC 0x4C485447u /* "GTHL" little-endian */
@@ -63,11 +70,19 @@ const char *gtp_frame_name(uint8_t type);
 typedef struct gtp_hello {
   uint32_t min_version, max_version;
   uint8_t session[16];
+  /* Secret drawn with the session id; on the wire only when max_version >=
+   * GTP_PROTO_VERSION_KEY (decoded as zeros otherwise). Proves ownership of
+   * the session: the daemon binds the first key it sees (PROTOCOL.md 6.9). */
+  uint8_t session_key[GTP_SESSION_KEY_SIZE];
   gtp_str service, host, agent_version;
   uint64_t pid, process_start_ns;
   uint32_t ntags;
   gtp_tag tags[GTP_TAGS_MAX];
   gtp_str token; /* len 0 = none */
+  /* Set by the decoder only, when it refused a text field (GTP_E_CORRUPT:
+   * NUL or invalid UTF-8): "service", "host", "agent_version", "tag key" or
+   * "tag value". Static; NULL otherwise. Ignored by the encoder. */
+  const char *bad_field;
 } gtp_hello;
 
 typedef struct gtp_welcome {
@@ -120,7 +135,10 @@ void gtp_frame_header_put(uint8_t out[GTP_FRAME_HEADER_SIZE], uint8_t type,
                           uint32_t len);
 
 /* Payload decoders (payload = frame.payload, len = frame.len). 0 or a
- * negative code; outputs borrow from the payload. */
+ * negative code; outputs borrow from the payload. The HELLO decoder refuses
+ * (GTP_E_CORRUPT, h->bad_field set) identity strings that hold a NUL byte or
+ * are not valid UTF-8: they would be truncated or mangled downstream (C
+ * strings, JSON, log lines), so two peers could look like one. */
 int gtp_frame_hello_decode(const uint8_t *p, size_t len, gtp_hello *h);
 int gtp_frame_welcome_decode(const uint8_t *p, size_t len, gtp_welcome *w);
 /* gen and the records that follow it (borrowed). */
@@ -130,6 +148,11 @@ int gtp_frame_gen_end_decode(const uint8_t *p, size_t len, gtp_gen_end *e);
 int gtp_frame_ack_decode(const uint8_t *p, size_t len, uint64_t *gen);
 int gtp_frame_error_decode(const uint8_t *p, size_t len, gtp_error_frame *e);
 int gtp_frame_goodbye_decode(const uint8_t *p, size_t len, gtp_goodbye *g);
+
+/* 1 if [p, p+n) is text the HELLO decoder accepts in an identity string:
+ * well-formed UTF-8 without NUL. For senders that want to clean their
+ * identity before sending it. */
+int gtp_frame_text_ok(const char *p, size_t n);
 
 /* Incremental decoder: accepts the byte stream split at any point.
  *

@@ -2,7 +2,7 @@
  * thread, batched transactions, retention, disk-full handling.
  *
  * Owns: the write connection and its prepared statements, the store thread,
- * the compressor thread, the two queues, the session -> last_gen index, the
+ * the compressor thread, the two queues, the session index (store_index.c), the
  * zstd compression context, and the counters behind store_stats_get.
  *
  * Flow: store_submit (any thread) appends to the raw queue q under q_lock
@@ -52,6 +52,21 @@
  *      order and seq (the feed cursor) would not follow arrival.
  *   9. cq MUST stay bounded (cq_cap), otherwise a slow disk would let the
  *      compressor double the memory of everything queued.
+ *  10. Index entries of sessions that stored nothing (only rejected
+ *      counts: "no-row") MUST stay bounded and expire, and flush_rejected
+ *      MUST only visit sessions that have a row (store_index.c invariant
+ *      1), otherwise throwaway sessions by the hundred thousand would grow
+ *      memory and the per-tick flush (CPU on the store thread, so ACK
+ *      latency) forever.
+ *  11. A generation whose counts would push its session's totals
+ *      (sessions.events, sessions.lost) past INT64_MAX MUST be refused
+ *      (GTP_E_TOOBIG), otherwise the totals wrap or turn REAL and the
+ *      ledger reads as a small or negative loss.
+ *  12. A generation already stored under (session, gen) is a duplicate
+ *      (result 1) only if its CRC equals the stored one; otherwise it is
+ *      refused (GTP_E_CONFLICT) and the stored row stays, otherwise
+ *      whoever sends a generation number first decides what is kept and
+ *      the later, different one would be ACKed as stored.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -60,6 +75,8 @@
  * file system has some room left. Any batch that commits also clears it.
  *
  * Test hooks: cfg->test_delay_ms sleeps before each transaction; the
+ * environment variables GENTRACE_TEST_NOROW_TTL_MS and GENTRACE_TEST_NOROW_MAX
+ * shorten and lower the no-row bounds (store_index.h); the
  * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
  * on the write connection so tests can make the database "full" at will.
  * Neither is meant for production.
@@ -83,6 +100,7 @@
 #include <zstd.h>
 
 #include "gtp_error.h"
+#include "store_index.h"
 #include "store_int.h"
 #include "store_schema.h"
 
@@ -129,6 +147,7 @@ enum {
   ST_INSERT_PAYLOAD,
   ST_SET_META,
   ST_REJECTED,
+  ST_GEN_CRC,
   ST_AGE_DEL_PAYLOADS,
   ST_AGE_DEL_GENS,
   ST_SIZE_SCAN,
@@ -146,20 +165,23 @@ static const char *const store_sql[ST_COUNT_] = {
      * with json_each without erroring on one bad row. */
     [ST_UPSERT_SESSION] =
         "INSERT INTO sessions(session, service, host, pid, process_start_ns,"
-        " agent_version, tags, first_seen_ns, last_seen_ns, last_gen)"
+        " agent_version, tags, first_seen_ns, last_seen_ns, last_gen, key_hash)"
         " VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
-        " CASE WHEN json_valid(?7) THEN ?7 ELSE '{}' END, ?8, ?8, ?9)"
+        " CASE WHEN json_valid(?7) THEN ?7 ELSE '{}' END, ?8, ?8, ?9, ?10)"
         " ON CONFLICT(session) DO UPDATE SET"
         " last_seen_ns = max(last_seen_ns, excluded.last_seen_ns),"
         " last_gen = CASE WHEN last_gen IS NULL OR excluded.last_gen > last_gen"
-        " THEN excluded.last_gen ELSE last_gen END"
-        " RETURNING id",
+        " THEN excluded.last_gen ELSE last_gen END,"
+        " key_hash = coalesce(key_hash, excluded.key_hash)"
+        " RETURNING id, events, lost",
     [ST_INSERT_GEN] =
         "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
         " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
-        " codec, committed_ns)"
-        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'ok', ?11, ?12)",
+        " codec, committed_ns, crc)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'ok', ?11, ?12, ?13)",
     [ST_INSERT_PAYLOAD] = "INSERT INTO payloads(seq, data) VALUES(?1, ?2)",
+    [ST_GEN_CRC] =
+        "SELECT crc FROM generations WHERE session_id = ?1 AND gen = ?2",
     [ST_SET_META] = "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
     [ST_REJECTED] =
         "UPDATE sessions SET rejected = rejected + ?2,"
@@ -178,7 +200,6 @@ static const char *const store_sql[ST_COUNT_] = {
     [ST_SIZE_DEL_GENS] = "DELETE FROM generations WHERE seq <= ?1",
 };
 
-/* One entry of the session index (open addressing, linear probing). */
 /* A generation with its compressed bytes, between the two threads. */
 typedef struct zitem {
   store_gen *g;
@@ -187,15 +208,6 @@ typedef struct zitem {
   const char *codec; /* STORE_CODEC_* */
   int ready;         /* compressed; the store thread may take it */
 } zitem;
-
-typedef struct idx_ent {
-  uint8_t key[16];
-  uint8_t used;
-  uint8_t has_gen;
-  uint64_t last_gen;
-  /* Rejected generations/events not yet written to the sessions row. */
-  uint64_t rej_gens, rej_events;
-} idx_ent;
 
 struct store {
   /* Written once in store_open, read-only afterwards. */
@@ -228,12 +240,8 @@ struct store {
   int closing;
   int comp_exited; /* compressors that have exited */
 
-  /* Protected by idx_lock. */
-  pthread_mutex_t idx_lock;
-  idx_ent *idx;
-  size_t idx_cap, idx_len;
-  uint64_t idx_seed;
-  uint64_t rej_pending; /* entries with rejected counts to write */
+  /* Thread-safe on its own (store_index.c). */
+  store_index *idx;
 
   /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
   pthread_mutex_t st_lock;
@@ -378,114 +386,29 @@ static int64_t pragma_int(sqlite3 *db, const char *sql) {
 
 /* --------------------------------------------------------------- index */
 
-static uint64_t mix64(uint64_t x) {
-  /* splitmix64 finalizer: spreads the seed over every bit. */
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+/* The session index lives in store_index.c; these are its public face. */
 
-/* Keyed with a per-process seed: session ids come from the network, so a
- * peer must not be able to pick ids that all land in one probe run. */
-static size_t idx_slot(const store *s, const uint8_t key[16]) {
-  uint64_t a, b;
-  memcpy(&a, key, 8);
-  memcpy(&b, key + 8, 8);
-  return (size_t)(mix64(a ^ s->idx_seed) ^ mix64(b + s->idx_seed)) &
-         (s->idx_cap - 1);
-}
-
-/* Thread: idx_lock held. */
-static int idx_grow(store *s) {
-  size_t ncap = s->idx_cap ? s->idx_cap * 2 : 256;
-  idx_ent *old = s->idx;
-  size_t ocap = s->idx_cap;
-  idx_ent *n = calloc(ncap, sizeof *n);
-  if (!n)
-    return -ENOMEM;
-  s->idx = n;
-  s->idx_cap = ncap;
-  for (size_t i = 0; i < ocap; i++) {
-    if (!old[i].used)
-      continue;
-    size_t j = idx_slot(s, old[i].key);
-    while (n[j].used)
-      j = (j + 1) & (ncap - 1);
-    n[j] = old[i];
-  }
-  free(old);
-  return 0;
-}
-
-/* Finds (or with create, inserts) the entry of key. Thread: idx_lock held.
- * NULL if absent (or out of memory when creating). */
-static idx_ent *idx_find(store *s, const uint8_t key[16], int create) {
-  if (s->idx_cap == 0 || (create && (s->idx_len + 1) * 10 > s->idx_cap * 7)) {
-    if (!create && s->idx_cap == 0)
-      return NULL;
-    if (idx_grow(s) != 0)
-      return NULL;
-  }
-  size_t j = idx_slot(s, key);
-  while (s->idx[j].used) {
-    if (memcmp(s->idx[j].key, key, 16) == 0)
-      return &s->idx[j];
-    j = (j + 1) & (s->idx_cap - 1);
-  }
-  if (!create)
-    return NULL;
-  idx_ent *e = &s->idx[j];
-  memset(e, 0, sizeof *e);
-  memcpy(e->key, key, 16);
-  e->used = 1;
-  s->idx_len++;
-  return e;
-}
-
-static void idx_note_gen(store *s, const uint8_t key[16], uint64_t gen) {
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, key, 1);
-  if (e && (!e->has_gen || gen > e->last_gen)) {
-    e->has_gen = 1;
-    e->last_gen = gen;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
+int store_session_key(store *s, const uint8_t session[16],
+                      uint8_t hash[STORE_KEY_HASH_SIZE]) {
+  return store_index_key(s->idx, session, hash);
 }
 
 int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen) {
-  int found = 0;
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, session, 0);
-  if (e && e->has_gen) {
-    *gen = e->last_gen;
-    found = 1;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-  return found;
+  return store_index_last_gen(s->idx, session, gen);
 }
 
 void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
-  pthread_mutex_lock(&s->idx_lock);
-  idx_ent *e = idx_find(s, session, 1);
-  if (e) {
-    if (e->rej_gens == 0)
-      s->rej_pending++;
-    e->rej_gens++;
-    e->rej_events += events;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
+  store_index_note_rejected(s->idx, session, events);
 }
 
 /* ---------------------------------------------------------- open/schema */
 
 static int load_index(store *s, char **cause) {
   sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(
-      s->db, "SELECT session, last_gen FROM sessions WHERE last_gen NOT NULL",
-      -1, &st, NULL);
+  int rc = sqlite3_prepare_v2(s->db,
+                              "SELECT session, last_gen, key_hash FROM sessions"
+                              " WHERE last_gen NOT NULL OR key_hash NOT NULL",
+                              -1, &st, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_step(st);
   for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
@@ -493,7 +416,10 @@ static int load_index(store *s, char **cause) {
     uint8_t key[16];
     if (!hex || gtp_session_parse(hex, key) != 0)
       continue; /* not ours to judge here; readers show it as is */
-    idx_note_gen(s, key, (uint64_t)sqlite3_column_int64(st, 1));
+    if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+      store_index_note_gen(s->idx, key, (uint64_t)sqlite3_column_int64(st, 1));
+    if (sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
+      store_index_bind_key(s->idx, key, sqlite3_column_blob(st, 2));
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_DONE) {
@@ -567,7 +493,7 @@ static int setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '2')");
+                           " ('schema_version', '3')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -581,6 +507,16 @@ static int setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_MIGRATE_2_SQL);
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: migrating schema 1 to 2: %s", s->path,
+                      sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
+    version = 2;
+  }
+  if (version == 2) {
+    rc = exec_sql(s->db, STORE_MIGRATE_3_SQL);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: migrating schema 2 to 3: %s", s->path,
                       sqlite3_errmsg(s->db));
       err = store_err(rc);
       goto fail;
@@ -600,8 +536,8 @@ fail:
   return err ? err : GTP_E_INTERNAL;
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 2,
-               "store.c writes schema_version 2 on a fresh database; add a "
+_Static_assert(STORE_SCHEMA_VERSION == 3,
+               "store.c writes schema_version 3 on a fresh database; add a "
                "migration step and update that insert when bumping");
 
 static int setup_pragmas(store *s, char **cause) {
@@ -701,13 +637,12 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     s->cfg.zstd_level = 3;
   s->done = done;
   s->done_ctx = ctx;
-  s->idx_seed = mix64((uint64_t)now_ns(CLOCK_MONOTONIC) ^
-                      (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32));
+  s->idx = store_index_new();
   s->batch = calloc(s->cfg.batch_max, sizeof *s->batch);
   /* Two batches' worth: one being committed, the next being compressed. */
   s->cq_cap = 2 * (size_t)s->cfg.batch_max;
   s->cq = calloc(s->cq_cap, sizeof *s->cq);
-  if (!s->batch || !s->cq)
+  if (!s->idx || !s->batch || !s->cq)
     goto fail_strings;
 
   pthread_condattr_t ca;
@@ -722,7 +657,6 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   pthread_cond_init(&s->q_cond, NULL);
   pthread_cond_init(&s->space_cond, NULL);
   pthread_mutex_init(&s->q_lock, NULL);
-  pthread_mutex_init(&s->idx_lock, NULL);
   pthread_mutex_init(&s->st_lock, NULL);
 
   int rc = sqlite3_open_v2(
@@ -785,7 +719,6 @@ fail_db:
     sqlite3_finalize(s->st[i]);
   sqlite3_close_v2(s->db);
   pthread_mutex_destroy(&s->st_lock);
-  pthread_mutex_destroy(&s->idx_lock);
   pthread_mutex_destroy(&s->q_lock);
   pthread_cond_destroy(&s->q_cond);
   pthread_cond_destroy(&s->c_cond);
@@ -795,7 +728,7 @@ fail_strings:
     store_set_cause(cause, "store: out of memory");
   free(s->batch);
   free(s->cq);
-  free(s->idx);
+  store_index_free(s->idx);
   free(s->wal_path);
   free(s->path);
   free(s);
@@ -809,6 +742,11 @@ fail_alloc:
 
 int store_submit(store *s, store_gen *g) {
   int err = 0;
+  /* Before g is queued: from then on the store thread may complete and
+   * free it at any time. A binding for a generation refused below is
+   * harmless (it is the key the daemon admitted for the session). */
+  if (g->has_key)
+    store_index_bind_key(s->idx, g->session, g->key_hash);
   pthread_mutex_lock(&s->q_lock);
   if (s->closing) {
     err = GTP_E_SHUTDOWN;
@@ -852,6 +790,7 @@ void store_stats_get(store *s, store_stats *out) {
   pthread_mutex_lock(&s->st_lock);
   *out = s->stats;
   pthread_mutex_unlock(&s->st_lock);
+  store_index_stats(s->idx, out);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);
   out->queued_gens = s->q_len + s->cq_len;
@@ -908,14 +847,36 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_bind_text(st, 7, str_or(g->tags_json, "{}"), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 8, now_real);
   sqlite3_bind_int64(st, 9, (int64_t)g->gen);
+  if (g->has_key)
+    sqlite3_bind_blob(st, 10, g->key_hash, STORE_KEY_HASH_SIZE, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, 10);
   int rc = sqlite3_step(st);
-  int64_t sid = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-  if (rc == SQLITE_ROW)
+  int64_t sid = 0, tot_events = 0, tot_lost = 0;
+  if (rc == SQLITE_ROW) {
+    sid = sqlite3_column_int64(st, 0);
+    tot_events = sqlite3_column_int64(st, 1);
+    tot_lost = sqlite3_column_int64(st, 2);
     rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
+  }
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
   if (rc != SQLITE_DONE)
     return rc;
+  /* Invariant 11: the session totals (triggers) must not wrap. */
+  uint64_t lost = 0, ev = 0;
+  int over = __builtin_add_overflow(g->end.dropped, g->end.evicted, &lost) ||
+             __builtin_add_overflow(lost, g->end.rejected, &lost) ||
+             tot_events < 0 || tot_lost < 0 ||
+             __builtin_add_overflow(g->end.events, (uint64_t)tot_events, &ev) ||
+             __builtin_add_overflow(lost, (uint64_t)tot_lost, &lost) ||
+             ev > INT64_MAX || lost > INT64_MAX || g->gen > INT64_MAX;
+  if (over) {
+    g->result = GTP_E_TOOBIG;
+    g->seq = 0;
+    g->stored_bytes = 0;
+    return SQLITE_OK;
+  }
 
   const void *data = it->z ? it->z : g->payload;
   size_t n = it->zlen;
@@ -933,11 +894,25 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_bind_int64(st, 10, (int64_t)g->end.rejected);
   sqlite3_bind_text(st, 11, codec, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 12, now_real);
+  sqlite3_bind_int64(st, 13, (int64_t)g->end.crc);
   rc = step_done(st);
   if (rc != SQLITE_OK)
     return rc;
   if (sqlite3_changes(s->db) == 0) {
-    g->result = 1; /* invariant 3: already stored, ACK without a new row */
+    /* Invariant 3: already stored. The same bytes (CRC) are a resend after
+     * a lost ACK; other bytes under the same (session, gen) are refused
+     * and the stored ones stay. A NULL crc (a row from before schema 3)
+     * cannot tell, so it is taken as the same. */
+    st = s->st[ST_GEN_CRC];
+    sqlite3_bind_int64(st, 1, sid);
+    sqlite3_bind_int64(st, 2, (int64_t)g->gen);
+    rc = sqlite3_step(st);
+    int same = rc != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL ||
+               (uint64_t)sqlite3_column_int64(st, 0) == g->end.crc;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+      return rc;
+    g->result = same ? 1 : GTP_E_CONFLICT;
     g->seq = 0;
     g->stored_bytes = 0;
     return SQLITE_OK;
@@ -1022,10 +997,11 @@ static void commit_batch(store *s, zitem *items, size_t n) {
     s->max_span_ns = span;
     uint64_t ok = 0, okb = 0, dup = 0;
     for (size_t i = 0; i < n; i++) {
-      idx_note_gen(s, items[i].g->session, items[i].g->gen); /* invariant 4 */
+      /* invariant 4 */
+      store_index_note_gen(s->idx, items[i].g->session, items[i].g->gen);
       if (items[i].g->result == 1) {
         dup++;
-      } else {
+      } else if (items[i].g->result == 0) {
         ok++;
         okb += items[i].g->len;
       }
@@ -1051,41 +1027,19 @@ static void commit_batch(store *s, zitem *items, size_t n) {
 /* ---------------------------------------------------------- maintenance */
 
 /* Writes the rejected counts noted by store_note_rejected. Counts for a
- * session without a row yet stay pending until its first commit. */
+ * session without a row yet stay pending until its first commit (or expire:
+ * invariant 10). The snapshot is taken under the index's lock and written
+ * without it (store_note_rejected may run meanwhile); what was written is
+ * subtracted once COMMIT returned. */
 static void flush_rejected(store *s) {
-  pthread_mutex_lock(&s->idx_lock);
-  uint64_t pending = s->rej_pending;
-  pthread_mutex_unlock(&s->idx_lock);
-  if (pending == 0)
+  size_t m = 0;
+  store_index_rej *list = store_index_rejected(s->idx, &m);
+  if (list == NULL)
     return;
-
-  /* Snapshot under the lock, write without it (store_note_rejected may run
-   * meanwhile), then subtract what was written once COMMIT returned. */
-  typedef struct {
-    uint8_t key[16];
-    uint64_t gens, events;
-    int applied;
-  } rej;
-  size_t cap = (size_t)pending, m = 0;
-  rej *list = calloc(cap, sizeof *list);
-  if (!list)
-    return;
-  pthread_mutex_lock(&s->idx_lock);
-  for (size_t i = 0; i < s->idx_cap && m < cap; i++) {
-    idx_ent *e = &s->idx[i];
-    if (e->used && e->rej_gens) {
-      memcpy(list[m].key, e->key, 16);
-      list[m].gens = e->rej_gens;
-      list[m].events = e->rej_events;
-      m++;
-    }
-  }
-  pthread_mutex_unlock(&s->idx_lock);
-
   int rc = step_done(s->st[ST_BEGIN]);
   for (size_t i = 0; rc == SQLITE_OK && i < m; i++) {
     char hex[33];
-    gtp_session_hex(list[i].key, hex);
+    gtp_session_hex(list[i].session, hex);
     sqlite3_stmt *st = s->st[ST_REJECTED];
     sqlite3_bind_text(st, 1, hex, 32, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, (int64_t)list[i].gens);
@@ -1102,19 +1056,7 @@ static void flush_rejected(store *s) {
     free(list);
     return;
   }
-  pthread_mutex_lock(&s->idx_lock);
-  for (size_t i = 0; i < m; i++) {
-    if (!list[i].applied)
-      continue;
-    idx_ent *e = idx_find(s, list[i].key, 0);
-    if (!e)
-      continue;
-    e->rej_gens -= list[i].gens;
-    e->rej_events -= list[i].events;
-    if (e->rej_gens == 0)
-      s->rej_pending--;
-  }
-  pthread_mutex_unlock(&s->idx_lock);
+  store_index_rejected_done(s->idx, list, m);
   free(list);
 }
 
@@ -1283,6 +1225,7 @@ static void maintain(store *s, int committed) {
   if (tick) {
     s->next_tick_ns = now + STORE_TICK_NS;
     flush_rejected(s);
+    store_index_expire(s->idx);
     deleted += retain_by_age(s);
   }
   if (tick || (committed && !s->size_stuck))
@@ -1398,7 +1341,6 @@ void store_close(store *s) {
     sqlite3_finalize(s->st[i]);
   sqlite3_close_v2(s->db);
   pthread_mutex_destroy(&s->st_lock);
-  pthread_mutex_destroy(&s->idx_lock);
   pthread_mutex_destroy(&s->q_lock);
   pthread_cond_destroy(&s->q_cond);
   pthread_cond_destroy(&s->c_cond);
@@ -1406,7 +1348,7 @@ void store_close(store *s) {
   free(s->batch);
   free(s->q);
   free(s->cq);
-  free(s->idx);
+  store_index_free(s->idx);
   free(s->wal_path);
   free(s->path);
   free(s);

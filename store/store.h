@@ -22,6 +22,9 @@
 
 typedef struct store store;
 
+/* SHA-256 of a session key (proto/sha256.h). */
+#define STORE_KEY_HASH_SIZE 32
+
 typedef struct store_config {
   const char *path;          /* database file */
   int sync_full;             /* 1: synchronous=FULL (power-loss safe) */
@@ -47,13 +50,20 @@ typedef struct store_gen {
   uint64_t pid, process_start_ns;
   uint64_t gen;
   int64_t start_ns, end_ns;        /* wall clock from the CLOCK record */
+  /* Hash of the session key that sent it (has_key 1); bound to the session
+   * at store_submit if the session has none yet (store_session_key). */
+  uint8_t key_hash[STORE_KEY_HASH_SIZE];
+  int has_key;
   gtp_gen_end end;                 /* manifest + ledger */
   uint8_t *payload;                /* GEN_START + body + GEN_END, malloc'd */
   size_t len;
   void *cookie;                    /* the caller's, untouched */
   /* filled by the store before done(): */
-  int result;       /* 0 committed, 1 duplicate (already stored: ACK it),
-                       GTP_E_DISKFULL, or another negative code */
+  int result;       /* 0 committed, 1 duplicate (already stored with the
+                       same CRC: ACK it), GTP_E_CONFLICT (stored with
+                       another CRC: refuse it), GTP_E_TOOBIG (the session's
+                       totals would overflow: refuse it), GTP_E_DISKFULL,
+                       or another negative code */
   int64_t seq;      /* commit sequence (feed cursor), 0 if not stored */
   uint64_t stored_bytes;
 } store_gen;
@@ -77,8 +87,16 @@ int store_submit(store *s, store_gen *g);
  * updated at commit): 1 and *gen set, or 0 if the session has none. */
 int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen);
 
-/* Counts a generation the daemon rejected (ledger "rejected" per session). */
+/* Counts a generation the daemon rejected (ledger "rejected" per session).
+ * For a session that has stored nothing the count is kept in memory only,
+ * for at most STORE_NOROW_MAX such sessions and 10 minutes after its last
+ * rejection (store.c invariant 10). */
 void store_note_rejected(store *s, const uint8_t session[16], uint64_t events);
+
+/* The key hash bound to a session (by a submitted generation or a stored
+ * row): 1 and *hash filled, or 0 if the session has none. */
+int store_session_key(store *s, const uint8_t session[16],
+                      uint8_t hash[STORE_KEY_HASH_SIZE]);
 
 void store_gen_free(store_gen *g);
 
@@ -89,6 +107,9 @@ typedef struct store_stats {
   uint64_t retention_deleted_gens;
   uint64_t db_bytes;                    /* main db + WAL, last measured */
   int disk_full;                        /* 1 while ingest must pause */
+  uint64_t norow_sessions;  /* sessions tracked that stored nothing */
+  uint64_t norow_untracked; /* rejections not tracked (norow full) */
+  uint64_t index_sessions;  /* entries of the in-memory session index */
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

@@ -19,9 +19,14 @@
  *      layer could write to the database behind the store thread's back.
  *
  * Window queries use the generations_by_time index: start_ns < to bounds the
- * scan from above, and start_ns >= from - max_span (meta.max_span_ns, the
- * longest generation ever committed) from below, which is exact because
- * end - start <= max_span for every row.
+ * scan from above, and start_ns >= from - max_span from below, which is
+ * exact because end - start <= max_span for every row. max_span is the
+ * longest span among the rows kept now, read per query from the
+ * generations_by_span index (O(log n)); it used to be the longest ever
+ * committed (meta.max_span_ns), so one absurd row (a CLOCK spanning
+ * [0, INT64_MAX]) made every later query scan from the start, even after
+ * retention deleted it. gentraced now refuses spans over --max-gen-span, so
+ * the bound stays small.
  */
 #include "config.h" /* _GNU_SOURCE: vasprintf */
 
@@ -104,7 +109,8 @@ static const char *const read_sql[RQ_ALL_] = {
     [RQ_BEGIN] = "BEGIN",
     [RQ_COMMIT] = "COMMIT",
     [RQ_SESSION_ID] = "SELECT id FROM sessions WHERE session = ?1",
-    [RQ_MAX_SPAN] = "SELECT value FROM meta WHERE key = 'max_span_ns'",
+    [RQ_MAX_SPAN] =
+        "SELECT coalesce(max(end_ns - start_ns), 0) FROM generations",
     [RQ_MAX_SEQ] = "SELECT coalesce((SELECT seq FROM sqlite_sequence"
                    " WHERE name = 'generations'), 0)",
     [RQ_SEQ_AT] = "SELECT seq, committed_ns FROM generations WHERE seq >= ?1"
@@ -397,8 +403,8 @@ out:
   return err;
 }
 
-/* Reads meta.max_span_ns inside the caller's transaction; 0 if unknown
- * (no generation yet). */
+/* The longest span of the rows kept, inside the caller's transaction (so
+ * it holds for the rows the query sees); 0 without rows. */
 static int read_max_span(store_reader *r, int64_t *span) {
   sqlite3_stmt *st;
   int err = get_stmt(r, RQ_MAX_SPAN, &st);

@@ -16,8 +16,11 @@
  *                /v1/agents reads one row per session instead of aggregating
  *                every generation ever kept (invariant: the totals equal
  *                the aggregate over the session's rows, test_store checks).
+ *                key_hash = SHA-256 of the session key that owns it (v3;
+ *                NULL: not bound yet). The key itself is never stored.
  *   generations  one row per (session, gen): wall-clock span (unix ns), counts,
- *                ledger, status, codec. seq = commit order (the feed cursor).
+ *                ledger, status, codec, body CRC32C (v3; NULL for older
+ *                rows). seq = commit order (the feed cursor).
  *   payloads     seq -> the generation's bytes (GEN_START + body + GEN_END),
  *                compressed with `codec`; apart from generations so listing
  *                and window queries never page through blobs.
@@ -25,7 +28,7 @@
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -39,7 +42,8 @@
   " last_gen INTEGER, rejected INTEGER NOT NULL DEFAULT 0,"                    \
   " rejected_events INTEGER NOT NULL DEFAULT 0,"                              \
   " gens INTEGER NOT NULL DEFAULT 0, events INTEGER NOT NULL DEFAULT 0,"       \
-  " bytes INTEGER NOT NULL DEFAULT 0, lost INTEGER NOT NULL DEFAULT 0);"       \
+   " bytes INTEGER NOT NULL DEFAULT 0, lost INTEGER NOT NULL DEFAULT 0,"       \
+  " key_hash BLOB);"                                                           \
   "CREATE INDEX IF NOT EXISTS sessions_by_service ON sessions(service, host);" \
   "CREATE TABLE IF NOT EXISTS generations("                                    \
   " seq INTEGER PRIMARY KEY AUTOINCREMENT,"                                    \
@@ -51,13 +55,21 @@
   " dropped INTEGER NOT NULL, evicted INTEGER NOT NULL,"                       \
   " rejected INTEGER NOT NULL,"                                                \
   " status TEXT NOT NULL DEFAULT 'ok', codec TEXT NOT NULL,"                   \
-  " committed_ns INTEGER NOT NULL,"                                            \
+  " committed_ns INTEGER NOT NULL, crc INTEGER,"                             \
   " UNIQUE(session_id, gen));"                                                 \
   "CREATE INDEX IF NOT EXISTS generations_by_time"                             \
   " ON generations(session_id, start_ns);"                                     \
   "CREATE INDEX IF NOT EXISTS generations_by_start ON generations(start_ns);"   \
+  STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
   "CREATE TABLE IF NOT EXISTS payloads("                                       \
   " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_TRIGGERS_SQL
+
+/* The longest span of any kept row in O(log n) (max() walks this index):
+ * window queries bound their scan from below by from - max span, so the
+ * bound must follow retention, not remember the longest row ever stored. */
+#define STORE_SCHEMA_SPAN_INDEX_SQL                                            \
+  "CREATE INDEX IF NOT EXISTS generations_by_span"                             \
+  " ON generations(end_ns - start_ns);"
 
 /* The session totals follow every row of generations, whichever path adds or
  * deletes it (commit, retention, --max-db-size, an operator's DELETE). */
@@ -87,8 +99,20 @@
   STORE_SCHEMA_TRIGGERS_SQL                                                    \
   "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
 
+/* Migration 2 -> 3: session keys (protocol v2) and per-generation CRCs
+ * (a re-sent generation is a duplicate only if its CRC matches), and the
+ * span index. Rows kept from before have NULL key_hash (the session's next
+ * HELLO binds it) and NULL crc (re-sends of them are taken as duplicates). */
+#define STORE_MIGRATE_3_SQL                                                    \
+  "ALTER TABLE sessions ADD COLUMN key_hash BLOB;"                             \
+  "ALTER TABLE generations ADD COLUMN crc INTEGER;"                            \
+  STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
+  "UPDATE meta SET value = '3' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
- * migrated by store.c from 1 in place. */
+ * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
+ * the session key), generations.crc (the body CRC32C of the GEN_END) and the
+ * generations_by_span index. */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

@@ -170,7 +170,6 @@ int import_send(const char *addr, const gtp_gen_start *id, const char *token,
                  .process_start_ns = id->process_start_ns,
                  .ntags = id->ntags};
   memcpy(h.session, id->session, 16);
-#ifdef GTP_SESSION_KEY_SIZE
   /* Protocol v2: the session key proves ownership of the session; an
    * import is a new session, so a fresh key drawn here is its only one. */
   if (getrandom(h.session_key, sizeof h.session_key, 0) !=
@@ -178,7 +177,6 @@ int import_send(const char *addr, const gtp_gen_start *id, const char *token,
     rc = -errno;
     goto out_dec;
   }
-#endif
   memcpy(h.tags, id->tags, sizeof h.tags);
   if (token)
     h.token = (gtp_str){token, strlen(token)};

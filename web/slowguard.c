@@ -19,8 +19,11 @@
  *     after that notification, so the fd the watchdog shuts down can never
  *     belong to a newer connection.
  *  2. A connection inside a request (headers received, answer not yet
- *     completed: long polls, downloads) MUST NOT be cut by the guard; slow
- *     readers are libmicrohttpd's idle timeout's business.
+ *     completed: long polls, downloads) MUST NOT be cut by the guard,
+ *     except past a send deadline its download set (slowguard_send_by):
+ *     a client that reads, but too slowly, is never idle, so
+ *     libmicrohttpd's idle timeout alone would let it hold a download
+ *     forever.
  *  3. shutdown() is called at most once per tracker (`cut`), so a connection
  *     is counted once.
  */
@@ -44,6 +47,7 @@ struct slowguard_conn {
   /* Written by the connection's thread, read by the watchdog. */
   atomic_int in_request;
   _Atomic int64_t phase_ns; /* when the wait for the next request began */
+  _Atomic int64_t send_by_ns; /* a download's send deadline, 0 = none */
 };
 
 struct slowguard {
@@ -75,8 +79,16 @@ static void *watchdog(void *arg) {
   while (!g->stop) {
     int64_t now = mono_ns();
     for (slowguard_conn *c = g->head; c != NULL; c = c->next) {
-      if (c->cut || atomic_load(&c->in_request))
+      if (c->cut)
         continue;
+      if (atomic_load(&c->in_request)) {
+        int64_t by = atomic_load(&c->send_by_ns);
+        if (by != 0 && now > by) {
+          c->cut = 1;
+          shutdown(c->fd, SHUT_RDWR);
+        }
+        continue;
+      }
       if (now - atomic_load(&c->phase_ns) > g->deadline_ns) {
         c->cut = 1;
         shutdown(c->fd, SHUT_RDWR);
@@ -165,13 +177,25 @@ void slowguard_conn_closed(slowguard *g, slowguard_conn *c) {
 }
 
 void slowguard_request_began(slowguard_conn *c) {
-  if (c)
+  if (c) {
+    atomic_store(&c->send_by_ns, 0);
     atomic_store(&c->in_request, 1);
+  }
+}
+
+void slowguard_send_by(slowguard_conn *c, int64_t deadline_ns) {
+  if (c)
+    atomic_store(&c->send_by_ns, deadline_ns);
+}
+
+int64_t slowguard_now_ns(void) {
+  return mono_ns();
 }
 
 void slowguard_request_done(slowguard_conn *c) {
   if (c == NULL)
     return;
+  atomic_store(&c->send_by_ns, 0);
   atomic_store(&c->phase_ns, mono_ns());
   atomic_store(&c->in_request, 0);
 }

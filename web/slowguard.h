@@ -23,7 +23,15 @@ void slowguard_conn_closed(slowguard *g, slowguard_conn *c);
 void slowguard_request_began(slowguard_conn *c);
 void slowguard_request_done(slowguard_conn *c);
 
-/* Connections cut so far. */
+/* A download handed the connection a block to send: cut the connection if
+ * it is still inside this request at deadline_ns (slowguard_now_ns clock;
+ * 0 = no deadline, e.g. while the server itself prepares the next block).
+ * Thread: the connection's. NULL is fine. */
+void slowguard_send_by(slowguard_conn *c, int64_t deadline_ns);
+/* The guard's clock (CLOCK_MONOTONIC, ns). */
+int64_t slowguard_now_ns(void);
+
+/* Connections cut so far for slow request headers. */
 uint64_t slowguard_cuts(slowguard *g);
 
 #endif

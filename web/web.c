@@ -9,14 +9,26 @@
  *
  * Owns: the MHD daemon, the reader pool, copies of the config strings.
  * Invariants:
- *  1. Every answer MUST carry Access-Control-Allow-Origin (web_queue adds
- *     it), otherwise browser tools cannot read errors or windows.
+ *  1. Access-Control-Allow-Origin MUST be sent only to an Origin named in
+ *     cfg.cors_origins (web_queue decides for every answer), otherwise any
+ *     web page the user visits could read traces from a daemon on
+ *     localhost. Same-origin pages (the dashboard) need no header.
  *  2. Every error answer MUST be JSON {"error","message"} (web_error),
  *     otherwise clients cannot tell a bad parameter from a proxy failure.
  *  3. web_stop MUST set `stopping` and wake feed waiters before
  *     MHD_stop_daemon, otherwise it would wait up to 60 s for long polls.
  *  4. The read token MUST be compared in constant time, otherwise response
- *     timing leaks how much of a guess was right.
+ *     timing leaks how much of a guess was right; a failed token is counted
+ *     and logged (rate-limited) but never written anywhere.
+ *  5. Every query parameter MUST be checked whole (its decoded length, not
+ *     strlen) for NUL and invalid UTF-8 before any handler reads it,
+ *     otherwise `service=victim%00x` would be read as `victim`.
+ *  6. Answers built whole (JSON listings, /metrics) MUST be counted in
+ *     held_bytes from web_reply until MHD frees them, and refused (503)
+ *     past WEB_HELD_MAX, otherwise many slow clients of large listings
+ *     would hold memory without bound. Error answers are small and never
+ *     refused, so a 503 can always be said. One answer alone may exceed the
+ *     cap (when nothing else is held), so no listing is refused forever.
  */
 #include "config.h"
 
@@ -31,6 +43,7 @@
 #include <sys/socket.h>
 
 #include "assets.h"
+#include "chrome.h"
 #include "gtp_error.h"
 #include "httptime.h"
 #include "web_internal.h"
@@ -94,16 +107,45 @@ static int code_index(unsigned status) {
   }
 }
 
+/* The value for Access-Control-Allow-Origin, or NULL when the request's
+ * Origin is not allowed (invariant 1). Entries of w->cors are compared
+ * whole: "https://ui.perfetto.dev" does not allow
+ * "https://ui.perfetto.dev.evil.example". */
+static const char *cors_allow(web_req *r) {
+  const char *list = r->w->cors;
+  if (!list)
+    return NULL;
+  const char *origin =
+      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin");
+  size_t olen = origin ? strlen(origin) : 0;
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == 1 && *p == '*')
+      return "*";
+    if (olen && n == olen && memcmp(p, origin, n) == 0)
+      return origin;
+    p += n + (e ? 1 : 0);
+  }
+  return NULL;
+}
+
 enum MHD_Result web_queue(web_req *r, unsigned status,
                           struct MHD_Response *resp) {
   if (!resp)
     return MHD_NO;
-  MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-  MHD_add_response_header(
-      resp, "Access-Control-Expose-Headers",
-      "X-Gentrace-Generations, X-Gentrace-Sessions, X-Gentrace-Lost-Events, "
-      "X-Gentrace-Start, X-Gentrace-End, X-Gentrace-Start-Ns, "
-      "X-Gentrace-End-Ns, Content-Disposition");
+  const char *allow = cors_allow(r);
+  if (allow) {
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", allow);
+    MHD_add_response_header(
+        resp, "Access-Control-Expose-Headers",
+        "X-Gentrace-Generations, X-Gentrace-Sessions, X-Gentrace-Lost-Events, "
+        "X-Gentrace-Start, X-Gentrace-End, X-Gentrace-Start-Ns, "
+        "X-Gentrace-End-Ns, Content-Disposition, Retry-After");
+  }
+  /* The answer depends on Origin once CORS is on: caches must know. */
+  if (r->w->cors)
+    MHD_add_response_header(resp, "Vary", "Origin");
   /* API answers are never cached; the dashboard's assets set their own
    * (revalidated with an ETag). */
   if (!MHD_get_response_header(resp, "Cache-Control"))
@@ -117,12 +159,49 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
   return ret;
 }
 
+/* A built answer waiting for its client, counted in held_bytes until MHD
+ * frees it (invariant 6). */
+typedef struct held_answer {
+  web_server *w;
+  char *body;
+  size_t len;
+} held_answer;
+
+static void held_free(void *cls) {
+  held_answer *h = cls;
+  atomic_fetch_sub_explicit(&h->w->held_bytes, h->len, memory_order_relaxed);
+  free(h->body);
+  free(h);
+}
+
 enum MHD_Result web_reply(web_req *r, unsigned status, const char *ctype,
                           char *body, size_t len) {
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-  if (!resp) {
+  web_server *w = r->w;
+  held_answer *h = malloc(sizeof *h);
+  if (!h) {
     free(body);
+    return web_error(r, 500, "internal", "out of memory");
+  }
+  /* Invariant 6: listings are built whole (bounded per request by their
+   * limits); slow clients must not make them pile up without bound. */
+  uint64_t was = atomic_fetch_add_explicit(&w->held_bytes, len,
+                                           memory_order_relaxed);
+  if (was + len > WEB_HELD_MAX && was > 0) {
+    atomic_fetch_sub_explicit(&w->held_bytes, len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->held_refused, 1, memory_order_relaxed);
+    free(body);
+    free(h);
+    return web_error(r, 503, "overloaded",
+                     "answers waiting for their clients already hold %u MiB; "
+                     "retry shortly",
+                     (unsigned)(WEB_HELD_MAX >> 20));
+  }
+  *h = (held_answer){w, body, len};
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer_with_free_callback_cls(len, body,
+                                                             held_free, h);
+  if (!resp) {
+    held_free(h);
     return MHD_NO;
   }
   MHD_add_response_header(resp, "Content-Type", ctype);
@@ -196,6 +275,65 @@ static enum MHD_Result args_iter(void *cls, enum MHD_ValueKind kind,
       return MHD_YES;
   a->bad = key;
   return MHD_NO;
+}
+
+/* Invariant 5: MHD hands out decoded values as C strings; the _n iterator
+ * gives their real lengths, so a %00 inside shows as a length mismatch. */
+typedef struct text_ctx {
+  const char *bad; /* parameter name (NUL-terminated prefix) */
+  size_t bad_len;
+  const char *why;
+} text_ctx;
+
+static int text_ok(const char *p, size_t n) {
+  if (!p)
+    return n == 0;
+  if (strlen(p) != n)
+    return 0;
+  const uint8_t *u = (const uint8_t *)p;
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    size_t k = gtp_utf8_seq(u + i, n - i, &cp);
+    if (k == 0)
+      return 0;
+    i += k;
+  }
+  return 1;
+}
+
+static enum MHD_Result text_iter(void *cls, enum MHD_ValueKind kind,
+                                 const char *key, size_t key_size,
+                                 const char *value, size_t value_size) {
+  text_ctx *t = cls;
+  (void)kind;
+  if (!text_ok(key, key_size)) {
+    t->bad = key;
+    t->bad_len = key_size;
+    t->why = "its name holds a NUL byte or invalid UTF-8";
+    return MHD_NO;
+  }
+  if (!text_ok(value, value_size)) {
+    t->bad = key;
+    t->bad_len = key_size;
+    t->why = "holds a NUL byte or invalid UTF-8";
+    return MHD_NO;
+  }
+  return MHD_YES;
+}
+
+/* Answers 400 and returns -1 if any query parameter is not clean text. */
+static int args_text_check(web_req *r) {
+  text_ctx t = {0};
+  MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, text_iter, &t);
+  if (!t.bad && !t.why)
+    return 0;
+  atomic_fetch_add_explicit(&r->w->bad_params, 1, memory_order_relaxed);
+  /* The name itself may be what is broken: show at most 64 bytes of it,
+   * cut at the first NUL; json escaping replaces invalid bytes. */
+  size_t n = t.bad ? strnlen(t.bad, t.bad_len < 64 ? t.bad_len : 64) : 0;
+  web_error(r, 400, "bad_parameter", "%.*s: %s", (int)n, t.bad ? t.bad : "",
+            t.why);
+  return -1;
 }
 
 int web_args_check(web_req *r, const char *const *allowed) {
@@ -318,10 +456,56 @@ static int token_equal(const char *a, size_t alen, const char *b, size_t blen) {
   return alen > 0 && diff == 0;
 }
 
+/* The client's address as text, for log lines. */
+static void peer_name(struct MHD_Connection *conn, char *out, size_t cap) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  snprintf(out, cap, "unknown");
+  if (!ci || !ci->client_addr)
+    return;
+  socklen_t len = ci->client_addr->sa_family == AF_INET6
+                      ? sizeof(struct sockaddr_in6)
+                      : sizeof(struct sockaddr_in);
+  if (getnameinfo(ci->client_addr, len, out, (socklen_t)cap, NULL, 0,
+                  NI_NUMERICHOST) != 0)
+    snprintf(out, cap, "unknown");
+}
+
+/* Counts a failed read token and logs it, at most once per
+ * WEB_AUTH_LOG_EVERY_NS (a guessing client must not flood the log); the
+ * line says how many were not logged since. Never logs the token. */
+static void auth_failed(web_req *r, int sent) {
+  web_server *w = r->w;
+  atomic_fetch_add_explicit(&w->auth_failures[sent ? 1 : 0], 1,
+                            memory_order_relaxed);
+  int64_t now = httptime_now_ns();
+  uint64_t suppressed = 0;
+  int log = 0;
+  pthread_mutex_lock(&w->auth_log_lock);
+  if (now >= w->auth_log_next_ns) {
+    log = 1;
+    suppressed = w->auth_log_suppressed;
+    w->auth_log_suppressed = 0;
+    w->auth_log_next_ns = now + WEB_AUTH_LOG_EVERY_NS;
+  } else {
+    w->auth_log_suppressed++;
+  }
+  pthread_mutex_unlock(&w->auth_log_lock);
+  if (!log)
+    return;
+  char peer[64];
+  peer_name(r->conn, peer, sizeof peer);
+  web_log(w, 1,
+          "msg=\"http read token refused\" peer=%s reason=%s "
+          "not_logged_since_last=%" PRIu64,
+          peer, sent ? "wrong" : "missing", suppressed);
+}
+
 static int authorized(web_req *r) {
   web_server *w = r->w;
   if (!w->read_token)
     return 1;
+  int ok = 0, sent = 0;
   const char *h =
       MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
   const char *t = NULL;
@@ -332,9 +516,13 @@ static int authorized(web_req *r) {
   }
   if (!t)
     t = web_arg(r, "token");
-  if (!t)
-    return 0;
-  return token_equal(t, strlen(t), w->read_token, w->read_token_len);
+  if (t) {
+    sent = 1;
+    ok = token_equal(t, strlen(t), w->read_token, w->read_token_len);
+  }
+  if (!ok)
+    auth_failed(r, sent);
+  return ok;
 }
 
 /* ------------------------------------------------- health, metrics, page */
@@ -379,7 +567,7 @@ static enum MHD_Result healthz(web_req *r) {
 static void put_metric(gtp_wbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void put_metric(gtp_wbuf *b, const char *fmt, ...) {
-  char line[512];
+  char line[1024];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(line, sizeof line, fmt, ap);
@@ -388,6 +576,8 @@ static void put_metric(gtp_wbuf *b, const char *fmt, ...) {
     gtp_wbuf_put(b, line,
                  (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
+
+static void web_metrics_bounds(web_server *w, gtp_wbuf *b);
 
 static enum MHD_Result metrics(web_req *r) {
   static const char *const allowed[] = {NULL};
@@ -437,12 +627,80 @@ static enum MHD_Result metrics(web_req *r) {
              "timeout.\n# TYPE gentrace_http_slow_clients_cut_total "
              "counter\ngentrace_http_slow_clients_cut_total %" PRIu64 "\n",
              slowguard_cuts(w->guard));
+  web_metrics_bounds(w, &b);
   if (b.err) {
     gtp_wbuf_fini(&b);
     return web_error(r, 500, "internal", "metrics too large");
   }
   return web_reply(r, 200, "text/plain; version=0.0.4; charset=utf-8",
                    (char *)b.data, b.len);
+}
+
+/* The limits of the trust-and-bounds work: each one shows here when it
+ * bites. */
+static void web_metrics_bounds(web_server *w, gtp_wbuf *b) {
+#define LD_(f) atomic_load_explicit(&w->f, memory_order_relaxed)
+  put_metric(b,
+             "# HELP gentrace_http_max_downloads Trace downloads allowed at "
+             "once (--http-max-downloads).\n# TYPE "
+             "gentrace_http_max_downloads gauge\n"
+             "gentrace_http_max_downloads %u\n"
+             "# HELP gentrace_http_downloads_refused_total Downloads "
+             "answered 503 because --http-max-downloads were running.\n"
+             "# TYPE gentrace_http_downloads_refused_total counter\n"
+             "gentrace_http_downloads_refused_total %" PRIuFAST64 "\n",
+             w->max_downloads, LD_(downloads_refused));
+  put_metric(b,
+             "# HELP gentrace_http_max_long_polls Feed requests allowed to "
+             "wait at once (--http-max-long-polls).\n# TYPE "
+             "gentrace_http_max_long_polls gauge\n"
+             "gentrace_http_max_long_polls %u\n"
+             "# HELP gentrace_http_long_polls_refused_total Feed requests "
+             "answered 503 instead of waiting, because "
+             "--http-max-long-polls were waiting.\n# TYPE "
+             "gentrace_http_long_polls_refused_total counter\n"
+             "gentrace_http_long_polls_refused_total %" PRIuFAST64 "\n",
+             w->max_long_polls, LD_(long_polls_refused));
+  put_metric(b,
+             "# HELP gentrace_http_downloads_ended_early_total Downloads "
+             "that ended before their last generation because retention "
+             "deleted the rest while they were sent.\n# TYPE "
+             "gentrace_http_downloads_ended_early_total counter\n"
+             "gentrace_http_downloads_ended_early_total %" PRIuFAST64 "\n",
+             LD_(ended_early));
+  put_metric(b,
+             "# HELP gentrace_http_send_timeouts_total Downloads cut "
+             "because the client took longer than --http-send-timeout to "
+             "take one block.\n# TYPE gentrace_http_send_timeouts_total "
+             "counter\ngentrace_http_send_timeouts_total %" PRIuFAST64 "\n",
+             LD_(send_timeouts));
+  put_metric(b,
+             "# HELP gentrace_http_auth_failures_total Requests refused "
+             "401 for a missing or wrong read token.\n# TYPE "
+             "gentrace_http_auth_failures_total counter\n"
+             "gentrace_http_auth_failures_total{reason=\"missing\"} "
+             "%" PRIuFAST64 "\n"
+             "gentrace_http_auth_failures_total{reason=\"wrong\"} "
+             "%" PRIuFAST64 "\n",
+             LD_(auth_failures[0]), LD_(auth_failures[1]));
+  put_metric(b,
+             "# HELP gentrace_http_held_answer_bytes Bytes of built answers "
+             "(listings, metrics) waiting for their clients.\n# TYPE "
+             "gentrace_http_held_answer_bytes gauge\n"
+             "gentrace_http_held_answer_bytes %" PRIuFAST64 "\n"
+             "# HELP gentrace_http_held_answers_refused_total Answers "
+             "refused 503 because built answers already held the cap.\n"
+             "# TYPE gentrace_http_held_answers_refused_total counter\n"
+             "gentrace_http_held_answers_refused_total %" PRIuFAST64 "\n",
+             LD_(held_bytes), LD_(held_refused));
+  put_metric(b,
+             "# HELP gentrace_http_bad_text_parameters_total Requests "
+             "refused 400 for a query parameter holding a NUL byte or "
+             "invalid UTF-8.\n# TYPE "
+             "gentrace_http_bad_text_parameters_total counter\n"
+             "gentrace_http_bad_text_parameters_total %" PRIuFAST64 "\n",
+             LD_(bad_params));
+#undef LD_
 }
 
 /* The dashboard's files (assets.h). They need no token: they hold no data,
@@ -534,7 +792,7 @@ static enum MHD_Result route(web_req *r) {
 }
 
 /* The guard's tracker of a connection (NULL if it has none). */
-static slowguard_conn *conn_guard(struct MHD_Connection *conn) {
+slowguard_conn *web_conn_guard(struct MHD_Connection *conn) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return ci ? (slowguard_conn *)ci->socket_context : NULL;
@@ -557,7 +815,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 
 static void on_completed(void *cls, struct MHD_Connection *conn,
                          void **con_cls, enum MHD_RequestTerminationCode toe) {
-  slowguard_request_done(conn_guard(conn));
+  slowguard_request_done(web_conn_guard(conn));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
@@ -567,7 +825,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
   web_req r = {.w = cls, .conn = conn, .url = url, .ret = MHD_NO};
   /* The headers are in: from here on the idle timeout, not the headers
    * deadline, watches this connection (long polls, downloads). */
-  slowguard_request_began(conn_guard(conn));
+  slowguard_request_began(web_conn_guard(conn));
   r.now_ns = httptime_now_ns();
   /* Every method is answered on the first call: GET, HEAD and OPTIONS carry
    * no body, and a body sent with another method is never read (MHD closes
@@ -579,6 +837,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                      "%.16s not allowed; this API is read-only (GET)", method);
   if (atomic_load_explicit(&r.w->stopping, memory_order_relaxed))
     return web_error(&r, 503, "overloaded", "server is shutting down");
+  if (args_text_check(&r))
+    return r.ret;
   return route(&r);
 }
 
@@ -629,6 +889,12 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
   if (!w->host || !w->db_path ||
       (cfg->read_token && *cfg->read_token && !w->read_token))
     goto fail_strings;
+  w->cors = cfg->cors_origins && *cfg->cors_origins
+                ? strdup(cfg->cors_origins)
+                : NULL;
+  if (cfg->cors_origins && *cfg->cors_origins && !w->cors)
+    goto fail_strings;
+  w->cfg.cors_origins = w->cors;
   w->read_token_len = w->read_token ? strlen(w->read_token) : 0;
   w->cfg.host = w->host;
   w->cfg.db_path = w->db_path;
@@ -643,11 +909,21 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
     w->cfg.timeout_s = 30;
   if (!w->cfg.threads)
     w->cfg.threads = 4;
-  /* Downloads are the heavy requests (a generation in memory each, one
-   * pool reader per step); beyond a quarter of the connections they get
-   * 503 so metadata requests still get through. */
-  w->max_downloads =
-      w->cfg.max_connections / 4 ? w->cfg.max_connections / 4 : 1;
+  /* Downloads are the heavy requests (up to three generations in memory
+   * each: the one being sent and two read ahead); past the cap they get 503
+   * so memory stays bounded and metadata requests still get through. */
+  w->max_downloads = w->cfg.max_downloads ? w->cfg.max_downloads : 16;
+  /* Parked feeds hold a connection each for up to a minute: keep them
+   * below the connection limit so they never lock out other requests. */
+  unsigned lp = w->cfg.max_long_polls ? w->cfg.max_long_polls
+                                      : w->cfg.max_connections / 2;
+  if (lp >= w->cfg.max_connections)
+    lp = w->cfg.max_connections - 1;
+  w->max_long_polls = lp;
+  w->send_timeout_ns =
+      (int64_t)(w->cfg.send_timeout_s ? w->cfg.send_timeout_s : 120) *
+      1000000000;
+  pthread_mutex_init(&w->auth_log_lock, NULL);
 
   pthread_mutex_init(&w->feed_lock, NULL);
   pthread_condattr_t ca;
@@ -732,7 +1008,9 @@ fail_daemon:
 fail_pool:
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
+  pthread_mutex_destroy(&w->auth_log_lock);
 fail_strings:
+  free(w->cors);
   free(w->host);
   free(w->db_path);
   free(w->read_token);
@@ -756,6 +1034,8 @@ void web_stop(web_server *w) {
   readpool_free(w->pool);
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
+  pthread_mutex_destroy(&w->auth_log_lock);
+  free(w->cors);
   free(w->host);
   free(w->db_path);
   free(w->read_token);

@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "format.h"
-#include "store_pin.h"
 
 typedef struct web_server web_server;
 
@@ -28,7 +27,6 @@ typedef struct web_config {
   unsigned threads; /* database readers (SQLite connections) shared by all
                       requests, default 4; each HTTP connection has its own
                       thread */
-  store_pins *pins;
   /* Appends the daemon's Prometheus metrics to out. Any thread. */
   void (*metrics)(void *ctx, gtp_wbuf *out);
   /* 1 if ready and healthy; may fill reason (static string) if not. */
@@ -41,6 +39,16 @@ typedef struct web_config {
    * pairs starting with msg="...". NULL = web writes logfmt to stderr.
    * Any thread. */
   void (*log)(void *ctx, int level, const char *msg);
+  /* Trust and bounds (all 0/NULL = defaults, see web_config_init). */
+  /* Origins allowed to read answers from a browser page (CORS), separated
+   * by commas, e.g. "https://ui.perfetto.dev"; "*" allows any. NULL or ""
+   * = CORS off: no Access-Control-Allow-Origin at all. */
+  const char *cors_origins;
+  unsigned max_downloads;  /* trace downloads at once, default 16 */
+  unsigned max_long_polls; /* parked /v1/feed?wait= requests, default
+                              max_connections / 2; below max_connections */
+  unsigned send_timeout_s; /* time a download's client has to take each
+                              block (up to 1 MiB), default 120 */
 } web_config;
 
 /* Fills defaults for everything but db_path. */

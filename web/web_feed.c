@@ -16,6 +16,9 @@
  *     generation deleted after its announcement would make the loop spin.
  *  2. feed_waiters MUST be decremented on every exit from the wait loop,
  *     otherwise the gauge drifts.
+ *  3. A request holds a long_polls slot from its first wait to its answer,
+ *     and never waits without one: past max_long_polls it is answered 503
+ *     at once, so parked feeds never take every connection.
  */
 #include "config.h"
 
@@ -185,6 +188,8 @@ enum MHD_Result web_feed(web_req *r) {
     MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT,
                               (unsigned)(wait_s / 1000000000) +
                                   w->cfg.timeout_s);
+  int parked = 0;
+  enum MHD_Result ret;
   for (;;) {
     /* Invariant 1: what was announced before this read is covered by it;
      * only an announcement after `seen` is a reason to read again. */
@@ -197,16 +202,34 @@ enum MHD_Result web_feed(web_req *r) {
     if (n < 0) {
       json_fini(&j);
       if (n == GTP_E_LIMIT)
-        return web_error(r, 503, "overloaded",
-                         "every database reader is busy; retry shortly");
-      return web_error(r, 500, "internal", "reading the feed failed: %s",
-                       gtp_strerror(n));
+        ret = web_error(r, 503, "overloaded",
+                        "every database reader is busy; retry shortly");
+      else
+        ret = web_error(r, 500, "internal", "reading the feed failed: %s",
+                        gtp_strerror(n));
+      break;
     }
     int64_t now = mono_ns();
     if (n > 0 || now >= deadline ||
-        atomic_load_explicit(&w->stopping, memory_order_relaxed))
-      return web_reply_json(r, 200, &j);
+        atomic_load_explicit(&w->stopping, memory_order_relaxed)) {
+      ret = web_reply_json(r, 200, &j);
+      break;
+    }
     json_fini(&j);
+    if (!parked) { /* invariant 3 */
+      if ((unsigned)atomic_fetch_add_explicit(&w->long_polls, 1,
+                                              memory_order_relaxed) >=
+          w->max_long_polls) {
+        atomic_fetch_sub_explicit(&w->long_polls, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->long_polls_refused, 1,
+                                  memory_order_relaxed);
+        return web_error(r, 503, "overloaded",
+                         "too many feed requests waiting (%u, the "
+                         "--http-max-long-polls limit); retry shortly",
+                         w->max_long_polls);
+      }
+      parked = 1;
+    }
 
     /* Nothing new yet: sleep until a commit, the deadline, or a second,
      * whichever comes first, then read again. */
@@ -223,4 +246,7 @@ enum MHD_Result web_feed(web_req *r) {
     pthread_mutex_unlock(&w->feed_lock);
     atomic_fetch_sub_explicit(&w->feed_waiters, 1, memory_order_relaxed);
   }
+  if (parked)
+    atomic_fetch_sub_explicit(&w->long_polls, 1, memory_order_relaxed);
+  return ret;
 }

@@ -39,7 +39,9 @@ struct web_server {
   web_config cfg; /* strings below are our copies */
   char *host, *db_path, *read_token;
   size_t read_token_len;
-  unsigned max_downloads;
+  char *cors; /* our copy of cfg.cors_origins, NULL = CORS off */
+  unsigned max_downloads, max_long_polls;
+  int64_t send_timeout_ns;
   struct MHD_Daemon *mhd;
   readpool *pool;
   slowguard *guard; /* headers deadline (slowloris) */
@@ -58,7 +60,27 @@ struct web_server {
   atomic_uint_fast64_t skipped_gens;
   atomic_int active_downloads;
   atomic_int feed_waiters;
+  atomic_int long_polls; /* requests parked (or about to be) in /v1/feed */
+  atomic_uint_fast64_t downloads_refused;  /* 503: max_downloads reached */
+  atomic_uint_fast64_t long_polls_refused; /* 503: max_long_polls reached */
+  atomic_uint_fast64_t ended_early;        /* retention deleted the rest */
+  atomic_uint_fast64_t send_timeouts;      /* download clients too slow */
+  atomic_uint_fast64_t auth_failures[2];   /* read token [0] missing, [1] wrong */
+  atomic_uint_fast64_t bad_params;         /* NUL or invalid UTF-8 */
+  atomic_uint_fast64_t held_bytes;   /* built answers not yet freed by MHD */
+  atomic_uint_fast64_t held_refused; /* 503: WEB_HELD_MAX reached */
+
+  /* Protected by auth_log_lock: failed-token log lines, at most one per
+   * WEB_AUTH_LOG_EVERY_NS with the count of those not logged. */
+  pthread_mutex_t auth_log_lock;
+  int64_t auth_log_next_ns;
+  uint64_t auth_log_suppressed;
 };
+
+#define WEB_AUTH_LOG_EVERY_NS (10 * INT64_C(1000000000))
+/* Built answers (listings, /metrics) held for their clients at most, in
+ * total; past it new ones get 503 (web_reply). */
+#define WEB_HELD_MAX (UINT64_C(256) << 20)
 
 /* One request being answered. Lives on the handler's stack. */
 typedef struct web_req {
@@ -101,9 +123,19 @@ int web_arg_u64(web_req *r, const char *name, uint64_t min, uint64_t max,
 int web_arg_session(web_req *r, const char *name, char out[33]);
 int web_session_valid(const char *s, char out[33]);
 
+/* The slow-client guard's tracker of a connection (NULL if none). */
+slowguard_conn *web_conn_guard(struct MHD_Connection *conn);
+
 /* Borrow a reader or answer 503 / 500 (returns NULL then). */
 store_reader *web_reader_get(web_req *r);
 void web_reader_put(web_req *r, store_reader *sr);
+
+/* Downloads in flight (web_trace.c): every download handler takes a place
+ * among --http-max-downloads before its listing (web_dl_slot_take answers
+ * 503 + Retry-After and returns -1 past the cap) and gives it back exactly
+ * once: when its response is freed, or at once if it made none. */
+int web_dl_slot_take(web_req *r);
+void web_dl_slot_put(web_server *w);
 
 /* Endpoints (web_list.c, web_trace.c, web_feed.c). */
 enum MHD_Result web_agents(web_req *r);

@@ -7,23 +7,43 @@
  * thread until the end or until the client goes away; MHD frees it through
  * dl_free.
  *
- * States: HEADER (file header / JSON opening pending in `out`) -> GENS
- * (one generation at a time: seqs[next]) -> TRAILER (Chrome closing) ->
- * DONE. dl_read moves between them whenever `out` has been fully sent.
- * Payloads come from read-ahead threads (struct prefetch below) when the
- * download has more than one generation.
+ * gentrace files: states HEADER (file header pending in `out`) -> GENS (one
+ * stored generation at a time: seqs[next]) -> TRAILER -> DONE. dl_read
+ * moves between them whenever `out` has been fully sent. Payloads come from
+ * read-ahead threads (struct prefetch below) when the download has more
+ * than one generation.
+ *
+ * Chrome JSON: a generation of a few KB can expand to hundreds of MB of
+ * JSON (long names repeated by many events), so its rendering is never
+ * held whole: a pump thread (started at the first body read) reads and
+ * parses one generation at a time and writes the JSON into a bounded pipe
+ * (dlpipe.h), blocking while the client has not taken what is there; the
+ * connection's thread only copies from the pipe.
+ *
+ * Retention never waits for a download (docs/HTTP.md "Downloads that end
+ * early"): a generation deleted after the listing ends the download there.
+ * What was sent is a valid file (whole generations; Chrome JSON closed),
+ * then the transfer ends without its final chunk so the client sees an
+ * incomplete transfer; the log and
+ * gentrace_http_downloads_ended_early_total say so.
  *
  * Invariants:
- *  1. The pin MUST be at or below the lowest seq still to send (minrem[next])
- *     from before the listing until dl_free, otherwise retention could
- *     delete a listed generation before it is sent.
- *  2. `out` MUST hold at most the encoding of one generation (plus the
- *     header or trailer), otherwise memory would grow with the window.
+ *  1. A download MUST end at the first listed generation that is gone
+ *     (GTP_E_NOTFOUND), never skip it, so what a client got is always a
+ *     prefix of what the headers promised.
+ *  2. Memory MUST NOT follow the size of the answer: `out` holds at most
+ *     one stored generation (plus the header), the Chrome pipe at most
+ *     DL_PIPE bytes, the read-ahead ring PF_SLOTS generations.
  *  3. A store reader MUST be borrowed only for one payload read and never
  *     while waiting for the client, otherwise slow clients would starve the
  *     pool and hold a read transaction open (starving checkpoints).
- *  4. active_downloads MUST be incremented exactly when a dl exists and
- *     decremented in dl_free, otherwise the overload limit drifts.
+ *  4. active_downloads MUST be incremented (web_dl_slot_take) before a dl
+ *     exists and decremented exactly once: by dl_free, or by the handler
+ *     when no dl was made, otherwise the --http-max-downloads cap drifts.
+ *  5. While a block handed to MHD is on its way to the client, the
+ *     connection MUST carry a send deadline (slowguard_send_by), and none
+ *     while the server prepares the next one, so only the client's
+ *     slowness is timed.
  */
 #include "config.h"
 
@@ -36,54 +56,58 @@
 #include <unistd.h>
 
 #include "chrome.h"
+#include "dlpipe.h"
 #include "gtp_error.h"
 #include "httptime.h"
-#include "store_pin.h"
 #include "web_internal.h"
 
 /* Bytes MHD asks for at most per read callback; large enough that a
  * multi-megabyte generation goes out in a few writes. */
 #define DL_BLOCK (1u << 20)
+/* Chrome JSON waiting for the client, per download. */
+#define DL_PIPE (256u << 10)
+/* dlpipe status of a pump that stopped at a deleted generation. */
+#define DL_EARLY 1
 
 enum dl_state { DL_HEADER, DL_GENS, DL_TRAILER, DL_DONE };
 
 typedef struct dl {
   web_server *w;
+  slowguard_conn *guard; /* the connection's, for send deadlines */
   int chrome;
   enum dl_state state;
-  int64_t *seqs;   /* listed generations in send order */
-  int64_t *minrem; /* minrem[i] = min(seqs[i..n-1]) */
+  int64_t *seqs; /* listed generations in send order */
   size_t n, next;
-  int pin;      /* store_pins handle, -1 if none */
-  gtp_wbuf out; /* bytes still to send: out.data[off..len) */
+  gtp_wbuf out; /* gentrace: bytes still to send: out.data[off..len) */
   size_t off;
-  gtp_wbuf raw; /* chrome: one generation's stored bytes */
+  gtp_wbuf raw; /* chrome: one generation's stored bytes (pump thread) */
   gtp_chrome *ch;
-  uint64_t skipped;
-  char what[80];       /* for log lines */
+  dlpipe *pipe;   /* chrome: JSON from the pump */
+  pthread_t pump; /* valid when pump_started */
+  int pump_started;
+  int early;        /* a listed generation was gone: ended at `next` */
+  int finished;     /* the body went out whole (or ended early) */
+  int64_t send_by;  /* deadline of the block last handed out, 0 = none */
+  char what[80];    /* for log lines */
   struct prefetch *pf; /* NULL: payloads are read inline */
 } dl;
 
 /* Read-ahead: PF_WORKERS threads per download (started at the first body
  * read, so HEAD requests never start one) read the next payloads into a
- * ring of PF_SLOTS buffers while the connection's thread sends the current
- * one, so decompression overlaps with the socket copies. Decompression is
- * the costliest step per byte (zstd), slower than the socket: one reader
- * thread alone would bound the download at its speed, two decompress
- * consecutive generations side by side. Payloads are claimed in order, so
- * payload i always lands in slot i % PF_SLOTS.
+ * ring of PF_SLOTS buffers while the consumer (the connection's thread, or
+ * the Chrome pump) sends the current one, so decompression overlaps with
+ * the socket copies. Decompression is the costliest step per byte (zstd),
+ * slower than the socket: one reader thread alone would bound the download
+ * at its speed, two decompress consecutive generations side by side.
+ * Payloads are claimed in order, so payload i always lands in slot
+ * i % PF_SLOTS.
  *
  * Invariants (beyond the file's):
- *  5. Before a worker reads payload i, the pin MUST be at or below
- *     minrem[lo], lo the lowest payload claimed but not yet in a slot
- *     (another worker may still be reading it); moves happen under mu so
- *     concurrent workers never move it past each other. Payloads already in
- *     a slot are in memory and need no pin.
  *  6. At most PF_SLOTS payloads are held besides `out`, otherwise memory
  *     would grow with the window (invariant 2): a worker claims payload i
  *     only once the consumer has taken payload i - PF_SLOTS from its slot.
  *  7. dl_free MUST stop and join every worker before freeing anything they
- *     touch (the slots, seqs, minrem, the pin).
+ *     touch (the slots, seqs).
  */
 #define PF_SLOTS 2
 #define PF_WORKERS 2
@@ -104,15 +128,8 @@ typedef struct prefetch {
   gtp_wbuf buf[PF_SLOTS];
 } prefetch;
 
-static int out_sink(void *ctx, const void *p, size_t n) {
-  gtp_wbuf *b = ctx;
-  gtp_wbuf_put(b, p, n);
-  return b->err;
-}
-
 /* Reads payload i into b; 0, GTP_E_NOTFOUND, or another error. Any
- * thread; borrows a pool reader for this one read only (invariant 3). The
- * caller has moved the pin (invariants 1 and 5). */
+ * thread; borrows a pool reader for this one read only (invariant 3). */
 static int read_payload(dl *d, size_t i, gtp_wbuf *b) {
   web_server *w = d->w;
   store_reader *sr;
@@ -137,18 +154,12 @@ static void *pf_main(void *arg) {
       k = pf->claim % PF_SLOTS;
     }
     /* stop: dl_free, nobody waits for slots any more. failed: the consumer
-     * aborts the stream on that payload and asks no more. */
+     * ends the stream on that payload and asks no more. */
     if (pf->stop || pf->failed || pf->claim >= d->n)
       break;
     size_t i = pf->claim++;
     pf->busy[k] = 1;
     pf->idx[k] = i;
-    size_t lo = i;
-    for (int j = 0; j < PF_SLOTS; j++)
-      if (pf->busy[j] && pf->idx[j] < lo)
-        lo = pf->idx[j];
-    if (d->pin >= 0 && d->w->cfg.pins)
-      store_pins_move(d->w->cfg.pins, d->pin, d->minrem[lo]); /* inv. 5 */
     pthread_mutex_unlock(&pf->mu);
     /* The slot is busy for this worker alone: no lock needed for the read
      * itself. A server shutdown still fills the slot (with an error)
@@ -160,7 +171,7 @@ static void *pf_main(void *arg) {
     pf->rc[k] = rc;
     pf->busy[k] = 0;
     pf->full[k] = 1;
-    if (rc < 0 && rc != GTP_E_NOTFOUND)
+    if (rc < 0) /* the consumer stops at this one (invariant 1) */
       pf->failed = 1;
     pthread_cond_broadcast(&pf->cv);
   }
@@ -227,11 +238,8 @@ static void pf_start(dl *d) {
  * copy) or read inline. */
 static int take_payload(dl *d, size_t i, gtp_wbuf *dst) {
   prefetch *pf = d->pf;
-  if (!pf) {
-    if (d->pin >= 0 && d->w->cfg.pins)
-      store_pins_move(d->w->cfg.pins, d->pin, d->minrem[i]); /* inv. 1 */
+  if (!pf)
     return read_payload(d, i, dst);
-  }
   size_t k = i % PF_SLOTS;
   pthread_mutex_lock(&pf->mu);
   while (!pf->full[k])
@@ -246,60 +254,181 @@ static int take_payload(dl *d, size_t i, gtp_wbuf *dst) {
   return rc;
 }
 
+/* ------------------------------------------------------- Chrome pump */
+
+static int pipe_sink(void *ctx, const void *p, size_t n) {
+  dl *d = ctx;
+  if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
+    return GTP_E_SHUTDOWN;
+  return dlpipe_write(d->pipe, p, n);
+}
+
+/* The pump: every listed generation through the Chrome writer into the
+ * pipe, then the document's end. Stops at a deleted generation (invariant
+ * 1) but still closes the document, so the client holds valid JSON. */
+static void *pump_main(void *arg) {
+  dl *d = arg;
+  int rc = gtp_chrome_begin(d->ch);
+  if (rc == 0 && d->n > 1)
+    pf_start(d);
+  while (rc == 0 && d->next < d->n) {
+    size_t i = d->next;
+    rc = take_payload(d, i, &d->raw);
+    if (rc == GTP_E_NOTFOUND) {
+      d->early = 1;
+      rc = 0;
+      break;
+    }
+    if (rc < 0)
+      break;
+    gtp_gen g;
+    size_t used;
+    rc = gtp_gen_parse(d->raw.data, d->raw.len, &g, &used);
+    if (rc < 0)
+      break;
+    rc = gtp_chrome_gen(d->ch, &g);
+    gtp_gen_fini(&g);
+    if (rc < 0)
+      break;
+    d->next++;
+  }
+  /* Give the generation's memory back while the end goes out. */
+  gtp_wbuf_fini(&d->raw);
+  if (rc == 0)
+    rc = gtp_chrome_end(d->ch);
+  dlpipe_close_write(d->pipe, rc < 0 ? rc : d->early ? DL_EARLY : 0);
+  return NULL;
+}
+
+/* ---------------------------------------------------------- lifecycle */
+
+void web_dl_slot_put(web_server *w) {
+  atomic_fetch_sub_explicit(&w->active_downloads, 1, memory_order_relaxed);
+}
+
+/* Takes a place among --http-max-downloads (invariant 4), or answers 503
+ * with Retry-After and returns -1. */
+int web_dl_slot_take(web_req *r) {
+  web_server *w = r->w;
+  if ((unsigned)atomic_fetch_add_explicit(&w->active_downloads, 1,
+                                          memory_order_relaxed) <
+      w->max_downloads)
+    return 0;
+  web_dl_slot_put(w);
+  atomic_fetch_add_explicit(&w->downloads_refused, 1, memory_order_relaxed);
+  web_error(r, 503, "overloaded",
+            "too many downloads running (%u, the --http-max-downloads "
+            "limit); retry shortly",
+            w->max_downloads);
+  return -1;
+}
+
 static void dl_free(void *cls) {
   dl *d = cls;
+  web_server *w = d->w;
+  if (d->pipe)
+    dlpipe_close_read(d->pipe); /* the pump's next write fails */
+  if (d->pump_started)
+    pthread_join(d->pump, NULL);
   pf_stop(d);
-  if (d->pin >= 0 && d->w->cfg.pins)
-    store_pins_remove(d->w->cfg.pins, d->pin);
-  if (d->skipped)
-    web_log(d->w, 1,
-            "msg=\"download skipped generations deleted after listing\" "
-            "what=\"%s\" skipped=%" PRIu64,
-            d->what, d->skipped);
+  if (d->early) {
+    atomic_fetch_add_explicit(&w->ended_early, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->skipped_gens, d->n - d->next,
+                              memory_order_relaxed);
+    web_log(w, 1,
+            "msg=\"download ended early: retention deleted the rest\" "
+            "what=\"%s\" sent_generations=%zu listed_generations=%zu",
+            d->what, d->next, d->n);
+  } else if (!d->finished && d->send_by != 0 &&
+             slowguard_now_ns() > d->send_by) {
+    atomic_fetch_add_explicit(&w->send_timeouts, 1, memory_order_relaxed);
+    web_log(w, 1,
+            "msg=\"download cut: client slower than --http-send-timeout\" "
+            "what=\"%s\" sent_generations=%zu listed_generations=%zu",
+            d->what, d->next, d->n);
+  }
   gtp_chrome_free(d->ch);
+  dlpipe_free(d->pipe);
   gtp_wbuf_fini(&d->out);
   gtp_wbuf_fini(&d->raw);
   free(d->seqs);
-  free(d->minrem);
-  atomic_fetch_sub_explicit(&d->w->active_downloads, 1, memory_order_relaxed);
+  web_dl_slot_put(w); /* invariant 4 */
   free(d);
 }
 
-/* Fills d->out with the next generation. 0 = something queued or skipped,
- * < 0 = the stream must abort. Thread: the connection's. */
+/* gentrace files: fills d->out with the next generation. 0 = something
+ * queued, or d->early set; < 0 = the stream must abort. Thread: the
+ * connection's. */
 static int dl_load(dl *d) {
-  web_server *w = d->w;
-  size_t i = d->next++;
+  size_t i = d->next;
   /* Worth a thread only when there is something to read ahead. */
   if (i == 0 && d->n > 1)
     pf_start(d);
-  gtp_wbuf *dst = d->chrome ? &d->raw : &d->out;
-  int rc = take_payload(d, i, dst);
-  if (rc == GTP_E_NOTFOUND) {
-    /* Deleted between listing and now (the pin should prevent it): the
-     * file stays valid without it, but the headers already promised it, so
-     * count and log it. */
-    d->skipped++;
-    atomic_fetch_add_explicit(&w->skipped_gens, 1, memory_order_relaxed);
-    gtp_wbuf_reset(dst);
+  int rc = take_payload(d, i, &d->out);
+  if (rc == GTP_E_NOTFOUND) { /* invariant 1 */
+    d->early = 1;
+    gtp_wbuf_reset(&d->out);
     return 0;
   }
   if (rc < 0)
     return rc;
-  if (!d->chrome)
-    return d->out.err;
-  gtp_gen g;
-  size_t used;
-  rc = gtp_gen_parse(d->raw.data, d->raw.len, &g, &used);
+  d->next++;
+  return d->out.err;
+}
+
+/* Hands n bytes to MHD: counts them and starts the block's send deadline
+ * (invariant 5). */
+static ssize_t dl_sent(dl *d, size_t n) {
+  atomic_fetch_add_explicit(&d->w->bytes_sent, n, memory_order_relaxed);
+  d->send_by = slowguard_now_ns() + d->w->send_timeout_ns;
+  slowguard_send_by(d->guard, d->send_by);
+  return (ssize_t)n;
+}
+
+/* The body is over: complete, or ended early / failed (the transfer then
+ * ends without its last chunk, which clients report as incomplete). */
+static ssize_t dl_end(dl *d, int rc) {
+  d->finished = 1;
+  d->send_by = 0;
+  slowguard_send_by(d->guard, 0);
   if (rc < 0)
-    return rc;
-  rc = gtp_chrome_gen(d->ch, &g);
-  gtp_gen_fini(&g);
-  return rc < 0 ? rc : d->out.err;
+    /* Mid-stream the status line is gone: the only honest signal left is
+     * an aborted transfer (curl reports it), never a silently short
+     * file. */
+    web_log(d->w, 2,
+            "msg=\"download aborted\" what=\"%s\" gen_index=%zu error=%s",
+            d->what, d->next, gtp_errname(rc));
+  return rc == 0 && !d->early ? MHD_CONTENT_READER_END_OF_STREAM
+                              : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static ssize_t dl_read_chrome(dl *d, char *buf, size_t max) {
+  if (!d->pump_started) {
+    if (pthread_create(&d->pump, NULL, pump_main, d) != 0)
+      return dl_end(d, -EAGAIN);
+    d->pump_started = 1;
+  }
+  int status = 0;
+  size_t n = dlpipe_read(d->pipe, buf, max, &status);
+  if (n > 0)
+    return dl_sent(d, n);
+  return dl_end(d, status < 0 ? status : 0);
 }
 
 static ssize_t dl_read(void *cls, uint64_t pos, char *buf, size_t max) {
   dl *d = cls;
+  (void)pos;
+  /* The client took the last block; from here the time is ours. */
+  d->send_by = 0;
+  slowguard_send_by(d->guard, 0);
+  if (max > DL_BLOCK)
+    max = DL_BLOCK;
+  if (d->state == DL_DONE)
+    return MHD_CONTENT_READER_END_OF_STREAM;
+  if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
+    return dl_end(d, GTP_E_SHUTDOWN);
+  if (d->chrome)
+    return dl_read_chrome(d, buf, max);
   for (;;) {
     if (d->off < d->out.len) {
       size_t n = d->out.len - d->off;
@@ -307,87 +436,62 @@ static ssize_t dl_read(void *cls, uint64_t pos, char *buf, size_t max) {
         n = max;
       memcpy(buf, d->out.data + d->off, n);
       d->off += n;
-      atomic_fetch_add_explicit(&d->w->bytes_sent, n, memory_order_relaxed);
-      return (ssize_t)n;
+      return dl_sent(d, n);
     }
-    if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
-      return MHD_CONTENT_READER_END_WITH_ERROR;
     gtp_wbuf_reset(&d->out);
     d->off = 0;
     int rc = 0;
-    switch (d->state) {
-    case DL_HEADER:
-    case DL_GENS:
+    if (d->next < d->n && !d->early) {
       d->state = DL_GENS;
-      if (d->next < d->n) {
-        rc = dl_load(d);
-        break;
-      }
-      d->state = DL_TRAILER;
-      if (d->chrome)
-        rc = gtp_chrome_end(d->ch);
-      break;
-    case DL_TRAILER:
-      d->state = DL_DONE;
-      /* Give a large generation's memory back before the end. */
-      gtp_wbuf_fini(&d->raw);
-      return MHD_CONTENT_READER_END_OF_STREAM;
-    case DL_DONE:
-      return MHD_CONTENT_READER_END_OF_STREAM;
+      rc = dl_load(d);
+      if (rc == 0 && !d->early)
+        continue;
     }
-    if (rc < 0) {
-      /* Mid-stream the status line is gone: the only honest signal left is
-       * an aborted transfer (curl reports it), never a silently short
-       * file. */
-      web_log(d->w, 2,
-              "msg=\"download aborted\" what=\"%s\" gen_index=%zu "
-              "error=%s",
-              d->what, d->next, gtp_errname(rc));
-      return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
+    d->state = DL_DONE;
+    /* Give a large generation's memory back before the end. */
+    gtp_wbuf_fini(&d->out);
+    return dl_end(d, rc);
   }
 }
 
-/* Allocates a download; takes seqs (malloc'd, n entries). Registers the
- * pin given (pin = -1: none). NULL on ENOMEM (seqs freed, pin kept). */
-static dl *dl_new(web_server *w, int chrome, int64_t *seqs, size_t n, int pin,
+/* Allocates a download; takes seqs (malloc'd, n entries) and the download
+ * slot the caller took. NULL on ENOMEM (seqs freed, slot released). */
+static dl *dl_new(web_req *r, int chrome, int64_t *seqs, size_t n,
                   int64_t span_start, int64_t span_end) {
+  web_server *w = r->w;
   dl *d = calloc(1, sizeof *d);
-  int64_t *minrem = malloc((n ? n : 1) * sizeof *minrem);
-  if (!d || !minrem)
+  if (!d)
     goto fail;
   d->w = w;
+  d->guard = web_conn_guard(r->conn);
   d->chrome = chrome;
   d->seqs = seqs;
-  d->minrem = minrem;
   d->n = n;
-  d->pin = pin;
-  for (size_t i = n; i-- > 0;)
-    minrem[i] = i + 1 < n && minrem[i + 1] < seqs[i] ? minrem[i + 1] : seqs[i];
-  /* Limits: the stored generation is at most GTP_GEN_MAX_BYTES; its Chrome
-   * rendering is larger (text), so leave that buffer 8x room. */
-  gtp_wbuf_init(&d->out, chrome ? 8 * (size_t)GTP_GEN_MAX_BYTES : 0);
+  /* A stored generation is at most GTP_GEN_MAX_BYTES (invariant 2). */
+  gtp_wbuf_init(&d->out, 0);
   gtp_wbuf_init(&d->raw, 0);
   if (chrome) {
-    d->ch = gtp_chrome_new(out_sink, &d->out, span_start, span_end);
-    if (!d->ch || gtp_chrome_begin(d->ch) < 0)
+    if (dlpipe_new(DL_PIPE, &d->pipe) < 0)
+      goto fail_all;
+    d->ch = gtp_chrome_new(pipe_sink, d, span_start, span_end);
+    if (!d->ch)
       goto fail_all;
   } else {
     gtp_put_file_header(&d->out);
     if (d->out.err)
       goto fail_all;
   }
-  atomic_fetch_add_explicit(&w->active_downloads, 1, memory_order_relaxed);
   return d;
 
 fail_all:
   gtp_chrome_free(d->ch);
+  dlpipe_free(d->pipe);
   gtp_wbuf_fini(&d->out);
   gtp_wbuf_fini(&d->raw);
 fail:
-  free(minrem);
   free(d);
   free(seqs);
+  web_dl_slot_put(w);
   return NULL;
 }
 
@@ -413,17 +517,14 @@ typedef struct dl_info {
   int64_t span_start, span_end;
 } dl_info;
 
-/* Builds and queues the streaming response. Takes seqs and the pin. */
+/* Builds and queues the streaming response. Takes seqs and the download
+ * slot. */
 static enum MHD_Result dl_respond(web_req *r, int chrome, int64_t *seqs,
-                                  size_t n, int pin, const dl_info *info,
+                                  size_t n, const dl_info *info,
                                   const char *what) {
-  web_server *w = r->w;
-  dl *d = dl_new(w, chrome, seqs, n, pin, info->span_start, info->span_end);
-  if (!d) {
-    if (pin >= 0 && w->cfg.pins)
-      store_pins_remove(w->cfg.pins, pin);
+  dl *d = dl_new(r, chrome, seqs, n, info->span_start, info->span_end);
+  if (!d)
     return web_error(r, 500, "internal", "out of memory");
-  }
   snprintf(d->what, sizeof d->what, "%s", what);
   struct MHD_Response *resp = MHD_create_response_from_callback(
       MHD_SIZE_UNKNOWN, DL_BLOCK, dl_read, d, dl_free);
@@ -473,40 +574,6 @@ static int parse_format(web_req *r, int *chrome) {
   }
   web_error(r, 400, "bad_parameter", "format: expected gentrace or chrome");
   return -1;
-}
-
-/* Starts a download: pins every generation (min seq 0, invariant 1) before
- * the caller lists what it will send, then takes a reader. The caller raises
- * the pin to what its listing found. Returns the reader, or NULL with the
- * error answer queued in r->ret and nothing left pinned (*pin = -1). */
-static store_reader *dl_begin(web_req *r, int *pin) {
-  web_server *w = r->w;
-  *pin = -1;
-  if (w->cfg.pins) {
-    *pin = store_pins_add(w->cfg.pins, 0);
-    if (*pin < 0) {
-      *pin = -1;
-      r->ret = web_error(r, 503, "overloaded",
-                         "too many downloads pinned; retry shortly");
-      return NULL;
-    }
-  }
-  store_reader *sr = web_reader_get(r);
-  if (!sr && *pin >= 0) {
-    store_pins_remove(w->cfg.pins, *pin);
-    *pin = -1;
-  }
-  return sr;
-}
-
-static int overloaded(web_req *r) {
-  if ((unsigned)atomic_load_explicit(
-          &r->w->active_downloads, memory_order_relaxed) < r->w->max_downloads)
-    return 0;
-  web_error(r, 503, "overloaded",
-            "too many downloads running (%u); retry shortly",
-            r->w->max_downloads);
-  return 1;
 }
 
 /* ---------------------------------------------------------- the window */
@@ -654,18 +721,17 @@ enum MHD_Result web_trace(web_req *r) {
   if (from >= to)
     return web_error(r, 400, "bad_parameter",
                      "from: must be before to (the window is [from, to))");
-  if (overloaded(r))
+  if (web_dl_slot_take(r) < 0)
     return r->ret;
-
-  int pin;
-  store_reader *sr = dl_begin(r, &pin);
-  if (!sr)
+  store_reader *sr = web_reader_get(r);
+  if (!sr) {
+    web_dl_slot_put(w);
     return r->ret;
+  }
   win_ctx *c = calloc(1, sizeof *c);
   if (!c) {
     web_reader_put(r, sr);
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "out of memory");
   }
   c->max_bytes = w->cfg.max_window_bytes;
@@ -675,6 +741,7 @@ enum MHD_Result web_trace(web_req *r) {
   int rc = store_read_window(sr, &q, win_row, c);
   web_reader_put(r, sr);
   enum MHD_Result ret;
+  int slot = 1; /* still ours to release */
   if (rc < 0 || c->oom) {
     ret = web_error(r, 500, "internal", "listing the window failed: %s",
                     gtp_strerror(rc < 0 ? rc : -ENOMEM));
@@ -696,18 +763,14 @@ enum MHD_Result web_trace(web_req *r) {
     info.lost = c->lost;
     info.span_start = c->n ? c->span_start : from;
     info.span_end = c->n ? c->span_end : to;
-    if (pin >= 0 && c->n == 0) {
-      store_pins_remove(w->cfg.pins, pin);
-      pin = -1;
-    }
     char what[80];
     snprintf(what, sizeof what, "window %.64s", info.stem);
-    ret = dl_respond(r, chrome, c->seqs, c->n, pin, &info, what);
+    ret = dl_respond(r, chrome, c->seqs, c->n, &info, what);
     c->seqs = NULL; /* taken */
-    pin = -1;       /* taken */
+    slot = 0;       /* taken */
   }
-  if (pin >= 0)
-    store_pins_remove(w->cfg.pins, pin);
+  if (slot)
+    web_dl_slot_put(w);
   free(c->seqs);
   free(c->sessions.ids);
   free(c);
@@ -754,35 +817,33 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
     return web_error(r, 404, "not_found",
                      "no such path: %.200s (generation must be a number)",
                      r->url);
-  if (overloaded(r))
-    return r->ret;
   web_server *w = r->w;
-  int pin;
-  store_reader *sr = dl_begin(r, &pin);
-  if (!sr)
+  if (web_dl_slot_take(r) < 0)
     return r->ret;
+  store_reader *sr = web_reader_get(r);
+  if (!sr) {
+    web_dl_slot_put(w);
+    return r->ret;
+  }
   one_ctx c = {.want = g};
   int rc = store_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
                                    one_row, &c);
   web_reader_put(r, sr);
   if (rc == GTP_E_NOTFOUND || (rc >= 0 && !c.found)) {
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+    web_dl_slot_put(w);
     if (rc == GTP_E_NOTFOUND)
       return web_error(r, 404, "not_found", "no session %s", session);
     return web_error(r, 404, "not_found",
                      "session %s has no generation %" PRIu64, session, g);
   }
   if (rc < 0) {
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "reading the generation failed: %s",
                      gtp_strerror(rc));
   }
   int64_t *seqs = malloc(sizeof *seqs);
   if (!seqs) {
-    if (pin >= 0)
-      store_pins_remove(w->cfg.pins, pin);
+    web_dl_slot_put(w);
     return web_error(r, 500, "internal", "out of memory");
   }
   seqs[0] = c.seq;
@@ -795,5 +856,5 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
                   .span_end = c.end_ns};
   char what[80];
   snprintf(what, sizeof what, "generation %.32s/%" PRIu64, session, g);
-  return dl_respond(r, chrome, seqs, 1, pin, &info, what);
+  return dl_respond(r, chrome, seqs, 1, &info, what);
 }

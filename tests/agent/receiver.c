@@ -17,6 +17,7 @@
 
 #define RX_MAX_GENS 4096
 #define RX_MAX_REJECT 16
+#define RX_MAX_HELLOS 64
 
 struct rx {
   pthread_t thread;
@@ -30,6 +31,8 @@ struct rx {
   rx_gen gens[RX_MAX_GENS];
   size_t ngens;
   uint64_t bad, hellos;
+  unsigned refuse_auth; /* HELLOs still to answer with ERROR(AUTH) */
+  uint8_t ids[RX_MAX_HELLOS][32]; /* session id + key of each HELLO */
   /* thread only */
   int lfd, cfd;
   gtp_frame_decoder dec;
@@ -148,6 +151,26 @@ static int on_frame(rx *r, const gtp_frame *f) {
     if (gtp_frame_hello_decode(r->hello_copy, f->len, &r->hello) != 0)
       return -1;
     r->have_hello = 1;
+    pthread_mutex_lock(&r->lock);
+    if (r->hellos < RX_MAX_HELLOS) {
+      memcpy(r->ids[r->hellos], r->hello.session, 16);
+      memcpy(r->ids[r->hellos] + 16, r->hello.session_key, 16);
+    }
+    int refuse = r->refuse_auth > 0;
+    if (refuse) {
+      r->refuse_auth--;
+      r->hellos++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (refuse) {
+      /* As gentraced answers a HELLO for a session bound to another key. */
+      gtp_wbuf out;
+      gtp_wbuf_init(&out, 0);
+      gtp_frame_error_encode(&out, GTP_E_AUTH, 0, 0, "refused by test");
+      send_all(r->cfd, &out);
+      gtp_wbuf_fini(&out);
+      return -1;
+    }
     gtp_welcome w = {.version = GTP_PROTO_VERSION,
                      .idle_timeout_ms = 3000,
                      .max_gen_bytes = 64u << 20};
@@ -350,6 +373,23 @@ uint64_t rx_bad_manifests(rx *r) {
   uint64_t n = r->bad;
   pthread_mutex_unlock(&r->lock);
   return n;
+}
+
+void rx_refuse_auth(rx *r, unsigned n) {
+  pthread_mutex_lock(&r->lock);
+  r->refuse_auth = n;
+  pthread_mutex_unlock(&r->lock);
+}
+
+int rx_hello_id(rx *r, size_t i, uint8_t session[16], uint8_t key[16]) {
+  pthread_mutex_lock(&r->lock);
+  int ok = i < r->hellos && i < RX_MAX_HELLOS;
+  if (ok) {
+    memcpy(session, r->ids[i], 16);
+    memcpy(key, r->ids[i] + 16, 16);
+  }
+  pthread_mutex_unlock(&r->lock);
+  return ok ? 0 : -1;
 }
 
 uint64_t rx_hellos(rx *r) {

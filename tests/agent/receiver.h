@@ -34,5 +34,10 @@ size_t rx_count(rx *r);
 const rx_gen *rx_get(rx *r, size_t i);
 uint64_t rx_bad_manifests(rx *r);
 uint64_t rx_hellos(rx *r);
+/* The next n HELLOs are answered with ERROR(AUTH) (the connection closes),
+ * as gentraced answers a HELLO for a session bound to another key. */
+void rx_refuse_auth(rx *r, unsigned n);
+/* Session id and key of HELLO number i (0-based, the first 64). 0 or -1. */
+int rx_hello_id(rx *r, size_t i, uint8_t session[16], uint8_t key[16]);
 
 #endif

@@ -332,6 +332,93 @@ static void test_agent__rejected_generation_is_counted(void **state) {
   rx_free(r);
 }
 
+/* The daemon holds another key for the session (protocol v2): the agent
+ * counts each AUTH, backs off like for TOKEN, keeps its id and key, and
+ * loses nothing once it is let in. */
+static void test_agent__auth_refusal_is_counted_backs_off_then_delivers(
+    void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  rx_refuse_auth(r, 2);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  assert_int_equal(gt_start(&c), 0);
+  run_workers(2, 1000, 0, NULL);
+  gt_stats_t st;
+  stop_and_stats(&st, 15000);
+  gt_stop();
+  assert_int_equal(gt_stats(&st), 0);
+  assert_int_equal(st.auth_refused, 2);
+  assert_int_equal(st.events_delivered, st.events_written);
+  rx_stop(r);
+  assert_true(rx_hellos(r) >= 3);
+  uint8_t s0[16], k0[16], s[16], k[16];
+  static const uint8_t zero[16];
+  assert_int_equal(rx_hello_id(r, 0, s0, k0), 0);
+  assert_memory_not_equal(k0, zero, 16);
+  for (size_t i = 1; i < rx_hellos(r); i++) {
+    assert_int_equal(rx_hello_id(r, i, s, k), 0);
+    assert_memory_equal(s, s0, 16);
+    assert_memory_equal(k, k0, 16);
+  }
+  tally t;
+  tally_rx(&t, r, 0);
+  assert_int_equal(t.events, 2 * 1000);
+  rx_free(r);
+}
+
+/* A forked child that starts tracing is a new session: its own id and its
+ * own key (with its parent's key it could take over the parent's session,
+ * and the daemon would refuse one of them with AUTH). */
+static void test_agent__fork_child_draws_its_own_session_and_key(
+    void **state) {
+  (void)state;
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* TSan cannot run threads started in the child (see above) */
+#else
+  rx *r = rx_start();
+  assert_non_null(r);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  assert_int_equal(gt_start(&c), 0);
+  gt_instant("parent");
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    char b;
+    close(go[1]);
+    /* The receiver serves one connection at a time: wait for the parent
+     * to be done with it. */
+    int ok = read(go[0], &b, 1) == 1 && gt_start(&c) == 0;
+    gt_instant("child");
+    gt_stop();
+    _exit(ok ? 0 : 1);
+  }
+  close(go[0]);
+  gt_stop();
+  assert_int_equal(write(go[1], "x", 1), 1);
+  close(go[1]);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  rx_stop(r);
+  size_t n = rx_hellos(r);
+  assert_true(n >= 2);
+  uint8_t ps[16], pk[16], cs[16], ck[16];
+  assert_int_equal(rx_hello_id(r, 0, ps, pk), 0);
+  assert_int_equal(rx_hello_id(r, n - 1, cs, ck), 0);
+  assert_memory_not_equal(ps, cs, 16);
+  assert_memory_not_equal(pk, ck, 16);
+  rx_free(r);
+#endif
+}
+
 static void test_agent__full_pool_drops_exactly_and_marks_lost(void **state) {
   (void)state;
   rx *r = rx_start();
@@ -569,6 +656,11 @@ int main(void) {
       cmocka_unit_test_teardown(test_agent__reused_buffer_with_new_contents,
                                 stop_agent),
       cmocka_unit_test_teardown(test_agent__fork_child_stays_off, stop_agent),
+      cmocka_unit_test_teardown(
+          test_agent__auth_refusal_is_counted_backs_off_then_delivers,
+          stop_agent),
+      cmocka_unit_test_teardown(
+          test_agent__fork_child_draws_its_own_session_and_key, stop_agent),
       cmocka_unit_test_teardown(test_agent__stacks_and_modules_recorded,
                                 stop_agent),
   };

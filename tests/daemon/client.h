@@ -53,6 +53,12 @@ void gtc_gen_fini(gtc_gen *g);
  * records, plus STRINGS and CLOCK. For tests that must fill a disk. */
 int gtc_gen_build_random(gtc_gen *g, const gtf_spec *s, size_t batches,
                          unsigned seed);
+/* A generation that expands when rendered: one interned string of name_len
+ * bytes (at most GTP_STRING_MAX) named by nevents INSTANT events (so its
+ * Chrome JSON is about nevents * name_len bytes while it stores in a few
+ * KB). For tests of bounded downloads. */
+int gtc_gen_build_long_names(gtc_gen *g, const gtf_spec *s, size_t name_len,
+                             size_t nevents);
 /* Sends BATCH frame i (one record) of g. */
 int gtc_send_batch(gtc *c, const gtc_gen *g, size_t i);
 int gtc_send_gen_end(gtc *c, const gtc_gen *g);
@@ -85,7 +91,8 @@ typedef struct gtd {
 /* Makes a temp dir with a db path in it (no daemon yet). */
 int gtd_init(gtd *d);
 /* Starts $top_builddir/daemon/gentraced on 127.0.0.1 port 0 (both ports)
- * with --db d->db --log d->log plus extra args (NULL-terminated), env
+ * with --db d->db --log d->log --max-clock-skew 0 (fixtures are dated
+ * 2026-01-01) plus extra args (NULL-terminated), env
  * entries "K=V" added (NULL-terminated, may be NULL); waits for the
  * `listening` line and parses the ports. 0 or a negative code. */
 int gtd_start(gtd *d, const char *const *args, const char *const *env);

@@ -380,7 +380,9 @@ test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
   {
     gtp_wbuf b;
     gtp_wbuf_init(&b, 0);
-    assert_int_equal(gtc_send_hello(&h, &s, "s3cret", 1, 1), 0);
+    assert_int_equal(gtc_send_hello(&h, &s, "s3cret", GTP_PROTO_VERSION,
+                                    GTP_PROTO_VERSION),
+                     0);
     gtc_gen g;
     spec(&s, 20, 1);
     assert_int_equal(gtc_gen_build(&g, &s), 0);
@@ -417,7 +419,9 @@ test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
 
   /* One that says HELLO, floods generations and never reads a reply. */
   assert_int_equal(gtc_connect(&h, d.agent_port), 0);
-  assert_int_equal(gtc_send_hello(&h, &s, "s3cret", 1, 1), 0);
+  assert_int_equal(gtc_send_hello(&h, &s, "s3cret", GTP_PROTO_VERSION,
+                                  GTP_PROTO_VERSION),
+                   0);
   for (uint64_t gen = 1; gen <= 200; gen++) {
     gtc_gen g;
     spec(&s, 20, gen);

@@ -67,6 +67,20 @@ static void fuzz_hello(const uint8_t *p, size_t n) {
   fuzz_check(h.min_version == h2.min_version &&
              h.max_version == h2.max_version);
   fuzz_check(memcmp(h.session, h2.session, 16) == 0);
+  /* The key is on the wire only from version 2 on (layout by max_version);
+   * a version-1 HELLO decodes with a zero key. */
+  fuzz_check(memcmp(h.session_key, h2.session_key, 16) == 0);
+  if (h.max_version < GTP_PROTO_VERSION_KEY) {
+    static const uint8_t zero[16];
+    fuzz_check(memcmp(h.session_key, zero, 16) == 0);
+  }
+  /* Decoded identity text is valid UTF-8 without NUL (frame.c inv. 4). */
+  fuzz_check(gtp_frame_text_ok(h.service.ptr, h.service.len) &&
+             gtp_frame_text_ok(h.host.ptr, h.host.len) &&
+             gtp_frame_text_ok(h.agent_version.ptr, h.agent_version.len));
+  for (uint32_t i = 0; i < h.ntags; i++)
+    fuzz_check(gtp_frame_text_ok(h.tags[i].key.ptr, h.tags[i].key.len) &&
+               gtp_frame_text_ok(h.tags[i].value.ptr, h.tags[i].value.len));
   fuzz_check(str_eq(h.service, h2.service) && str_eq(h.host, h2.host) &&
              str_eq(h.agent_version, h2.agent_version) &&
              str_eq(h.token, h2.token));

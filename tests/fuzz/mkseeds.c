@@ -176,6 +176,7 @@ static int frame_seeds(gtp_seed_emit emit, void *ctx) {
   h.min_version = GTP_PROTO_VERSION_MIN;
   h.max_version = GTP_PROTO_VERSION;
   memset(h.session, 0xAB, 16);
+  memset(h.session_key, 0x5C, 16);
   h.service = S("checkout");
   h.host = S("web-3");
   h.pid = 4242;
@@ -248,6 +249,24 @@ static int frame_seeds(gtp_seed_emit emit, void *ctx) {
   if ((rc = gtp_frame_hello_encode(&b, &h)) < 0)
     goto out;
   emit(GTP_SEED_FRAME, "hello-max", b.data, b.len, ctx);
+
+  /* Version 1 layout (no key) and identities at the UTF-8 edge, so the
+   * fuzzer starts next to both text refusals and both layouts. */
+  h.min_version = h.max_version = 1;
+  gtp_wbuf_reset(&b);
+  if ((rc = gtp_frame_hello_encode(&b, &h)) < 0)
+    goto out;
+  emit(GTP_SEED_FRAME, "hello-v1", b.data, b.len, ctx);
+  h.min_version = h.max_version = GTP_PROTO_VERSION;
+  h.ntags = 1;
+  h.tags[0].key = S("caf\xc3\xa9");
+  h.tags[0].value = S("\xf0\x9d\x84\x9e\xf4\x8f\xbf\xbf");
+  h.host = (gtp_str){"victim\0x", 8};
+  h.token = S("");
+  gtp_wbuf_reset(&b);
+  if ((rc = gtp_frame_hello_encode(&b, &h)) < 0)
+    goto out;
+  emit(GTP_SEED_FRAME, "hello-nul-utf8", b.data, b.len, ctx);
   rc = 0;
 out:
   gtp_wbuf_fini(&body);

@@ -45,6 +45,7 @@ enum {
 
 typedef struct gtf_spec {
   uint8_t session[16];
+  uint8_t session_key[16]; /* HELLO v2 key (tests/daemon/client.c) */
   uint64_t gen;
   const char *service, *host, *agent_version;
   uint64_t pid;
@@ -69,6 +70,10 @@ static inline void gtf_session(uint8_t out[16], unsigned n) {
 static inline void gtf_spec_init(gtf_spec *s, unsigned n, uint64_t gen) {
   memset(s, 0, sizeof(*s));
   gtf_session(s->session, n);
+  /* Deterministic per session number, so every connection of one test
+   * session proves the same ownership; tests of AUTH change it. */
+  for (unsigned i = 0; i < 16; i++)
+    s->session_key[i] = (uint8_t)(s->session[i] ^ 0xa5);
   s->gen = gen;
   s->service = n % 2 ? "checkout" : "frontend";
   s->host = "host-a";

@@ -64,8 +64,10 @@ static void max_hello(gtp_hello *h) {
     memset(big[i], 'a' + (int)(i % 26), sizeof big[i]);
   h->min_version = 1;
   h->max_version = UINT32_MAX;
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < 16; i++) {
     h->session[i] = (uint8_t)(0xF0 + i);
+    h->session_key[i] = (uint8_t)(0xA0 + i);
+  }
   h->service = (gtp_str){big[0], GTP_IDENT_STR_MAX};
   h->host = (gtp_str){big[1], GTP_IDENT_STR_MAX};
   h->agent_version = (gtp_str){big[2], GTP_IDENT_STR_MAX};
@@ -83,6 +85,7 @@ static void assert_hello_eq(const gtp_hello *a, const gtp_hello *b) {
   assert_int_equal(a->min_version, b->min_version);
   assert_int_equal(a->max_version, b->max_version);
   assert_memory_equal(a->session, b->session, 16);
+  assert_memory_equal(a->session_key, b->session_key, 16);
   assert_str_eq(a->service, b->service);
   assert_str_eq(a->host, b->host);
   assert_str_eq(a->agent_version, b->agent_version);
@@ -133,8 +136,9 @@ static gtp_hello stream_hello;
 static void build_stream(gtp_wbuf *b) {
   gtp_hello *h = &stream_hello;
   memset(h, 0, sizeof *h);
-  h->min_version = 1;
-  h->max_version = 1;
+  h->min_version = GTP_PROTO_VERSION;
+  h->max_version = GTP_PROTO_VERSION;
+  memset(h->session_key, 0x5c, sizeof h->session_key);
   h->service = S("checkout");
   h->host = S("web-3");
   h->agent_version = S("0.1.0");
@@ -148,7 +152,7 @@ static void build_stream(gtp_wbuf *b) {
   h->token = S("s3cret");
   assert_int_equal(gtp_frame_hello_encode(b, h), 0);
 
-  gtp_welcome w = {1, 1, 41, 30000, 64u << 20};
+  gtp_welcome w = {GTP_PROTO_VERSION, 1, 41, 30000, 64u << 20};
   assert_int_equal(gtp_frame_welcome_encode(b, &w), 0);
 
   gtp_wbuf rec;

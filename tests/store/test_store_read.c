@@ -1,6 +1,7 @@
 /* test_store_read.c: the read side (store/store_read.c) over a database
  * written by the real store. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -308,6 +309,41 @@ test_store_read_window__long_generation_found_from_inside(void **state) {
   assert_int_equal(r.n, 1);
   r = window(f, hex, NULL, NULL, T0 + 50 * SEC, T0 + 60 * SEC);
   assert_int_equal(r.n, 0);
+}
+
+/* The scan's lower bound follows the spans of the rows kept now: a row
+ * that spans everything is found while it is there (the bound grows with
+ * it, whichever way it got in), and once it is deleted the bound shrinks
+ * back, so one absurd row no longer slows every later query. */
+static void
+test_store_read_window__span_bound_follows_the_rows_kept(void **state) {
+  fx *f = *state;
+  char sql[256];
+  /* Written behind the store's back: meta.max_span_ns does not know it. */
+  snprintf(sql, sizeof sql,
+           "INSERT INTO generations(session_id, gen, start_ns, end_ns,"
+           " events, bytes, stored_bytes, dropped, evicted, rejected, codec,"
+           " committed_ns) SELECT session_id, 99, 0, %" PRId64
+           ", 1, 1, 1, 0, 0, 0, 'none', 0 FROM generations LIMIT 1",
+           INT64_MAX);
+  assert_int_equal(sf_sql_exec(f->dir.db, sql), SQLITE_OK);
+  /* The absurd row belongs to the first row's session, S1 (checkout):
+   * found from any window. */
+  rows r = window(f, NULL, "checkout", NULL, T0 + 1000 * SEC,
+                  T0 + 1001 * SEC);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.gen[0], 99);
+  assert_int_equal(sf_sql_exec(f->dir.db,
+                               "DELETE FROM generations WHERE gen = 99"),
+                   SQLITE_OK);
+  r = window(f, NULL, "checkout", NULL, T0 + 1000 * SEC, T0 + 1001 * SEC);
+  assert_int_equal(r.n, 0);
+  /* The bound is the longest kept span (S5's 100 s), read per query. */
+  assert_int_equal(sf_sql_int(f->dir.db, "SELECT max(end_ns - start_ns)"
+                                         " FROM generations"),
+                   100 * SEC);
+  r = window(f, NULL, "longsvc", NULL, T0 + 40 * SEC, T0 + 41 * SEC);
+  assert_int_equal(r.n, 1);
 }
 
 static void test_store_read_window__callback_stop_is_returned(void **state) {
@@ -636,6 +672,7 @@ int main(void) {
       T(test_store_read_window__overlap_edges_by_session),
       T(test_store_read_window__service_and_host_in_start_order),
       T(test_store_read_window__long_generation_found_from_inside),
+      T(test_store_read_window__span_bound_follows_the_rows_kept),
       T(test_store_read_window__callback_stop_is_returned),
       T(test_store_read_feed__seq_order_after_and_limit),
       T(test_store_read_feed_since__starts_at_first_commit_after),

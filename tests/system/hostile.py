@@ -11,6 +11,9 @@ For SECONDS, several attackers run at once, each in a loop:
     truncated    a header announcing 100 bytes, then 10 bytes and silence:
                  must be closed by the handshake timeout
     silent       connect and say nothing: closed by the handshake timeout
+    claim        HELLO (protocol v2) with the id of a session listed by
+                 /v1/agents and a random key: must get ERROR(AUTH) and be
+                 closed, never WELCOME (the honest agent keeps streaming)
   HTTP port
     garbage      non-HTTP bytes: an error status or a close
     badparam     GET /v1/trace?from=banana: 400 with a JSON error body
@@ -27,6 +30,7 @@ daemon stopped accepting). Slowloris and slow readers are reported (whether
 and when the daemon cut them) but the runner judges their effect: ingest must
 go on and /healthz must answer meanwhile.
 """
+import json
 import os
 import socket
 import struct
@@ -110,6 +114,89 @@ def agent_attack(kind, a, deadline, bound):
         else:
             problem("agent %s connection still open after %.1fs" % (kind, bound))
         time.sleep(0.05)
+
+
+def uvarint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pstr(b):
+    return uvarint(len(b)) + b
+
+
+def hello_v2(session, key):
+    """A version-2 HELLO frame (proto/PROTOCOL.md 3.1)."""
+    p = struct.pack("<I", 0x4C485447) + uvarint(2) + uvarint(2)
+    p += session + key + pstr(b"claimer") + pstr(b"evil") + uvarint(1)
+    p += uvarint(0) + pstr(b"0") + uvarint(0) + pstr(b"")
+    return struct.pack("<IB", len(p), 1) + p
+
+
+def read_frame(sock, bound):
+    """(type, payload) of the next frame, or None on close/timeout."""
+    buf = b""
+    t0 = time.monotonic()
+    sock.settimeout(0.5)
+    while time.monotonic() - t0 < bound:
+        if len(buf) >= 5:
+            n, t = struct.unpack("<IB", buf[:5])
+            if len(buf) >= 5 + n:
+                return t, buf[5:5 + n]
+        try:
+            b = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:
+            return None
+        if not b:
+            return None
+        buf += b
+    return None
+
+
+def claim_attack(a, h, deadline, bound):
+    while time.monotonic() < deadline:
+        r = http_request(h, b"GET /v1/agents HTTP/1.1\r\nHost: t\r\n"
+                         b"Connection: close\r\n\r\n", 10) or b""
+        body = r.split(b"\r\n\r\n", 1)[-1]
+        try:
+            ids = [x["session"] for x in json.loads(body)["agents"]]
+        except (ValueError, KeyError, TypeError):
+            ids = []
+        if not ids:
+            time.sleep(0.5)
+            continue
+        sid = ids[int.from_bytes(os.urandom(2), "little") % len(ids)]
+        s = connect(a)
+        if s is None:
+            time.sleep(0.2)
+            continue
+        bump("agent_claim")
+        try:
+            s.sendall(hello_v2(bytes.fromhex(sid), os.urandom(16)))
+        except OSError:
+            pass
+        f = read_frame(s, bound)
+        # ERROR payload: uvarint code (7020 = AUTH is 0xec 0x36), has_gen...
+        if f is not None and f[0] == 7 and f[1][:2] == uvarint(7020):
+            ok, took = wait_closed(s, bound)
+            if ok:
+                bump("agent_claim_refused")
+            else:
+                problem("claim: connection open after AUTH")
+        elif f is not None and f[0] == 2:
+            problem("claim of session %s was welcomed" % sid)
+        else:
+            problem("claim of session %s: %r" % (sid, f))
+        s.close()
+        time.sleep(0.1)
 
 
 def http_request(a, raw, bound):
@@ -242,6 +329,8 @@ def main():
     for kind in ("garbage", "oversized", "truncated", "silent"):
         ths.append(threading.Thread(target=agent_attack,
                                     args=(kind, ag, deadline, bound)))
+    ths.append(threading.Thread(target=claim_attack,
+                                args=(ag, ht, deadline, bound)))
     ths.append(threading.Thread(target=http_garbage, args=(ht, deadline)))
     ths.append(threading.Thread(target=http_badparam, args=(ht, deadline)))
     for _ in range(4):

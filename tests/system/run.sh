@@ -180,6 +180,11 @@ h1=$(hv http_slowloris_cut) h2=$(hv http_slowloris) h3=$(hv http_slowreader_ende
 h4=$(hv http_slowreader)
 info "hostile: slowloris conns the daemon cut (of)" "${h1:-0}/${h2:-0}"
 info "hostile: slow readers the daemon cut (of)" "${h3:-0}/${h4:-0}"
+# agent_claim is the first key of the line: hv needs a key before it.
+hc() { sed -n "s/^HOSTILE.* $1=\([^ ]*\).*/\1/p" "$T/hostile.out"; }
+h5=$(hc agent_claim_refused) h6=$(hc agent_claim)
+check "hostile: claims on listed sessions all refused with AUTH" "${h6:-x}" \
+	"${h5:-0}"
 check_ge "hostile: ingest went on meanwhile (commits)" 5 $(($(committed) - c0))
 check "hostile: daemon alive" 0 "$(kill -0 "$DPID" 2>/dev/null; echo $?)"
 
