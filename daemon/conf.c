@@ -89,11 +89,16 @@ static const opt opts[] = {
      "Read settings from FILE: `key = value` lines, flag names as keys."},
     {"max-connections", OPT_UINT, O(max_connections), 1, 1000000, "N",
      "Agent connections at once (default 16384)."},
+    {"max-conns-per-ip", OPT_UINT, O(max_conns_per_ip), 1, 1000000, "N",
+     "Agent connections at once from one address, IPv6 by /64; more are "
+     "refused with ERROR(LIMIT) (default 256)."},
     {"max-conn-buffer", OPT_SIZE, O(max_conn_buffer), 4096, 0, "SIZE",
      "Bytes buffered per agent connection before its reads pause "
      "(default 64M)."},
     {"max-buffer", OPT_SIZE, O(max_buffer), 4096, 0, "SIZE",
-     "Bytes buffered in total before all reads pause (default 512M)."},
+     "Memory budget for everything held for agents (partial frames, open "
+     "and queued generations, buffer pool): over it reads pause, and "
+     "partial work is shed oldest first (default 512M)."},
     /* The floor: WELCOME does not announce the frame limit and the reference
      * agent packs BATCH frames up to 256 KiB, so a lower limit would refuse
      * every agent. */
@@ -170,6 +175,7 @@ void conf_init(conf *c) {
   c->db = strdup("./gentrace.db");
   c->max_window_bytes = 1ull << 30;
   c->max_connections = 16384;
+  c->max_conns_per_ip = 256;
   c->max_conn_buffer = 64ull << 20;
   c->max_buffer = 512ull << 20;
   c->max_frame = GTP_FRAME_MAX;

@@ -32,6 +32,7 @@ typedef struct conf {
   int sync_full;          /* --sync full */
   uint64_t max_window_bytes;
   uint64_t max_connections;
+  uint64_t max_conns_per_ip;
   uint64_t max_conn_buffer;
   uint64_t max_buffer;
   uint64_t max_frame;

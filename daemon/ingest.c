@@ -44,7 +44,9 @@
  *     (hysteresis), otherwise memory grows with the peers' send rate.
  *     Reading MUST stop only while queued_bytes > 0 (something will drain):
  *     open generations drain only by reading on, so pausing for them would
- *     deadlock; they are bounded by closing the connection (reasm_batch).
+ *     deadlock; they are bounded by closing the connection (reasm_batch,
+ *     and budget.c, which owns the accounting by kind and sheds the
+ *     oldest partial work when it alone is over max-buffer).
  *  6. Once a frame closed its conn, nothing more of that read is processed:
  *     conn_handle_frame returns < 0 after ingest_conn_close.
  *  7. Reads use one shared 256 KiB buffer (the decoder copies only partial
@@ -56,11 +58,11 @@
  *     and max-buffer/8 bytes, reused for the next generations (a fresh
  *     buffer costs a page fault per 4 KiB written). Pooled bytes
  *     (ing.pool_bytes, not part of buffered: they hold nothing for agents)
- *     MUST keep buffered + pool_bytes <= max-buffer: a buffer enters the
- *     pool only if it fits, and ingest_update_pause frees pooled (then
- *     prepared, 10) buffers before deciding to pause while the sum is
- *     over, otherwise the pool would add to the memory the limit bounds or
- *     hold agents back. A buffer MUST enter the pool only after the store
+ *     MUST keep budget_used() + pool_bytes <= max-buffer (budget.c): a
+ *     buffer enters the pool only if it fits, and ingest_update_pause
+ *     frees pooled (then prepared, 10) buffers before deciding to pause
+ *     while the sum is over, otherwise the pool would add to the memory
+ *     the limit bounds or hold agents back. A buffer MUST enter the pool only after the store
  *     handed its generation back (done callback), otherwise the store
  *     would read a buffer being refilled.
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
@@ -99,8 +101,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "frame.h"
 #include "gtp_error.h"
+#include "iplimit.h"
 #include "log.h"
 #include "varint.h"
 
@@ -118,6 +122,7 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->host = "127.0.0.1";
   cfg->port = 7170;
   cfg->max_connections = 16384;
+  cfg->max_conns_per_ip = 256;
   cfg->max_conn_buffer = 64ull << 20;
   cfg->max_buffer = 512ull << 20;
   cfg->max_frame = GTP_FRAME_MAX;
@@ -197,27 +202,27 @@ static void json_str(gtp_wbuf *b, const char *s) {
 
 void ingest_conn_account(conn *c, int64_t delta) {
   ingest *ing = c->ing;
+  if (ing->budget_checks && delta < 0 &&
+      ((uint64_t)-delta > c->buffered || (uint64_t)-delta > ing->buffered)) {
+    fprintf(stderr, "gentraced: buffered bytes would go negative\n");
+    abort(); /* budget.c invariant 1, checked in tests */
+  }
   c->buffered = (uint64_t)((int64_t)c->buffered + delta);
   ing->buffered = (uint64_t)((int64_t)ing->buffered + delta);
   CTR_SET(ing, buffered, ing->buffered);
 }
 
-/* A generation left the store queue (committed, failed or dropped): its
- * bytes stop counting, in queued and in buffered. */
-static void conn_dequeue(conn *c, uint64_t len) {
+/* A generation left the store queue (committed, failed or dropped): what
+ * was counted for it (pd->held: its buffer and identity copies) stops
+ * counting. */
+static void conn_dequeue(conn *c, const pending *pd) {
   c->inflight--;
-  c->queued_bytes -= len;
-  c->ing->queued_bytes -= len;
-  ingest_conn_account(c, -(int64_t)len);
+  budget_dequeue(c, pd->held);
 }
 
 /* Re-reads the decoder's partial-frame size into the accounts. */
 static void conn_account_decoder(conn *c) {
-  size_t now = gtp_frame_decoder_buffered(&c->dec);
-  if (now != c->dec_buffered) {
-    ingest_conn_account(c, (int64_t)now - (int64_t)c->dec_buffered);
-    c->dec_buffered = now;
-  }
+  budget_decoder_sync(c);
 }
 
 /* ---------------------------------------------------------------- sessions */
@@ -275,6 +280,8 @@ typedef struct wreq {
 static void on_write(uv_write_t *req, int status) {
   wreq *w = (wreq *)req;
   conn *c = w->c;
+  c->ing->reply_bytes -= w->len;
+  CTR_SET(c->ing, budget_replies, c->ing->reply_bytes);
   free(w);
   if (status < 0 && status != UV_ECANCELED && c->state != CONN_CLOSING)
     ingest_conn_close(c, 0, 0, 0, NULL);
@@ -308,6 +315,9 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
     ingest_conn_close(c, 0, 0, 0, NULL);
     return;
   }
+  /* Replies a peer does not read are memory too (budget.c). */
+  c->ing->reply_bytes += w->len;
+  CTR_SET(c->ing, budget_replies, c->ing->reply_bytes);
   c->last_tx_ms = uv_now(c->ing->loop);
 }
 
@@ -353,6 +363,7 @@ static void conn_free_identity(conn *c) {
 static void conn_unref(conn *c) {
   if (--c->refs > 0)
     return;
+  budget_ident_drop(c);
   conn_free_identity(c);
   free(c);
 }
@@ -368,6 +379,9 @@ static void on_closed(uv_handle_t *h) {
     c->next->prev = c->prev;
   ing->nconns--;
   CTR_SET(ing, connections, ing->nconns);
+  if (c->ip_held)
+    iplimit_release(ing->iplim, c->ipkey);
+  c->ip_held = 0;
   ing->handles_open--;
   conn_unref(c);
   drain_check(ing);
@@ -520,6 +534,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
   }
   c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
   gtp_wbuf_fini(&tj);
+  budget_ident_set(c); /* held while c lives: counted (budget.c) */
 
   /* A session reconnecting while its old connection still looks alive
    * (half-open TCP after a network change) replaces it. */
@@ -534,6 +549,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
   }
   sess_insert(c);
   c->state = CONN_ACTIVE;
+  c->dec.max = ing->cfg.max_frame; /* was BUDGET_HELLO_FRAME_MAX */
   CTR_ADD(ing, handshakes_total, 1);
 
   gtp_welcome w = {0};
@@ -623,9 +639,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   /* Near a limit, read only what still fits (at least READ_MIN), so the
    * overshoot past a limit stays small (invariant 5). */
   uint64_t size = READ_BUF_SIZE;
-  uint64_t room_g = ing->cfg.max_buffer > ing->buffered
-                        ? ing->cfg.max_buffer - ing->buffered
-                        : 0;
+  uint64_t used = budget_used(ing);
+  uint64_t room_g = ing->cfg.max_buffer > used ? ing->cfg.max_buffer - used : 0;
   uint64_t room_c = ing->cfg.max_conn_buffer > c->buffered
                         ? ing->cfg.max_conn_buffer - c->buffered
                         : 0;
@@ -694,12 +709,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn_account_decoder(c);
     if (rc < 0) {
       CTR_ADD(ing, protocol_errors, 1);
-      if (rc == GTP_E_TOOBIG)
+      int early = rc == GTP_E_TOOBIG && c->state == CONN_HANDSHAKE;
+      if (early) {
+        CTR_ADD(ing, hello_toobig, 1);
+        CTR_ADD(ing, limit_hits[LIM_HELLO_SIZE], 1);
+      } else if (rc == GTP_E_TOOBIG) {
         CTR_ADD(ing, limit_hits[LIM_FRAME], 1);
+      }
       log_warn("agent frame error", "conn=%" PRIu64 " peer=%s error=%s", c->id,
                c->peer, gtp_errname(rc));
       ingest_conn_close(c, rc, 0, 0,
-                        rc == GTP_E_TOOBIG
+                        early ? "frame before HELLO larger than 64 KiB"
+                        : rc == GTP_E_TOOBIG
                             ? "frame larger than the daemon's maximum"
                             : "bad frame");
       break;
@@ -757,18 +778,21 @@ static void ingest_update_pause(ingest *ing) {
   int want;
   /* Idle pooled buffers give way to bytes held for agents (invariant 8). */
   genbuf_pool_trim(ing);
+  /* Partial work that pausing cannot release is shed (budget.c). */
+  budget_enforce(ing);
   /* As per connection: pause only while queued bytes will drain. */
   if (ing->disk_full)
     want = 1;
   else if (ing->queued_bytes == 0)
     want = 0;
   else if (ing->global_paused)
-    want = ing->buffered > ing->cfg.max_buffer / 4 * 3;
+    want = budget_used(ing) > ing->cfg.max_buffer / 4 * 3;
   else
-    want = ing->buffered > ing->cfg.max_buffer;
+    want = budget_used(ing) > ing->cfg.max_buffer;
   if (want == ing->global_paused)
     return;
   ing->global_paused = want;
+  CTR_SET(ing, global_paused, (uint64_t)want);
   if (want) {
     CTR_ADD(ing, reads_paused, 1);
     if (!ing->disk_full)
@@ -823,7 +847,7 @@ static void resubmit(ingest *ing, pending *pd) {
     /* The store is closing: the agent will resend after a restart. */
     ing->inflight--;
     conn *c = pd->c;
-    conn_dequeue(c, pd->g->len);
+    conn_dequeue(c, pd);
     store_gen_free(pd->g);
     free(pd);
     conn_unref(c);
@@ -886,7 +910,7 @@ static void complete(ingest *ing, pending *pd) {
     /* Something committed: space is back (retention or an operator). */
     disk_full_leave(ing);
   }
-  conn_dequeue(c, g->len);
+  conn_dequeue(c, pd);
   /* The store is done with the payload (invariant 8). */
   genbuf_release(ing, g->payload, pd->cap);
   g->payload = NULL;
@@ -1007,7 +1031,7 @@ static void on_sweep(uv_timer_t *t) {
     pending *pd;
     while ((pd = retry_pop(ing)) != NULL) {
       conn *c = pd->c;
-      conn_dequeue(c, pd->g->len);
+      conn_dequeue(c, pd);
       store_gen_free(pd->g);
       free(pd);
       conn_unref(c);
@@ -1054,11 +1078,19 @@ static void on_connection(uv_stream_t *server, int status) {
     uv_close((uv_handle_t *)&c->tcp, free_refused);
     return;
   }
+  if (!budget_admit_ip(ing, c)) {
+    uv_close((uv_handle_t *)&c->tcp, free_refused);
+    return;
+  }
   c->id = ++ing->next_id;
   c->refs = 1;
   c->state = CONN_HANDSHAKE;
   c->created_ms = c->last_rx_ms = c->last_tx_ms = uv_now(ing->loop);
-  gtp_frame_decoder_init(&c->dec, ing->cfg.max_frame);
+  /* Before HELLO frames are small (budget.c invariant 4); on_hello
+   * raises the limit to max_frame. */
+  gtp_frame_decoder_init(&c->dec, ing->cfg.max_frame < BUDGET_HELLO_FRAME_MAX
+                                      ? ing->cfg.max_frame
+                                      : BUDGET_HELLO_FRAME_MAX);
   uv_tcp_nodelay(&c->tcp, 1);
   struct sockaddr_storage ss;
   int sl = sizeof ss;
@@ -1105,10 +1137,14 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   }
   ing->rbuf = malloc(READ_BUF_SIZE);
   ing->sess = calloc(SESS_BUCKETS, sizeof(conn *));
-  if (ing->rbuf == NULL || ing->sess == NULL ||
+  ing->iplim = iplimit_new();
+  const char *bc = getenv("GENTRACED_BUDGET_CHECK");
+  ing->budget_checks = bc != NULL && strcmp(bc, "1") == 0;
+  if (ing->rbuf == NULL || ing->sess == NULL || ing->iplim == NULL ||
       (cfg->token != NULL && cfg->token[0] != '\0' && ing->token == NULL)) {
     free(ing->rbuf);
     free(ing->sess);
+    iplimit_free(ing->iplim);
     free(ing->token);
     free(ing);
     set_cause(cause, "out of memory");
@@ -1271,6 +1307,7 @@ void ingest_free(ingest *ing) {
   pthread_mutex_destroy(&ing->done_lock);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);
+  iplimit_free(ing->iplim);
   free(ing->rbuf);
   free(ing->token);
   free(ing);

@@ -30,6 +30,7 @@ typedef struct ingest_config {
   uint16_t port;            /* 0 = pick a free one */
   const char *token;        /* NULL or "" = no token required; copied */
   uint64_t max_connections; /* agent connections at once */
+  uint64_t max_conns_per_ip; /* of those, from one address (IPv6: /64) */
   uint64_t max_conn_buffer; /* bytes buffered per connection */
   uint64_t max_buffer;      /* bytes buffered in total */
   uint32_t max_frame;       /* payload bytes, <= GTP_FRAME_MAX */

@@ -48,6 +48,9 @@ enum limit_id {
   LIM_IDLE_TIMEOUT,
   LIM_WRITE_QUEUE,
   LIM_TOKEN,
+  LIM_CONNS_PER_IP, /* budget.c, iplimit.c: one address's connections */
+  LIM_HELLO_SIZE,   /* a frame before HELLO over BUDGET_HELLO_FRAME_MAX */
+  LIM_BUFFER_SHED,  /* partial work shed to keep --max-buffer */
   LIM_COUNT_
 };
 
@@ -59,6 +62,8 @@ typedef struct opengen {
   int rejected; /* 1: refused already; swallow its frames until GEN_END */
   gtp_wbuf buf;
   size_t body_off;
+  size_t held;       /* buf.cap as counted in buffered (budget.c) */
+  uint64_t since_ms; /* when held became > 0: its age as partial work */
 } opengen;
 
 /* One generation at the store: the store_gen's cookie. Linked into the
@@ -68,6 +73,7 @@ typedef struct pending {
   struct conn *c;
   store_gen *g;
   size_t cap; /* capacity of g->payload, for the buffer pool */
+  uint64_t held; /* bytes counted as queued: cap + identity copies */
 } pending;
 
 /* An idle generation buffer (malloc'd, cap bytes) kept for reuse. */
@@ -102,7 +108,11 @@ typedef struct conn {
   uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
   char peer[64];
   gtp_frame_decoder dec;
-  size_t dec_buffered;   /* last seen gtp_frame_decoder_buffered */
+  size_t dec_buffered;   /* decoder bytes counted (budget_decoder_sync) */
+  uint64_t dec_since_ms; /* when dec_buffered became > 0 */
+  uint8_t ipkey[16];     /* its address in ing->iplim (iplimit.c) */
+  int ip_held;           /* 1: counted in ing->iplim */
+  uint64_t ident_bytes;  /* identity from HELLO, counted (budget.c) */
   size_t last_gen_size;  /* size hint for the next opengen buffer */
   uint64_t buffered;     /* invariant 5 */
   uint64_t inflight;     /* generations at the store */
@@ -141,6 +151,12 @@ typedef struct counters {
   uint64_t heartbeats_sent;
   uint64_t pool_bytes, pool_reused, prepared_used, prepared_ready;
   uint64_t staged_frames;
+  /* budget.c: what buffered is made of, and the limits biting. */
+  uint64_t budget_frames, budget_open, budget_queued, budget_ident;
+  uint64_t budget_replies;
+  uint64_t global_paused;
+  uint64_t shed_conns, shed_bytes;
+  uint64_t refused_per_ip, hello_toobig;
   uint64_t trust[TR_COUNT_]; /* session_auth.c refusals */
 } counters;
 
@@ -164,6 +180,14 @@ struct ingest {
   uint64_t buffered;     /* invariant 5; mirrored into ctr.buffered */
   uint64_t inflight;     /* generations submitted and not completed */
   uint64_t queued_bytes; /* bytes at the store or waiting for disk space */
+  uint64_t frame_bytes;  /* partial frames held by decoders (budget.c) */
+  uint64_t open_bytes;   /* open generations' buffers (budget.c) */
+  uint64_t ident_bytes;  /* connections' identities from HELLO (budget.c) */
+  uint64_t reply_bytes;  /* frames queued to agents, not yet written */
+  int budget_checks;     /* GENTRACED_BUDGET_CHECK=1: verify every pass */
+  uint64_t shed_log_ms, shed_quiet; /* shed log damping (budget.c) */
+  struct iplimit *iplim;            /* connections per address */
+  uint64_t iplim_log_ms, iplim_quiet;
   int global_paused;
   int disk_full;
   pending *probe; /* the generation testing whether the disk has room */

@@ -16,7 +16,9 @@ static const char *const limit_names[LIM_COUNT_] = {
     "max-buffer",        "max-frame",
     "max-gen-size",      "open-generations",
     "handshake-timeout", "idle-timeout",
-    "write-queue",       "token"};
+    "write-queue",       "token",
+    "max-conns-per-ip",  "hello-size",
+    "max-buffer-shed"};
 
 /* ----------------------------------------------------------------- metrics */
 
@@ -98,6 +100,39 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "Bytes held for agents (partial frames, open and queued "
          "generations).",
          NULL, C(buffered));
+  metric(b, "gentrace_ingest_budget_bytes", "gauge",
+         "The memory budget (--max-buffer) for the bytes below.", NULL,
+         ing->cfg.max_buffer);
+  metric(b, "gentrace_ingest_held_bytes", "gauge",
+         "Bytes counted against --max-buffer by kind (all but "
+         "compression_scratch add up to gentrace_buffered_bytes).",
+         "{kind=\"partial_frames\"}", C(budget_frames));
+  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+         "{kind=\"open_generations\"}", C(budget_open));
+  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+         "{kind=\"queued_generations\"}", C(budget_queued));
+  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+         "{kind=\"identities\"}", C(budget_ident));
+  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+         "{kind=\"replies\"}", C(budget_replies));
+  if (ing->store != NULL)
+    metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+           "{kind=\"compression_scratch\"}", store_scratch_bytes(ing->store));
+  metric(b, "gentrace_ingest_paused", "gauge",
+         "1 while every read is paused (--max-buffer or disk full).", NULL,
+         C(global_paused));
+  metric(b, "gentrace_ingest_shed_connections_total", "counter",
+         "Connections closed to keep --max-buffer (their partial work was "
+         "the oldest).",
+         NULL, C(shed_conns));
+  metric(b, "gentrace_ingest_shed_bytes_total", "counter",
+         "Bytes of partial work freed by those closes.", NULL, C(shed_bytes));
+  metric(b, "gentrace_agent_connections_refused_per_ip_total", "counter",
+         "Agent connections refused by --max-conns-per-ip.", NULL,
+         C(refused_per_ip));
+  metric(b, "gentrace_agent_hello_too_big_total", "counter",
+         "Connections closed for a frame over 64 KiB before HELLO.", NULL,
+         C(hello_toobig));
   metric(b, "gentrace_reads_paused_total", "counter",
          "Times reading from agents paused for backpressure.", NULL,
          C(reads_paused));

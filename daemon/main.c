@@ -202,6 +202,7 @@ int main(int argc, char **argv) {
   icfg.port = c.agent_listen.port;
   icfg.token = c.token;
   icfg.max_connections = c.max_connections;
+  icfg.max_conns_per_ip = c.max_conns_per_ip;
   icfg.max_conn_buffer = c.max_conn_buffer;
   icfg.max_buffer = c.max_buffer;
   icfg.max_frame = (uint32_t)c.max_frame;

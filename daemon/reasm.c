@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "budget.h"
 #include "gtp_error.h"
 #include "ingest_int.h"
 #include "log.h"
@@ -60,7 +61,7 @@ static void pool_account(ingest *ing, int64_t delta) {
 
 static int pool_fits(const ingest *ing, size_t n) {
   return ing->pool_bytes + n <= pool_limit(ing) &&
-         ing->buffered + ing->pool_bytes + n <= ing->cfg.max_buffer;
+         budget_used(ing) + ing->pool_bytes + n <= ing->cfg.max_buffer;
 }
 
 /* A buffer of cap k serves a want of w without stranding memory on one
@@ -249,14 +250,13 @@ void genbuf_release(ingest *ing, uint8_t *data, size_t cap) {
 }
 
 void genbuf_pool_trim(ingest *ing) {
-  while (ing->npool > 0 &&
-         ing->buffered + ing->pool_bytes > ing->cfg.max_buffer) {
+  uint64_t used = budget_used(ing);
+  while (ing->npool > 0 && used + ing->pool_bytes > ing->cfg.max_buffer) {
     genbuf b = ing->pool[--ing->npool];
     pool_account(ing, -(int64_t)b.cap);
     free(b.data);
   }
-  if (!ing->filler_running ||
-      ing->buffered + ing->pool_bytes <= ing->cfg.max_buffer)
+  if (!ing->filler_running || used + ing->pool_bytes <= ing->cfg.max_buffer)
     return;
   /* Then prepared and asked-for buffers; one being prepared (BUSY) stays
    * and is dropped by the next trim once READY. */
@@ -265,7 +265,7 @@ void genbuf_pool_trim(ingest *ing) {
   pthread_mutex_lock(&ing->fill_lock);
   for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
     fillslot *sl = &ing->fill[i];
-    if (ing->buffered + ing->pool_bytes <= ing->cfg.max_buffer)
+    if (used + ing->pool_bytes <= ing->cfg.max_buffer)
       break;
     if (sl->state == FILL_READY || sl->state == FILL_ASKED) {
       if (sl->state == FILL_READY) {
@@ -284,7 +284,7 @@ void genbuf_pool_trim(ingest *ing) {
 /* -------------------------------------------------------------- reassembly */
 
 void reasm_free(conn *c, opengen *g) {
-  ingest_conn_account(c, -(int64_t)g->buf.len);
+  budget_gen_drop(c, g);
   genbuf_release(c->ing, g->buf.data, g->buf.cap);
   g->buf.data = NULL;
   free(g);
@@ -311,7 +311,7 @@ static void gen_unlink(conn *c, opengen *g) {
  * keep sending a generation that cannot be stored. */
 static void gen_reject(conn *c, opengen *g, int code, const char *reason) {
   ingest *ing = c->ing;
-  ingest_conn_account(c, -(int64_t)g->buf.len);
+  budget_gen_drop(c, g);
   genbuf_release(ing, g->buf.data, g->buf.cap);
   g->buf.data = NULL;
   gtp_wbuf_init(&g->buf, 1);
@@ -404,7 +404,7 @@ int reasm_batch(conn *c, const gtp_frame *f) {
       return 0;
     }
     g->body_off = g->buf.len;
-    ingest_conn_account(c, (int64_t)g->buf.len);
+    budget_gen_sync(c, g);
     /* Refused at its first BATCH, so none of it is buffered; its GEN_END
      * counts its events as rejected (session_auth.c invariant 3). */
     if (!session_auth_gen_ok(c, gen, &why)) {
@@ -427,7 +427,7 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     gen_reject(c, g, g->buf.err, NULL);
     return 0;
   }
-  ingest_conn_account(c, (int64_t)rlen);
+  budget_gen_sync(c, g);
   return check_open_bytes(c);
 }
 
@@ -495,7 +495,7 @@ int reasm_stage_begin(conn *c, const uint8_t *p, size_t n) {
   c->stage = g;
   c->stage_len = rlen;
   c->stage_have = have;
-  ingest_conn_account(c, (int64_t)have);
+  budget_gen_sync(c, g); /* the frame's room is in buf.cap */
   CTR_ADD(ing, staged_frames, 1);
   return 1;
 }
@@ -504,7 +504,6 @@ int reasm_stage_read(conn *c, size_t nread) {
   ingest *ing = c->ing;
   opengen *g = c->stage;
   c->stage_have += nread;
-  ingest_conn_account(c, (int64_t)nread);
   if (c->stage_have < c->stage_len)
     return 0;
   /* The frame is whole: the same steps as reasm_batch's append. */
@@ -514,19 +513,17 @@ int reasm_stage_read(conn *c, size_t nread) {
   CTR_ADD(ing, frames, 1);
   int rc = batch_records_check(g->buf.data + g->buf.len, rlen);
   if (rc < 0) {
-    ingest_conn_account(c, -(int64_t)rlen);
     CTR_ADD(ing, protocol_errors, 1);
     ingest_conn_close(c, rc, 0, 0, "bad BATCH frame");
     return -1;
   }
-  g->buf.len += rlen; /* counted in buffered as it arrived */
+  g->buf.len += rlen; /* counted in buffered with buf.cap */
   return check_open_bytes(c);
 }
 
 void reasm_stage_abort(conn *c) {
   if (c->stage == NULL)
     return;
-  ingest_conn_account(c, -(int64_t)c->stage_have);
   c->stage = NULL;
   c->stage_have = c->stage_len = 0;
 }
@@ -563,14 +560,13 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
    * CRC32C) against the GEN_END we append, and every record and event, so
    * the body is read once here (a separate gtp_manifest_compute would CRC
    * it twice; B2 measured that). */
-  size_t before = g->buf.len;
   rc = gtp_put_gen_end(&g->buf, &e);
   gtp_gen parsed;
   size_t consumed = 0;
   int parsed_ok = 0;
   const char *why = "generation failed validation";
   if (rc == 0) {
-    ingest_conn_account(c, (int64_t)(g->buf.len - before));
+    budget_gen_sync(c, g);
     rc = gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
     if (rc == 0) {
       parsed_ok = 1;
@@ -629,22 +625,20 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   pd->g = sg;
   pd->cap = g->buf.cap;
   sg->cookie = pd;
+  /* Its buffer (buf.cap) and sg's identity copies are now queued. */
+  pd->held = budget_gen_queue(c, g, budget_ident_copy_bytes(c));
   g->buf.data = NULL;
   free(g);
   c->refs++;
   c->inflight++;
   ing->inflight++;
-  c->queued_bytes += sg->len;
-  ing->queued_bytes += sg->len;
   rc = store_submit(ing->store, sg);
   if (rc < 0) {
     /* Closing store: nothing will commit; the agent resends later. */
     c->refs--;
     c->inflight--;
     ing->inflight--;
-    c->queued_bytes -= sg->len;
-    ing->queued_bytes -= sg->len;
-    ingest_conn_account(c, -(int64_t)sg->len);
+    budget_dequeue(c, pd->held);
     store_gen_free(sg);
     free(pd);
     ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");

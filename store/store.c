@@ -237,6 +237,9 @@ struct store {
   zitem *cq;
   size_t cq_head, cq_len, cq_cap;
   uint64_t q_bytes; /* payload bytes in q and cq */
+  /* Compressed copies and compression buffers alive now (atomic; read by
+   * the ingest loop for its memory budget, store_scratch_bytes). */
+  uint64_t scratch_bytes;
   int closing;
   int comp_exited; /* compressors that have exited */
 
@@ -786,6 +789,10 @@ void store_gen_free(store_gen *g) {
   free(g);
 }
 
+uint64_t store_scratch_bytes(store *s) {
+  return __atomic_load_n(&s->scratch_bytes, __ATOMIC_RELAXED);
+}
+
 void store_stats_get(store *s, store_stats *out) {
   pthread_mutex_lock(&s->st_lock);
   *out = s->stats;
@@ -818,16 +825,20 @@ static void compress_item(store *s, ZSTD_CCtx *cctx, zitem *it) {
   uint8_t *z = malloc(bound);
   if (!z)
     return; /* storing raw is always correct */
+  __atomic_fetch_add(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
   size_t n =
       ZSTD_compressCCtx(cctx, z, bound, g->payload, g->len, s->cfg.zstd_level);
   if (ZSTD_isError(n) || n >= g->len) {
     free(z);
+    __atomic_fetch_sub(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
     return;
   }
   /* Give back the slack of the worst-case bound: queued items stay small. */
   uint8_t *fit = realloc(z, n);
   it->z = fit ? fit : z;
   it->zlen = n;
+  /* What stays alive until the commit frees it: the n-byte copy. */
+  __atomic_fetch_sub(&s->scratch_bytes, bound - n, __ATOMIC_RELAXED);
   it->codec = STORE_CODEC_ZSTD;
 }
 
@@ -1018,6 +1029,8 @@ static void commit_batch(store *s, zitem *items, size_t n) {
     pthread_mutex_unlock(&s->st_lock);
   }
   for (size_t i = 0; i < n; i++) {
+    if (items[i].z != NULL)
+      __atomic_fetch_sub(&s->scratch_bytes, items[i].zlen, __ATOMIC_RELAXED);
     free(items[i].z);
     items[i].z = NULL;
     s->done(s->done_ctx, items[i].g); /* invariant 2: after COMMIT returned */

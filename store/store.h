@@ -114,4 +114,9 @@ typedef struct store_stats {
 
 void store_stats_get(store *s, store_stats *out);
 
+/* Bytes of compressed copies and compression buffers the store holds now
+ * beside the queued payloads (ingest counts them in --max-buffer). Any
+ * thread; lock-free. */
+uint64_t store_scratch_bytes(store *s);
+
 #endif /* STORE_H */

@@ -37,11 +37,27 @@ static void sleep_ms(int ms) {
 }
 
 int gtc_connect(gtc *c, uint16_t port) {
+  return gtc_connect_from(c, NULL, port);
+}
+
+int gtc_connect_from(gtc *c, const char *src, uint16_t port) {
   memset(c, 0, sizeof *c);
   gtp_frame_decoder_init(&c->dec, GTP_FRAME_MAX);
   c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (c->fd < 0)
     return -errno;
+  if (src != NULL) {
+    struct sockaddr_in from;
+    memset(&from, 0, sizeof from);
+    from.sin_family = AF_INET;
+    if (inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+        bind(c->fd, (struct sockaddr *)&from, sizeof from) < 0) {
+      int e = errno ? errno : EINVAL;
+      close(c->fd);
+      c->fd = -1;
+      return -e;
+    }
+  }
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;

@@ -28,6 +28,9 @@ typedef struct gtc {
 
 /* Connects to 127.0.0.1:port. 0 or -errno. */
 int gtc_connect(gtc *c, uint16_t port);
+/* The same from source address src (e.g. "127.0.0.2": all of 127/8 is
+ * loopback), for tests of per-address limits. 0 or -errno. */
+int gtc_connect_from(gtc *c, const char *src, uint16_t port);
 void gtc_close(gtc *c);
 /* Writes all n bytes. 0 or -errno (-EPIPE when the daemon closed). */
 int gtc_send_raw(gtc *c, const void *p, size_t n);

@@ -24,6 +24,7 @@ static void test_conf_init__defaults_match_design(void **state) {
   assert_string_equal(c.db, "./gentrace.db");
   assert_null(c.token);
   assert_int_equal(c.max_connections, 16384);
+  assert_int_equal(c.max_conns_per_ip, 256);
   assert_int_equal(c.max_conn_buffer, 64ull << 20);
   assert_int_equal(c.max_buffer, 512ull << 20);
   assert_int_equal(c.max_frame, 1u << 20);
@@ -194,6 +195,10 @@ static void test_conf_parse_args__errors_name_the_flag(void **state) {
   {
     ARGV("--max-connections", "0");
     expect_arg_error("--max-connections: 0 is out of range", argc, argv);
+  }
+  {
+    ARGV("--max-conns-per-ip", "0");
+    expect_arg_error("--max-conns-per-ip: 0 is out of range", argc, argv);
   }
 }
 

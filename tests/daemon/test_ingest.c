@@ -340,10 +340,18 @@ test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
   expect_closed_with(&d, &h, 0);
   good_send_one(&gd);
 
-  /* A frame announcing more than --max-frame: ERROR TOOBIG, closed. */
+  /* A frame announcing more than --max-frame: ERROR TOOBIG, closed. Before
+   * HELLO the limit is 64 KiB (hello-size), after it --max-frame. */
   assert_int_equal(gtc_connect(&h, d.agent_port), 0);
   uint8_t hdr[GTP_FRAME_HEADER_SIZE];
   gtp_frame_header_put(hdr, GTP_FR_HELLO, 512 * 1024 + 1);
+  assert_int_equal(gtc_send_raw(&h, hdr, sizeof hdr), 0);
+  expect_closed_with(&d, &h, GTP_E_TOOBIG);
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  assert_int_equal(gtc_send_hello(&h, &s, "s3cret", GTP_PROTO_VERSION,
+                                  GTP_PROTO_VERSION),
+                   0);
+  gtp_frame_header_put(hdr, GTP_FR_BATCH, 512 * 1024 + 1);
   assert_int_equal(gtc_send_raw(&h, hdr, sizeof hdr), 0);
   expect_closed_with(&d, &h, GTP_E_TOOBIG);
   good_send_one(&gd);
@@ -441,6 +449,8 @@ test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
   assert_true(gtd_metric(&d, "gentrace_protocol_errors_total") >= 3);
   assert_true(
       gtd_metric(&d, "gentrace_limit_hits_total{limit=\"max-frame\"}") >= 1);
+  assert_true(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"hello-size\"}") >= 1);
   assert_int_equal(gtd_metric(&d, "gentrace_limit_hits_total{limit=\"token\"}"),
                    2);
   assert_int_equal(
