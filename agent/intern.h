@@ -29,23 +29,49 @@
 
 #include "format.h"
 
-typedef struct gt__strent {
-  const char *s; /* into arena, NUL-terminated */
-  uint32_t len;
+/* One interning table for strings and stacks alike: an open-addressing
+ * hash over byte sequences copied into a fixed arena. A string is len bytes
+ * (plus the NUL and GT_STRCACHE_PAD the table adds), a stack is depth
+ * program counters (8 bytes each). */
+typedef struct gt__itab_ent {
+  const void *p; /* into arena */
+  uint32_t len;  /* in units: bytes of a string, frames of a stack */
   uint32_t hash;
-} gt__strent;
+} gt__itab_ent;
 
-typedef struct gt__strtab {
+typedef struct gt__itab {
   pthread_mutex_t lock;
   /* Written once at init. */
   size_t max_ents, max_bytes, nslots;
+  size_t unit; /* bytes per unit: 1 (strings) or 8 (stacks) */
+  size_t nul;  /* bytes written after each copy: 1 (a string's NUL) or 0 */
+  size_t pad;  /* readable bytes kept after the arena (invariant 4) */
   /* Protected by lock (the sealer reads it unlocked once writers left). */
   uint32_t *slots; /* 0 = empty, else entry index + 1 */
-  gt__strent *ents;
+  gt__itab_ent *ents;
   size_t n;
-  char *arena;
+  uint8_t *arena; /* malloc'd: 8-byte aligned, so stack copies are too */
   size_t arena_len;
-} gt__strtab;
+} gt__itab;
+
+/* 0 or -errno. max_bytes: arena bytes (copies and NULs). */
+int gt__itab_init(gt__itab *t, size_t max_ents, size_t max_bytes, size_t unit,
+                  size_t nul, size_t pad);
+void gt__itab_fini(gt__itab *t);
+/* Id (>= 1) of the len units at p, adding them if new; 0 when full.
+ * *copy receives the interned copy. Takes the lock. */
+uint32_t gt__itab_intern(gt__itab *t, const void *p, size_t len, uint32_t hash,
+                         const void **copy);
+void gt__itab_reset(gt__itab *t);
+size_t gt__itab_mem(const gt__itab *t);
+/* 0, or minus the number of the first invariant that does not hold (1..3
+ * of the header above, for this table's own bookkeeping). Caller holds the
+ * lock or is the only user. Tests call it; debug builds also check it at
+ * each reset (counted, never aborting: this runs inside the host). */
+int gt__itab_check_invariants(const gt__itab *t);
+
+/* Strings. */
+typedef gt__itab gt__strtab;
 
 int gt__strtab_init(gt__strtab *t, size_t max_ents, size_t max_bytes);
 void gt__strtab_fini(gt__strtab *t);
@@ -59,22 +85,8 @@ int gt__strtab_encode(gt__strtab *t, gtp_wbuf *b);
 void gt__strtab_reset(gt__strtab *t);
 size_t gt__strtab_mem(const gt__strtab *t);
 
-/* Stacks: same scheme over arrays of program counters. */
-typedef struct gt__stackent {
-  const uint64_t *pcs; /* into arena */
-  uint32_t depth;
-  uint32_t hash;
-} gt__stackent;
-
-typedef struct gt__stacktab {
-  pthread_mutex_t lock;
-  size_t max_ents, max_pcs, nslots;
-  uint32_t *slots;
-  gt__stackent *ents;
-  size_t n;
-  uint64_t *arena;
-  size_t arena_len;
-} gt__stacktab;
+/* Stacks: the same table over arrays of program counters. */
+typedef gt__itab gt__stacktab;
 
 int gt__stacktab_init(gt__stacktab *t, size_t max_ents, size_t max_pcs);
 void gt__stacktab_fini(gt__stacktab *t);

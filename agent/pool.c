@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <sys/mman.h>
 
+#include "check.h"
+
 int gt__pool_init(gt__pool *p, size_t bytes) {
   size_t n = bytes / GT_BUF_SIZE;
   if (n < 2)
@@ -27,6 +29,8 @@ int gt__pool_init(gt__pool *p, size_t bytes) {
 void gt__pool_fini(gt__pool *p) {
   if (p->base == NULL)
     return;
+  /* Debug builds count a broken pool here; inside a host nothing aborts. */
+  GTP_ASSERT(gt__pool_check_invariants(p) == 0);
   munmap(p->base, p->max * GT_BUF_SIZE);
   p->base = NULL;
 }
@@ -46,9 +50,8 @@ static gt__buf *pop_free(gt__pool *p) {
     uint32_t next = atomic_load_explicit(&b->free_next, memory_order_relaxed);
     uint64_t nh = (((h >> 32) + 1) << 32) | next;
     /* acquire: the previous owner's writes to b happen before ours. */
-    if (atomic_compare_exchange_weak_explicit(&p->head, &h, nh,
-                                              memory_order_acquire,
-                                              memory_order_acquire))
+    if (atomic_compare_exchange_weak_explicit(
+            &p->head, &h, nh, memory_order_acquire, memory_order_acquire))
       return b;
   }
 }
@@ -56,9 +59,8 @@ static gt__buf *pop_free(gt__pool *p) {
 static gt__buf *carve(gt__pool *p) {
   size_t c = atomic_load_explicit(&p->carved, memory_order_relaxed);
   while (c < p->max)
-    if (atomic_compare_exchange_weak_explicit(&p->carved, &c, c + 1,
-                                              memory_order_relaxed,
-                                              memory_order_relaxed))
+    if (atomic_compare_exchange_weak_explicit(
+            &p->carved, &c, c + 1, memory_order_relaxed, memory_order_relaxed))
       return buf_at(p, (uint32_t)c);
   return NULL;
 }
@@ -101,4 +103,22 @@ size_t gt__pool_used(gt__pool *p) {
 
 size_t gt__pool_bytes(gt__pool *p) {
   return atomic_load_explicit(&p->carved, memory_order_relaxed) * GT_BUF_SIZE;
+}
+
+int gt__pool_check_invariants(gt__pool *p) {
+  size_t carved = atomic_load_explicit(&p->carved, memory_order_relaxed);
+  size_t used = atomic_load_explicit(&p->used, memory_order_relaxed);
+  if (carved > p->max)
+    return -3;
+  /* Walk the free stack: each index carved, none twice (a cycle would
+   * exceed carved steps). */
+  size_t nfree = 0;
+  uint32_t top = (uint32_t)atomic_load_explicit(&p->head, memory_order_relaxed);
+  while (top != 0) {
+    if (top - 1 >= carved || ++nfree > carved)
+      return -1;
+    top = atomic_load_explicit(&buf_at(p, top - 1)->free_next,
+                               memory_order_relaxed);
+  }
+  return nfree + used == carved ? 0 : -1;
 }

@@ -57,6 +57,10 @@ typedef struct gt__pool {
 /* Reserves room for `bytes` (rounded down to whole buffers, at least 2).
  * 0 or -errno. */
 int gt__pool_init(gt__pool *p, size_t bytes);
+/* 0, or minus the first invariant that does not hold (1: a buffer on the
+ * free stack twice or out of range, or free + used != carved; 3: more
+ * carved than max). Only when no thread uses the pool (tests, fini). */
+int gt__pool_check_invariants(gt__pool *p);
 /* Unmaps everything; every buffer must have been returned. */
 void gt__pool_fini(gt__pool *p);
 /* A reset buffer (pos at data, counts 0) or NULL when exhausted. */

@@ -7,12 +7,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "gentrace.h"
+#include "text.h"
 
 #define CONNECT_TIMEOUT_MS 3000
 #define HANDSHAKE_TIMEOUT_MS 5000
@@ -46,21 +48,14 @@ int gt__sender_init(gt__sender *s, const char *addrs, const gt__ident *id,
   while (*p && s->naddrs < GT_ADDRS_MAX) {
     const char *e = strchr(p, ',');
     size_t n = e ? (size_t)(e - p) : strlen(p);
-    /* host:port, host may be [v6]. */
-    const char *colon = NULL;
-    for (size_t i = 0; i < n; i++)
-      if (p[i] == ':')
-        colon = p + i;
-    if (colon == NULL || colon == p || colon == p + n - 1)
+    /* host:port, host may be [v6]: the project's one parser (text.h). */
+    gtp_hostport hp;
+    char port[8];
+    if (gtp_hostport_parse(p, n, &hp) < 0 || hp.host_len == 0)
       goto bad;
-    const char *h = p;
-    size_t hl = (size_t)(colon - p);
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-      h++;
-      hl -= 2;
-    }
-    s->hosts[s->naddrs] = strndup(h, hl);
-    s->ports[s->naddrs] = strndup(colon + 1, (size_t)(p + n - colon - 1));
+    snprintf(port, sizeof port, "%u", (unsigned)hp.port);
+    s->hosts[s->naddrs] = strndup(hp.host, hp.host_len);
+    s->ports[s->naddrs] = strdup(port);
     if (!s->hosts[s->naddrs] || !s->ports[s->naddrs]) {
       s->naddrs++;
       gt__sender_fini(s);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+
 int gt__spool_init(gt__spool *sp, size_t limit) {
   memset(sp, 0, sizeof *sp);
   sp->limit = limit;
@@ -109,6 +111,7 @@ void gt__spool_add(gt__spool *sp, gt__gen *g) {
     sp->tail = g;
     sp->bytes += g->body_len;
   }
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
 }
 
@@ -129,6 +132,7 @@ gt__gen *gt__spool_next(gt__spool *sp) {
     }
     g->refs++;
   }
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
   return g;
 }
@@ -136,6 +140,7 @@ gt__gen *gt__spool_next(gt__spool *sp) {
 void gt__spool_unref(gt__spool *sp, gt__gen *g) {
   pthread_mutex_lock(&sp->lock);
   unref_locked(sp, g);
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
 }
 
@@ -155,34 +160,37 @@ static void deliver_locked(gt__spool *sp, gt__gen *g) {
     sp->last_acked = g->gen;
 }
 
-int gt__spool_ack(gt__spool *sp, uint64_t gen) {
+/* Resolves the SENT generation gen: delivered (ACK) or refused by the
+ * daemon (its events and ledger carried on, invariant 2). Only a
+ * transmitted generation can be resolved: an answer for a QUEUED one would
+ * come from a confused peer, and trusting it could hide loss. */
+static int resolve(gt__spool *sp, uint64_t gen, int acked) {
   int found = 0;
   pthread_mutex_lock(&sp->lock);
   gt__gen *g = find_locked(sp, gen);
-  /* Only a transmitted generation can be ACKed: an ACK for a QUEUED one
-   * would come from a confused peer, and trusting it could hide loss. */
   if (g != NULL && g->state == GT_GEN_SENT) {
-    deliver_locked(sp, g);
+    if (acked) {
+      deliver_locked(sp, g);
+    } else {
+      unlink_locked(sp, g);
+      carry_locked(sp, g, &sp->pend_rejected);
+      sp->rejected_events += g->events;
+      sp->rejected_gens++;
+      unref_locked(sp, g);
+    }
     found = 1;
   }
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
   return found;
 }
 
+int gt__spool_ack(gt__spool *sp, uint64_t gen) {
+  return resolve(sp, gen, 1);
+}
+
 int gt__spool_reject(gt__spool *sp, uint64_t gen) {
-  int found = 0;
-  pthread_mutex_lock(&sp->lock);
-  gt__gen *g = find_locked(sp, gen);
-  if (g != NULL && g->state == GT_GEN_SENT) {
-    unlink_locked(sp, g);
-    carry_locked(sp, g, &sp->pend_rejected);
-    sp->rejected_events += g->events;
-    sp->rejected_gens++;
-    unref_locked(sp, g);
-    found = 1;
-  }
-  pthread_mutex_unlock(&sp->lock);
-  return found;
+  return resolve(sp, gen, 0);
 }
 
 void gt__spool_committed_upto(gt__spool *sp, uint64_t last) {
@@ -193,6 +201,7 @@ void gt__spool_committed_upto(gt__spool *sp, uint64_t last) {
   for (gt__gen *g = sp->head; g != NULL; g = g->next)
     if (g->gen <= last && g->state != GT_GEN_ACKED && g->ledger_set)
       deliver_locked(sp, g);
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
 }
 
@@ -201,6 +210,7 @@ void gt__spool_requeue(gt__spool *sp) {
   for (gt__gen *g = sp->head; g != NULL; g = g->next)
     if (g->state == GT_GEN_SENT)
       g->state = GT_GEN_QUEUED;
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
 }
 
@@ -210,6 +220,7 @@ int gt__spool_idle(gt__spool *sp) {
   for (gt__gen *g = sp->head; g != NULL; g = g->next)
     if (g->state != GT_GEN_ACKED)
       idle = 0;
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
   return idle;
 }
@@ -220,6 +231,7 @@ int gt__spool_settled(gt__spool *sp) {
   pthread_mutex_lock(&sp->lock);
   int s =
       sp->pend_dropped == 0 && sp->pend_evicted == 0 && sp->pend_rejected == 0;
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
   return s;
 }
@@ -231,6 +243,7 @@ size_t gt__spool_pin_all(gt__spool *sp, gt__gen **out, size_t max) {
     g->refs++;
     out[n++] = g;
   }
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
   return n;
 }
@@ -240,6 +253,25 @@ size_t gt__spool_count(gt__spool *sp) {
   pthread_mutex_lock(&sp->lock);
   for (gt__gen *g = sp->head; g != NULL; g = g->next)
     n++;
+  GTP_ASSERT(gt__spool_check_invariants_locked(sp) == 0);
   pthread_mutex_unlock(&sp->lock);
   return n;
+}
+
+int gt__spool_check_invariants_locked(const gt__spool *sp) {
+  size_t bytes = 0;
+  const gt__gen *last = NULL;
+  for (const gt__gen *g = sp->head; g != NULL; g = g->next) {
+    if (g->refs < 1 || g->state < GT_GEN_QUEUED || g->state > GT_GEN_ACKED)
+      return -5;
+    if (g->state != GT_GEN_QUEUED && !g->ledger_set)
+      return -1;
+    bytes += g->body_len;
+    last = g;
+  }
+  if (last != sp->tail)
+    return -5;
+  if (bytes != sp->bytes || sp->bytes > sp->limit)
+    return -4;
+  return 0;
 }

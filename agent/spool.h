@@ -90,5 +90,11 @@ int gt__spool_idle(gt__spool *sp);
  * the count. Unpin each with gt__spool_unref. */
 size_t gt__spool_pin_all(gt__spool *sp, gt__gen **out, size_t max);
 size_t gt__spool_count(gt__spool *sp);
+/* 0, or minus the first invariant that does not hold (1: a SENT or ACKED
+ * generation without its ledger; 4: bytes over limit or not the sum of the
+ * held bodies; 5: a held generation with no reference, or a broken list).
+ * Lock held (or no other user). Debug builds check it at each change,
+ * counting failures only: this runs inside the host. */
+int gt__spool_check_invariants_locked(const gt__spool *sp);
 
 #endif

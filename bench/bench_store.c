@@ -11,12 +11,12 @@
  *   B: dd if=/dev/zero of=F bs=1M count=<same MiB> conv=fdatasync.
  * The figure is generation bytes committed per second, the baseline dd's
  * bytes per second for the same byte count; the median ratio of the rounds
- * is reported (the virtual disk swings about 2x between runs, PEERS.md).
+ * is reported (the virtual disk swings about 2x between runs).
  *
  * Environment: BENCH_STORE_MB (generation bytes per round, default 512),
  * BENCH_DIR (where the files go, default .; must be a real disk, not tmpfs),
  * BENCH_ROUNDS (default 3), BENCH_ZSTD_LEVEL (default 1, as gentraced). Prints
- * one BENCH line (DESIGN.md) plus comment lines with the details; never fails
+ * one BENCH line (bench/README.md) plus comment lines with the details; never fails
  * the build.
  */
 #include "config.h"

@@ -26,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "frame.h"
 #include "gtp_error.h"
+#include "text.h"
 
 enum opt_kind {
   OPT_ADDR,
@@ -132,8 +134,8 @@ static const opt opts[] = {
     {"http-max-long-polls", OPT_UINT, O(http_max_long_polls), 1, 100000, "N",
      "/v1/feed requests waiting at once; more get 503 with Retry-After "
      "(default: half of --http-max-connections; always below it)."},
-    {"http-send-timeout", OPT_DURATION, O(http_send_timeout_ns), 1000000000,
-     0, "DURATION",
+    {"http-send-timeout", OPT_DURATION, O(http_send_timeout_ns), 1000000000, 0,
+     "DURATION",
      "Time a download's client has to take each block of up to 1 MiB; "
      "slower clients are cut (default 120s)."},
     {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
@@ -144,18 +146,8 @@ static const opt opts[] = {
 /* cli_mask_ has one bit per option. */
 _Static_assert(sizeof opts / sizeof opts[0] <= 64, "too many options");
 
-static int fail(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int fail(char **cause, const char *fmt, ...) {
-  if (cause != NULL) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(cause, fmt, ap) < 0)
-      *cause = NULL;
-    va_end(ap);
-  }
-  return GTP_E_BADARG;
-}
+/* Every error of this file is a bad argument with a message (invariant 2). */
+#define fail(cause, ...) gtp_causef((cause), GTP_E_BADARG, __VA_ARGS__)
 
 static int set_str(char **dst, const char *v) {
   char *d = strdup(v);
@@ -262,65 +254,21 @@ int conf_parse_size(const char *s, uint64_t *out) {
 }
 
 int conf_parse_duration(const char *s, int64_t *out_ns) {
-  uint64_t n, mul;
-  const char *p;
-  if (s == NULL || parse_digits(s, &n, &p) < 0)
-    return GTP_E_BADARG;
-  if (*p == '\0' || strcmp(p, "s") == 0)
-    mul = 1000000000ull;
-  else if (strcmp(p, "ns") == 0)
-    mul = 1;
-  else if (strcmp(p, "us") == 0)
-    mul = 1000ull;
-  else if (strcmp(p, "ms") == 0)
-    mul = 1000000ull;
-  else if (strcmp(p, "m") == 0)
-    mul = 60ull * 1000000000ull;
-  else if (strcmp(p, "h") == 0)
-    mul = 3600ull * 1000000000ull;
-  else if (strcmp(p, "d") == 0)
-    mul = 86400ull * 1000000000ull;
-  else
-    return GTP_E_BADARG;
-  if (n > (uint64_t)INT64_MAX / mul)
-    return GTP_E_BADARG;
-  *out_ns = (int64_t)(n * mul);
-  return 0;
+  return gtp_dur_parse(s, out_ns); /* the project's one duration grammar */
 }
 
 int conf_parse_addr(const char *s, conf_addr *out) {
-  const char *colon, *host = s;
-  size_t hlen;
-  if (s == NULL)
+  gtp_hostport hp;
+  if (s == NULL || gtp_hostport_parse(s, strlen(s), &hp) < 0 ||
+      hp.host_len >= CONF_HOST_MAX)
     return GTP_E_BADARG;
-  if (s[0] == '[') {
-    const char *close = strchr(s, ']');
-    if (close == NULL || close[1] != ':')
-      return GTP_E_BADARG;
-    host = s + 1;
-    hlen = (size_t)(close - host);
-    colon = close + 1;
-  } else {
-    colon = strrchr(s, ':');
-    if (colon == NULL)
-      return GTP_E_BADARG;
-    hlen = (size_t)(colon - s);
-    if (memchr(s, ':', hlen) != NULL) /* bare IPv6 needs brackets */
-      return GTP_E_BADARG;
-  }
-  uint64_t port;
-  const char *end;
-  if (parse_digits(colon + 1, &port, &end) < 0 || *end != '\0' || port > 65535)
-    return GTP_E_BADARG;
-  if (hlen >= CONF_HOST_MAX)
-    return GTP_E_BADARG;
-  if (hlen == 0) {
+  if (hp.host_len == 0) {
     snprintf(out->host, sizeof out->host, "127.0.0.1");
   } else {
-    memcpy(out->host, host, hlen);
-    out->host[hlen] = '\0';
+    memcpy(out->host, hp.host, hp.host_len);
+    out->host[hp.host_len] = '\0';
   }
-  out->port = (uint16_t)port;
+  out->port = hp.port;
   return 0;
 }
 
@@ -357,8 +305,7 @@ static int apply(conf *c, const opt *o, const char *v, const char *where,
       if (*p == ' ' || *p == '\t')
         return fail(cause, "%s: \"%s\": no blanks (separate with commas)",
                     where, v);
-    if (*v == '\0' || v[0] == ',' || v[strlen(v) - 1] == ',' ||
-        strstr(v, ",,"))
+    if (*v == '\0' || v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,"))
       return fail(cause, "%s: \"%s\": empty entry", where, v);
     if (asprintf(&n, "%s%s%s", *list ? *list : "", *list ? "," : "", v) < 0)
       return fail(cause, "%s: out of memory", where);
@@ -392,9 +339,18 @@ static int apply(conf *c, const opt *o, const char *v, const char *where,
     break;
   }
   case OPT_DURATION:
-    if (conf_parse_duration(v, &d) < 0)
-      return fail(cause, "%s: bad duration \"%s\" (e.g. 30s, 5m, 1h, 7d)",
+    if (conf_parse_duration(v, &d) < 0) {
+      const char *p = v;
+      while (*p >= '0' && *p <= '9')
+        p++;
+      if (p != v && *p == '\0') /* bare seconds were accepted before 0.2 */
+        return fail(cause,
+                    "%s: \"%s\" has no unit: write %ss (or %sm, %sh, %sd)",
+                    where, v, v, v, v, v);
+      return fail(cause,
+                  "%s: bad duration \"%s\" (e.g. 500ms, 30s, 5m, 1h30m, 7d)",
                   where, v);
+    }
     u = (uint64_t)d;
     break;
   }
@@ -574,7 +530,39 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
     if (rc < 0)
       return rc;
   }
+  GTP_ASSERT(conf_check_invariants(c) == 0);
   return CONF_RUN;
+}
+
+/* The value of a bounded setting as the table compares it. */
+static uint64_t bounded_value(const conf *c, const opt *o) {
+  const void *src = (const char *)c + o->off;
+  if (o->kind == OPT_DURATION)
+    return (uint64_t) * (const int64_t *)src;
+  return *(const uint64_t *)src;
+}
+
+int conf_check_invariants(const conf *c) {
+  if (c->db == NULL)
+    return -1;
+  /* Every bounded setting is its default (some defaults, such as 0 for
+   * "derive it from another setting", lie outside what a user may write)
+   * or within its bounds, whoever set it: apply refuses the rest with a
+   * message (invariant 2). */
+  conf d;
+  conf_init(&d);
+  int rc = 0;
+  for (size_t i = 0; i < NOPTS && rc == 0; i++) {
+    const opt *o = &opts[i];
+    if (o->kind != OPT_SIZE && o->kind != OPT_UINT && o->kind != OPT_DURATION)
+      continue;
+    uint64_t u = bounded_value(c, o);
+    if (u != bounded_value(&d, o) &&
+        (u < o->min || (o->max != 0 && u > o->max)))
+      rc = -2;
+  }
+  conf_fini(&d);
+  return rc;
 }
 
 int conf_from_cli(const conf *c, const char *name) {
@@ -616,7 +604,9 @@ const char *conf_usage(void) {
         "    --version\n        Show the version.\n"
         "\n"
         "    SIZE is a number with an optional K, M, G or T suffix (powers of\n"
-        "    1024). DURATION is a number with ms, s, m, h or d (bare = s).\n"
+        "    1024). DURATION is one or more numbers with a unit: ns, us, ms,\n"
+        "    s, m, h or d, e.g. 500ms, 30s, 1h30m, 7d (a bare number other\n"
+        "    than 0 is refused: write its unit).\n"
         "\n"
         "ENVIRONMENT\n"
         "    GENTRACED_TOKEN, GENTRACED_READ_TOKEN\n"

@@ -45,9 +45,9 @@ typedef struct conf {
   uint64_t http_per_ip_connections;
   int64_t http_timeout_ns;
   uint64_t http_threads;
-  char *token_file;        /* --token-file; owned */
-  char *read_token_file;   /* --read-token-file; owned */
-  char *cors_origins;      /* comma-separated; NULL = CORS off; owned */
+  char *token_file;      /* --token-file; owned */
+  char *read_token_file; /* --read-token-file; owned */
+  char *cors_origins;    /* comma-separated; NULL = CORS off; owned */
   uint64_t http_max_downloads;
   uint64_t http_max_long_polls; /* 0 = half of http_max_connections */
   int64_t http_send_timeout_ns;
@@ -77,8 +77,9 @@ int conf_parse_text(conf *c, const char *name, const char *text, char **cause);
 int conf_load_file(conf *c, const char *path, char **cause);
 
 /* Value parsers: 0 or GTP_E_BADARG. Sizes: digits with an optional K, M, G
- * or T suffix (powers of 1024, an optional trailing B or iB). Durations:
- * digits with ns, us, ms, s, m, h or d; a bare number is seconds. */
+ * or T suffix (powers of 1024, an optional trailing B or iB). Durations: the
+ * project's one grammar, gtp_dur_parse (proto/text.h): 500ms, 30s, 1h30m,
+ * 7d; a bare number other than 0 is refused (its unit is not obvious). */
 int conf_parse_size(const char *s, uint64_t *out);
 int conf_parse_duration(const char *s, int64_t *out_ns);
 /* HOST:PORT, [V6]:PORT, or :PORT (host 127.0.0.1). */
@@ -87,6 +88,9 @@ int conf_parse_addr(const char *s, conf_addr *out);
 /* Formats addr as HOST:PORT ([V6]:PORT) into buf. */
 void conf_addr_format(const conf_addr *a, char *buf, unsigned size);
 
+/* 0 when every bounded setting of c is within its bounds and the owned
+ * strings are set, else negative. Debug builds check it after parsing. */
+int conf_check_invariants(const conf *c);
 /* 1 if the option `name` (flag name without dashes) was given on the
  * command line. */
 int conf_from_cli(const conf *c, const char *name);

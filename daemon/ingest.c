@@ -133,68 +133,16 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->max_clock_skew_ns = 86400ull * 1000000000;
 }
 
-static int set_cause(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int set_cause(char **cause, const char *fmt, ...) {
-  if (cause != NULL) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(cause, fmt, ap) < 0)
-      *cause = NULL;
-    va_end(ap);
-  }
-  return 0;
-}
+/* The project's one cause helper (proto/text.h); callers here ignore the
+ * code. */
+#define set_cause(cause, ...) ((void)gtp_causef((cause), 0, __VA_ARGS__))
 
-void *ingest_xcalloc(size_t n, size_t size) {
-  void *p = calloc(n, size);
-  if (p == NULL) {
-    /* STYLE.md: the daemon may die loudly on out-of-memory. */
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
-  return p;
-}
-
-char *ingest_xstrndup(const char *s, size_t n) {
-  char *d = malloc(n + 1);
-  if (d == NULL) {
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
-  memcpy(d, s, n);
-  d[n] = '\0';
-  return d;
-}
-
-/* Constant-time comparison: the time taken depends only on the lengths, so
- * a peer cannot find the token byte by byte by timing refusals. */
-static int token_equal(const char *want, size_t wlen, const uint8_t *got,
-                       size_t glen) {
-  unsigned diff = (unsigned)(wlen != glen);
-  for (size_t i = 0; i < wlen; i++)
-    diff |= (unsigned)(uint8_t)want[i] ^ (unsigned)(i < glen ? got[i] : 0);
-  return diff == 0;
-}
-
-/* Appends s as a JSON string (quotes included) to b. Bytes >= 0x80 pass
- * through; control characters are escaped. */
+/* Appends s as a JSON string (quotes included) to b, escaped by the
+ * project's one rule (invalid UTF-8 as \ufffd), so the tags stay valid JSON
+ * and web/ never has to show them as {}. */
 static void json_str(gtp_wbuf *b, const char *s) {
   gtp_wbuf_put(b, "\"", 1);
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    char esc[8];
-    if (ch == '"' || ch == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)ch;
-      gtp_wbuf_put(b, esc, 2);
-    } else if (ch < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", ch);
-      gtp_wbuf_put(b, esc, 6);
-    } else {
-      gtp_wbuf_put(b, s, 1);
-    }
-  }
+  gtp_json_escape(gtp_wbuf_sink, b, s, strlen(s));
   gtp_wbuf_put(b, "\"", 1);
 }
 
@@ -228,7 +176,7 @@ static void conn_account_decoder(conn *c) {
 /* ---------------------------------------------------------------- sessions */
 
 static unsigned sess_hash(const uint8_t s[16]) {
-  /* Session ids are random (DESIGN.md), so their first bytes hash well;
+  /* Session ids are random (proto/PROTOCOL.md), so their first bytes hash well;
    * a hostile agent choosing colliding ids only slows its own bucket. */
   uint32_t h = gtp_get_u32le(s) ^ gtp_get_u32le(s + 12);
   return h & (SESS_BUCKETS - 1);
@@ -301,10 +249,8 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
     return;
   }
   wreq *w = malloc(sizeof *w + b->len);
-  if (w == NULL) {
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
+  if (w == NULL)
+    GTP_OOM();
   w->c = c;
   w->len = b->len;
   memcpy(w->data, b->data, b->len);
@@ -480,8 +426,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
     return -1;
   }
   if (ing->token != NULL &&
-      !token_equal(ing->token, ing->token_len, (const uint8_t *)h.token.ptr,
-                   h.token.len)) {
+      !gtp_ct_equal(h.token.ptr, h.token.len, ing->token, ing->token_len)) {
     CTR_ADD(ing, limit_hits[LIM_TOKEN], 1);
     uint64_t now = uv_now(ing->loop);
     if (ing->token_log_ms == 0 || now - ing->token_log_ms >= TOKEN_LOG_MS) {
@@ -528,10 +473,8 @@ static int on_hello(conn *c, const gtp_frame *f) {
     json_str(&tj, c->tag_values[i]);
   }
   gtp_wbuf_put(&tj, "}", 1);
-  if (tj.err) {
-    fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__, __LINE__);
-    abort();
-  }
+  if (tj.err)
+    GTP_OOM();
   c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
   gtp_wbuf_fini(&tj);
   budget_ident_set(c); /* held while c lives: counted (budget.c) */

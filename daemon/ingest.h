@@ -45,7 +45,7 @@ typedef struct ingest_config {
   void *on_commit_ctx;
 } ingest_config;
 
-/* Fills the defaults of DESIGN.md (127.0.0.1:7170, 16384 connections, ...). */
+/* Fills the defaults of docs/DAEMON.md (127.0.0.1:7170, 16384 connections, ...). */
 void ingest_config_init(ingest_config *cfg);
 
 /* Allocates the ingest state and its loop handles (not yet listening).

@@ -10,6 +10,7 @@
 
 #include <uv.h>
 
+#include "check.h"
 #include "format.h"
 #include "frame.h"
 #include "ingest.h"
@@ -245,8 +246,9 @@ struct ingest {
 
 /* Shared between ingest.c, reasm.c and ingest_metrics.c. Thread: loop only,
  * except the allocators. */
-void *ingest_xcalloc(size_t n, size_t size);
-char *ingest_xstrndup(const char *s, size_t n);
+/* Allocators that die loudly naming their caller (proto/check.h). */
+#define ingest_xcalloc(n, size) GTP_XCALLOC((n), (size))
+#define ingest_xstrndup(s, n) GTP_XSTRNDUP((s), (n))
 void ingest_conn_account(conn *c, int64_t delta);
 void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "text.h"
+
 #define LOG_LINE_MAX 4096
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -90,78 +92,17 @@ void log_set_level(enum log_level lvl) {
   pthread_mutex_unlock(&lock);
 }
 
-static int needs_quote(const char *s) {
-  if (*s == '\0')
-    return 1;
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c >= 0x7f)
-      return 1;
-  }
-  return 0;
-}
-
 char *log_quote(char *buf, unsigned size, const char *s) {
-  if (size == 0)
-    return buf;
-  if (s == NULL)
-    s = "";
-  if (!needs_quote(s)) {
-    size_t n = strlen(s);
-    if (n < size) {
-      memcpy(buf, s, n + 1);
-      return buf;
-    }
-  }
-  /* Quoted: room for the closing quote, "..." and NUL is kept back so a
-   * truncated value still parses. */
-  unsigned o = 0;
-  if (size < 8) {
-    buf[0] = '\0';
-    return buf;
-  }
-  buf[o++] = '"';
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    char esc[8];
-    unsigned n;
-    if (c == '"' || c == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)c;
-      n = 2;
-    } else if (c == '\n') {
-      memcpy(esc, "\\n", 2);
-      n = 2;
-    } else if (c < ' ' || c == 0x7f) {
-      n = (unsigned)snprintf(esc, sizeof esc, "\\x%02x", c);
-    } else {
-      esc[0] = (char)c;
-      n = 1;
-    }
-    if (o + n + 5 > size) {
-      memcpy(buf + o, "...", 3);
-      o += 3;
-      break;
-    }
-    memcpy(buf + o, esc, n);
-    o += n;
-  }
-  buf[o++] = '"';
-  buf[o] = '\0';
-  return buf;
+  return gtp_logfmt_quote(buf, size, s); /* the project's one logfmt rule */
 }
 
 /* Appends "ts=... level=..." for lvl at line; returns its length or -1. */
 static int log_prefix(char *line, size_t size, enum log_level lvl) {
   struct timespec ts;
-  struct tm tm;
   clock_gettime(CLOCK_REALTIME, &ts);
-  gmtime_r(&ts.tv_sec, &tm);
-  return snprintf(line, size,
-                  "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s",
-                  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                  tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-                  level_names[lvl]);
+  return (int)gtp_logfmt_prefix(line, size,
+                                (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec,
+                                level_names[lvl]);
 }
 
 /* Ends the line and writes it with one write(2), so lines never mix. */
@@ -187,18 +128,22 @@ static size_t log_grow(size_t len, int n, size_t size) {
   return (size_t)n < size - len ? len + (size_t)n : size - 1;
 }
 
+/* Starts a line with ts and level (an unknown level logs as error);
+ * returns its length. */
+static size_t log_start(char *line, size_t size, enum log_level *lvl) {
+  if (*lvl < LOG_DEBUG || *lvl > LOG_ERROR)
+    *lvl = LOG_ERROR;
+  size_t n = log_grow(0, log_prefix(line, size, *lvl), size);
+  /* The prefix is about 40 bytes; the bound keeps room for the message. */
+  return n < size / 2 ? n : size / 2;
+}
+
 void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
   char line[LOG_LINE_MAX];
   char qmsg[512];
-
-  if (lvl < LOG_DEBUG || lvl > LOG_ERROR)
-    lvl = LOG_ERROR;
-  int n = log_prefix(line, sizeof line, lvl);
-  if (n < 0)
-    return;
-  size_t len = log_grow(0, n, sizeof line);
-  n = snprintf(line + len, sizeof line - len, " msg=%s",
-               log_quote(qmsg, sizeof qmsg, msg));
+  size_t len = log_start(line, sizeof line, &lvl);
+  int n = snprintf(line + len, sizeof line - len, " msg=%s",
+                   log_quote(qmsg, sizeof qmsg, msg));
   len = log_grow(len, n, sizeof line);
   if (fields != NULL && *fields != '\0' && len + 2 < sizeof line) {
     va_list ap;
@@ -213,13 +158,8 @@ void log_msg(enum log_level lvl, const char *msg, const char *fields, ...) {
 
 void log_kv(enum log_level lvl, const char *kv) {
   char line[LOG_LINE_MAX];
-  if (lvl < LOG_DEBUG || lvl > LOG_ERROR)
-    lvl = LOG_ERROR;
-  int n = log_prefix(line, sizeof line, lvl);
-  if (n < 0)
-    return;
-  size_t len = log_grow(0, n, sizeof line);
-  n = snprintf(line + len, sizeof line - len, " %s", kv ? kv : "");
+  size_t len = log_start(line, sizeof line, &lvl);
+  int n = snprintf(line + len, sizeof line - len, " %s", kv ? kv : "");
   len = log_grow(len, n, sizeof line);
   log_emit(lvl, line, len, sizeof line);
 }

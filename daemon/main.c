@@ -1,7 +1,7 @@
 /* main.c: gentraced's entry point. Kept thin: it reads the settings, opens
  * the log, the store, the ingest loop and the HTTP server, wires them
  * together, and handles signals. The only file of daemon/ that sees web.h
- * (DESIGN.md layout rule).
+ * (docs/ARCHITECTURE.md, the dependency rule).
  *
  * Startup order matters: the store opens first (so WELCOME can answer from
  * store_last_gen), then the agent listener, then HTTP; the `listening` line
@@ -24,6 +24,7 @@
 
 #include <uv.h>
 
+#include "check.h"
 #include "conf.h"
 #include "frame.h"
 #include "gtp_error.h"
@@ -121,6 +122,9 @@ int main(int argc, char **argv) {
   char *cause = NULL;
   int rc, status = 0;
 
+  /* Debug builds: a broken invariant stops the daemon loudly, with file
+   * and line, instead of corrupting what it stores (proto/check.h). */
+  gtp_check_set_hook(gtp_check_abort);
   conf_init(&c);
   rc = conf_parse_args(&c, argc, argv, &cause);
   if (rc == CONF_HELP) {

@@ -89,12 +89,8 @@ static void *filler_main(void *arg) {
     size_t n = sl->size;
     pthread_mutex_unlock(&ing->fill_lock);
     uint8_t *d = malloc(n);
-    if (d == NULL) {
-      /* STYLE.md: the daemon may die loudly on out-of-memory. */
-      fprintf(stderr, "gentraced: out of memory at %s:%d\n", __FILE__,
-              __LINE__);
-      abort();
-    }
+    if (d == NULL)
+      GTP_OOM(); /* the daemon may die loudly on out-of-memory */
     prefault(d, n - n / 9);
     pthread_mutex_lock(&ing->fill_lock);
     sl->data = d;

@@ -21,21 +21,12 @@
 #include <unistd.h>
 
 #include "gtp_error.h"
+#include "text.h"
 
 #define SECRET_MAX 4096
 
-static int fail(char **cause, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char **cause, int rc, const char *fmt, ...) {
-  if (cause != NULL) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(cause, fmt, ap) < 0)
-      *cause = NULL;
-    va_end(ap);
-  }
-  return rc;
-}
+/* The project's one cause helper (proto/text.h). */
+#define fail(cause, rc, ...) gtp_causef((cause), (rc), __VA_ARGS__)
 
 int secret_read_file(const char *path, char **out, char **cause) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);

@@ -61,10 +61,7 @@ static void count(ingest *ing, enum trust_id id) {
 
 /* Constant time in the contents (invariant 2). */
 static int hash_equal(const uint8_t *a, const uint8_t *b) {
-  unsigned diff = 0;
-  for (int i = 0; i < STORE_KEY_HASH_SIZE; i++)
-    diff |= (unsigned)(a[i] ^ b[i]);
-  return diff == 0;
+  return gtp_ct_equal(a, STORE_KEY_HASH_SIZE, b, STORE_KEY_HASH_SIZE);
 }
 
 int session_auth_hello(conn *c, const gtp_hello *h, conn *live) {
@@ -206,17 +203,7 @@ void session_auth_store_refused(conn *c, const store_gen *g) {
 
 /* ----------------------------------------------------------------- metrics */
 
-static void line(gtp_wbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void line(gtp_wbuf *b, const char *fmt, ...) {
-  char buf[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    gtp_wbuf_put(b, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
+#define line gtp_wbuf_printf /* the text layer's formatted append */
 
 void session_auth_metrics(ingest *ing, gtp_wbuf *b) {
   line(b, "# HELP gentrace_refused_total Agent input refused at the door, by "

@@ -232,84 +232,6 @@ static void ch_elem(gtp_chrome *c) {
     ch_put(c, ",\n", 2);
 }
 
-/* -------------------------------------------------------- JSON escape */
-
-size_t gtp_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp) {
-  uint8_t b = p[0];
-  size_t need;
-  uint32_t v, min;
-  if (b < 0x80) {
-    *cp = b;
-    return 1;
-  } else if (b >= 0xc2 && b <= 0xdf) {
-    need = 2, v = b & 0x1f, min = 0x80;
-  } else if (b >= 0xe0 && b <= 0xef) {
-    need = 3, v = b & 0x0f, min = 0x800;
-  } else if (b >= 0xf0 && b <= 0xf4) {
-    need = 4, v = b & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (n < need)
-    return 0;
-  for (size_t i = 1; i < need; i++) {
-    if ((p[i] & 0xc0) != 0x80)
-      return 0;
-    v = v << 6 | (p[i] & 0x3f);
-  }
-  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-    return 0;
-  *cp = v;
-  return need;
-}
-
-int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n) {
-  static const char hexd[] = "0123456789abcdef";
-  if (n == 0)
-    return 0; /* s may be NULL (a missing string): NULL + 0 is undefined */
-  const uint8_t *p = (const uint8_t *)s, *end = p + n;
-  const uint8_t *run = p; /* start of bytes that pass through unchanged */
-  int rc;
-  while (p < end) {
-    char esc[8];
-    size_t elen = 0, adv = 1;
-    uint32_t cp;
-    if (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') {
-      p++;
-      continue;
-    }
-    if (*p == '"' || *p == '\\') {
-      esc[0] = '\\', esc[1] = (char)*p, elen = 2;
-    } else if (*p < 0x20) {
-      memcpy(esc, "\\u00", 4);
-      esc[4] = hexd[*p >> 4], esc[5] = hexd[*p & 15], elen = 6;
-    } else {
-      adv = gtp_utf8_seq(p, (size_t)(end - p), &cp);
-      if (adv == 0) {
-        /* One replacement per bad byte: simple, and resynchronises at the
-         * next byte that can start a sequence. */
-        memcpy(esc, "\\ufffd", 6), elen = 6, adv = 1;
-      } else if (cp == 0x2028 || cp == 0x2029) {
-        /* Valid JSON, but a line terminator to JavaScript: escaped so the
-         * output can be embedded in a script. */
-        memcpy(esc, cp == 0x2028 ? "\\u2028" : "\\u2029", 6), elen = 6;
-      } else {
-        p += adv;
-        continue;
-      }
-    }
-    if (p > run && (rc = sink(ctx, run, (size_t)(p - run))) < 0)
-      return rc;
-    if ((rc = sink(ctx, esc, elen)) < 0)
-      return rc;
-    p += adv;
-    run = p;
-  }
-  if (p > run && (rc = sink(ctx, run, (size_t)(p - run))) < 0)
-    return rc;
-  return 0;
-}
-
 /* ------------------------------------------------------ state tables */
 
 static char *dup_bytes(const char *p, size_t n) {
@@ -866,22 +788,6 @@ int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
     ch_puts(c, "}}");
   }
   return ch_flush(c) ? c->err : 0;
-}
-
-size_t gtp_rfc3339(int64_t ns, char out[40]) {
-  int64_t sec = ns / 1000000000, frac = ns % 1000000000;
-  if (frac < 0) {
-    frac += 1000000000;
-    sec--;
-  }
-  time_t t = (time_t)sec;
-  struct tm tm;
-  out[0] = '\0';
-  if (!gmtime_r(&t, &tm))
-    return 0;
-  size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
-  int m = snprintf(out + n, 40 - n, ".%09lldZ", (long long)frac);
-  return n + (m > 0 ? (size_t)m : 0);
 }
 
 static void ch_rfc3339(gtp_chrome *c, int64_t ns) {

@@ -1,6 +1,6 @@
 /* chrome.h: streaming writer of Chrome Trace Event JSON (Perfetto loads it).
  * One writer shared by `gentrace convert --to chrome` and the HTTP
- * `format=chrome` export. Mapping (DESIGN.md "Chrome / Perfetto export"):
+ * `format=chrome` export. Mapping (docs/HTTP.md shows it from the outside):
  *
  *   {"traceEvents":[ ... ],"metadata":{"gentrace_start_ns":"…", ...}}
  *   one synthetic pid per session (1, 2, ... in order of first appearance)
@@ -29,15 +29,13 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "text.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Sink: returns 0, or a negative code that aborts the conversion and is
- * returned by the writer call that hit it. */
-typedef int (*gtp_sink_fn)(void *ctx, const void *p, size_t n);
-
+/* gtp_sink_fn (the writer's output) is declared in text.h. */
 typedef struct gtp_chrome gtp_chrome; /* opaque */
 
 /* window_start_ns: unix ns that ts 0 stands for; 0 = the start of the first
@@ -55,22 +53,8 @@ int gtp_chrome_end(gtp_chrome *c);
 /* Frees the writer (does not call end). NULL is fine. */
 void gtp_chrome_free(gtp_chrome *c);
 
-/* Appends s as a JSON string body (no quotes) with escaping: quote, backslash,
- * control characters as \uXXXX, invalid UTF-8 bytes as \ufffd. Shared with
- * web/ for JSON answers. Returns 0 or the sink's error. */
-int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n);
-
-/* Length of the valid UTF-8 sequence at p (1..4, n > 0) with its code point
- * in *cp, or 0 if the bytes there are not one: overlong forms, surrogates,
- * code points past U+10FFFF and truncated sequences are invalid (RFC 3629).
- * The one decoder behind JSON escaping and the CLI's text escaping. */
-size_t gtp_utf8_seq(const uint8_t *p, size_t n, uint32_t *cp);
-
-/* Formats unix_ns as RFC 3339 UTC with nanoseconds,
- * "2026-11-22T03:04:05.123456789Z" (30 chars + NUL; every int64_t fits).
- * Returns the length, or 0 with out "" if the time cannot be broken down;
- * the caller decides what stands in for it. */
-size_t gtp_rfc3339(int64_t unix_ns, char out[40]);
+/* gtp_json_escape, gtp_utf8_seq and gtp_rfc3339, once here, now live in
+ * text.h, the project's one text layer. */
 
 #ifdef __cplusplus
 }

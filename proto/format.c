@@ -411,69 +411,10 @@ int gtp_event_encode(uint8_t *out, const gtp_event *ev, uint64_t prev_ticks) {
   return (int)n;
 }
 
-/* ---------------------------------------------------------------- wbuf */
+/* ------------------------------------------------------------ records */
 
-void gtp_wbuf_init(gtp_wbuf *b, size_t limit) {
-  b->data = NULL;
-  b->len = b->cap = 0;
-  b->limit = limit ? limit : GTP_GEN_MAX_BYTES;
-  b->err = 0;
-}
-
-void gtp_wbuf_fini(gtp_wbuf *b) {
-  free(b->data);
-  b->data = NULL;
-  b->len = b->cap = 0;
-}
-
-void gtp_wbuf_reset(gtp_wbuf *b) {
-  b->len = 0;
-  b->err = 0;
-}
-
-uint8_t *gtp_wbuf_grow(gtp_wbuf *b, size_t n) {
-  if (b->err)
-    return NULL;
-  if (n > b->limit - b->len) {
-    b->err = GTP_E_TOOBIG;
-    return NULL;
-  }
-  if (n > b->cap - b->len) {
-    /* Doubling keeps appends amortised O(1); the limit caps it. */
-    size_t want = b->len + n;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < want)
-      cap = cap > SIZE_MAX / 2 ? want : cap * 2;
-    if (cap > b->limit)
-      cap = b->limit;
-    uint8_t *d = realloc(b->data, cap);
-    if (!d) {
-      b->err = -ENOMEM;
-      return NULL;
-    }
-    b->data = d;
-    b->cap = cap;
-  }
-  uint8_t *p = b->data + b->len;
-  b->len += n;
-  return p;
-}
-
-void gtp_wbuf_put(gtp_wbuf *b, const void *p, size_t n) {
-  uint8_t *d = gtp_wbuf_grow(b, n);
-  if (d && n)
-    memcpy(d, p, n);
-}
-
-void gtp_wbuf_put_uvarint(gtp_wbuf *b, uint64_t v) {
-  uint8_t tmp[GTP_UVARINT_MAX];
-  gtp_wbuf_put(b, tmp, gtp_uvarint_put(tmp, v));
-}
-
-void gtp_wbuf_put_str(gtp_wbuf *b, const char *p, size_t n) {
-  gtp_wbuf_put_uvarint(b, n);
-  gtp_wbuf_put(b, p, n);
-}
+_Static_assert(GTP_WBUF_LIMIT_DEFAULT == GTP_GEN_MAX_BYTES,
+               "a wbuf's default limit is one whole generation");
 
 static void put_u8(gtp_wbuf *b, uint8_t v) {
   gtp_wbuf_put(b, &v, 1);

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "gtp_error.h"
+#include "text.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -244,25 +245,7 @@ int gtp_event_encode(uint8_t *out, const gtp_event *ev, uint64_t prev_ticks);
 
 /* ----------------------------------------------------------------- writer */
 
-/* Growable output buffer. Allocates with realloc; the first failure sets err
- * (-ENOMEM) and every later put is a no-op, so callers check once at the end.
- * cap never exceeds limit (0 = GTP_GEN_MAX_BYTES); going past it sets
- * err = GTP_E_TOOBIG. */
-typedef struct gtp_wbuf {
-  uint8_t *data;
-  size_t len, cap, limit;
-  int err;
-} gtp_wbuf;
-
-void gtp_wbuf_init(gtp_wbuf *b, size_t limit);
-void gtp_wbuf_fini(gtp_wbuf *b); /* frees data */
-void gtp_wbuf_reset(gtp_wbuf *b); /* len = 0, err = 0, keeps memory */
-/* Reserves n bytes at the end and returns a pointer to them (len grows by n),
- * or NULL with err set. */
-uint8_t *gtp_wbuf_grow(gtp_wbuf *b, size_t n);
-void gtp_wbuf_put(gtp_wbuf *b, const void *p, size_t n);
-void gtp_wbuf_put_uvarint(gtp_wbuf *b, uint64_t v);
-void gtp_wbuf_put_str(gtp_wbuf *b, const char *p, size_t n); /* uvarint len | bytes */
+/* The output buffer, gtp_wbuf, lives in text.h (included above). */
 
 /* Record writers: append one whole record (type, len, payload). They return
  * b->err after writing (0 on success), GTP_E_TOOBIG if a field is over its

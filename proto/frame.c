@@ -41,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+#include "text.h"
 #include "varint.h"
 
 const char *gtp_frame_name(uint8_t type) {
@@ -284,41 +286,10 @@ static int get_code(const uint8_t **pp, const uint8_t *end, int32_t *out) {
 }
 
 /* 1 if [p, p+n) is well-formed UTF-8 (RFC 3629: shortest forms only, no
- * surrogates, nothing above U+10FFFF) without a NUL byte. Kept static and
- * small here so the wire codec needs no other module. */
+ * surrogates, nothing above U+10FFFF) without a NUL byte. */
 static int text_ok(const uint8_t *p, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    uint8_t c = p[i];
-    if (c == 0)
-      return 0;
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t k;
-    uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) {
-      k = 1, cp = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      k = 2, cp = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      k = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-      return 0; /* a continuation byte or 0xf8.. as a lead byte */
-    }
-    if (n - i <= k)
-      return 0;
-    for (size_t j = 1; j <= k; j++) {
-      if ((p[i + j] & 0xc0) != 0x80)
-        return 0;
-      cp = cp << 6 | (p[i + j] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-      return 0;
-    i += k + 1;
-  }
-  return 1;
+  /* The project's one UTF-8 rule (text.h): well-formed, and no NUL. */
+  return gtp_utf8_valid((const char *)p, n, GTP_UTF8_NO_NUL);
 }
 
 int gtp_frame_text_ok(const char *p, size_t n) {
@@ -500,6 +471,7 @@ int gtp_frame_decoder_feed(gtp_frame_decoder *d, const uint8_t *p, size_t n,
                            size_t *used, gtp_frame *f) {
   size_t off = 0;
   *used = 0;
+  GTP_ASSERT(gtp_frame_decoder_check_invariants(d) == 0);
   if (d->err)
     return d->err;
 
@@ -574,4 +546,21 @@ int gtp_frame_decoder_feed(gtp_frame_decoder *d, const uint8_t *p, size_t n,
   f->len = d->len;
   f->payload = d->buf; /* freed by the next feed or fini (RETURNED) */
   return 1;
+}
+
+int gtp_frame_decoder_check_invariants(const gtp_frame_decoder *d) {
+  /* The hard maximum can never be raised (invariant 1). */
+  if (d->max == 0 || d->max > GTP_FRAME_MAX)
+    return -1;
+  if (d->err)
+    return d->buf == NULL ? 0 : -1; /* a failed decoder holds nothing */
+  if (d->hdr_have > GTP_FRAME_HEADER_SIZE)
+    return -1;
+  if (d->hdr_have < GTP_FRAME_HEADER_SIZE) /* HEADER: nothing buffered */
+    return d->buf == NULL && d->have == 0 ? 0 : -1;
+  /* PAYLOAD or RETURNED: exactly len bytes allocated, have of them filled,
+   * never more than the limit checked on the header (invariant 1). */
+  if (d->len > d->max || d->have > d->len || (d->len > 0 && d->buf == NULL))
+    return -1;
+  return 0;
 }

@@ -189,6 +189,10 @@ size_t gtp_frame_decoder_buffered(const gtp_frame_decoder *d);
  * frame of the same input. */
 int gtp_frame_decoder_feed(gtp_frame_decoder *d, const uint8_t *p, size_t n,
                            size_t *used, gtp_frame *f);
+/* 0, or -1 when the decoder's state breaks frame.c's invariants (a buffer
+ * over the limit or held in the wrong state). Debug builds check it on
+ * every feed. */
+int gtp_frame_decoder_check_invariants(const gtp_frame_decoder *d);
 
 #ifdef __cplusplus
 }

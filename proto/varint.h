@@ -70,7 +70,8 @@ static inline int64_t gtp_unzigzag(uint64_t v) {
   return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
-/* Little-endian fixed-width helpers (the format is little-endian throughout). */
+/* Little-endian fixed-width helpers (the format is little-endian throughout).
+ */
 static inline void gtp_put_u32le(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)v;
   p[1] = (uint8_t)(v >> 8);

@@ -115,7 +115,7 @@
  * the store thread must not stall ingest for it; the next one catches up. */
 #define STORE_CKPT_BUSY_MS 100
 /* 64 KiB pages: a generation's blob then spans few overflow pages, and blob
- * inserts run close to raw disk speed (PEERS.md). */
+ * inserts run close to raw disk speed (bench/README.md, C1). */
 #define STORE_PAGE_SIZE 65536
 /* The write connection's page cache, set explicitly once the page size is
  * known: SQLite turns its default (-2000 KiB) into a page count with the
@@ -259,80 +259,30 @@ static int64_t now_ns(clockid_t c) {
   return (int64_t)ts.tv_sec * NS_PER_SEC + ts.tv_nsec;
 }
 
-static char *xstrdup_printf(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-static char *xstrdup_printf(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *out = NULL;
-  if (vasprintf(&out, fmt, ap) < 0)
-    out = NULL;
-  va_end(ap);
-  return out;
-}
-
-void store_set_cause(char **cause, const char *fmt, ...) {
-  if (!cause)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  char *out = NULL;
-  if (vasprintf(&out, fmt, ap) < 0)
-    out = NULL;
-  va_end(ap);
-  *cause = out;
-}
-
 /* The daemon logs logfmt to stderr; only unexpected SQLite failures land
  * here (disk full is reported through store_stats_get instead). */
 static void store_log_error(store *s, const char *what, int rc) {
-  char kv[768];
-  snprintf(kv, sizeof kv,
-           "msg=\"store: %s failed\" db=\"%s\" sqlite=%d err=\"%s\"", what,
-           s->path, rc, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+  char kv[768], qmsg[160], qdb[300], qerr[300];
+  char msg[128];
+  snprintf(msg, sizeof msg, "store: %s failed", what);
+  snprintf(kv, sizeof kv, "msg=%s db=%s sqlite=%d err=%s",
+           gtp_logfmt_quote(qmsg, sizeof qmsg, msg),
+           gtp_logfmt_quote(qdb, sizeof qdb, s->path), rc,
+           gtp_logfmt_quote(qerr, sizeof qerr,
+                            s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc)));
   if (s->cfg.log) {
     s->cfg.log(s->cfg.log_ctx, kv);
     return;
   }
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  struct tm tm;
-  gmtime_r(&ts.tv_sec, &tm);
-  char when[32];
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  fprintf(stderr, "ts=%s.%03ldZ level=error %s\n", when, ts.tv_nsec / 1000000,
-          kv);
+  char head[96];
+  gtp_logfmt_prefix(head, sizeof head,
+                    (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, "error");
+  fprintf(stderr, "%s %s\n", head, kv);
 }
 
-/* SQLite result -> the project's error table. */
-static int store_err(int rc) {
-  switch (rc & 0xff) {
-  case SQLITE_OK:
-  case SQLITE_DONE:
-  case SQLITE_ROW:
-    return 0;
-  case SQLITE_FULL:
-    return GTP_E_DISKFULL;
-  case SQLITE_NOMEM:
-    return -ENOMEM;
-  case SQLITE_BUSY:
-  case SQLITE_LOCKED:
-    return -EBUSY;
-  case SQLITE_CORRUPT:
-  case SQLITE_NOTADB:
-    return GTP_E_CORRUPT;
-  case SQLITE_READONLY:
-  case SQLITE_PERM:
-  case SQLITE_AUTH:
-    return -EACCES;
-  case SQLITE_CANTOPEN:
-    return -ENOENT;
-  case SQLITE_IOERR:
-    return -EIO;
-  default:
-    return GTP_E_INTERNAL;
-  }
-}
+#define store_err(rc) store_sqlite_err(rc)
 
 /* A write failed because the disk (or the test page limit) is full, or the
  * file system refused the write: pause ingest and probe, never crash. */
@@ -630,7 +580,8 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     goto fail_alloc;
   s->cfg = *cfg;
   s->path = strdup(cfg->path);
-  s->wal_path = xstrdup_printf("%s-wal", cfg->path);
+  if (asprintf(&s->wal_path, "%s-wal", cfg->path) < 0)
+    s->wal_path = NULL;
   if (!s->path || !s->wal_path)
     goto fail_strings;
   s->cfg.path = s->path;

@@ -3,9 +3,14 @@
 #ifndef STORE_INT_H
 #define STORE_INT_H
 
+#include "text.h"
+
 /* Sets *cause (if cause is not NULL) to a malloc'd message for a human, or
- * to NULL when even that allocation fails. */
-void store_set_cause(char **cause, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ * to NULL when even that allocation fails: the project's one cause helper. */
+#define store_set_cause(cause, ...) ((void)gtp_causef((cause), 0, __VA_ARGS__))
+
+/* The one map from an SQLite result code to the project's error table
+ * (0, -errno or GTP_E_*), for the writer and the readers alike. */
+int store_sqlite_err(int rc);
 
 #endif

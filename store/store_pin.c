@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "check.h"
 #include "gtp_error.h"
 
 /* One pin per running download; web caps its connections far below this. */
@@ -32,6 +33,25 @@ struct store_pins {
   int hint; /* a slot likely free, so add is O(1) in the common case */
   int count;
 };
+
+/* Lock held. 0, or minus the first invariant broken (3: count is not the
+ * number of used slots, or the hint is out of the array). */
+static int pins_check_locked(const store_pins *p) {
+  int n = 0;
+  for (int i = 0; i < STORE_PINS_CAP; i++)
+    n += p->used[i] != 0;
+  if (n != p->count || p->count > STORE_PINS_CAP || p->hint < 0 ||
+      p->hint >= STORE_PINS_CAP)
+    return -3;
+  return 0;
+}
+
+int store_pins_check_invariants(store_pins *p) {
+  pthread_mutex_lock(&p->lock);
+  int rc = pins_check_locked(p);
+  pthread_mutex_unlock(&p->lock);
+  return rc;
+}
 
 store_pins *store_pins_new(void) {
   store_pins *p = calloc(1, sizeof *p);
@@ -69,6 +89,7 @@ int store_pins_add(store_pins *p, int64_t min_seq) {
       }
     }
   }
+  GTP_ASSERT(pins_check_locked(p) == 0);
   pthread_mutex_unlock(&p->lock);
   return h;
 }
@@ -91,6 +112,7 @@ void store_pins_remove(store_pins *p, int handle) {
     p->count--;
     p->hint = handle;
   }
+  GTP_ASSERT(pins_check_locked(p) == 0);
   pthread_mutex_unlock(&p->lock);
 }
 

@@ -23,5 +23,8 @@ void store_pins_move(store_pins *p, int handle, int64_t min_seq);
 void store_pins_remove(store_pins *p, int handle);
 /* Lowest pinned seq, INT64_MAX if nothing is pinned. */
 int64_t store_pins_min(store_pins *p);
+/* 0, or minus the first of store_pin.c's invariants that does not hold.
+ * Debug builds also check at every add and remove. */
+int store_pins_check_invariants(store_pins *p);
 
 #endif

@@ -127,31 +127,7 @@ struct store_reader {
   ZSTD_DCtx *dctx;
 };
 
-static int read_err(int rc) {
-  switch (rc & 0xff) {
-  case SQLITE_OK:
-  case SQLITE_DONE:
-  case SQLITE_ROW:
-    return 0;
-  case SQLITE_NOMEM:
-    return -ENOMEM;
-  case SQLITE_BUSY:
-  case SQLITE_LOCKED:
-    return -EBUSY;
-  case SQLITE_CORRUPT:
-  case SQLITE_NOTADB:
-    return GTP_E_CORRUPT;
-  case SQLITE_CANTOPEN:
-    return -ENOENT;
-  case SQLITE_PERM:
-  case SQLITE_READONLY:
-    return -EACCES;
-  case SQLITE_IOERR:
-    return -EIO;
-  default:
-    return GTP_E_INTERNAL;
-  }
-}
+#define read_err(rc) store_sqlite_err(rc)
 
 int store_reader_open(const char *path, store_reader **out, char **cause) {
   if (cause)
@@ -288,6 +264,75 @@ static void bind_opt_text(sqlite3_stmt *st, int i, const char *v) {
     sqlite3_bind_null(st, i);
 }
 
+/* A user's row callback with its context, for step_rows. */
+typedef struct row_sink {
+  void (*fn)(void); /* the caller's typed callback, cast back before use */
+  void *ctx;
+} row_sink;
+
+/* Steps st, handing each row to `row` (which reads the columns into the
+ * caller's row type and calls the sink); stops at the first nonzero answer
+ * and returns it. Resets the statement before returning, whatever happens,
+ * so a pooled reader never keeps a read transaction open. */
+static int step_rows(sqlite3_stmt *st, int (*row)(sqlite3_stmt *, row_sink *),
+                     row_sink *k) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int stop = row(st, k);
+    if (stop) {
+      sqlite3_reset(st);
+      return stop;
+    }
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? 0 : read_err(rc);
+}
+
+static int session_row(sqlite3_stmt *st, row_sink *k) {
+  store_session_row row = {
+      .session = col_text(st, 0),
+      .service = col_text(st, 1),
+      .host = col_text(st, 2),
+      .agent_version = col_text(st, 3),
+      .tags_json = col_text(st, 4),
+      .pid = (uint64_t)sqlite3_column_int64(st, 5),
+      .started_ns = sqlite3_column_int64(st, 6),
+      .first_seen_ns = sqlite3_column_int64(st, 7),
+      .last_seen_ns = sqlite3_column_int64(st, 8),
+      .generations = (uint64_t)sqlite3_column_int64(st, 9),
+      .first_gen = (uint64_t)sqlite3_column_int64(st, 10),
+      .last_gen = (uint64_t)sqlite3_column_int64(st, 11),
+      .events = (uint64_t)sqlite3_column_int64(st, 12),
+      .bytes = (uint64_t)sqlite3_column_int64(st, 13),
+      .lost = (uint64_t)sqlite3_column_int64(st, 14),
+      .rejected_gens = (uint64_t)sqlite3_column_int64(st, 15),
+  };
+  row.has_gens = row.generations > 0;
+  return ((store_session_cb)k->fn)(k->ctx, &row);
+}
+
+static int gen_row(sqlite3_stmt *st, row_sink *k) {
+  store_gen_row row = {
+      .seq = sqlite3_column_int64(st, 0),
+      .session = col_text(st, 1),
+      .service = col_text(st, 2),
+      .host = col_text(st, 3),
+      .gen = (uint64_t)sqlite3_column_int64(st, 4),
+      .start_ns = sqlite3_column_int64(st, 5),
+      .end_ns = sqlite3_column_int64(st, 6),
+      .events = (uint64_t)sqlite3_column_int64(st, 7),
+      .bytes = (uint64_t)sqlite3_column_int64(st, 8),
+      .stored_bytes = (uint64_t)sqlite3_column_int64(st, 9),
+      .dropped = (uint64_t)sqlite3_column_int64(st, 10),
+      .evicted = (uint64_t)sqlite3_column_int64(st, 11),
+      .rejected = (uint64_t)sqlite3_column_int64(st, 12),
+      .status = col_text(st, 13),
+      .codec = col_text(st, 14),
+      .committed_ns = sqlite3_column_int64(st, 15),
+  };
+  return ((store_gen_cb)k->fn)(k->ctx, &row);
+}
+
 int store_read_sessions(store_reader *r, const store_session_filter *f,
                         store_session_cb cb, void *ctx) {
   sqlite3_stmt *st;
@@ -301,68 +346,15 @@ int store_read_sessions(store_reader *r, const store_session_filter *f,
   bind_opt_text(st, 2, f->host);
   bind_opt_text(st, 3, f->tag_key);
   bind_opt_text(st, 4, f->tag_key ? f->tag_value : NULL);
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    store_session_row row = {
-        .session = col_text(st, 0),
-        .service = col_text(st, 1),
-        .host = col_text(st, 2),
-        .agent_version = col_text(st, 3),
-        .tags_json = col_text(st, 4),
-        .pid = (uint64_t)sqlite3_column_int64(st, 5),
-        .started_ns = sqlite3_column_int64(st, 6),
-        .first_seen_ns = sqlite3_column_int64(st, 7),
-        .last_seen_ns = sqlite3_column_int64(st, 8),
-        .generations = (uint64_t)sqlite3_column_int64(st, 9),
-        .first_gen = (uint64_t)sqlite3_column_int64(st, 10),
-        .last_gen = (uint64_t)sqlite3_column_int64(st, 11),
-        .events = (uint64_t)sqlite3_column_int64(st, 12),
-        .bytes = (uint64_t)sqlite3_column_int64(st, 13),
-        .lost = (uint64_t)sqlite3_column_int64(st, 14),
-        .rejected_gens = (uint64_t)sqlite3_column_int64(st, 15),
-    };
-    row.has_gens = row.generations > 0;
-    int stop = cb(ctx, &row);
-    if (stop) {
-      sqlite3_reset(st);
-      return stop;
-    }
-  }
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? 0 : read_err(rc);
+  row_sink k = {(void (*)(void))cb, ctx};
+  return step_rows(st, session_row, &k);
 }
 
 /* Steps a statement returning GEN_COLS, handing each row to cb. Resets the
  * statement before returning, whatever happens. */
 static int stream_gens(sqlite3_stmt *st, store_gen_cb cb, void *ctx) {
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    store_gen_row row = {
-        .seq = sqlite3_column_int64(st, 0),
-        .session = col_text(st, 1),
-        .service = col_text(st, 2),
-        .host = col_text(st, 3),
-        .gen = (uint64_t)sqlite3_column_int64(st, 4),
-        .start_ns = sqlite3_column_int64(st, 5),
-        .end_ns = sqlite3_column_int64(st, 6),
-        .events = (uint64_t)sqlite3_column_int64(st, 7),
-        .bytes = (uint64_t)sqlite3_column_int64(st, 8),
-        .stored_bytes = (uint64_t)sqlite3_column_int64(st, 9),
-        .dropped = (uint64_t)sqlite3_column_int64(st, 10),
-        .evicted = (uint64_t)sqlite3_column_int64(st, 11),
-        .rejected = (uint64_t)sqlite3_column_int64(st, 12),
-        .status = col_text(st, 13),
-        .codec = col_text(st, 14),
-        .committed_ns = sqlite3_column_int64(st, 15),
-    };
-    int stop = cb(ctx, &row);
-    if (stop) {
-      sqlite3_reset(st);
-      return stop;
-    }
-  }
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE ? 0 : read_err(rc);
+  row_sink k = {(void (*)(void))cb, ctx};
+  return step_rows(st, gen_row, &k);
 }
 
 int store_read_session_gens(store_reader *r, const char *session,

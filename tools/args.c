@@ -113,3 +113,23 @@ void cli_opts_free(cli_opts *o) {
   free(o->args);
   o->args = NULL;
 }
+
+int cli_start(const char *cmd, int argc, char **argv, unsigned flags,
+              const char *help, int min_args, int max_args, cli_opts *o) {
+  if (cli_parse(cmd, argc, argv, flags, o))
+    return CLI_USAGE;
+  if (o->help) {
+    fputs(help, stdout);
+    cli_opts_free(o);
+    return CLI_OK;
+  }
+  if (o->nargs < min_args || (max_args && o->nargs > max_args)) {
+    if (max_args == 1)
+      cli_usage_error(cmd, "expected one FILE (or - for stdin)");
+    else
+      cli_usage_error(cmd, "expected at least one FILE");
+    cli_opts_free(o);
+    return CLI_USAGE;
+  }
+  return -1;
+}

@@ -1,7 +1,7 @@
 /* cli.h: what the gentrace subcommands share: exit codes, input loading,
  * atomic output, error messages, time formatting and a tiny option parser.
  *
- * Exit status contract (DESIGN.md "CLI"): 0 ok, 1 bad input or failed
+ * Exit status contract (docs/CLI.md): 0 ok, 1 bad input or failed
  * output, 2 usage. Messages go to stderr prefixed "gentrace: ".
  */
 #ifndef GT_TOOLS_CLI_H
@@ -102,6 +102,15 @@ void cli_output_printf(cli_output *o, const char *fmt, ...)
  * printed). !ok: a file is discarded (temporary removed), stdout is still
  * flushed. Always frees. */
 int cli_output_close(cli_output *o, bool ok);
+
+struct cli_opts;
+/* The I/O of a one-FILE subcommand: allocates *o, opens the input named by
+ * opt->args[0] and, with open_output, the output (-o or stdout). 0, or -1
+ * after the problem was reported, with nothing left open. */
+int cli_io_open(const struct cli_opts *opt, cli_input *in, cli_output **o,
+                bool open_output);
+/* Closes the input and frees o; the output must be closed already. */
+void cli_io_close(cli_input *in, cli_output *o);
 /* gtp_sink_fn adapter (ctx = cli_output *). */
 int cli_output_sink(void *ctx, const void *p, size_t n);
 
@@ -120,9 +129,10 @@ void cli_output_escaped(cli_output *o, const char *p, size_t n, bool quote);
 typedef struct cli_opts {
   const char *out; /* -o FILE */
   const char *to;  /* --to FORMAT (convert) */
-  const char *service, *addr, *host; /* import: --service, --addr, --host */
-  bool now;                          /* import: --now */
   bool json;       /* --json (stat) */
+  /* import: --service, --addr, --host, --now */
+  const char *service, *addr, *host;
+  bool now;
   bool help;
   int nargs;
   char **args; /* positional arguments (borrowed from argv) */
@@ -137,6 +147,12 @@ enum { CLI_F_TO = 1, CLI_F_JSON = 2, CLI_F_IMPORT = 4 };
 int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
               cli_opts *o);
 void cli_opts_free(cli_opts *o);
+/* The start every subcommand shares: cli_parse, then --help (prints help),
+ * then the count of FILE arguments (min..max; max 0 = no limit). Returns -1
+ * when the command should run with *o filled, else the exit status to
+ * return (o already freed). */
+int cli_start(const char *cmd, int argc, char **argv, unsigned flags,
+              const char *help, int min_args, int max_args, cli_opts *o);
 void cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -38,12 +38,7 @@ static int by_time(const void *a, const void *b) {
   const gen_ref *x = a, *y = b;
   if (x->start_ns != y->start_ns)
     return x->start_ns < y->start_ns ? -1 : 1;
-  int c = memcmp(x->session, y->session, 16);
-  if (c)
-    return c;
-  if (x->gen != y->gen)
-    return x->gen < y->gen ? -1 : 1;
-  return x->order < y->order ? -1 : x->order > y->order;
+  return by_identity(a, b);
 }
 
 /* What cat gathers from every input: one ref per generation. */
@@ -86,18 +81,9 @@ static int cat_gen(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_cat(int argc, char **argv) {
   cli_opts opt;
-  if (cli_parse("cat", argc, argv, 0, &opt))
-    return CLI_USAGE;
-  if (opt.help) {
-    fputs(cli_help_cat, stdout);
-    cli_opts_free(&opt);
-    return CLI_OK;
-  }
-  if (opt.nargs < 1) {
-    cli_usage_error("cat", "expected at least one FILE");
-    cli_opts_free(&opt);
-    return CLI_USAGE;
-  }
+  int started = cli_start("cat", argc, argv, 0, cli_help_cat, 1, 0, &opt);
+  if (started >= 0)
+    return started;
   int nstdin = 0;
   for (int i = 0; i < opt.nargs; i++)
     nstdin += !strcmp(opt.args[i], "-");
@@ -110,7 +96,7 @@ int cmd_cat(int argc, char **argv) {
   int status = CLI_BAD_INPUT;
   size_t nin = 0;
   cat_ctx c = {0};
-  cli_input *ins = calloc((size_t)opt.nargs, sizeof *ins);
+  cli_input *ins = calloc(opt.nargs > 0 ? (size_t)opt.nargs : 1, sizeof *ins);
   cli_output *o = malloc(sizeof *o);
   if (!ins || !o) {
     fprintf(stderr, "gentrace: out of memory\n");

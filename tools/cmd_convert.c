@@ -31,35 +31,22 @@ static int convert_gen(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_convert(int argc, char **argv) {
   cli_opts opt;
-  if (cli_parse("convert", argc, argv, CLI_F_TO, &opt))
-    return CLI_USAGE;
-  if (opt.help) {
-    fputs(cli_help_convert, stdout);
-    cli_opts_free(&opt);
-    return CLI_OK;
-  }
+  int started =
+      cli_start("convert", argc, argv, CLI_F_TO, cli_help_convert, 1, 1, &opt);
+  if (started >= 0)
+    return started;
   if (opt.to && strcmp(opt.to, "chrome") && strcmp(opt.to, "perfetto")) {
     cli_usage_error(
         "convert", "unknown format '%s' (supported: chrome, perfetto)", opt.to);
     cli_opts_free(&opt);
     return CLI_USAGE;
   }
-  if (opt.nargs != 1) {
-    cli_usage_error("convert", "expected one FILE (or - for stdin)");
-    cli_opts_free(&opt);
-    return CLI_USAGE;
-  }
   int status = CLI_BAD_INPUT, rc;
-  gtp_chrome *ch = NULL;
   cli_input in;
-  cli_output *o = malloc(sizeof *o);
-  if (!o)
-    goto fail_alloc;
-  if (cli_input_open(&in, opt.args[0]))
-    goto fail_input;
-  if (cli_output_open(o, opt.out))
-    goto fail_output;
-  ch = gtp_chrome_new(cli_output_sink, o, 0, 0);
+  cli_output *o;
+  if (cli_io_open(&opt, &in, &o, true) < 0)
+    goto fail_io;
+  gtp_chrome *ch = gtp_chrome_new(cli_output_sink, o, 0, 0);
   if (!ch) {
     fprintf(stderr, "gentrace: out of memory\n");
     goto done;
@@ -79,11 +66,8 @@ done:
   /* With an output error, close reports it and discards the file. */
   if (cli_output_close(o, status == CLI_OK || o->err))
     status = CLI_BAD_INPUT;
-fail_output:
-  cli_input_close(&in);
-fail_input:
-  free(o);
-fail_alloc:
+  cli_io_close(&in, o);
+fail_io:
   cli_opts_free(&opt);
   return status;
 }

@@ -228,39 +228,19 @@ static int dump_each(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_dump(int argc, char **argv) {
   cli_opts opt;
-  if (cli_parse("dump", argc, argv, 0, &opt))
-    return CLI_USAGE;
-  if (opt.help) {
-    fputs(cli_help_dump, stdout);
-    cli_opts_free(&opt);
-    return CLI_OK;
-  }
-  if (opt.nargs != 1) {
-    cli_usage_error("dump", "expected one FILE (or - for stdin)");
-    cli_opts_free(&opt);
-    return CLI_USAGE;
-  }
-  int status = CLI_BAD_INPUT;
+  int started = cli_start("dump", argc, argv, 0, cli_help_dump, 1, 1, &opt);
+  if (started >= 0)
+    return started;
   cli_input in;
-  cli_output *o = malloc(sizeof *o);
-  if (!o)
-    goto fail_alloc;
-  if (cli_input_open(&in, opt.args[0]))
-    goto fail_input;
-  if (cli_output_open(o, opt.out))
-    goto fail_output;
-
-  if (cli_each_gen(&in, dump_each, o))
-    goto done;
-  status = CLI_OK;
-done:
-  if (cli_output_close(o, status == CLI_OK))
-    status = CLI_BAD_INPUT;
-fail_output:
-  cli_input_close(&in);
-fail_input:
-  free(o);
-fail_alloc:
+  cli_output *o;
+  int status = CLI_BAD_INPUT;
+  if (cli_io_open(&opt, &in, &o, true) == 0) {
+    if (cli_each_gen(&in, dump_each, o) == 0)
+      status = CLI_OK;
+    if (cli_output_close(o, status == CLI_OK))
+      status = CLI_BAD_INPUT;
+    cli_io_close(&in, o);
+  }
   cli_opts_free(&opt);
   return status;
 }

@@ -292,26 +292,16 @@ oom:
 
 int cmd_stat(int argc, char **argv) {
   cli_opts opt;
-  if (cli_parse("stat", argc, argv, CLI_F_JSON, &opt))
-    return CLI_USAGE;
-  if (opt.help) {
-    fputs(cli_help_stat, stdout);
-    cli_opts_free(&opt);
-    return CLI_OK;
-  }
-  if (opt.nargs != 1) {
-    cli_usage_error("stat", "expected one FILE (or - for stdin)");
-    cli_opts_free(&opt);
-    return CLI_USAGE;
-  }
+  int started =
+      cli_start("stat", argc, argv, CLI_F_JSON, cli_help_stat, 1, 1, &opt);
+  if (started >= 0)
+    return started;
   int status = CLI_BAD_INPUT;
   stat_ctx st = {0};
   cli_input in;
-  cli_output *o = malloc(sizeof *o);
-  if (!o)
-    goto fail_alloc;
-  if (cli_input_open(&in, opt.args[0]))
-    goto fail_input;
+  cli_output *o;
+  if (cli_io_open(&opt, &in, &o, false) < 0)
+    goto fail_io;
   if (cli_each_gen(&in, stat_gen, &st))
     goto fail_read;
 
@@ -328,10 +318,8 @@ fail_read:
   for (size_t i = 0; i < st.nss; i++)
     free(st.ss[i].gens);
   free(st.ss);
-  cli_input_close(&in);
-fail_input:
-  free(o);
-fail_alloc:
+  cli_io_close(&in, o);
+fail_io:
   cli_opts_free(&opt);
   return status;
 }

@@ -2,6 +2,19 @@
  * as a whole and docs/CLI.md can be checked against them. */
 #include "cli.h"
 
+/* The end every subcommand's help shares: -h, the exit status contract
+ * (docs/CLI.md) and the EXAMPLES heading; HELP_TAIL adds the common -o. */
+#define HELP_EXIT                                                              \
+  "    -h, --help        show this help\n"                                     \
+  "\n"                                                                         \
+  "EXIT STATUS\n"                                                              \
+  "    0 success, 1 bad input or output error, 2 usage error\n"                \
+  "\n"                                                                         \
+  "EXAMPLES\n"
+#define HELP_TAIL                                                              \
+  "    -o, --output OUT  write to OUT (atomically) instead of "                \
+  "stdout\n" HELP_EXIT
+
 const char cli_help_main[] =
     "NAME\n"
     "    gentrace - read, summarize, convert and merge gentrace trace files\n"
@@ -78,14 +91,7 @@ const char cli_help_dump[] =
     "    is always one line. Within a generation events of all threads are\n"
     "    in time order; generations come in file order.\n"
     "\n"
-    "OPTIONS\n"
-    "    -o, --output OUT  write to OUT (atomically) instead of stdout\n"
-    "    -h, --help        show this help\n"
-    "\n"
-    "EXIT STATUS\n"
-    "    0 success, 1 bad input or output error, 2 usage error\n"
-    "\n"
-    "EXAMPLES\n"
+    "OPTIONS\n" HELP_TAIL
     "    gentrace dump trace.gtrace | awk -F'\\t' '$4 == \"log\"'\n"
     "    gentrace dump - < trace.gtrace | cut -f3 | sort | uniq -c\n";
 
@@ -106,15 +112,8 @@ const char cli_help_stat[] =
     "OPTIONS\n"
     "    --json            one JSON object: "
     "{\"sessions\":[...],\"totals\":{...}}\n"
-    "                      (nanosecond times as strings, beside RFC 3339)\n"
-    "    -o, --output OUT  write to OUT (atomically) instead of stdout\n"
-    "    -h, --help        show this help\n"
-    "\n"
-    "EXIT STATUS\n"
-    "    0 success, 1 bad input or output error, 2 usage error\n"
-    "\n"
-    "EXAMPLES\n"
-    "    gentrace stat trace.gtrace\n"
+    "                      (nanosecond times as strings, beside RFC "
+    "3339)\n" HELP_TAIL "    gentrace stat trace.gtrace\n"
     "    gentrace stat --json trace.gtrace | python3 -m json.tool\n";
 
 const char cli_help_convert[] =
@@ -138,14 +137,7 @@ const char cli_help_convert[] =
     "\n"
     "OPTIONS\n"
     "    -t, --to FORMAT   output format: chrome (the default; 'perfetto' is\n"
-    "                      accepted as a synonym)\n"
-    "    -o, --output OUT  write to OUT (atomically) instead of stdout\n"
-    "    -h, --help        show this help\n"
-    "\n"
-    "EXIT STATUS\n"
-    "    0 success, 1 bad input or output error, 2 usage error\n"
-    "\n"
-    "EXAMPLES\n"
+    "                      accepted as a synonym)\n" HELP_TAIL
     "    gentrace convert --to chrome -o trace.json trace.gtrace\n"
     "    curl -s 'http://127.0.0.1:7171/v1/trace?service=api&last=10s' |\n"
     "        gentrace convert --to chrome - > trace.json\n";
@@ -167,13 +159,7 @@ const char cli_help_cat[] =
     "\n"
     "OPTIONS\n"
     "    -o, --output OUT  write to OUT (atomically) instead of stdout; OUT\n"
-    "                      may be one of the inputs\n"
-    "    -h, --help        show this help\n"
-    "\n"
-    "EXIT STATUS\n"
-    "    0 success, 1 bad input or output error, 2 usage error\n"
-    "\n"
-    "EXAMPLES\n"
+    "                      may be one of the inputs\n" HELP_EXIT
     "    gentrace cat -o day.gtrace morning.gtrace afternoon.gtrace\n"
     "    gentrace cat a.gtrace b.gtrace | gentrace stat -\n";
 

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,27 +100,12 @@ void cli_output_puts(cli_output *o, const char *s) {
 }
 
 void cli_output_printf(cli_output *o, const char *fmt, ...) {
-  char small[512];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof small, fmt, ap);
+  int rc = gtp_sink_vprintf(cli_output_sink, o, fmt, ap);
   va_end(ap);
-  if (n < 0)
-    return;
-  if ((size_t)n < sizeof small) {
-    cli_output_write(o, small, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) {
-    o->err = -ENOMEM;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  cli_output_write(o, big, (size_t)n);
-  free(big);
+  if (rc < 0 && !o->err)
+    o->err = rc;
 }
 
 int cli_output_sink(void *ctx, const void *p, size_t n) {
@@ -207,4 +193,30 @@ void cli_output_escaped(cli_output *o, const char *s, size_t n, bool quote) {
     run = p;
   }
   cli_output_write(o, run, (size_t)(p - run));
+}
+
+int cli_io_open(const cli_opts *opt, cli_input *in, cli_output **o,
+                bool open_output) {
+  *o = malloc(sizeof **o);
+  if (*o == NULL) {
+    fprintf(stderr, "gentrace: out of memory\n");
+    return -1;
+  }
+  if (cli_input_open(in, opt->args[0]))
+    goto fail_input;
+  if (open_output && cli_output_open(*o, opt->out))
+    goto fail_output;
+  return 0;
+
+fail_output:
+  cli_input_close(in);
+fail_input:
+  free(*o);
+  *o = NULL;
+  return -1;
+}
+
+void cli_io_close(cli_input *in, cli_output *o) {
+  cli_input_close(in);
+  free(o);
 }

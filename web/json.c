@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chrome.h"
+#include "text.h"
 
 void json_init(json *j, size_t limit) {
   memset(j, 0, sizeof *j);
@@ -80,15 +80,9 @@ void json_arr_end(json *j) {
   close_(j, ']');
 }
 
-static int wbuf_sink(void *ctx, const void *p, size_t n) {
-  gtp_wbuf *b = ctx;
-  gtp_wbuf_put(b, p, n);
-  return b->err;
-}
-
 static void put_quoted(json *j, const char *s, size_t n) {
   gtp_wbuf_put(&j->buf, "\"", 1);
-  gtp_json_escape(wbuf_sink, &j->buf, s, n);
+  gtp_json_escape(gtp_wbuf_sink, &j->buf, s, n);
   gtp_wbuf_put(&j->buf, "\"", 1);
 }
 
@@ -199,37 +193,13 @@ static int hex4(jv *v) {
   return 1;
 }
 
-/* One UTF-8 sequence starting at v->p (first byte >= 0x80), strictly:
- * no overlongs, no surrogates, nothing past U+10FFFF. */
+/* One UTF-8 sequence starting at v->p (first byte >= 0x80), by the
+ * project's one decoder (strict RFC 3629). */
 static int utf8(jv *v) {
-  const unsigned char *p = v->p;
-  unsigned char c = *p;
-  int n;
   uint32_t cp;
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 1;
-    cp = c & 0x1f;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 2;
-    cp = c & 0x0f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 3;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (v->end - p <= n)
-    return 0;
-  for (int i = 1; i <= n; i++) {
-    if ((p[i] & 0xc0) != 0x80)
-      return 0;
-    cp = cp << 6 | (p[i] & 0x3f);
-  }
-  if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-      (cp >= 0xd800 && cp <= 0xdfff))
-    return 0;
-  v->p += n + 1;
-  return 1;
+  size_t n = gtp_utf8_seq(v->p, (size_t)(v->end - v->p), &cp);
+  v->p += n;
+  return n != 0;
 }
 
 static int string_(jv *v) {
@@ -263,6 +233,14 @@ static int string_(jv *v) {
   return 0;
 }
 
+/* One or more decimal digits. */
+static int digits1(jv *v) {
+  const unsigned char *s = v->p;
+  while (v->p < v->end && *v->p >= '0' && *v->p <= '9')
+    v->p++;
+  return v->p != s;
+}
+
 static int number(jv *v) {
   if (v->p < v->end && *v->p == '-')
     v->p++;
@@ -278,20 +256,14 @@ static int number(jv *v) {
   }
   if (v->p < v->end && *v->p == '.') {
     v->p++;
-    const unsigned char *s = v->p;
-    while (v->p < v->end && *v->p >= '0' && *v->p <= '9')
-      v->p++;
-    if (v->p == s)
+    if (!digits1(v))
       return 0;
   }
   if (v->p < v->end && (*v->p == 'e' || *v->p == 'E')) {
     v->p++;
     if (v->p < v->end && (*v->p == '+' || *v->p == '-'))
       v->p++;
-    const unsigned char *s = v->p;
-    while (v->p < v->end && *v->p >= '0' && *v->p <= '9')
-      v->p++;
-    if (v->p == s)
+    if (!digits1(v))
       return 0;
   }
   return 1;

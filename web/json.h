@@ -3,7 +3,7 @@
  * text that comes from elsewhere (a session's tags).
  *
  * The writer tracks nesting and inserts commas itself; strings go through
- * gtp_json_escape (proto/chrome.h), the one escaping routine of the project.
+ * gtp_json_escape (proto/text.h), the one escaping routine of the project.
  * Memory: the buffer grows with realloc (gtp_wbuf); the first failure sticks
  * in json.buf.err and later writes are no-ops, so callers check once.
  */

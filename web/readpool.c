@@ -20,7 +20,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "check.h"
 #include "gtp_error.h"
+#include "text.h"
 
 struct readpool {
   char *path; /* written once before use */
@@ -32,6 +34,24 @@ struct readpool {
   unsigned nidle;
   unsigned open;
 };
+
+/* Lock held. 0, or minus the first invariant broken (1: more open than
+ * size, or more idle than open; 2: an idle slot without its reader). */
+static int pool_check_locked(const readpool *p) {
+  if (p->open > p->size || p->nidle > p->open)
+    return -1;
+  for (unsigned i = 0; i < p->nidle; i++)
+    if (p->idle[i] == NULL)
+      return -2;
+  return 0;
+}
+
+int readpool_check_invariants(readpool *p) {
+  pthread_mutex_lock(&p->lock);
+  int rc = pool_check_locked(p);
+  pthread_mutex_unlock(&p->lock);
+  return rc;
+}
 
 int readpool_new(const char *path, unsigned size, readpool **out,
                  char **cause) {
@@ -67,7 +87,7 @@ fail_fields:
   free(p);
 fail_alloc:
   if (rc == -ENOMEM && cause && !*cause)
-    *cause = strdup("out of memory");
+    gtp_causef(cause, rc, "readpool: out of memory");
   return rc;
 }
 
@@ -96,6 +116,7 @@ int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
   for (;;) {
     if (p->nidle > 0) {
       *out = p->idle[--p->nidle];
+      GTP_ASSERT(pool_check_locked(p) == 0);
       pthread_mutex_unlock(&p->lock);
       return 0;
     }
@@ -125,7 +146,9 @@ int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
 
 void readpool_put(readpool *p, store_reader *r) {
   pthread_mutex_lock(&p->lock);
+  GTP_ASSERT(p->nidle < p->open); /* a reader this pool lent (invariant 2) */
   p->idle[p->nidle++] = r;
+  GTP_ASSERT(pool_check_locked(p) == 0);
   pthread_cond_signal(&p->cond);
   pthread_mutex_unlock(&p->lock);
 }

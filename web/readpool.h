@@ -24,5 +24,8 @@ void readpool_free(readpool *p);
  * error of a new reader. */
 int readpool_get(readpool *p, unsigned wait_ms, store_reader **out);
 void readpool_put(readpool *p, store_reader *r);
+/* 0, or minus the first of readpool.c's invariants that does not hold.
+ * Debug builds also check at every get and put. */
+int readpool_check_invariants(readpool *p);
 
 #endif

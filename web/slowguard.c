@@ -38,6 +38,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "check.h"
+
 struct slowguard_conn {
   /* Written once at start. */
   int fd;
@@ -60,6 +62,28 @@ struct slowguard {
   int stop;
   atomic_uint_fast64_t cuts;
 };
+
+/* Lock held. 0, or -1 when the tracker list is not a well-formed doubly
+ * linked list (invariant 1: every open connection's tracker is in it once),
+ * -3 when a cut flag is neither 0 nor 1. */
+static int guard_check_locked(const slowguard *g) {
+  const slowguard_conn *prev = NULL;
+  for (const slowguard_conn *c = g->head; c != NULL; c = c->next) {
+    if (c->prev != prev)
+      return -1;
+    if (c->cut != 0 && c->cut != 1)
+      return -3;
+    prev = c;
+  }
+  return 0;
+}
+
+int slowguard_check_invariants(slowguard *g) {
+  pthread_mutex_lock(&g->lock);
+  int rc = guard_check_locked(g);
+  pthread_mutex_unlock(&g->lock);
+  return rc;
+}
 
 static int64_t mono_ns(void) {
   struct timespec ts;
@@ -158,6 +182,7 @@ slowguard_conn *slowguard_conn_started(slowguard *g, int fd) {
   if (g->head)
     g->head->prev = c;
   g->head = c;
+  GTP_ASSERT(guard_check_locked(g) == 0);
   pthread_mutex_unlock(&g->lock);
   return c;
 }
@@ -172,6 +197,7 @@ void slowguard_conn_closed(slowguard *g, slowguard_conn *c) {
     g->head = c->next;
   if (c->next)
     c->next->prev = c->prev;
+  GTP_ASSERT(guard_check_locked(g) == 0);
   pthread_mutex_unlock(&g->lock);
   free(c);
 }

@@ -31,6 +31,10 @@ void slowguard_send_by(slowguard_conn *c, int64_t deadline_ns);
 /* The guard's clock (CLOCK_MONOTONIC, ns). */
 int64_t slowguard_now_ns(void);
 
+/* 0, or minus the first of slowguard.c's invariants that does not hold.
+ * Debug builds also check at every connection start and close. */
+int slowguard_check_invariants(slowguard *g);
+
 /* Connections cut so far for slow request headers. */
 uint64_t slowguard_cuts(slowguard *g);
 

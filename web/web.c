@@ -72,25 +72,25 @@ void web_log(web_server *w, int level, const char *fmt, ...) {
     return;
   }
   static const char *const names[] = {"info", "warn", "error"};
-  char ts[HTTPTIME_RFC3339_LEN];
-  httptime_format(httptime_now_ns(), ts);
-  fprintf(stderr, "ts=%s level=%s %s\n", ts,
-          names[level < 0   ? 0
-                : level > 2 ? 2
-                            : level],
-          line);
+  char head[96];
+  gtp_logfmt_prefix(head, sizeof head, httptime_now_ns(),
+                    names[level < 0   ? 0
+                          : level > 2 ? 2
+                                      : level]);
+  fprintf(stderr, "%s %s\n", head, line);
 }
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
   web_server *w = cls;
-  char msg[512];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  /* MHD ends its messages with a newline and may use quotes; logfmt wants
-   * one line with the value quoted. */
-  for (char *p = msg; *p; p++)
-    if (*p == '\n' || *p == '"')
-      *p = *p == '"' ? '\'' : ' ';
-  web_log(w, 1, "msg=\"http: %s\"", msg);
+  char msg[512], q[640];
+  int n = snprintf(msg, sizeof msg, "http: ");
+  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  /* MHD ends its messages with a newline; the value is quoted and escaped
+   * by the project's one logfmt rule (proto/text.h). */
+  size_t len = strlen(msg);
+  while (len > 0 && msg[len - 1] == '\n')
+    msg[--len] = '\0';
+  web_log(w, 1, "msg=%s", gtp_logfmt_quote(q, sizeof q, msg));
 }
 
 /* ----------------------------------------------------------- responses */
@@ -359,12 +359,10 @@ int web_arg_time(web_req *r, const char *name, int64_t *out) {
   const char *v = web_arg(r, name);
   if (!v)
     return 0;
-  if (httptime_parse(v, r->now_ns, out) == 0)
+  const char *why = NULL;
+  if (gtp_time_parse(v, r->now_ns, out, &why) == 0)
     return 1;
-  web_error(r, 400, "bad_parameter",
-            "%s: not a time (use RFC 3339 like 2026-01-22T03:12:00Z, unix "
-            "nanoseconds, or relative like -30s or now)",
-            name);
+  web_error(r, 400, "bad_parameter", "%s: %s", name, why);
   return -1;
 }
 
@@ -447,15 +445,6 @@ void web_reader_put(web_req *r, store_reader *sr) {
 
 /* ---------------------------------------------------------------- auth */
 
-/* Invariant 4: the time depends only on the lengths, never on where the
- * first difference is. */
-static int token_equal(const char *a, size_t alen, const char *b, size_t blen) {
-  unsigned char diff = (unsigned char)(alen != blen);
-  for (size_t i = 0; i < blen; i++)
-    diff |= (unsigned char)(a[i < alen ? i : 0] ^ b[i]);
-  return alen > 0 && diff == 0;
-}
-
 /* The client's address as text, for log lines. */
 static void peer_name(struct MHD_Connection *conn, char *out, size_t cap) {
   const union MHD_ConnectionInfo *ci =
@@ -518,7 +507,9 @@ static int authorized(web_req *r) {
     t = web_arg(r, "token");
   if (t) {
     sent = 1;
-    ok = token_equal(t, strlen(t), w->read_token, w->read_token_len);
+    /* Invariant 4: gtp_ct_equal's time depends only on the token's
+     * length. */
+    ok = gtp_ct_equal(t, strlen(t), w->read_token, w->read_token_len);
   }
   if (!ok)
     auth_failed(r, sent);
@@ -564,18 +555,7 @@ static enum MHD_Result healthz(web_req *r) {
   return web_reply_json(r, ok ? 200 : 503, &j);
 }
 
-static void put_metric(gtp_wbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void put_metric(gtp_wbuf *b, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    gtp_wbuf_put(b, line,
-                 (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
+#define put_metric gtp_wbuf_printf /* the text layer's formatted append */
 
 static void web_metrics_bounds(web_server *w, gtp_wbuf *b);
 

@@ -143,10 +143,9 @@ enum MHD_Result web_feed(web_req *r) {
      * back instead of replaying everything (store_read_feed_since finds
      * the spot with an index search). */
     int64_t since = 0;
-    if (httptime_parse(sv, r->now_ns, &since) != 0)
-      return web_error(r, 400, "bad_parameter",
-                       "since: not a time (RFC 3339, unix ns, or relative "
-                       "like -1m)");
+    const char *why = NULL;
+    if (gtp_time_parse(sv, r->now_ns, &since, &why) != 0)
+      return web_error(r, 400, "bad_parameter", "since: %s", why);
     int64_t cur = 0;
     if (since < 0)
       since = 0; /* before 1970: everything (and < 0 means "newest" below) */

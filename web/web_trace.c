@@ -675,6 +675,17 @@ static void fmt_size(char *out, size_t cap, uint64_t b) {
     snprintf(out, cap, "%" PRIu64 " bytes", b);
 }
 
+/* A download's slot (web_dl_slot_take) and a pooled reader; NULL with the
+ * answer queued (and the slot given back) when either is not to be had. */
+static store_reader *dl_begin(web_req *r) {
+  if (web_dl_slot_take(r) < 0)
+    return NULL;
+  store_reader *sr = web_reader_get(r);
+  if (!sr)
+    web_dl_slot_put(r->w);
+  return sr;
+}
+
 enum MHD_Result web_trace(web_req *r) {
   static const char *const allowed[] = {"session", "service", "host",   "from",
                                         "to",      "last",    "format", NULL};
@@ -721,13 +732,9 @@ enum MHD_Result web_trace(web_req *r) {
   if (from >= to)
     return web_error(r, 400, "bad_parameter",
                      "from: must be before to (the window is [from, to))");
-  if (web_dl_slot_take(r) < 0)
+  store_reader *sr = dl_begin(r);
+  if (!sr)
     return r->ret;
-  store_reader *sr = web_reader_get(r);
-  if (!sr) {
-    web_dl_slot_put(w);
-    return r->ret;
-  }
   win_ctx *c = calloc(1, sizeof *c);
   if (!c) {
     web_reader_put(r, sr);
@@ -818,13 +825,9 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
                      "no such path: %.200s (generation must be a number)",
                      r->url);
   web_server *w = r->w;
-  if (web_dl_slot_take(r) < 0)
+  store_reader *sr = dl_begin(r);
+  if (!sr)
     return r->ret;
-  store_reader *sr = web_reader_get(r);
-  if (!sr) {
-    web_dl_slot_put(w);
-    return r->ret;
-  }
   one_ctx c = {.want = g};
   int rc = store_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
                                    one_row, &c);

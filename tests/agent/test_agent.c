@@ -228,8 +228,8 @@ static void test_agent__every_event_arrives_once_in_order(void **state) {
   assert_int_equal(st.conn_state, GT_CONN_OFF);
   /* Every event call counts, gt_thread_name("main") included. */
   assert_int_equal(st.events_written, 4 * 20000 * 4 + 1);
-  assert_int_equal(st.events_delivered + st.events_dropped +
-                       st.events_evicted + st.events_rejected,
+  assert_int_equal(st.events_delivered + st.events_dropped + st.events_evicted +
+                       st.events_rejected,
                    st.events_written);
   rx_stop(r);
   tally t;

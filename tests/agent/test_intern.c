@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -179,6 +180,39 @@ static void test_stacktab__dedups_by_frames(void **state) {
   gt__stacktab_fini(&t);
 }
 
+/* One table serves strings and stacks; its bookkeeping is checked after
+ * use, and a broken bookkeeping is reported (the check can fail). */
+static void
+test_itab__invariants_hold_and_a_broken_table_is_caught(void **state) {
+  (void)state;
+  gt__strtab s;
+  gt__stacktab k;
+  assert_int_equal(gt__strtab_init(&s, 16, 256), 0);
+  assert_int_equal(gt__stacktab_init(&k, 16, 64), 0);
+  const char *c;
+  const uint64_t *kc;
+  uint64_t pcs[4] = {10, 20, 30, 40};
+  for (int i = 0; i < 20; i++) { /* past max_ents: full tables answer 0 */
+    char name[16];
+    snprintf(name, sizeof name, "name-%d", i);
+    gt__strtab_intern(&s, name, strlen(name), &c);
+    pcs[0] = (uint64_t)i;
+    gt__stacktab_intern(&k, pcs, 4, gt__stack_hash(pcs, 4), &kc);
+  }
+  assert_int_equal(gt__itab_check_invariants(&s), 0);
+  assert_int_equal(gt__itab_check_invariants(&k), 0);
+  assert_int_equal(s.n, 16);
+  assert_int_equal(k.n, 16);
+  s.arena_len--; /* a copy no longer where the arena says */
+  assert_int_equal(gt__itab_check_invariants(&s), -1);
+  s.arena_len++;
+  k.slots[0] = 99; /* a slot naming no entry */
+  assert_int_equal(gt__itab_check_invariants(&k), -3);
+  k.slots[0] = 0;
+  gt__strtab_fini(&s);
+  gt__stacktab_fini(&k);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strtab__same_bytes_same_id_until_reset),
@@ -189,6 +223,7 @@ int main(void) {
       cmocka_unit_test(
           test_strcache__shorter_string_before_unmapped_page_misses),
       cmocka_unit_test(test_stacktab__dedups_by_frames),
+      cmocka_unit_test(test_itab__invariants_hold_and_a_broken_table_is_caught),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

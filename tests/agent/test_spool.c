@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "check.h"
 #include "spool.h"
 
 static gt__gen *mk(uint64_t gen, size_t bytes, uint64_t events,
@@ -117,7 +118,27 @@ static void test_spool__oversized_newcomer_evicts_itself(void **state) {
   gt__spool_fini(&sp);
 }
 
+/* The spool's bookkeeping holds through add, send, ack and eviction, and a
+ * byte count that drifted from the bodies held is caught. */
+static void test_spool__check_invariants_catches_drifted_bytes(void **state) {
+  (void)state;
+  gt__spool sp;
+  assert_int_equal(gt__spool_init(&sp, 250), 0);
+  gt__spool_add(&sp, mk(1, 100, 5, 0));
+  gt__spool_add(&sp, mk(2, 100, 6, 0));
+  gt__gen *g = gt__spool_next(&sp);
+  gt__spool_ack(&sp, g->gen);
+  gt__spool_add(&sp, mk(3, 100, 7, 0));
+  assert_int_equal(gt__spool_check_invariants_locked(&sp), 0);
+  sp.bytes += 1;
+  assert_int_equal(gt__spool_check_invariants_locked(&sp), -4);
+  sp.bytes -= 1;
+  gt__spool_unref(&sp, g);
+  gt__spool_fini(&sp);
+}
+
 int main(void) {
+  gtp_check_set_hook(gtp_check_abort); /* debug builds: stop at a break */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(
           test_spool__full_evicts_oldest_queued_and_carries_ledger),
@@ -125,6 +146,7 @@ int main(void) {
       cmocka_unit_test(test_spool__reject_carries_events_and_frozen_ledger),
       cmocka_unit_test(test_spool__welcome_last_gen_marks_only_sent),
       cmocka_unit_test(test_spool__oversized_newcomer_evicts_itself),
+      cmocka_unit_test(test_spool__check_invariants_catches_drifted_bytes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

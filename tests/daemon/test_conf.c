@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "check.h"
 #include "conf.h"
 #include "gtp_error.h"
 
@@ -64,6 +65,8 @@ static void test_conf_parse_size__garbage_is_badarg(void **state) {
   assert_int_equal(v, 7);
 }
 
+static void expect_text_error(const char *text, const char *want);
+
 static void test_conf_parse_duration__units(void **state) {
   int64_t ns;
   assert_int_equal(conf_parse_duration("30s", &ns), 0);
@@ -76,8 +79,23 @@ static void test_conf_parse_duration__units(void **state) {
   assert_int_equal(ns, 7 * 86400000000000ll);
   assert_int_equal(conf_parse_duration("250ms", &ns), 0);
   assert_int_equal(ns, 250000000ll);
-  assert_int_equal(conf_parse_duration("12", &ns), 0);
-  assert_int_equal(ns, 12000000000ll);
+  assert_int_equal(conf_parse_duration("1h30m", &ns), 0);
+  assert_int_equal(ns, 5400000000000ll);
+  assert_int_equal(conf_parse_duration("1.5s", &ns), 0);
+  assert_int_equal(ns, 1500000000ll);
+  assert_int_equal(conf_parse_duration("0", &ns), 0);
+  assert_int_equal(ns, 0);
+}
+
+/* Issue 13: one duration grammar everywhere; a bare number is ambiguous
+ * (seconds? minutes?) and refused, with a hint naming the unit to add. */
+static void
+test_conf_parse_duration__bare_number_is_refused_with_hint(void **state) {
+  int64_t ns = 7;
+  assert_int_equal(conf_parse_duration("12", &ns), GTP_E_BADARG);
+  assert_int_equal(ns, 7);
+  expect_text_error("retain = 3600\n",
+                    "etc/g.conf:1: retain: \"3600\" has no unit: write 3600s");
 }
 
 static void test_conf_parse_duration__garbage_is_badarg(void **state) {
@@ -272,13 +290,35 @@ static void test_conf_parse_args__missing_config_file_names_it(void **state) {
   expect_arg_error("/nonexistent/gentraced.conf: No such file", argc, argv);
 }
 
+/* Defaults and parsed values stay within the option table's bounds; a
+ * value forced past them is reported (the check can fail). */
+static void
+test_conf_check_invariants__defaults_parsed_and_broken(void **state) {
+  conf c;
+  conf_init(&c);
+  assert_int_equal(conf_check_invariants(&c), 0);
+  char *argv[] = {"gentraced",   "--retain", "1h30m",
+                  "--max-frame", "512K",     NULL};
+  char *cause = NULL;
+  assert_int_equal(conf_parse_args(&c, 5, argv, &cause), CONF_RUN);
+  assert_int_equal(c.retain_ns, 5400 * 1000000000ll);
+  assert_int_equal(conf_check_invariants(&c), 0);
+  c.max_frame = 1;
+  assert_int_equal(conf_check_invariants(&c), -2);
+  conf_fini(&c);
+}
+
 int main(void) {
+  gtp_check_set_hook(gtp_check_abort); /* debug builds: stop at a break */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conf_init__defaults_match_design),
+      cmocka_unit_test(test_conf_check_invariants__defaults_parsed_and_broken),
       cmocka_unit_test(test_conf_parse_size__suffixes),
       cmocka_unit_test(test_conf_parse_size__garbage_is_badarg),
       cmocka_unit_test(test_conf_parse_duration__units),
       cmocka_unit_test(test_conf_parse_duration__garbage_is_badarg),
+      cmocka_unit_test(
+          test_conf_parse_duration__bare_number_is_refused_with_hint),
       cmocka_unit_test(test_conf_parse_addr__forms),
       cmocka_unit_test(test_conf_parse_args__flags_both_forms),
       cmocka_unit_test(test_conf_parse_args__help_and_version),

@@ -2,11 +2,8 @@
 # starts is recorded by PID and stopped on exit; readiness comes from the
 # daemon's `listening` log line, never from a bare sleep.
 set -u
-: "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-GENTRACED=$top_builddir/daemon/gentraced
-DEMO=$top_builddir/examples/gentrace-demo
-GENTRACE=$top_builddir/tools/gentrace
+. "$top_srcdir/tests/lib/common.sh"
 T=$(mktemp -d "${TMPDIR:-/tmp}/gt-int-XXXXXX")
 PIDS=""
 
@@ -26,19 +23,8 @@ trap cleanup EXIT
 
 fail() {
 	echo "FAIL: $*" >&2
-	for f in "$T"/*.log; do
-		[ -f "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }
-	done
+	show_logs 30
 	exit 1
-}
-
-skip_unless() {
-	for b in "$@"; do
-		command -v "$b" >/dev/null 2>&1 || [ -x "$b" ] || {
-			echo "SKIP: $b not available"
-			exit 77
-		}
-	done
 }
 
 # start_daemon LOG [ARGS...]: starts gentraced, sets DPID AGENT HTTP.

@@ -110,9 +110,8 @@ static void test_crc32c__interleaved_blocks_match_reference(void **state) {
   assert_non_null(buf);
   for (size_t i = 0; i < cap; i++)
     buf[i] = (uint8_t)rng();
-  const size_t lens[] = {BLK3 - 1,     BLK3,         BLK3 + 1,
-                         BLK3 + 7,     2 * BLK3 - 1, 2 * BLK3,
-                         2 * BLK3 + 9, 4 * BLK3};
+  const size_t lens[] = {BLK3 - 1,     BLK3,     BLK3 + 1,     BLK3 + 7,
+                         2 * BLK3 - 1, 2 * BLK3, 2 * BLK3 + 9, 4 * BLK3};
   for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
     for (size_t off = 0; off < 8; off += 3) {
       uint32_t start = (uint32_t)rng();

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "check.h"
 #include "frame.h"
 #include "varint.h"
 
@@ -1031,8 +1032,49 @@ static void test_frame_decoder__random_streams_never_crash(void **s) {
   assert_true(errors > 0);
 }
 
+/* The incremental decoder's state stays within its invariants whatever the
+ * split of the input, and a decoder holding a buffer over its limit is
+ * reported (the check can fail). */
+static void test_frame_decoder__invariants_hold_for_every_split(void **state) {
+  (void)state;
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  uint8_t rec[300];
+  memset(rec, 7, sizeof rec);
+  assert_int_equal(gtp_frame_ack_encode(&b, 5), 0);
+  assert_int_equal(gtp_frame_batch_encode(&b, 9, rec, sizeof rec), 0);
+  assert_int_equal(gtp_frame_heartbeat_encode(&b), 0);
+  for (size_t step = 1; step <= b.len; step += 7) {
+    gtp_frame_decoder d;
+    gtp_frame_decoder_init(&d, 0);
+    size_t off = 0;
+    int frames = 0;
+    while (off < b.len) {
+      size_t n = b.len - off < step ? b.len - off : step, used;
+      gtp_frame f;
+      int rc = gtp_frame_decoder_feed(&d, b.data + off, n, &used, &f);
+      assert_true(rc >= 0);
+      assert_int_equal(gtp_frame_decoder_check_invariants(&d), 0);
+      frames += rc;
+      off += used;
+    }
+    assert_int_equal(frames, 3);
+    gtp_frame_decoder_fini(&d);
+  }
+  gtp_frame_decoder d;
+  gtp_frame_decoder_init(&d, 1024);
+  d.hdr_have = GTP_FRAME_HEADER_SIZE;
+  d.len = 4096; /* over max: never allocated by the decoder itself */
+  d.buf = malloc(1);
+  assert_int_equal(gtp_frame_decoder_check_invariants(&d), -1);
+  gtp_frame_decoder_fini(&d);
+  gtp_wbuf_fini(&b);
+}
+
 int main(void) {
+  gtp_check_set_hook(gtp_check_abort); /* debug builds: stop at a break */
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_frame_decoder__invariants_hold_for_every_split),
       cmocka_unit_test(test_frame_name__known_and_unknown),
       cmocka_unit_test(test_frame_header_put__little_endian_length_then_type),
       cmocka_unit_test(test_frame_hello__max_fields_and_empty_token_round_trip),

@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "check.h"
 #include "gtp_error.h"
 #include "store_pin.h"
 
@@ -111,9 +112,26 @@ static void test_store_pins__concurrent_use_keeps_min_consistent(void **state) {
   store_pins_free(r.p);
 }
 
+/* The slot count matches the used slots through add and remove churn. */
+static void test_store_pins__check_invariants_through_churn(void **state) {
+  (void)state;
+  store_pins *p = store_pins_new();
+  assert_non_null(p);
+  int h[100];
+  for (int i = 0; i < 100; i++)
+    h[i] = store_pins_add(p, i);
+  for (int i = 0; i < 100; i += 3)
+    store_pins_remove(p, h[i]);
+  store_pins_remove(p, h[0]); /* twice: ignored, the count stays right */
+  assert_int_equal(store_pins_check_invariants(p), 0);
+  store_pins_free(p);
+}
+
 int main(void) {
+  gtp_check_set_hook(gtp_check_abort); /* debug builds: stop at a break */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_store_pins__empty_min_is_int64_max),
+      cmocka_unit_test(test_store_pins__check_invariants_through_churn),
       cmocka_unit_test(test_store_pins__min_follows_add_move_remove),
       cmocka_unit_test(test_store_pins__full_set_is_limit_then_reusable),
       cmocka_unit_test(test_store_pins__bad_handles_are_ignored),

@@ -5,11 +5,8 @@
 # line and from /metrics, never from a bare sleep; the sleeps that remain
 # pace a scenario (how long a phase lasts), they do not wait for readiness.
 set -u
-: "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-GENTRACED=$top_builddir/daemon/gentraced
-DEMO=$top_builddir/examples/gentrace-demo
-GENTRACE=$top_builddir/tools/gentrace
+. "$top_srcdir/tests/lib/common.sh"
 EMITTER=$top_builddir/tests/system/emitter
 SYSDIR=$top_srcdir/tests/system
 PY=python3
@@ -41,20 +38,9 @@ elapsed() { echo "$(date +%s.%N) - $T0" | bc 2>/dev/null || echo 0; }
 
 die() {
 	echo "FAIL: $*" >&2
-	for f in "$T"/*.log; do
-		[ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
-	done
+	show_logs 20
 	FAILED=1
 	exit 1
-}
-
-skip_unless() {
-	for b in "$@"; do
-		command -v "$b" >/dev/null 2>&1 || [ -x "$b" ] || {
-			echo "SKIP: $b not available"
-			exit 77
-		}
-	done
 }
 
 forget_pid() {

@@ -3,7 +3,7 @@
 // lost (ledger totals, and loss in the last minute), filterable.
 'use strict';
 
-import { h, fmtAgo, fmtBytes, fmtCount, serverNowMs, hashLink } from './api.js';
+import { h, fmtAgo, fmtBytes, fmtCount, serverNowMs, hashLink, onNextFrame } from './api.js';
 import { fleet } from './store.js';
 
 // A session that committed nothing for this long while "connected" is
@@ -132,15 +132,7 @@ export function fleetView(root, params, crumbs) {
       : (services.length === 0 ? 'Nothing matches the filter.' : '');
   }
 
-  let queued = false;
-  const schedule = () => {
-    if (queued) return;
-    queued = true;
-    requestAnimationFrame(() => {
-      queued = false;
-      render();
-    });
-  };
+  const schedule = onNextFrame(render);
   const unsub = fleet.subscribe(schedule);
   // "last seen" and the rates age even when nothing arrives.
   const tick = setInterval(schedule, 1000);

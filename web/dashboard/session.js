@@ -6,7 +6,7 @@
 
 import {
   h, getJSON, fmtAgo, fmtBytes, fmtCount, fmtClock, fmtDateTime, fmtDur,
-  serverNowMs, hashLink, windowRoute, msToNs, api,
+  serverNowMs, hashLink, windowRoute, msToNs, api, onNextFrame,
 } from './api.js';
 import { fleet } from './store.js';
 
@@ -298,17 +298,11 @@ export function sessionView(root, id, params, crumbs) {
     }
   }
 
-  let queued = false;
-  const schedule = () => {
-    if (queued) return;
-    queued = true;
-    requestAnimationFrame(() => {
-      queued = false;
-      renderHead();
-      renderTable();
-      draw();
-    });
-  };
+  const schedule = onNextFrame(() => {
+    renderHead();
+    renderTable();
+    draw();
+  });
   const unsub = fleet.subscribe(schedule);
   // The time axis follows the clock even between generations.
   const tick = setInterval(schedule, 500);

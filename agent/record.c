@@ -1,0 +1,532 @@
+/* record.c: recording events: the thread registry and the hot path behind
+ * every gt_ event call (gt_region_begin ... gt_thread_name). Keeps
+ * invariants 1, 4, 5 and 6 of agent.c: a thread announces itself (odd seq)
+ * before it reads the stamp, writes without locks, syscalls or allocation
+ * while its buffer has room, and counts every call once.
+ */
+#include "config.h"
+
+#include "agent_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "varint.h"
+
+/* ----------------------------------------------------- thread registry */
+
+void thread_free_locked(gt__thread *t) {
+  uint64_t w = atomic_load_explicit(&t->written, memory_order_relaxed);
+  uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+  folded_written += w;
+  folded_dropped += d;
+  for (gt__thread **pp = &reg_head; *pp != NULL; pp = &(*pp)->next)
+    if (*pp == t) {
+      *pp = t->next;
+      break;
+    }
+  free(t);
+}
+
+/* Frees every thread that exited and holds no buffer (invariant 6). */
+void thread_reap_locked(void) {
+  for (gt__thread *t = reg_head, *n; t != NULL; t = n) {
+    n = t->next;
+    if (atomic_load_explicit(&t->dead, memory_order_acquire) &&
+        atomic_load_explicit(&t->bufs[0], memory_order_relaxed) == NULL &&
+        atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL)
+      thread_free_locked(t);
+  }
+}
+
+static void thread_dtor(void *p) {
+  gt__thread *t = p;
+  tls_self = DEAD_THREAD;
+  /* dead is set under reg_lock: the sealer frees dead threads under the
+   * same lock, so t stays valid until we release it. The release store also
+   * orders every event this thread wrote before the sealer's acquire. */
+  pthread_mutex_lock(&reg_lock);
+  atomic_store_explicit(&t->dead, 1, memory_order_release);
+  if (atomic_load_explicit(&t->bufs[0], memory_order_relaxed) == NULL &&
+      atomic_load_explicit(&t->bufs[1], memory_order_relaxed) == NULL &&
+      !agent_running)
+    thread_free_locked(t);
+  pthread_mutex_unlock(&reg_lock);
+}
+
+static void reg_key_make(void) {
+  reg_key_made = pthread_key_create(&reg_key, thread_dtor) == 0;
+}
+
+static __attribute__((noinline)) gt__thread *thread_register(void) {
+  if (tls_self == DEAD_THREAD)
+    return NULL;
+  /* Off: do not allocate for threads of a process that is not tracing. */
+  if (atomic_load_explicit(&stamp_now, memory_order_relaxed) == 0)
+    return NULL;
+  gt__thread *t = calloc(1, sizeof *t);
+  if (t == NULL)
+    return NULL;
+  t->tid = (uint64_t)syscall(SYS_gettid);
+  pthread_once(&reg_once, reg_key_make);
+  pthread_setspecific(reg_key, t);
+  pthread_mutex_lock(&reg_lock);
+  t->index = reg_next_index++;
+  t->next = reg_head;
+  reg_head = t;
+  pthread_mutex_unlock(&reg_lock);
+  tls_self = t;
+  return t;
+}
+
+/* ------------------------------------------------------------ hot path */
+
+/* Enters the write section of registered thread t; returns the stamp, or 0
+ * (off, nested from a signal handler) with the section left. No call: the
+ * named-event fast path relies on it. */
+static inline uint64_t enter_t(gt__thread *t) {
+  /* A signal handler interrupting a section would make seq even while the
+   * interrupted write is still going on: drop such nested events. */
+  if (UNLIKELY(t->seq_local & 1))
+    return 0;
+  uint64_t s = ++t->seq_local;
+#if GT_TSAN
+  atomic_store_explicit(&t->seq, s, memory_order_seq_cst);
+  uint64_t g = atomic_load_explicit(&stamp_now, memory_order_seq_cst);
+#else
+  atomic_store_explicit(&t->seq, s, memory_order_relaxed);
+  /* Invariant 1: the sealer's membarrier orders this store before our load;
+   * without it we pay for a full fence. */
+  if (UNLIKELY(use_fence))
+    atomic_thread_fence(memory_order_seq_cst);
+  else
+    atomic_signal_fence(memory_order_seq_cst);
+  uint64_t g = atomic_load_explicit(&stamp_now, memory_order_acquire);
+#endif
+  if (UNLIKELY(g == 0)) {
+    atomic_store_explicit(&t->seq, ++t->seq_local, memory_order_release);
+    return 0;
+  }
+  t->written_local++;
+  atomic_store_explicit(&t->written, t->written_local, memory_order_relaxed);
+  return g;
+}
+
+/* Enters the write section; returns the thread with *stamp set, or NULL
+ * (off, dead, nested from a signal handler) with the section left. */
+static inline gt__thread *enter(uint64_t *stamp) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    if (t == DEAD_THREAD)
+      return NULL;
+    t = thread_register();
+    if (t == NULL)
+      return NULL;
+  }
+  uint64_t g = enter_t(t);
+  if (g == 0)
+    return NULL;
+  *stamp = g;
+  return t;
+}
+
+static inline void leave(gt__thread *t) {
+  /* Release: the events written happen-before the sealer's acquire of seq. */
+  atomic_store_explicit(&t->seq, ++t->seq_local, memory_order_release);
+}
+
+static uint32_t intern_slow(gt__thread *t, uint64_t stamp, const char *s,
+                            gt__strcache_ent *e) {
+  size_t len = strlen(s);
+  const char *copy = NULL;
+  uint32_t id = gt__strtab_intern(&A.str[stamp & 1], s, len, &copy);
+  if (id != 0 && len <= GTP_STRING_MAX) {
+    e->key = s;
+    e->copy = copy;
+    e->stamp = stamp;
+    e->len = (uint32_t)len;
+    e->id = id;
+  }
+  (void)t;
+  return id;
+}
+
+static inline uint32_t intern(gt__thread *t, uint64_t stamp, const char *s) {
+  if (s == NULL)
+    return 0;
+  gt__strcache_ent *e = &t->scache[gt__strcache_slot(s)];
+  uint32_t id = gt__strcache_get(e, s, stamp);
+  if (LIKELY(id != 0))
+    return id;
+  return intern_slow(t, stamp, s, e);
+}
+
+/* Varint for the hot path: tick deltas and string ids nearly always fit one
+ * byte (a tick is <= 32 ns, ids are per generation), sometimes two; the
+ * general loop stays for the rest. Same bytes as gtp_uvarint_put. */
+static inline uint8_t *put_uv(uint8_t *p, uint64_t v) {
+  if (LIKELY(v < 0x80)) {
+    p[0] = (uint8_t)v;
+    return p + 1;
+  }
+  if (v < 0x4000) {
+    p[0] = (uint8_t)(v | 0x80);
+    p[1] = (uint8_t)(v >> 7);
+    return p + 2;
+  }
+  return p + gtp_uvarint_put(p, v);
+}
+
+static inline uint8_t *put_head_at(gt__buf *b, uint8_t type, uint64_t now) {
+  /* Ticks may step back a little when a thread migrates between cores. */
+  uint64_t d = now > b->last_ticks ? now - b->last_ticks : 0;
+  if (now > b->last_ticks)
+    b->last_ticks = now;
+  uint8_t *p = b->pos;
+  *p++ = type;
+  return put_uv(p, d);
+}
+
+static inline uint8_t *put_head(gt__buf *b, uint8_t type) {
+  return put_head_at(b, type, gt__ticks());
+}
+
+static inline void put_done(gt__buf *b, uint8_t *p) {
+  b->pos = p;
+  b->nevents++;
+}
+
+/* Refill: the current buffer is missing, of another stamp, or full. */
+static __attribute__((noinline)) gt__buf *refill(gt__thread *t, uint64_t stamp,
+                                                 size_t need) {
+  unsigned par = stamp & 1;
+  gt__buf *b = atomic_load_explicit(&t->bufs[par], memory_order_relaxed);
+  if (b != NULL) {
+    if (b->gen == stamp) {
+      if ((size_t)(b->end - b->pos) >= need)
+        return b;
+      gt__buf *h = atomic_load_explicit(&A.full[par], memory_order_relaxed);
+      do
+        b->next = h;
+      while (!atomic_compare_exchange_weak_explicit(
+          &A.full[par], &h, b, memory_order_release, memory_order_relaxed));
+    } else {
+      /* Left behind by a sealer that gave up waiting for us (see seal()):
+       * its generation is gone, so its events count as dropped. */
+      t->dropped_local += b->nevents - b->nlost;
+      atomic_store_explicit(&t->dropped, t->dropped_local,
+                            memory_order_relaxed);
+      gt__pool_put(&A.pool, b);
+    }
+    atomic_store_explicit(&t->bufs[par], NULL, memory_order_relaxed);
+  }
+  b = gt__pool_get(&A.pool);
+  if (b == NULL)
+    return NULL;
+  int signal = 0;
+  size_t held = atomic_fetch_add_explicit(&A.gen_bytes[par], GT_BUF_SIZE,
+                                          memory_order_relaxed) +
+                GT_BUF_SIZE;
+  /* One writer wins the exchange, so the cut is asked for once. */
+  if (held >= A.cut_bytes &&
+      !atomic_exchange_explicit(&A.cut_signalled[par], 1, memory_order_relaxed))
+    signal = 1;
+  if (signal) {
+    atomic_store_explicit(&A.cut_req, 1, memory_order_relaxed);
+    uint64_t one = 1;
+    (void)!write(A.wake_fd, &one, sizeof one);
+  }
+  b->gen = stamp;
+  b->tid = t->tid;
+  b->base_ticks = b->last_ticks = gt__ticks();
+  if (t->lost_pending > 0) {
+    uint8_t *p = put_head(b, GTP_EV_LOST);
+    p += gtp_uvarint_put(p, t->lost_pending);
+    put_done(b, p);
+    b->nlost++;
+    t->lost_pending = 0;
+  }
+  if (t->name_len > 0) {
+    /* Repeat the thread's name so every generation names its threads. */
+    uint32_t id = intern(t, stamp, t->name);
+    uint8_t *p = put_head(b, GTP_EV_THREAD_NAME);
+    p += gtp_uvarint_put(p, id);
+    put_done(b, p);
+    b->nlost++; /* synthetic: not an event the caller wrote */
+  }
+  atomic_store_explicit(&t->bufs[par], b, memory_order_relaxed);
+  return b;
+}
+
+static inline gt__buf *buf_get(gt__thread *t, uint64_t stamp, size_t need) {
+  gt__buf *b = atomic_load_explicit(&t->bufs[stamp & 1], memory_order_relaxed);
+  if (LIKELY(b != NULL && b->gen == stamp && (size_t)(b->end - b->pos) >= need))
+    return b;
+  b = refill(t, stamp, need);
+  if (b == NULL) {
+    t->dropped_local++;
+    t->lost_pending++;
+    atomic_store_explicit(&t->dropped, t->dropped_local, memory_order_relaxed);
+  }
+  return b;
+}
+
+/* The caller of the public gt_* function: its return address and its
+ * frame record (the saved frame pointer in our frame). Only valid used
+ * textually inside a gt_* function or a helper always inlined into one
+ * (then GCC evaluates them for the function it was inlined into). Passed
+ * down, so the stack does not depend on how many agent frames (inlining,
+ * tail calls) lie between the public function and the walk. */
+#define CALLER_PC() ((uintptr_t)__builtin_return_address(0))
+#define CALLER_FP() (*(const uintptr_t *)__builtin_frame_address(0))
+
+static uint32_t stack_id(gt__thread *t, uint64_t stamp, uintptr_t pc,
+                         uintptr_t fp) {
+  if (UNLIKELY(!t->stack_tried)) {
+    /* Once per thread, on the first stack of a session that wants them:
+     * pthread_getattr_np may read /proc for the main thread. */
+    t->stack_tried = 1;
+    t->stack_ok = gt__stack_bounds(&t->stack_lo, &t->stack_hi) == 0;
+  }
+  if (!t->stack_ok)
+    return 0;
+  uint64_t pcs[STACK_DEPTH];
+  pcs[0] = pc;
+  size_t n = 1 + gt__stack_walk_from(fp, t->stack_lo, t->stack_hi, pcs + 1,
+                                     STACK_DEPTH - 1);
+  if (n == 0)
+    return 0;
+  uint32_t h = gt__stack_hash(pcs, n);
+  gt__stackcache_ent *e = &t->kcache[h & (GT_STACKCACHE_SIZE - 1)];
+  if (e->stamp == stamp && e->hash == h && e->depth == n &&
+      memcmp(e->copy, pcs, n * sizeof *pcs) == 0)
+    return e->id;
+  const uint64_t *copy = NULL;
+  uint32_t id = gt__stacktab_intern(&A.stk[stamp & 1], pcs, n, h, &copy);
+  if (id != 0)
+    *e = (gt__stackcache_ent){copy, stamp, h, (uint32_t)n, id};
+  return id;
+}
+
+/* Whether events must leave the fast path: stack ids wanted, or no TSC.
+ * Written with stacks_on, before stamp_now becomes non-zero; read after
+ * the stamp (acquire), like stacks_on. One flag, so the fast path tests one
+ * global instead of two. */
+int hot_slow;
+
+/* Cold continuation of a one-string event (string not cached for this
+ * stamp, buffer missing/full/of another stamp, stacks on, no TSC):
+ * finishes the event and leaves. Kept out of line and entered as the last
+ * act of the fast path, so the fast path makes no call, keeps everything in
+ * caller-saved registers and saves none (the prologue/epilogue of the
+ * callee-saved registers was ~30 of ~160 instructions per event). */
+/* types = type | stack_type << 8: six arguments, all in registers, so the
+ * fast path's call is a tail jump. */
+static __attribute__((noinline)) void named_cont(gt__thread *t, uint64_t stamp,
+                                                 unsigned types,
+                                                 const char *name, uintptr_t pc,
+                                                 uintptr_t fp) {
+  uint8_t type = (uint8_t)types, stack_type = (uint8_t)(types >> 8);
+  uint32_t sid = 0;
+  if (UNLIKELY(stacks_on))
+    sid = stack_id(t, stamp, pc, fp);
+  uint32_t id = intern(t, stamp, name);
+  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_head(b, sid ? stack_type : type);
+    p += gtp_uvarint_put(p, id);
+    if (sid)
+      p += gtp_uvarint_put(p, sid);
+    put_done(b, p);
+  }
+  leave(t);
+}
+
+/* A thread's first event (registration) or a dead thread's. */
+static __attribute__((noinline)) void named_first(uint8_t type,
+                                                  uint8_t stack_type,
+                                                  const char *name,
+                                                  uintptr_t pc, uintptr_t fp) {
+  uint64_t stamp;
+  gt__thread *t = enter(&stamp);
+  if (t != NULL)
+    named_cont(t, stamp, type | (unsigned)stack_type << 8, name, pc, fp);
+}
+
+/* The fast path's buffer: the current one when it is of this stamp and has
+ * room for a whole event, else NULL (then the continuation refills). */
+static inline gt__buf *buf_fast(gt__thread *t, uint64_t stamp) {
+  gt__buf *b = atomic_load_explicit(&t->bufs[stamp & 1], memory_order_relaxed);
+  if (LIKELY(b != NULL && b->gen == stamp &&
+             (size_t)(b->end - b->pos) >= GTP_EVENT_MAX))
+    return b;
+  return NULL;
+}
+
+/* One-string events: region begin, instant (with an optional stack).
+ * always_inline: CALLER_PC/CALLER_FP must see the public function. */
+static inline __attribute__((always_inline)) void
+emit_named(uint8_t type, uint8_t stack_type, const char *name) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    named_first(type, stack_type, name, CALLER_PC(), CALLER_FP());
+    return;
+  }
+  uint64_t stamp = enter_t(t);
+  if (stamp == 0)
+    return;
+  uint32_t id = 0;
+  gt__buf *b = NULL;
+  if (LIKELY(!hot_slow && name != NULL)) {
+    id = gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+    b = buf_fast(t, stamp);
+  }
+  if (UNLIKELY(id == 0 || b == NULL)) {
+    named_cont(t, stamp, type | (unsigned)stack_type << 8, name, CALLER_PC(),
+               CALLER_FP());
+    return;
+  }
+  /* hot_slow is clear: the TSC is on. */
+  uint8_t *p = put_head_at(b, type, gt__ticks_tsc());
+  put_done(b, put_uv(p, id));
+  leave(t);
+}
+
+/* One event with one argument, inside t's section (not the named-event
+ * fast path, which has its own). */
+static inline void emit_arg1(gt__thread *t, uint64_t stamp, uint8_t type,
+                             uint64_t arg) {
+  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_head(b, type);
+    p += gtp_uvarint_put(p, arg);
+    put_done(b, p);
+  }
+}
+
+void gt_region_begin(const char *name) {
+  emit_named(GTP_EV_REGION_BEGIN, GTP_EV_REGION_BEGIN_STACK, name);
+}
+
+void gt_instant(const char *name) {
+  emit_named(GTP_EV_INSTANT, GTP_EV_INSTANT_STACK, name);
+}
+
+/* Region end's cold part: registration, refill, no TSC. */
+static __attribute__((noinline)) void region_end_slow(gt__thread *t,
+                                                      uint64_t stamp) {
+  if (t == NULL && (t = enter(&stamp)) == NULL)
+    return;
+  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  if (LIKELY(b != NULL))
+    put_done(b, put_head_at(b, GTP_EV_REGION_END, gt__ticks_tsc()));
+  leave(t);
+}
+
+void gt_region_end(void) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    region_end_slow(NULL, 0);
+    return;
+  }
+  uint64_t stamp = enter_t(t);
+  if (stamp == 0)
+    return;
+  gt__buf *b = buf_fast(t, stamp);
+  if (UNLIKELY(b == NULL || hot_slow)) {
+    region_end_slow(t, stamp);
+    return;
+  }
+  put_done(b, put_head_at(b, GTP_EV_REGION_END, gt__ticks_tsc()));
+  leave(t);
+}
+
+void gt_counter(const char *name, int64_t value) {
+  uint64_t stamp;
+  gt__thread *t = enter(&stamp);
+  if (t == NULL)
+    return;
+  uint32_t id = intern(t, stamp, name);
+  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_head(b, GTP_EV_COUNTER);
+    p += gtp_uvarint_put(p, id);
+    p += gtp_uvarint_put(p, gtp_zigzag(value));
+    put_done(b, p);
+  }
+  leave(t);
+}
+
+void gt_log(const char *category, const char *message) {
+  uint64_t stamp;
+  gt__thread *t = enter(&stamp);
+  if (t == NULL)
+    return;
+  uint32_t id = intern(t, stamp, category);
+  uint32_t sid = 0;
+  if (UNLIKELY(stacks_on))
+    sid = stack_id(t, stamp, CALLER_PC(), CALLER_FP());
+  size_t len = message ? strnlen(message, GTP_LOG_MAX) : 0;
+  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX + len);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_head(b, sid ? GTP_EV_LOG_STACK : GTP_EV_LOG);
+    p += gtp_uvarint_put(p, id);
+    if (sid)
+      p += gtp_uvarint_put(p, sid);
+    p += gtp_uvarint_put(p, len);
+    memcpy(p, message ? message : "", len);
+    put_done(b, p + len);
+  }
+  leave(t);
+}
+
+uint64_t gt_task_begin(const char *name, uint64_t parent) {
+  uint64_t stamp;
+  gt__thread *t = enter(&stamp);
+  if (t == NULL)
+    return 0;
+  /* Process-unique without a shared counter: the thread's registry index
+   * in the high half, its own sequence in the low half (never 0). */
+  if ((uint32_t)++t->task_seq == 0)
+    ++t->task_seq;
+  uint64_t task = t->index << 32 | (uint32_t)t->task_seq;
+  uint32_t id = intern(t, stamp, name);
+  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_head(b, GTP_EV_TASK_BEGIN);
+    p += gtp_uvarint_put(p, task);
+    p += gtp_uvarint_put(p, parent);
+    p += gtp_uvarint_put(p, id);
+    put_done(b, p);
+  }
+  leave(t);
+  return task;
+}
+
+void gt_task_end(uint64_t task) {
+  uint64_t stamp;
+  gt__thread *t = enter(&stamp);
+  if (t == NULL)
+    return;
+  emit_arg1(t, stamp, GTP_EV_TASK_END, task);
+  leave(t);
+}
+
+void gt_thread_name(const char *name) {
+  uint64_t stamp;
+  gt__thread *t = enter(&stamp);
+  if (t == NULL)
+    return;
+  size_t len = name ? strnlen(name, sizeof t->name - 1) : 0;
+  memcpy(t->name, name ? name : "", len);
+  t->name[len] = '\0';
+  t->name_len = (uint32_t)len;
+  uint32_t id = intern(t, stamp, t->name);
+  emit_arg1(t, stamp, GTP_EV_THREAD_NAME, id);
+  leave(t);
+}

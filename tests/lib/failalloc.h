@@ -1,0 +1,49 @@
+/* failalloc.h: a test allocator that fails the Nth allocation, for walking
+ * every allocation failure of a setup path (SQLite's fault-injection loop).
+ *
+ * Link the test with
+ *   -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,
+ *   --wrap=strndup,--wrap=free
+ * so every allocation made by the project's own objects goes through the
+ * counters here (allocations inside shared libraries, libc's own and
+ * SQLite's, are not counted).
+ *
+ * fa_walk runs an operation for N = 1, 2, ... with the Nth allocation
+ * failing, until a run completes without reaching its Nth allocation (every
+ * failure point visited). Each run must fail cleanly or succeed, and must
+ * free everything: fa_walk keeps the set of blocks the project's code
+ * allocated during each run (free is wrapped too) and reports any left
+ * after it; what libc or SQLite allocate for us (asprintf, sqlite3_*) is
+ * not in that set, and LeakSanitizer checks it in the ASan build.
+ */
+#ifndef FAILALLOC_H
+#define FAILALLOC_H
+
+#include <stddef.h>
+
+/* One run: 0 on success, or the negative code of a clean failure, with a
+ * human message in *why (static or NULL). Must free all it allocated. */
+typedef int (*fa_op)(void *ctx, const char **why);
+
+/* Fails the nth allocation from now (1-based); 0 disarms. */
+void fa_arm(long nth);
+/* Counts one allocation; 1 if it is the one to fail. For allocators the
+ * wrap cannot reach (SQLite's, through sqlite3_config). */
+int fa_should_fail(void);
+/* 1 once the armed allocation was failed. */
+int fa_fired(void);
+/* Allocations seen since the last fa_arm. */
+long fa_seen(void);
+
+typedef struct fa_report {
+  long runs;     /* operations run (failure points + the clean run) */
+  long failures; /* runs in which the injected failure fired */
+  long leaks;    /* runs after which memory was left allocated */
+  int bad_rc;    /* a run that failed without a negative code, or 0 */
+} fa_report;
+
+/* Walks op over every allocation failure, at most max runs. Returns 0 when
+ * every run failed cleanly or succeeded and nothing leaked; fills *rep. */
+int fa_walk(const char *name, fa_op op, void *ctx, long max, fa_report *rep);
+
+#endif

@@ -1,0 +1,533 @@
+/* test_format_gen: proto/format.c, whole generations: parsing, the manifest and
+ * every inconsistency between them. */
+#include "format_test.h"
+
+/* ---------------------------------------------------------- generations */
+
+static void check_fixture_gen(const gtp_gen *g, const gtf_spec *s) {
+  assert_memory_equal(g->start.session, s->session, 16);
+  assert_true(g->start.gen == s->gen && g->end.gen == s->gen);
+  assert_true(str_eq(g->start.service, s->service));
+  assert_true(str_eq(g->start.host, s->host));
+  assert_true(g->start.pid == s->pid);
+  assert_int_equal(g->start.ntags, 2);
+  assert_true(str_eq(g->start.tags[1].value, "eu-1"));
+  assert_true(g->clock.start_real_ns == s->start_real_ns);
+  assert_true(g->end.events == gtf_events(s));
+  assert_true(g->end.batches == s->threads);
+  assert_true(g->end.records == s->threads + 4);
+  assert_true(g->end.dropped == s->dropped && g->end.evicted == s->evicted);
+  assert_int_equal(g->nstrings, 5 + s->threads);
+  for (size_t i = 0; i < g->nstrings; i++)
+    assert_true(g->strings[i].id == i + 1); /* sorted */
+  assert_true(str_eq(gtp_gen_string(g, GTF_S_QUEUE), "queue_depth"));
+  assert_true(str_eq(gtp_gen_string(g, GTF_S_THREAD0), "worker-0"));
+  assert_null(gtp_gen_string(g, 0).ptr);
+  assert_null(gtp_gen_string(g, 1000).ptr);
+  assert_int_equal(g->nstacks, 2);
+  const gtp_stack_ent *st = gtp_gen_stack(g, 1);
+  assert_non_null(st);
+  assert_int_equal(st->nframes, 3);
+  const uint8_t *fp = st->frames;
+  uint64_t pc;
+  assert_int_equal(gtp_uvarint_get(&fp, st->frames + st->frames_len, &pc), 0);
+  assert_true(pc == 0x401000);
+  assert_null(gtp_gen_stack(g, 3));
+  assert_int_equal(g->nmodules, 2);
+  assert_int_equal(g->modules[0].build_id_len, 20);
+  assert_true(g->base + g->size ==
+              g->body + g->body_len +
+                  (g->size - (size_t)(g->body - g->base) - g->body_len));
+}
+
+static void test_gen_parse__fixture_generation_is_complete(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 1, 41);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtf_generation(&b, &s), 0);
+  gtp_gen g;
+  size_t used = 0;
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, &used), 0);
+  assert_int_equal(used, b.len);
+  assert_int_equal(g.size, b.len);
+  assert_ptr_equal(g.base, b.data);
+  check_fixture_gen(&g, &s);
+  /* The manifest's CRC is the CRC of the body bytes. */
+  assert_int_equal(gtp_crc32c(0, g.body, g.body_len), g.end.crc);
+  assert_true(g.end.bytes == g.body_len);
+  gtp_gen_fini(&g);
+  assert_null(g.strings);
+  gtp_wbuf_fini(&b);
+}
+
+static void
+test_gen_parse__every_event_decodes_in_order_with_its_args(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 7);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtf_generation(&b, &s), 0);
+  gtp_gen g;
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, NULL), 0);
+  static const uint8_t want[] = {
+      GTP_EV_THREAD_NAME,   GTP_EV_REGION_BEGIN,
+      GTP_EV_INSTANT,       GTP_EV_COUNTER,
+      GTP_EV_LOG,           GTP_EV_TASK_BEGIN,
+      GTP_EV_TASK_END,      GTP_EV_REGION_END,
+      GTP_EV_LOST,          GTP_EV_REGION_BEGIN_STACK,
+      GTP_EV_INSTANT_STACK, GTP_EV_LOG_STACK,
+      GTP_EV_REGION_END};
+  size_t cur = 0;
+  gtp_batch bt;
+  unsigned nb = 0;
+  int seen[GTF_THREADS_MAX] = {0};
+  while (gtp_gen_next_batch(&g, &cur, &bt) == 1) {
+    unsigned t = (unsigned)(bt.thread - 1000);
+    assert_true(t < s.threads);
+    seen[t]++;
+    nb++;
+    gtp_event_iter it;
+    gtp_event ev;
+    uint64_t last = bt.base_ticks;
+    size_t k = 0;
+    int rc;
+    gtp_event_iter_init(&it, &bt);
+    while ((rc = gtp_event_next(&it, &ev)) == 1) {
+      assert_true(k < sizeof(want));
+      assert_int_equal(ev.type, want[k]);
+      assert_true(ev.ticks > last);
+      last = ev.ticks;
+      int64_t wall = gtp_gen_wall_ns(&g, ev.ticks);
+      assert_true(wall > (int64_t)s.start_real_ns &&
+                  wall < (int64_t)(s.start_real_ns + s.period_ns));
+      if (ev.type == GTP_EV_COUNTER)
+        assert_true((int64_t)ev.args[1] == gtf_counter_value(&s, t));
+      if (ev.type == GTP_EV_TASK_BEGIN) {
+        assert_true(ev.args[0] == gtf_task_id(&s, t));
+        assert_true(str_eq(gtp_gen_string(&g, ev.args[2]), "handle"));
+      }
+      if (ev.type == GTP_EV_THREAD_NAME)
+        assert_int_equal(gtp_gen_string(&g, ev.args[0]).ptr[7], '0' + t);
+      if (ev.type == GTP_EV_LOG) {
+        assert_true(ev.msg_len > 10);
+        assert_memory_equal(ev.msg, "GET /cart", 9);
+      }
+      if (ev.type == GTP_EV_LOST)
+        assert_true(ev.args[0] == 3 + t);
+      if (gtp_event_info_get(ev.type)->stack_arg)
+        assert_non_null(gtp_gen_stack(
+            &g, ev.args[gtp_event_info_get(ev.type)->stack_arg - 1]));
+      k++;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(k, sizeof(want));
+  }
+  assert_int_equal(nb, s.threads);
+  for (unsigned t = 0; t < s.threads; t++)
+    assert_int_equal(seen[t], 1);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&b);
+}
+
+static void test_gen_parse__arbitrary_generation_numbers(void **state) {
+  (void)state;
+  const uint64_t gens[] = {0,         1, 127, 128, 1ull << 40, UINT64_MAX - 1,
+                           UINT64_MAX};
+  for (size_t i = 0; i < sizeof(gens) / sizeof(gens[0]); i++) {
+    gtf_spec s;
+    gtf_spec_init(&s, (unsigned)i, gens[i]);
+    s.threads = 1 + (unsigned)i % 4;
+    s.stacks = (int)(i % 2);
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    assert_int_equal(gtf_generation(&b, &s), 0);
+    gtp_gen g;
+    assert_int_equal(gtp_gen_parse(b.data, b.len, &g, NULL), 0);
+    check_fixture_gen(&g, &s);
+    gtp_gen_fini(&g);
+    gtp_wbuf_fini(&b);
+  }
+}
+
+/* Rewrites the GEN_END of a one-generation buffer with e. */
+static void replace_gen_end(gtp_wbuf *b, const gtp_gen *g,
+                            const gtp_gen_end *e) {
+  b->len = (size_t)(g->body - b->data) + g->body_len;
+  assert_int_equal(gtp_put_gen_end(b, e), 0);
+}
+
+static void test_gen_parse__manifest_mismatch_is_manifest(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 3);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtf_generation(&b, &s), 0);
+  gtp_gen g, g2;
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, NULL), 0);
+  gtp_gen_end good = g.end;
+  gtp_gen_end bad;
+  uint64_t *fields[] = {&bad.records, &bad.batches, &bad.bytes, &bad.events};
+  for (size_t i = 0; i < 4; i++) {
+    bad = good;
+    *fields[i] += 1;
+    replace_gen_end(&b, &g, &bad);
+    assert_int_equal(gtp_gen_parse(b.data, b.len, &g2, NULL), GTP_E_MANIFEST);
+    assert_null(g2.strings);
+  }
+  bad = good;
+  bad.crc ^= 1;
+  replace_gen_end(&b, &g, &bad);
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g2, NULL), GTP_E_CRC);
+  /* Ledger fields are not part of the manifest. */
+  bad = good;
+  bad.dropped = 12345;
+  replace_gen_end(&b, &g, &bad);
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g2, NULL), 0);
+  assert_true(g2.end.dropped == 12345);
+  gtp_gen_fini(&g2);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&b);
+}
+
+static void test_gen_parse__any_body_byte_changed_is_crc(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 3);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtf_generation(&b, &s), 0);
+  gtp_gen g, g2;
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, NULL), 0);
+  size_t first = (size_t)(g.body - b.data);
+  for (size_t i = first; i < first + g.body_len; i++) {
+    b.data[i] ^= 0x10;
+    int rc = gtp_gen_parse(b.data, b.len, &g2, NULL);
+    /* A changed record length shifts the framing before the CRC is
+     * reached; every other change is caught by the CRC. */
+    assert_true(rc < 0);
+    if (rc != GTP_E_CRC)
+      assert_true(rc == GTP_E_TRUNC || rc == GTP_E_TOOBIG ||
+                  rc == GTP_E_CORRUPT || rc == GTP_E_VARINT);
+    b.data[i] ^= 0x10;
+  }
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&b);
+}
+
+static void test_gen_parse__generation_mismatches_are_gen(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  uint8_t ev[4];
+  size_t n = 0;
+  ev[n++] = GTP_EV_INSTANT;
+  ev[n++] = 1;
+  ev[n++] = 1;
+  gtp_wbuf body, out;
+  gtp_gen g;
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  assert_int_equal(gtp_put_batch(&body, 11, 1, 0, 1, ev, n), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), GTP_E_GEN);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_reset(&body);
+  put_clock_simple(&body);
+  assert_int_equal(gtp_put_batch(&body, 10, 1, 0, 1, ev, n), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), 0);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&out);
+  wrap_body(&out, &s, body.data, body.len, 9);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), GTP_E_GEN);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+}
+
+static void test_gen_parse__clock_missing_or_twice_is_corrupt(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf body, out;
+  gtp_gen g;
+  gtp_wbuf_init(&body, 0);
+  wrap_body(&out, &s, body.data, 0, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), GTP_E_CORRUPT);
+  gtp_wbuf_fini(&out);
+  put_clock_simple(&body);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), 0);
+  assert_true(g.clock.end_mono_ns == 1400);
+  assert_int_equal(g.nstrings + g.nstacks + g.nmodules, 0);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&out);
+  put_clock_simple(&body);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), GTP_E_CORRUPT);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+}
+
+static void
+test_gen_parse__duplicate_ids_across_records_are_corrupt(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf body, out;
+  gtp_gen g;
+  const uint64_t a[] = {1, 2}, c[] = {3, 2};
+  const gtp_str sa[] = {{"a", 1}, {"b", 1}};
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  assert_int_equal(gtp_put_strings(&body, a, sa, 2), 0);
+  assert_int_equal(gtp_put_strings(&body, c, sa, 1), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  /* Two STRINGS records with distinct ids merge into one table. */
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), 0);
+  assert_int_equal(g.nstrings, 3);
+  assert_true(str_eq(gtp_gen_string(&g, 3), "a"));
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&out);
+  assert_int_equal(gtp_put_strings(&body, c, sa, 2), 0); /* 3 and 2 again */
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), GTP_E_CORRUPT);
+  gtp_wbuf_fini(&out);
+
+  gtp_wbuf_reset(&body);
+  put_clock_simple(&body);
+  const uint64_t pc = 1, *pcs[] = {&pc, &pc};
+  const size_t d[] = {1, 1};
+  const uint64_t sid[] = {4, 4};
+  assert_int_equal(gtp_put_stacks(&body, sid, pcs, d, 2), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), GTP_E_CORRUPT);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+}
+
+static void
+test_gen_parse__unknown_record_and_event_types_are_tolerated(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf body, out;
+  gtp_gen g;
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  /* A record type from a newer minor. */
+  const uint8_t future[] = {42, 3, 'x', 'y', 'z'};
+  gtp_wbuf_put(&body, future, sizeof(future));
+  /* A batch whose second event has a type from a newer minor. */
+  const uint8_t ev[] = {GTP_EV_INSTANT, 1, 1, 100, 1, 7, 7, 7};
+  assert_int_equal(gtp_put_batch(&body, 10, 1, 0, 2, ev, sizeof(ev)), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), 0);
+  assert_true(g.end.records == 3);
+  size_t cur = 0;
+  gtp_batch bt;
+  assert_int_equal(gtp_gen_next_batch(&g, &cur, &bt), 1);
+  gtp_event_iter it;
+  gtp_event e;
+  gtp_event_iter_init(&it, &bt);
+  assert_int_equal(gtp_event_next(&it, &e), 1);
+  assert_int_equal(gtp_event_next(&it, &e), GTP_E_UNKNOWN);
+  assert_int_equal(gtp_gen_next_batch(&g, &cur, &bt), 0);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+}
+
+static void test_gen_parse__bad_event_stream_in_a_batch_fails(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf body, out;
+  gtp_gen g;
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  /* Count 2 but the bytes hold one event and a half. */
+  const uint8_t ev[] = {GTP_EV_INSTANT, 1, 1, GTP_EV_COUNTER, 1};
+  assert_int_equal(gtp_put_batch(&body, 10, 1, 0, 2, ev, sizeof(ev)), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), GTP_E_TRUNC);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+}
+
+/* gtp_gen_parse validates batches with its own fast walk; it must accept
+ * exactly the batches gtp_event_next decodes (an unknown type aside). Random
+ * short event streams, mostly well-formed, decide it. */
+static void test_gen_parse__batch_check_agrees_with_event_next(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  rng_state = 0x853c49e6748fea9bull;
+  int accepted = 0, refused = 0;
+  for (int round = 0; round < 3000; round++) {
+    uint8_t ev[64];
+    size_t n = 0;
+    uint64_t count = 0;
+    size_t want = 2 + rng() % 40;
+    while (n < want) {
+      uint64_t r = rng();
+      if (r % 16 == 0) {
+        ev[n++] = (uint8_t)(rng() % 256); /* any byte at all */
+      } else {
+        gtp_event e;
+        memset(&e, 0, sizeof(e));
+        e.type = (uint8_t)(1 + r % (GTP_EV_COUNT_ - 1));
+        e.ticks = rng() % 4 ? rng() % 300 : rng();
+        e.args[0] = rng() % 200;
+        e.args[1] = rng() % 3 ? rng() % 100 : rng();
+        e.args[2] = rng() % 5;
+        e.msg = (const uint8_t *)"abcdef";
+        e.msg_len = rng() % 7;
+        uint8_t tmp[GTP_EVENT_MAX + 8];
+        int k = gtp_event_encode(tmp, &e, 0);
+        assert_true(k > 0);
+        if (n + (size_t)k > sizeof(ev))
+          break;
+        memcpy(ev + n, tmp, (size_t)k);
+        n += (size_t)k;
+        count++;
+      }
+    }
+    if (rng() % 4 == 0 && n > 1)
+      n -= 1 + rng() % (n - 1); /* cut */
+    if (rng() % 4 == 0)
+      count += rng() % 3;
+    if (count > n / 2)
+      count = n / 2;
+    int k, rc_iter = events_walk(ev, n, count, &k);
+    gtp_wbuf body, out;
+    gtp_gen g;
+    gtp_wbuf_init(&body, 0);
+    put_clock_simple(&body);
+    assert_int_equal(gtp_put_batch(&body, 10, 1, 0, count, ev, n), 0);
+    wrap_body(&out, &s, body.data, body.len, 10);
+    int rc = gtp_gen_parse(out.data, out.len, &g, NULL);
+    if (rc_iter == 0 || rc_iter == GTP_E_UNKNOWN) {
+      assert_int_equal(rc, 0);
+      gtp_gen_fini(&g);
+      accepted++;
+    } else {
+      assert_int_equal(rc, rc_iter);
+      refused++;
+    }
+    gtp_wbuf_fini(&out);
+    gtp_wbuf_fini(&body);
+  }
+  assert_true(accepted > 300 && refused > 300);
+}
+
+static void test_gen_parse__structure_errors(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf b;
+  gtp_gen g;
+  gtp_wbuf_init(&b, 0);
+  /* Does not start with GEN_START. */
+  put_clock_simple(&b);
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, NULL), GTP_E_CORRUPT);
+  /* GEN_START, then another GEN_START before any GEN_END. */
+  gtp_wbuf_reset(&b);
+  assert_int_equal(gtf_gen_start(&b, &s), 0);
+  put_clock_simple(&b);
+  assert_int_equal(gtf_gen_start(&b, &s), 0);
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, NULL), GTP_E_CORRUPT);
+  /* No GEN_END at all. */
+  gtp_wbuf_reset(&b);
+  assert_int_equal(gtf_gen_start(&b, &s), 0);
+  put_clock_simple(&b);
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, NULL), GTP_E_TRUNC);
+  assert_int_equal(gtp_gen_parse(b.data, 0, &g, NULL), GTP_E_TRUNC);
+  gtp_wbuf_fini(&b);
+}
+
+static void test_manifest__check_tells_crc_from_counts(void **state) {
+  (void)state;
+  gtp_gen_end a = {1, 2, 3, 4, 5, 6, 7, 8, 9}, b = a;
+  assert_int_equal(gtp_manifest_check(&a, &b), 0);
+  b.crc = 6;
+  assert_int_equal(gtp_manifest_check(&a, &b), GTP_E_CRC);
+  b.events = 7;
+  assert_int_equal(gtp_manifest_check(&a, &b), GTP_E_MANIFEST);
+  b = a;
+  b.gen = 99; /* gen and ledger are not manifest fields */
+  b.dropped = 99;
+  assert_int_equal(gtp_manifest_check(&a, &b), 0);
+}
+
+static void
+test_manifest__compute_refuses_framing_records_in_a_body(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 1);
+  gtp_wbuf b;
+  gtp_gen_end e;
+  gtp_wbuf_init(&b, 0);
+  put_clock_simple(&b);
+  assert_int_equal(gtp_manifest_compute(b.data, b.len, &e), 0);
+  assert_true(e.records == 1 && e.batches == 0 && e.bytes == b.len);
+  assert_int_equal(gtp_manifest_compute(b.data, 0, &e), 0);
+  assert_true(e.records == 0 && e.crc == 0);
+  assert_int_equal(gtf_gen_start(&b, &s), 0);
+  assert_int_equal(gtp_manifest_compute(b.data, b.len, &e), GTP_E_CORRUPT);
+  gtp_wbuf_fini(&b);
+}
+
+static void test_manifest__wire_body_matches_stored_generation(void **state) {
+  (void)state;
+  /* The agent's view: body records + GEN_END payload. The daemon prepends a
+   * GEN_START and appends the GEN_END record; the result must parse. */
+  gtf_spec s;
+  gtf_spec_init(&s, 5, 77);
+  gtp_wbuf body, end, stored;
+  gtp_gen_end e, e2;
+  gtp_wbuf_init(&body, 0);
+  gtp_wbuf_init(&end, 0);
+  gtp_wbuf_init(&stored, 0);
+  assert_int_equal(gtf_body(&body, &s, &e), 0);
+  assert_int_equal(gtp_gen_end_encode(&end, &e), 0);
+  assert_int_equal(gtp_gen_end_decode(end.data, end.len, &e2), 0);
+  assert_int_equal(gtf_gen_start(&stored, &s), 0);
+  gtp_wbuf_put(&stored, body.data, body.len);
+  assert_int_equal(gtp_put_gen_end(&stored, &e2), 0);
+  gtp_gen g;
+  assert_int_equal(gtp_gen_parse(stored.data, stored.len, &g, NULL), 0);
+  check_fixture_gen(&g, &s);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&body);
+  gtp_wbuf_fini(&end);
+  gtp_wbuf_fini(&stored);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gen_parse__fixture_generation_is_complete),
+      cmocka_unit_test(
+          test_gen_parse__every_event_decodes_in_order_with_its_args),
+      cmocka_unit_test(test_gen_parse__arbitrary_generation_numbers),
+      cmocka_unit_test(test_gen_parse__manifest_mismatch_is_manifest),
+      cmocka_unit_test(test_gen_parse__any_body_byte_changed_is_crc),
+      cmocka_unit_test(test_gen_parse__generation_mismatches_are_gen),
+      cmocka_unit_test(test_gen_parse__clock_missing_or_twice_is_corrupt),
+      cmocka_unit_test(
+          test_gen_parse__duplicate_ids_across_records_are_corrupt),
+      cmocka_unit_test(
+          test_gen_parse__unknown_record_and_event_types_are_tolerated),
+      cmocka_unit_test(test_gen_parse__bad_event_stream_in_a_batch_fails),
+      cmocka_unit_test(test_gen_parse__batch_check_agrees_with_event_next),
+      cmocka_unit_test(test_gen_parse__structure_errors),
+      cmocka_unit_test(test_manifest__check_tells_crc_from_counts),
+      cmocka_unit_test(
+          test_manifest__compute_refuses_framing_records_in_a_body),
+      cmocka_unit_test(test_manifest__wire_body_matches_stored_generation),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
