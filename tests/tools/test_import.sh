@@ -67,6 +67,22 @@ for v in $versions; do
 	grep -Eq "^    task_begin +$tasks\$" "$T/stat$v.txt" ||
 		fail "go$v: stat does not show $tasks task begins: $(cat "$T/stat$v.txt")"
 	echo "go$v: recorded $want; x/exp/trace $x; stored and exported $got"
+	# A 1.22+ import keeps the runtime's bytes: the format=go window is a
+	# Go trace again, and x/exp/trace reads the same counts from it (when
+	# this daemon has format=go; before that it names the formats it has).
+	if [ "$v" -ge 122 ]; then
+		code=$(curl -s -o "$T/imp$v.go" -w '%{http_code}' \
+			"http://$HTTP/v1/trace?service=imp$v&last=24h&format=go")
+		if [ "$code" = 200 ]; then
+			back=$("$T/xtrace" "$T/imp$v.go") || fail "go$v: xtrace on the format=go window"
+			[ "$back" = "$want" ] || fail "go$v: format=go window holds '$back', recorded '$want'"
+			echo "go$v: format=go window read back by x/exp/trace: $back"
+		elif grep -q 'expected gentrace or chrome' "$T/imp$v.go"; then
+			echo "note: this gentraced has no format=go yet"
+		else
+			fail "go$v: format=go answered $code: $(cat "$T/imp$v.go")"
+		fi
+	fi
 done
 
 # A damaged 1.26 file (cut in its second generation) and an unsupported
