@@ -77,7 +77,7 @@ for v in $versions; do
 			back=$("$T/xtrace" "$T/imp$v.go") || fail "go$v: xtrace on the format=go window"
 			[ "$back" = "$want" ] || fail "go$v: format=go window holds '$back', recorded '$want'"
 			echo "go$v: format=go window read back by x/exp/trace: $back"
-		elif grep -q 'expected gentrace or chrome' "$T/imp$v.go"; then
+		elif grep -q 'format: expected gentrace' "$T/imp$v.go"; then
 			echo "note: this gentraced has no format=go yet"
 		else
 			fail "go$v: format=go answered $code: $(cat "$T/imp$v.go")"
