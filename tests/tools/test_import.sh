@@ -62,6 +62,25 @@ for v in $versions; do
 	"$GENTRACE" convert -o "$T/conv$v.json" "$T/imp$v.gtrace" || fail "go$v: convert"
 	got=$($COUNT "$T/conv$v.json") || fail "go$v: convert: $got"
 	[ "$got" = "$want" ] || fail "go$v: gentrace convert holds '$got', recorded '$want'"
+	# format=perfetto (protobuf), read by the independent decoder: every
+	# region, GC and STW span of the Chrome export is a slice, and every log
+	# and task begin and end an instant.
+	curl -sf -o "$T/imp$v.pftrace" \
+		"http://$HTTP/v1/trace?service=imp$v&last=24h&format=perfetto" ||
+		fail "go$v: perfetto download"
+	pf=$(python3 "$top_srcdir/tests/integration/perfetto_decode.py" "$T/imp$v.pftrace") ||
+		fail "go$v: perfetto decode: $pf"
+	python3 - "$T/imp$v.json" "$pf" <<'PY' || fail "go$v: perfetto and chrome disagree"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+pf = json.loads(sys.argv[2])
+spans = sum(1 for e in ev if e.get("ph") == "B")
+inst = sum(1 for e in ev if e.get("ph") in ("b", "e") or e.get("cat") == "log")
+ok = pf["slice_begin"] == spans and pf["instant"] == inst
+print("perfetto slices=%d instants=%d, chrome spans=%d logs+task edges=%d"
+      % (pf["slice_begin"], pf["instant"], spans, inst))
+sys.exit(0 if ok else 1)
+PY
 	"$GENTRACE" stat "$T/imp$v.gtrace" >"$T/stat$v.txt" || fail "go$v: stat"
 	tasks=$(echo "$want" | sed -n 's/.*tasks=\([0-9]*\).*/\1/p')
 	grep -Eq "^    task_begin +$tasks\$" "$T/stat$v.txt" ||
