@@ -21,7 +21,7 @@ CONFIGURE_FLAGS=${CONFIGURE_FLAGS:-}
 PKGS="build-essential autoconf automake libtool pkg-config \
 libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
 curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd \
-golang-1.19-go"
+libgnutls28-dev gnutls-bin golang-1.19-go"
 
 missing=""
 for p in $PKGS; do

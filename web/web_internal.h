@@ -45,6 +45,7 @@ struct web_server {
   struct MHD_Daemon *mhd;
   readpool *pool;
   slowguard *guard; /* headers deadline (slowloris) */
+  struct web_tls *tls; /* HTTPS credentials (web_tls.c), or NULL */
 
   /* Protected by feed_lock: the feed's wake-up state. */
   pthread_mutex_t feed_lock;
