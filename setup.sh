@@ -31,7 +31,7 @@ libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
 curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd \
 libgnutls28-dev gnutls-bin \
 libpq-dev libcurl4-openssl-dev libssl-dev postgresql \
-swift swift-proxy swift-object swift-container swift-account memcached"
+swift swift-proxy swift-object swift-container swift-account memcached golang-1.19-go"
 
 missing=""
 for p in $PKGS; do
