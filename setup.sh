@@ -33,7 +33,8 @@ CONFIGURE_FLAGS=${CONFIGURE_FLAGS:-}
 
 PKGS="build-essential autoconf automake libtool pkg-config \
 libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
-curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd"
+curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd \
+libgnutls28-dev gnutls-bin"
 [ $BENCH = 1 ] && PKGS="$PKGS lttng-tools liblttng-ust-dev babeltrace2 nginx \
 iperf3 valgrind"
 

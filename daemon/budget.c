@@ -78,7 +78,7 @@
 /* ------------------------------------------------------------- accounting */
 
 uint64_t budget_used(const ingest *ing) {
-  return ing->buffered + ing->ident_bytes + ing->reply_bytes +
+  return ing->buffered + ing->ident_bytes + ing->reply_bytes + ing->tls_bytes +
          (ing->store != NULL ? store_scratch_bytes(ing->store) : 0);
 }
 

@@ -39,7 +39,8 @@ enum opt_kind {
   OPT_UINT,
   OPT_SYNC,
   OPT_CONFIG,
-  OPT_LIST /* comma-separated; a repeated flag or key adds to the list */
+  OPT_BOOL, /* a flag without value on the command line; key = yes|no */
+  OPT_LIST  /* comma-separated; a repeated flag or key adds to the list */
 };
 
 typedef struct opt {
@@ -138,6 +139,19 @@ static const opt opts[] = {
      "DURATION",
      "Time a download's client has to take each block of up to 1 MiB; "
      "slower clients are cut (default 120s)."},
+    {"tls-cert", OPT_STR, O(tls_cert), 0, 0, "FILE",
+     "Serve both ports over TLS 1.3 (1.2 allowed) with this PEM certificate "
+     "chain; reloaded on SIGHUP. Needs --tls-key."},
+    {"tls-key", OPT_STR, O(tls_key), 0, 0, "FILE",
+     "PEM private key of --tls-cert; refused if other users can read it."},
+    {"tls-client-ca", OPT_STR, O(tls_client_ca), 0, 0, "FILE",
+     "mTLS on the agent port: agents need a certificate signed by this CA; "
+     "SAN URIs gentrace:service/NAME limit the services it may claim."},
+    {"tls-require-service-san", OPT_BOOL, O(tls_require_service_san), 0, 0, "",
+     "With --tls-client-ca: refuse client certificates that name no "
+     "service (default: such a certificate may claim any)."},
+    {"http-tls-client-ca", OPT_STR, O(http_tls_client_ca), 0, 0, "FILE",
+     "HTTPS: ask HTTP clients for a certificate signed by this CA."},
     {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
      NULL},
 };
@@ -190,6 +204,10 @@ void conf_fini(conf *c) {
   free(c->read_token);
   free(c->log);
   free(c->config);
+  free(c->tls_cert);
+  free(c->tls_key);
+  free(c->tls_client_ca);
+  free(c->http_tls_client_ca);
   free(c->token_file);
   free(c->read_token_file);
   free(c->cors_origins);
@@ -319,6 +337,16 @@ static int apply(conf *c, const opt *o, const char *v, const char *where,
       return fail(cause, "%s: empty file name", where);
     if (set_str(dst, v) < 0)
       return fail(cause, "%s: out of memory", where);
+    return 0;
+  case OPT_BOOL:
+    if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 ||
+        strcmp(v, "1") == 0 || strcmp(v, "on") == 0)
+      *(int *)dst = 1;
+    else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 ||
+             strcmp(v, "0") == 0 || strcmp(v, "off") == 0)
+      *(int *)dst = 0;
+    else
+      return fail(cause, "%s: \"%s\" is not yes or no", where, v);
     return 0;
   case OPT_SYNC:
     if (strcmp(v, "normal") == 0)
@@ -504,6 +532,8 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
     const opt *o = split_flag(a, &v);
     if (o == NULL)
       return fail(cause, "unknown flag \"%s\" (see --help)", a);
+    if (v == NULL && o->kind == OPT_BOOL)
+      v = "yes";
     if (v == NULL) {
       if (i + 1 >= argc)
         return fail(cause, "--%s needs a value", o->name);
@@ -522,6 +552,8 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
   for (int i = 1; i < argc; i++) {
     const char *v;
     const opt *o = split_flag(argv[i], &v);
+    if (v == NULL && o->kind == OPT_BOOL)
+      v = "yes";
     if (v == NULL)
       v = argv[++i];
     char where[128];

@@ -51,6 +51,11 @@ typedef struct conf {
   uint64_t http_max_downloads;
   uint64_t http_max_long_polls; /* 0 = half of http_max_connections */
   int64_t http_send_timeout_ns;
+  char *tls_cert;               /* --tls-cert PEM (both ports); owned */
+  char *tls_key;                /* --tls-key PEM; owned */
+  char *tls_client_ca;          /* --tls-client-ca: mTLS on the agent port */
+  char *http_tls_client_ca;     /* --http-tls-client-ca: ask HTTP clients */
+  int tls_require_service_san;  /* client certs must name their services */
   uint64_t test_store_delay_ms; /* hidden: slow store for tests */
   uint64_t cli_mask_;           /* internal: options set on the command line */
 } conf;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ingest_int.h"
+#include "tls_conn.h"
 
 static const char *const limit_names[LIM_COUNT_] = {
     "max-connections",   "max-conn-buffer",
@@ -175,6 +176,8 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
            "1 while the store reports no room.", NULL, (uint64_t)st.disk_full);
   }
   session_auth_metrics(ing, b);
+  if (ing->tls != NULL)
+    tls_server_metrics(ing->tls, b);
 }
 #undef C
 

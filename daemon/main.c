@@ -32,6 +32,7 @@
 #include "log.h"
 #include "secret.h"
 #include "store.h"
+#include "tls_conn.h"
 #include "web.h"
 
 #define DRAIN_MS 10000
@@ -42,6 +43,7 @@ typedef struct daemon_state {
   web_server *web; /* set once before the first commit can be reported */
   uv_signal_t sigterm, sigint, sighup;
   int stopping;
+  tls_server *tls; /* --tls-cert: the agent port's credentials */
 } daemon_state;
 
 static void on_commit(void *ctx, int64_t seq) {
@@ -96,6 +98,24 @@ static void on_signal(uv_signal_t *h, int signum) {
       log_error("log reopen failed", "error=%s", uv_err_name(rc));
     else
       log_info("log reopened", NULL);
+    if (d->tls != NULL) {
+      /* New connections use the new credentials; live ones keep theirs. */
+      char *cause = NULL, q[600];
+      if (tls_server_reload(d->tls, &cause) < 0)
+        log_error("TLS reload failed, keeping the old credentials", "cause=%s",
+                  log_quote(q, sizeof q, cause ? cause : "?"));
+      else
+        log_info("TLS credentials reloaded", "port=agent");
+      free(cause);
+      cause = NULL;
+      web_server *w = __atomic_load_n(&d->web, __ATOMIC_ACQUIRE);
+      if (w != NULL && web_tls_reload_files(w, &cause) < 0)
+        log_error("HTTPS reload failed, keeping the old credentials",
+                  "cause=%s", log_quote(q, sizeof q, cause ? cause : "?"));
+      else if (w != NULL)
+        log_info("TLS credentials reloaded", "port=http");
+      free(cause);
+    }
     return;
   }
   if (d->stopping) {
@@ -224,6 +244,22 @@ int main(int argc, char **argv) {
     status = die("cannot start ingest", rc, cause);
     goto fail_ingest;
   }
+  if (c.tls_cert != NULL || c.tls_key != NULL) {
+    tls_server_config tcfg = {c.tls_cert, c.tls_key, c.tls_client_ca,
+                              c.tls_require_service_san};
+    if ((rc = tls_server_new(&tcfg, &d.tls, &cause)) < 0) {
+      status = die("cannot load the TLS credentials", rc, cause);
+      goto fail_store;
+    }
+    tls_attach(d.ing, d.tls);
+  } else if (c.tls_client_ca != NULL || c.http_tls_client_ca != NULL ||
+             c.tls_require_service_san) {
+    status = die("bad TLS settings", GTP_E_BADARG,
+                 strdup("--tls-client-ca, --http-tls-client-ca and "
+                        "--tls-require-service-san need --tls-cert and "
+                        "--tls-key"));
+    goto fail_store;
+  }
 
   store_config scfg;
   memset(&scfg, 0, sizeof scfg);
@@ -276,6 +312,9 @@ int main(int argc, char **argv) {
   wcfg.connected = web_connected;
   wcfg.log = web_log_line;
   wcfg.ctx = &d;
+  wcfg.tls_cert = d.tls != NULL ? c.tls_cert : NULL;
+  wcfg.tls_key = d.tls != NULL ? c.tls_key : NULL;
+  wcfg.tls_client_ca = c.http_tls_client_ca;
   web_server *web = NULL;
   if ((rc = web_start(&wcfg, &web, &http_port, &cause)) < 0) {
     status = die("cannot start HTTP", rc, cause);
@@ -321,6 +360,7 @@ fail_store : {
   ingest_stats is;
   ingest_stats_get(d.ing, &is);
   ingest_free(d.ing);
+  tls_server_free(d.tls); /* after every session is gone */
   if (status == 0)
     log_info("stopped",
              "committed=%" PRIu64 " rejected=%" PRIu64 " duplicate=%" PRIu64,

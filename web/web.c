@@ -47,6 +47,7 @@
 #include "gtp_error.h"
 #include "httptime.h"
 #include "web_internal.h"
+#include "web_tls.h"
 
 void web_config_init(web_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -422,6 +423,29 @@ int web_arg_session(web_req *r, const char *name, char out[33]) {
     return 1;
   web_error(r, 400, "bad_parameter", "%s: not a session id (32 hex digits)",
             name);
+  return -1;
+}
+
+void web_dl_slot_put(web_server *w) {
+  atomic_fetch_sub_explicit(&w->active_downloads, 1, memory_order_relaxed);
+}
+
+/* Takes a place among --http-max-downloads (web_trace.c invariant 4,
+ * web_gotrace.c invariant 4), or answers 503 with Retry-After and returns
+ * -1. Here beside the reader pool, so every download handler shares them
+ * without calling into another handler's file. */
+int web_dl_slot_take(web_req *r) {
+  web_server *w = r->w;
+  if ((unsigned)atomic_fetch_add_explicit(&w->active_downloads, 1,
+                                          memory_order_relaxed) <
+      w->max_downloads)
+    return 0;
+  web_dl_slot_put(w);
+  atomic_fetch_add_explicit(&w->downloads_refused, 1, memory_order_relaxed);
+  web_error(r, 503, "overloaded",
+            "too many downloads running (%u, the --http-max-downloads "
+            "limit); retry shortly",
+            w->max_downloads);
   return -1;
 }
 
@@ -817,12 +841,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                      "%.16s not allowed; this API is read-only (GET)", method);
   if (atomic_load_explicit(&r.w->stopping, memory_order_relaxed))
     return web_error(&r, 503, "overloaded", "server is shutting down");
+  if (!web_tls_client_ok(r.w->tls, conn))
+    return web_error(&r, 403, "forbidden",
+                     "a client certificate signed by the HTTP client CA is "
+                     "required");
   if (args_text_check(&r))
     return r.ret;
   return route(&r);
 }
 
 /* ------------------------------------------------------------ lifecycle */
+
+int web_tls_reload_files(web_server *w, char **cause) {
+  return web_tls_reload(w->tls, cause);
+}
 
 static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
                    int *v6) {
@@ -949,9 +981,22 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
                          gtp_strerror(rc));
     goto fail_daemon;
   }
+  {
+    char *tcause = NULL;
+    rc = web_tls_load(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca,
+                      &w->tls, &tcause);
+    if (rc < 0) {
+      if (cause)
+        *cause = tcause;
+      else
+        free(tcause);
+      goto fail_daemon;
+    }
+  }
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                   MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+                   MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
+                   web_tls_flags(w->tls);
   w->mhd = MHD_start_daemon(
       flags, cfg->port, NULL, NULL, on_request, w,
       /* The logger first, so MHD never prints on its own. */
@@ -967,8 +1012,11 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
        * mapped lazily, so an idle or small request touches a few KiB. */
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)((1u << 20) + (64u << 10)),
       MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-      w, MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_END);
+      w, MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_ARRAY,
+      web_tls_options(w->tls), MHD_OPTION_END);
   if (!w->mhd) {
+    web_tls_free(w->tls);
+    w->tls = NULL;
     rc = -errno ? -errno : GTP_E_INTERNAL;
     if (cause)
       *cause = dup_cause("web: cannot listen on %s:%u: %s", w->host,
@@ -1010,6 +1058,7 @@ void web_stop(web_server *w) {
   pthread_cond_broadcast(&w->feed_cond);
   pthread_mutex_unlock(&w->feed_lock);
   MHD_stop_daemon(w->mhd);
+  web_tls_free(w->tls); /* after MHD (web_tls.c invariant 1) */
   slowguard_free(w->guard);
   readpool_free(w->pool);
   pthread_cond_destroy(&w->feed_cond);

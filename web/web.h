@@ -49,6 +49,9 @@ typedef struct web_config {
                               max_connections / 2; below max_connections */
   unsigned send_timeout_s; /* time a download's client has to take each
                               block (up to 1 MiB), default 120 */
+  /* HTTPS (web_tls.c): PEM files; tls_cert NULL = plain HTTP. With
+   * tls_client_ca, clients need a certificate signed by it (403). */
+  const char *tls_cert, *tls_key, *tls_client_ca;
 } web_config;
 
 /* Fills defaults for everything but db_path. */
@@ -60,6 +63,9 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
               char **cause);
 /* Stops accepting, ends running requests, frees everything. */
 void web_stop(web_server *w);
+/* HTTPS: reads the certificate and key files again (SIGHUP); new
+ * connections use them. 0 (also without HTTPS), or < 0 with *cause. */
+int web_tls_reload_files(web_server *w, char **cause);
 /* A generation with this seq committed: wake /v1/feed waiters. Any thread. */
 void web_notify_commit(web_server *w, int64_t seq);
 
