@@ -185,8 +185,8 @@ enum MHD_Result web_reply(web_req *r, unsigned status, const char *ctype,
   }
   /* Invariant 6: listings are built whole (bounded per request by their
    * limits); slow clients must not make them pile up without bound. */
-  uint64_t was = atomic_fetch_add_explicit(&w->held_bytes, len,
-                                           memory_order_relaxed);
+  uint64_t was =
+      atomic_fetch_add_explicit(&w->held_bytes, len, memory_order_relaxed);
   if (was + len > WEB_HELD_MAX && was > 0) {
     atomic_fetch_sub_explicit(&w->held_bytes, len, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->held_refused, 1, memory_order_relaxed);
@@ -446,9 +446,8 @@ void web_dl_slot_put(web_server *w) {
  * without calling into another handler's file. */
 int web_dl_slot_take(web_req *r) {
   web_server *w = r->w;
-  if ((unsigned)atomic_fetch_add_explicit(&w->active_downloads, 1,
-                                          memory_order_relaxed) <
-      w->max_downloads)
+  if ((unsigned)atomic_fetch_add_explicit(
+          &w->active_downloads, 1, memory_order_relaxed) < w->max_downloads)
     return 0;
   web_dl_slot_put(w);
   atomic_fetch_add_explicit(&w->downloads_refused, 1, memory_order_relaxed);
@@ -575,8 +574,11 @@ static enum MHD_Result healthz(web_req *r) {
     }
     if (rc < 0) {
       ok = 0;
-      reason =
-          rc == GTP_E_LIMIT ? "database readers busy" : "database not readable";
+      /* Only the shared backend's catalog answers UNAVAIL (its reads go to
+       * PostgreSQL); the writer may not have noticed the outage yet. */
+      reason = rc == GTP_E_LIMIT     ? "database readers busy"
+               : rc == GTP_E_UNAVAIL ? "catalog (PostgreSQL) not readable"
+                                     : "database not readable";
     }
   }
   json j;
@@ -819,16 +821,16 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    *socket_context = ci ? slowguard_conn_started(w->guard, ci->connect_fd)
-                         : NULL;
+    *socket_context =
+        ci ? slowguard_conn_started(w->guard, ci->connect_fd) : NULL;
   } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
     slowguard_conn_closed(w->guard, *socket_context);
     *socket_context = NULL;
   }
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn,
-                         void **con_cls, enum MHD_RequestTerminationCode toe) {
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
   slowguard_request_done(web_conn_guard(conn));
 }
 
@@ -905,16 +907,15 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
     goto fail_alloc;
   w->cfg = *cfg;
   w->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
-  w->db_path = strdup(cfg->db_path ? cfg->db_path
-                                    : storage_describe(cfg->storage));
+  w->db_path =
+      strdup(cfg->db_path ? cfg->db_path : storage_describe(cfg->storage));
   w->read_token =
       cfg->read_token && *cfg->read_token ? strdup(cfg->read_token) : NULL;
   if (!w->host || !w->db_path ||
       (cfg->read_token && *cfg->read_token && !w->read_token))
     goto fail_strings;
-  w->cors = cfg->cors_origins && *cfg->cors_origins
-                ? strdup(cfg->cors_origins)
-                : NULL;
+  w->cors = cfg->cors_origins && *cfg->cors_origins ? strdup(cfg->cors_origins)
+                                                    : NULL;
   if (cfg->cors_origins && *cfg->cors_origins && !w->cors)
     goto fail_strings;
   w->cfg.cors_origins = w->cors;
@@ -1000,8 +1001,8 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
   }
   {
     char *tcause = NULL;
-    rc = web_tls_load(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca,
-                      &w->tls, &tcause);
+    rc = web_tls_load(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca, &w->tls,
+                      &tcause);
     if (rc < 0) {
       if (cause)
         *cause = tcause;
@@ -1028,8 +1029,8 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
        * per download by about a fifth (bench_download, D1). The pool is
        * mapped lazily, so an idle or small request touches a few KiB. */
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)((1u << 20) + (64u << 10)),
-      MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-      w, MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_ARRAY,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, w,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_ARRAY,
       web_tls_options(w->tls), MHD_OPTION_END);
   if (!w->mhd) {
     web_tls_free(w->tls);
