@@ -704,9 +704,12 @@ static void *send_all(void *arg) {
 
 static void
 test_ingest__kill9_loses_no_acked_generation_and_resume_is_exact(void **st) {
-  /* A slow store (100 ms per transaction of at most 64) makes sure the
-   * kill lands while most of the N generations are still unACKed. */
-  enum { N = 400 };
+  /* A slow store (100 ms per transaction) makes sure the kill lands while
+   * generations are still unACKed. gentraced groups up to 2048 generations
+   * in one transaction (main.c's batch_max), so N is above that: however
+   * fast the sender is, the first commit cannot ACK them all, and the kill
+   * comes right after its first ACKs, long before a second commit. */
+  enum { N = 2500 };
   gtd d;
   const char *args[] = {"--test-store-delay-ms", "100", NULL};
   start(&d, args, NULL);
