@@ -256,8 +256,7 @@ int main(int argc, char **argv) {
          "unit=ns/op(rdtsc+store) baseline=none:0 ratio=1 bar=none pass=1\n",
          base, v[NK][0], v[NK][reps - 1], reps);
   for (int k = 0; k < NK; k++)
-    line("A1", kinds[k].unit, v[k], reps, "rdtsc+store", base, "<=1.25",
-         1.25);
+    line("A1", kinds[k].unit, v[k], reps, "rdtsc+store", base, "<=1.25", 1.25);
 
   /* Generation switch and full pool, each against a plain event of the
    * same run (the switch) and the baseline (the full pool). */
