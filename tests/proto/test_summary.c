@@ -1,0 +1,304 @@
+/* test_summary: proto/summary.c, the per-generation summary: statistics per
+ * name, the span rule that search relies on, edges, and hostile input. */
+#include "format_test.h"
+
+#include "summary.h"
+
+/* A hand-made generation: strings 1..4, batches of (thread, events). 1 tick
+ * = 4 ns, as in gen_fixture.h. */
+enum { S_CHECKOUT = 1, S_CART = 2, S_QUEUE = 3, S_HTTP = 4, S_JOB = 5 };
+
+typedef struct tb {
+  gtp_wbuf b;
+  gtf_spec s;
+  size_t body_start;
+} tb;
+
+static void tb_init(tb *t) {
+  gtf_spec_init(&t->s, 3, 7);
+  gtp_wbuf_init(&t->b, 0);
+  assert_int_equal(gtf_gen_start(&t->b, &t->s), 0);
+  t->body_start = t->b.len;
+  static const char *const names[] = {"checkout.pay", "cart", "queue", "http",
+                                      "job"};
+  uint64_t ids[5];
+  gtp_str strs[5];
+  for (int i = 0; i < 5; i++) {
+    ids[i] = (uint64_t)i + 1;
+    strs[i].ptr = names[i];
+    strs[i].len = strlen(names[i]);
+  }
+  assert_int_equal(gtp_put_strings(&t->b, ids, strs, 5), 0);
+}
+
+/* One batch of events given as (type, ticks-offset, a0, a1, a2) rows. */
+typedef struct tev {
+  uint8_t type;
+  uint64_t at; /* ticks from the generation start */
+  uint64_t a0, a1, a2;
+} tev;
+
+static void tb_batch(tb *t, uint64_t thread, const tev *e, size_t n) {
+  uint8_t *buf = malloc(GTP_BATCH_MAX);
+  size_t len = 0;
+  uint64_t base = t->s.start_ticks, prev = base;
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal(gtf_ev(buf, &len, &prev, e[i].type, base + e[i].at,
+                            e[i].a0, e[i].a1, e[i].a2,
+                            e[i].type == GTP_EV_LOG ? "m" : NULL),
+                     0);
+  assert_int_equal(gtp_put_batch(&t->b, t->s.gen, thread, base, n, buf, len),
+                   0);
+  free(buf);
+}
+
+static void tb_parse(tb *t, gtp_gen *g) {
+  gtp_clock c = {t->s.start_ticks,
+                 t->s.start_mono_ns,
+                 t->s.start_real_ns,
+                 t->s.start_ticks + t->s.period_ns / 4,
+                 t->s.start_mono_ns + t->s.period_ns,
+                 t->s.start_real_ns + t->s.period_ns};
+  assert_int_equal(gtp_put_clock(&t->b, &c), 0);
+  gtp_gen_end end;
+  memset(&end, 0, sizeof end);
+  end.gen = t->s.gen;
+  assert_int_equal(gtp_manifest_compute(t->b.data + t->body_start,
+                                        t->b.len - t->body_start, &end),
+                   0);
+  assert_int_equal(gtp_put_gen_end(&t->b, &end), 0);
+  size_t used;
+  assert_int_equal(gtp_gen_parse(t->b.data, t->b.len, g, &used), 0);
+}
+
+static const gtp_sum_name *find(const gtp_summary *s, uint8_t kind,
+                                const char *name) {
+  for (size_t i = 0; i < s->nnames; i++)
+    if (s->names[i].kind == kind && str_eq(s->names[i].name, name))
+      return &s->names[i];
+  return NULL;
+}
+
+#define MS_TICKS (1000000 / 4)
+
+static void test_summary__slow_spans_among_fast_are_all_kept(void **state) {
+  (void)state;
+  tb t;
+  tb_init(&t);
+  /* 1000 fast "cart" regions (100 us), 3 slow "checkout.pay" (250 ms)
+   * nested inside one of them across two batches of the same thread. */
+  tev *e = calloc(3000, sizeof *e);
+  size_t n = 0;
+  uint64_t at = 10;
+  for (int i = 0; i < 1000; i++) {
+    e[n++] = (tev){GTP_EV_REGION_BEGIN, at, S_CART, 0, 0};
+    at += 25000; /* 100 us */
+    e[n++] = (tev){GTP_EV_REGION_END, at, 0, 0, 0};
+    at += 10;
+  }
+  e[n++] = (tev){GTP_EV_REGION_BEGIN, at, S_CHECKOUT, 0, 0};
+  tb_batch(&t, 7, e, n);
+  n = 0;
+  at += 250 * MS_TICKS;
+  e[n++] = (tev){GTP_EV_REGION_END, at, 0, 0, 0};
+  for (int i = 0; i < 2; i++) {
+    e[n++] = (tev){GTP_EV_REGION_BEGIN, at, S_CHECKOUT, 0, 0};
+    at += 250 * MS_TICKS;
+    e[n++] = (tev){GTP_EV_REGION_END, at, 0, 0, 0};
+  }
+  e[n++] = (tev){GTP_EV_COUNTER, at + 1, S_QUEUE, (uint64_t)(int64_t)(-5), 0};
+  e[n++] = (tev){GTP_EV_COUNTER, at + 2, S_QUEUE, (uint64_t)(int64_t)(9), 0};
+  e[n++] = (tev){GTP_EV_COUNTER, at + 3, S_QUEUE, (uint64_t)(int64_t)(2), 0};
+  e[n++] = (tev){GTP_EV_LOG, at + 4, S_HTTP, 0, 0};
+  e[n++] = (tev){GTP_EV_LOG, at + 5, S_HTTP, 0, 0};
+  tb_batch(&t, 7, e, n);
+  free(e);
+  gtp_gen g;
+  tb_parse(&t, &g);
+  gtp_summary s;
+  assert_int_equal(gtp_summary_compute(&g, &s), 0);
+  const gtp_sum_name *cart = find(&s, GTP_SUM_REGION, "cart");
+  const gtp_sum_name *pay = find(&s, GTP_SUM_REGION, "checkout.pay");
+  assert_non_null(cart);
+  assert_non_null(pay);
+  assert_int_equal(cart->count, 1000);
+  assert_int_equal(cart->max_ns, 100000);
+  assert_int_equal(cart->min_ns, 100000);
+  assert_int_equal(cart->total_ns, 100000000);
+  assert_int_equal(cart->hist[gtp_sum_bucket(100000)], 1000);
+  assert_int_equal(pay->count, 3);
+  assert_int_equal(pay->max_ns, 250000000);
+  assert_int_equal(s.nspans, 3);
+  for (size_t i = 0; i < s.nspans; i++) {
+    assert_int_equal(s.spans[i].dur_ns, 250000000);
+    assert_int_equal(s.spans[i].thread, 7);
+    assert_ptr_equal(&s.names[s.spans[i].name], pay);
+  }
+  assert_int_equal(s.span_floor_ns, GTP_SUM_SPAN_FLOOR_NS);
+  assert_int_equal(s.ncounters, 1);
+  assert_int_equal(s.counters[0].min, -5);
+  assert_int_equal(s.counters[0].max, 9);
+  assert_int_equal(s.counters[0].last, 2);
+  assert_int_equal(s.counters[0].count, 3);
+  assert_int_equal(s.nlogs, 1);
+  assert_int_equal(s.logs[0].count, 2);
+  assert_int_equal(s.open_at_end, 0);
+  assert_int_equal(s.unmatched_ends, 0);
+  gtp_summary_fini(&s);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&t.b);
+}
+
+static void test_summary__tasks_pair_across_threads(void **state) {
+  (void)state;
+  tb t;
+  tb_init(&t);
+  tev a[] = {{GTP_EV_TASK_BEGIN, 100, 42, 0, S_JOB},
+             {GTP_EV_TASK_BEGIN, 200, 43, 0, S_JOB},
+             {GTP_EV_REGION_END, 300, 0, 0, 0}, /* begun before this gen */
+             {GTP_EV_REGION_BEGIN, 400, S_CART, 0, 0}};
+  tev b[] = {{GTP_EV_TASK_END, 100 + 2 * MS_TICKS, 42, 0, 0}};
+  tb_batch(&t, 1, a, 4);
+  tb_batch(&t, 2, b, 1);
+  gtp_gen g;
+  tb_parse(&t, &g);
+  gtp_summary s;
+  assert_int_equal(gtp_summary_compute(&g, &s), 0);
+  const gtp_sum_name *job = find(&s, GTP_SUM_TASK, "job");
+  assert_non_null(job);
+  assert_int_equal(job->count, 1);
+  assert_int_equal(job->max_ns, 2000000);
+  assert_int_equal(s.nspans, 1);
+  assert_int_equal(s.spans[0].thread, 1); /* where it began */
+  assert_int_equal(s.open_at_end, 2);     /* task 43, region cart */
+  assert_int_equal(s.unmatched_ends, 1);
+  assert_null(find(&s, GTP_SUM_REGION, "cart"));
+  gtp_summary_fini(&s);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&t.b);
+}
+
+static void
+test_summary__over_the_cap_raises_floor_and_keeps_all_above(void **state) {
+  (void)state;
+  tb t;
+  tb_init(&t);
+  /* GTP_SUM_SPANS_MAX + 500 spans of 1..N ms, over several batches. */
+  size_t total = GTP_SUM_SPANS_MAX + 500, done = 0;
+  uint64_t at = 1;
+  tev *e = calloc(4000, sizeof *e);
+  while (done < total) {
+    size_t n = 0;
+    for (; n < 3000 && done < total; done++) {
+      e[n++] = (tev){GTP_EV_REGION_BEGIN, at, S_CART, 0, 0};
+      at += (done % 600 + 1) * MS_TICKS;
+      e[n++] = (tev){GTP_EV_REGION_END, at, 0, 0, 0};
+      at += 2;
+    }
+    tb_batch(&t, 9, e, n);
+  }
+  free(e);
+  gtp_gen g;
+  tb_parse(&t, &g);
+  gtp_summary s;
+  assert_int_equal(gtp_summary_compute(&g, &s), 0);
+  assert_true(s.nspans <= GTP_SUM_SPANS_MAX);
+  assert_true(s.span_floor_ns > GTP_SUM_SPAN_FLOOR_NS);
+  /* Exactly the spans at or over the floor are kept (invariant 2). */
+  uint64_t over = 0;
+  const gtp_sum_name *cart = find(&s, GTP_SUM_REGION, "cart");
+  assert_non_null(cart);
+  assert_int_equal(cart->count, total);
+  for (size_t i = 0; i < s.nspans; i++) {
+    assert_true(s.spans[i].dur_ns >= s.span_floor_ns);
+    if (i)
+      assert_true(s.spans[i - 1].dur_ns >= s.spans[i].dur_ns);
+  }
+  for (size_t i = 0; i < total; i++)
+    over += (i % 600 + 1) * 1000000 >= s.span_floor_ns;
+  assert_int_equal(over, s.nspans);
+  assert_int_equal(s.spans[0].dur_ns, 600000000);
+  gtp_summary_fini(&s);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&t.b);
+}
+
+static void test_summary__buckets_cover_every_duration(void **state) {
+  (void)state;
+  assert_int_equal(gtp_sum_bucket(0), 0);
+  assert_int_equal(gtp_sum_bucket(999), 0);
+  assert_int_equal(gtp_sum_bucket(UINT64_MAX), GTP_SUM_BUCKETS - 1);
+  uint64_t d[] = {1000,
+                  1999,
+                  2000,
+                  2999,
+                  3000,
+                  4000,
+                  123456789,
+                  250000000,
+                  3600ull * 1000000000ull,
+                  9000ull * 1000000000ull};
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+    unsigned b = gtp_sum_bucket(d[i]);
+    assert_true(gtp_sum_bucket_lo(b) <= d[i]);
+    assert_true(d[i] < gtp_sum_bucket_hi(b));
+  }
+  for (unsigned b = 2; b < GTP_SUM_BUCKETS; b++)
+    if (b != 2) /* bucket 2 (the half of 1 us) is empty by construction */
+      assert_true(gtp_sum_bucket_lo(b) == gtp_sum_bucket_hi(b - 1) || b == 3);
+  uint64_t h[GTP_SUM_BUCKETS] = {0}, h2[GTP_SUM_BUCKETS] = {0};
+  h[1] = 5;
+  h[40] = 300;
+  h[67] = 1;
+  uint8_t buf[GTP_SUM_HIST_MAX];
+  size_t n = gtp_sum_hist_encode(h, buf);
+  assert_int_equal(gtp_sum_hist_decode(buf, n, h2), 0);
+  assert_memory_equal(h, h2, sizeof h);
+  assert_int_equal(gtp_sum_hist_decode(buf, n, h2), 0); /* merges */
+  assert_int_equal(h2[40], 600);
+  uint8_t bad[] = {200, 1};
+  assert_int_equal(gtp_sum_hist_decode(bad, 2, h2), GTP_E_CORRUPT);
+  uint8_t unordered[] = {5, 1, 4, 1};
+  assert_int_equal(gtp_sum_hist_decode(unordered, 4, h2), GTP_E_CORRUPT);
+  uint8_t trunc[] = {5, 0x80};
+  assert_int_equal(gtp_sum_hist_decode(trunc, 2, h2), GTP_E_CORRUPT);
+  assert_int_equal(gtp_sum_quantile(h, 0.5, 0), gtp_sum_bucket_hi(40));
+  assert_int_equal(gtp_sum_quantile(h, 0.0001, 0), gtp_sum_bucket_hi(1));
+}
+
+static void test_summary__fixture_generation_matches_its_spec(void **state) {
+  (void)state;
+  gtf_spec sp;
+  gtf_spec_init(&sp, 1, 41);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtf_generation(&b, &sp), 0);
+  gtp_gen g;
+  size_t used;
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &g, &used), 0);
+  gtp_summary s;
+  assert_int_equal(gtp_summary_compute(&g, &s), 0);
+  const gtp_sum_name *req = find(&s, GTP_SUM_REGION, "request");
+  assert_non_null(req);
+  assert_int_equal(req->count, 2 * sp.threads);
+  const gtp_sum_name *h = find(&s, GTP_SUM_TASK, "handle");
+  assert_non_null(h);
+  assert_int_equal(h->count, sp.threads);
+  assert_int_equal(s.nlogs, 1);
+  assert_int_equal(s.logs[0].count, 2 * sp.threads);
+  gtp_summary_fini(&s);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_summary__slow_spans_among_fast_are_all_kept),
+      cmocka_unit_test(test_summary__tasks_pair_across_threads),
+      cmocka_unit_test(
+          test_summary__over_the_cap_raises_floor_and_keeps_all_above),
+      cmocka_unit_test(test_summary__buckets_cover_every_duration),
+      cmocka_unit_test(test_summary__fixture_generation_matches_its_spec),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
