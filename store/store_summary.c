@@ -1,0 +1,297 @@
+/* store_summary.c: generation summaries into SQLite (see store_summary.h and
+ * the sum_* tables of store_schema.h).
+ *
+ * Backfill: a database migrated from schema 3 has generations without
+ * summaries. At open, `below` is set to the highest seq then stored: every
+ * generation committed later is summarized at commit, so only seq <= below
+ * can lack one. Each call takes the next few of those, newest first (recent
+ * data is what users search first), and moves `below` down past them.
+ *
+ * Invariants:
+ *   1. A summary's rows MUST be written in the transaction that inserts the
+ *      generation (or, for backfill, in one transaction per batch with a
+ *      sum_gens row last), otherwise a crash could leave a generation with
+ *      half a summary that search would trust as whole.
+ *   2. A generation MUST get a sum_gens row even when it cannot be
+ *      summarized (status != 0), otherwise backfill would retry it forever;
+ *      search treats such a generation as "decode to answer".
+ *   3. Every generation with seq > below has a summary row or is being
+ *      committed with one, so backfill never has to look above below.
+ */
+#include "config.h"
+
+#include "store_summary.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "gtp_error.h"
+#include "store_int.h"
+#include "store_schema.h"
+
+/* ---------------------------------------------------------- the pure part */
+
+store_sum_item *store_sum_build(const uint8_t *payload, size_t len) {
+  store_sum_item *it = calloc(1, sizeof *it);
+  if (!it)
+    return NULL;
+  size_t used = 0;
+  int rc = gtp_gen_parse(payload, len, &it->g, &used);
+  if (rc < 0) {
+    memset(&it->g, 0, sizeof it->g); /* nothing of it stays allocated */
+    it->status = rc;
+    return it;
+  }
+  rc = gtp_summary_compute(&it->g, &it->sum);
+  if (rc == -ENOMEM) {
+    gtp_gen_fini(&it->g);
+    free(it);
+    return NULL;
+  }
+  it->status = rc;
+  return it;
+}
+
+void store_sum_free(store_sum_item *it) {
+  if (!it)
+    return;
+  gtp_gen_fini(&it->g);
+  gtp_summary_fini(&it->sum);
+  free(it);
+}
+
+uint64_t store_sum_bytes(const store_sum_item *it) {
+  if (!it)
+    return 0;
+  const gtp_summary *s = &it->sum;
+  return sizeof *it + s->nnames * sizeof *s->names +
+         s->ncounters * sizeof *s->counters + s->nlogs * sizeof *s->logs +
+         s->nspans * sizeof *s->spans + it->g.nstrings * sizeof *it->g.strings +
+         it->g.nstacks * sizeof *it->g.stacks +
+         it->g.nmodules * sizeof *it->g.modules;
+}
+
+/* ------------------------------------------------------------ the writer */
+
+enum { SS_GEN, SS_NAME, SS_SPAN, SS_COUNTER, SS_LOG, SS_TODO, SS_COUNT_ };
+
+static const char *const ss_sql[SS_COUNT_] = {
+    [SS_GEN] = "INSERT OR REPLACE INTO sum_gens(seq, floor_ns, open_at_end,"
+               " unmatched_ends, status) VALUES(?1, ?2, ?3, ?4, ?5)",
+    [SS_NAME] = "INSERT OR REPLACE INTO sum_names(name, seq, kind, count,"
+                " total_ns, min_ns, max_ns, hist)"
+                " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [SS_SPAN] = "INSERT INTO sum_spans(seq, kind, name, thread, start_ns,"
+                " dur_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [SS_COUNTER] = "INSERT OR REPLACE INTO sum_counters(seq, name, count, min,"
+                   " max, last) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [SS_LOG] = "INSERT OR REPLACE INTO sum_logs(seq, name, count)"
+               " VALUES(?1, ?2, ?3)",
+    [SS_TODO] = "SELECT g.seq, g.codec, g.bytes, p.data FROM generations g"
+                " JOIN payloads p ON p.seq = g.seq WHERE g.seq <= ?1 AND"
+                " NOT EXISTS (SELECT 1 FROM sum_gens s WHERE s.seq = g.seq)"
+                " ORDER BY g.seq DESC LIMIT ?2",
+};
+
+struct store_summary {
+  sqlite3 *db;
+  sqlite3_stmt *st[SS_COUNT_];
+  ZSTD_DCtx *dctx;
+  int64_t below;    /* invariant 3 */
+  uint64_t pending; /* generations without a summary (estimate) */
+};
+
+static int64_t clamp64(uint64_t v) {
+  return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static int step_done(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+int store_summary_open(sqlite3 *db, store_summary **out) {
+  store_summary *ss = calloc(1, sizeof *ss);
+  if (!ss)
+    return -ENOMEM;
+  ss->db = db;
+  int rc = SQLITE_OK;
+  for (int i = 0; i < SS_COUNT_ && rc == SQLITE_OK; i++)
+    rc = sqlite3_prepare_v3(db, ss_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                            &ss->st[i], NULL);
+  ss->dctx = ZSTD_createDCtx();
+  sqlite3_stmt *q = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(
+        db,
+        "SELECT coalesce(max(seq), 0), (SELECT count(*) FROM generations g"
+        " WHERE NOT EXISTS (SELECT 1 FROM sum_gens s WHERE s.seq = g.seq))"
+        " FROM generations",
+        -1, &q, NULL);
+  if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
+    ss->below = sqlite3_column_int64(q, 0);
+    ss->pending = (uint64_t)sqlite3_column_int64(q, 1);
+  }
+  sqlite3_finalize(q);
+  if (rc != SQLITE_OK || !ss->dctx) {
+    int err = rc != SQLITE_OK ? store_sqlite_err(rc) : -ENOMEM;
+    store_summary_close(ss);
+    return err ? err : GTP_E_INTERNAL;
+  }
+  *out = ss;
+  return 0;
+}
+
+void store_summary_close(store_summary *ss) {
+  if (!ss)
+    return;
+  for (int i = 0; i < SS_COUNT_; i++)
+    sqlite3_finalize(ss->st[i]);
+  ZSTD_freeDCtx(ss->dctx);
+  free(ss);
+}
+
+static void bind_str(sqlite3_stmt *st, int i, gtp_str s) {
+  sqlite3_bind_text(st, i, s.len ? s.ptr : "", (int)s.len, SQLITE_STATIC);
+}
+
+int store_summary_put(store_summary *ss, int64_t seq,
+                      const store_sum_item *it) {
+  sqlite3_stmt *st = ss->st[SS_GEN];
+  const gtp_summary *s = &it->sum;
+  int ok = it->status == 0;
+  sqlite3_bind_int64(st, 1, seq);
+  sqlite3_bind_int64(st, 2, ok ? clamp64(s->span_floor_ns) : 0);
+  sqlite3_bind_int64(st, 3, clamp64(s->open_at_end));
+  sqlite3_bind_int64(st, 4, clamp64(s->unmatched_ends));
+  sqlite3_bind_int64(st, 5, it->status);
+  int rc = step_done(st);
+  if (!ok)
+    return rc;
+  uint8_t hist[GTP_SUM_HIST_MAX];
+  st = ss->st[SS_NAME];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->nnames; i++) {
+    const gtp_sum_name *n = &s->names[i];
+    bind_str(st, 1, n->name);
+    sqlite3_bind_int64(st, 2, seq);
+    sqlite3_bind_int(st, 3, n->kind);
+    sqlite3_bind_int64(st, 4, clamp64(n->count));
+    sqlite3_bind_int64(st, 5, clamp64(n->total_ns));
+    sqlite3_bind_int64(st, 6, clamp64(n->min_ns));
+    sqlite3_bind_int64(st, 7, clamp64(n->max_ns));
+    size_t hl = gtp_sum_hist_encode(n->hist, hist);
+    sqlite3_bind_blob(st, 8, hist, (int)hl, SQLITE_STATIC);
+    rc = step_done(st);
+  }
+  st = ss->st[SS_SPAN];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->nspans; i++) {
+    const gtp_sum_span *sp = &s->spans[i];
+    const gtp_sum_name *n = &s->names[sp->name];
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int(st, 2, n->kind);
+    bind_str(st, 3, n->name);
+    sqlite3_bind_int64(st, 4, clamp64(sp->thread));
+    sqlite3_bind_int64(st, 5, sp->start_ns);
+    sqlite3_bind_int64(st, 6, clamp64(sp->dur_ns));
+    rc = step_done(st);
+  }
+  st = ss->st[SS_COUNTER];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->ncounters; i++) {
+    const gtp_sum_counter *c = &s->counters[i];
+    sqlite3_bind_int64(st, 1, seq);
+    bind_str(st, 2, c->name);
+    sqlite3_bind_int64(st, 3, clamp64(c->count));
+    sqlite3_bind_int64(st, 4, c->min);
+    sqlite3_bind_int64(st, 5, c->max);
+    sqlite3_bind_int64(st, 6, c->last);
+    rc = step_done(st);
+  }
+  st = ss->st[SS_LOG];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->nlogs; i++) {
+    sqlite3_bind_int64(st, 1, seq);
+    bind_str(st, 2, s->logs[i].name);
+    sqlite3_bind_int64(st, 3, clamp64(s->logs[i].count));
+    rc = step_done(st);
+  }
+  return rc;
+}
+
+/* The stored bytes of one row of SS_TODO, decompressed (malloc'd). */
+static uint8_t *todo_bytes(store_summary *ss, sqlite3_stmt *st, size_t *len) {
+  const char *codec = (const char *)sqlite3_column_text(st, 1);
+  int64_t want = sqlite3_column_int64(st, 2);
+  const void *data = sqlite3_column_blob(st, 3);
+  size_t n = (size_t)sqlite3_column_bytes(st, 3);
+  if (!codec || want <= 0 || (uint64_t)want > GTP_GEN_MAX_BYTES || !data)
+    return NULL;
+  uint8_t *out = malloc((size_t)want);
+  if (!out)
+    return NULL;
+  if (strcmp(codec, STORE_CODEC_NONE) == 0 && n == (size_t)want) {
+    memcpy(out, data, n);
+  } else if (strcmp(codec, STORE_CODEC_ZSTD) != 0 ||
+             ZSTD_decompressDCtx(ss->dctx, out, (size_t)want, data, n) !=
+                 (size_t)want) {
+    free(out);
+    return NULL;
+  }
+  *len = (size_t)want;
+  return out;
+}
+
+int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
+  *pending = ss->pending;
+  if (max_gens <= 0)
+    return 0;
+  if (ss->below <= 0 || ss->pending == 0) {
+    ss->pending = 0;
+    *pending = 0;
+    return 0;
+  }
+  int rc = sqlite3_exec(ss->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return store_sqlite_err(rc);
+  sqlite3_stmt *st = ss->st[SS_TODO];
+  sqlite3_bind_int64(st, 1, ss->below);
+  sqlite3_bind_int(st, 2, max_gens);
+  int done = 0, oom = 0;
+  int64_t low = ss->below;
+  while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    int64_t seq = sqlite3_column_int64(st, 0);
+    size_t len = 0;
+    uint8_t *bytes = todo_bytes(ss, st, &len);
+    store_sum_item bad = {.status = GTP_E_CORRUPT};
+    store_sum_item *it = bytes ? store_sum_build(bytes, len) : &bad;
+    if (!it) { /* out of memory: try again next time */
+      free(bytes);
+      oom = 1;
+      break;
+    }
+    rc = store_summary_put(ss, seq, it); /* invariant 2 */
+    if (it != &bad)
+      store_sum_free(it);
+    free(bytes);
+    low = seq - 1;
+    done++;
+  }
+  if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+    rc = SQLITE_OK;
+  int exhausted = rc == SQLITE_OK && !oom && done < max_gens;
+  sqlite3_reset(st);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(ss->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+    return store_sqlite_err(rc) ? store_sqlite_err(rc) : GTP_E_INTERNAL;
+  }
+  ss->below = exhausted ? 0 : low;
+  ss->pending = exhausted                      ? 0
+                : ss->pending > (uint64_t)done ? ss->pending - (uint64_t)done
+                                               : 0;
+  *pending = ss->pending;
+  return done;
+}
