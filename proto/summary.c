@@ -108,6 +108,93 @@ uint64_t gtp_sum_quantile(const uint64_t hist[GTP_SUM_BUCKETS], double q,
   return max_ns;
 }
 
+/* ------------------------------------------------------------ carrying */
+
+/* Adds one span of (kind, name) to s: its name's statistics, and spans[]. */
+static int carry_add(gtp_summary *s, uint8_t kind, gtp_str name,
+                     uint64_t thread, int64_t start, int64_t end) {
+  uint64_t d = end > start ? (uint64_t)(end - start) : 0;
+  size_t ni = 0;
+  while (ni < s->nnames &&
+         !(s->names[ni].kind == kind && s->names[ni].name.len == name.len &&
+           (name.len == 0 ||
+            memcmp(s->names[ni].name.ptr, name.ptr, name.len) == 0)))
+    ni++;
+  if (ni == s->nnames) {
+    gtp_sum_name *nn = realloc(s->names, (s->nnames + 1) * sizeof *nn);
+    if (!nn)
+      return -ENOMEM;
+    s->names = nn;
+    memset(&nn[ni], 0, sizeof nn[ni]);
+    nn[ni].kind = kind;
+    nn[ni].name = name;
+    nn[ni].min_ns = UINT64_MAX;
+    s->nnames++;
+  }
+  gtp_sum_span *ns = realloc(s->spans, (s->nspans + 1) * sizeof *ns);
+  if (!ns)
+    return -ENOMEM;
+  s->spans = ns;
+  gtp_sum_name *n = &s->names[ni];
+  n->count++;
+  n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
+  if (d > n->max_ns)
+    n->max_ns = d;
+  if (d < n->min_ns)
+    n->min_ns = d;
+  n->hist[gtp_sum_bucket(d)]++;
+  gtp_sum_span *sp = &s->spans[s->nspans++];
+  sp->name = (uint32_t)ni;
+  sp->thread = thread;
+  sp->start_ns = start;
+  sp->dur_ns = d;
+  sp->carried = 1;
+  return 0;
+}
+
+int gtp_summary_carry(gtp_summary *cur, const gtp_sum_open *prev, size_t nprev,
+                      gtp_sum_open **left, size_t *nleft) {
+  *left = NULL;
+  *nleft = 0;
+  uint8_t *closed = calloc(nprev ? nprev : 1, 1);
+  gtp_sum_open *out = malloc((nprev + cur->nopens + 1) * sizeof *out);
+  if (!closed || !out) {
+    free(closed);
+    free(out);
+    return -ENOMEM;
+  }
+  for (size_t e = 0; e < cur->nends; e++) {
+    const gtp_sum_end *end = &cur->ends[e];
+    /* Innermost open region of the thread: the last not-yet-closed entry;
+     * a task: the entry with its id. */
+    size_t k = nprev;
+    while (k-- > 0)
+      if (!closed[k] && prev[k].kind == end->kind && prev[k].key == end->key)
+        break;
+    if (k >= nprev)
+      continue; /* its begin is not known (lost or too old) */
+    closed[k] = 1;
+    if (carry_add(cur, prev[k].kind, prev[k].name, prev[k].thread,
+                  prev[k].start_ns, end->end_ns) < 0) {
+      free(closed);
+      free(out);
+      return -ENOMEM;
+    }
+    if (cur->unmatched_ends)
+      cur->unmatched_ends--;
+  }
+  size_t n = 0;
+  for (size_t k = 0; k < nprev && n < GTP_SUM_OPEN_MAX; k++)
+    if (!closed[k])
+      out[n++] = prev[k];
+  for (size_t k = 0; k < cur->nopens && n < GTP_SUM_OPEN_MAX; k++)
+    out[n++] = cur->opens[k];
+  free(closed);
+  *left = out;
+  *nleft = n;
+  return 0;
+}
+
 /* ------------------------------------------------------------- building */
 
 typedef struct sum_build {
@@ -115,7 +202,8 @@ typedef struct sum_build {
   gtp_summary *out;
   /* string index (0..nstrings-1; nstrings = no/unknown name) -> entry + 1 */
   uint32_t *map_region, *map_task, *map_counter, *map_log;
-  size_t cap_names, cap_counters, cap_logs, cap_spans;
+  size_t cap_names, cap_counters, cap_logs, cap_spans, cap_opens, cap_ends;
+  uint64_t floor_ns; /* spans at or over it go to spans[] */
 } sum_build;
 
 typedef struct batch_ref {
@@ -204,7 +292,7 @@ static int add_span(sum_build *sb, uint8_t kind, size_t si, uint64_t thread,
   if (d < n->min_ns)
     n->min_ns = d;
   n->hist[gtp_sum_bucket(d)]++;
-  if (d < GTP_SUM_SPAN_FLOOR_NS)
+  if (d < sb->floor_ns)
     return 0;
   if (grow((void **)&o->spans, &sb->cap_spans, o->nspans + 1,
            sizeof *o->spans) < 0)
@@ -215,6 +303,48 @@ static int add_span(sum_build *sb, uint8_t kind, size_t si, uint64_t thread,
   sp->start_ns = start;
   sp->dur_ns = d;
   return 0;
+}
+
+static int add_open(sum_build *sb, uint8_t kind, size_t si, uint64_t key,
+                    uint64_t thread, uint64_t ticks) {
+  gtp_summary *o = sb->out;
+  o->open_at_end++;
+  if (o->nopens == GTP_SUM_OPEN_MAX)
+    return 0;
+  if (grow((void **)&o->opens, &sb->cap_opens, o->nopens + 1,
+           sizeof *o->opens) < 0)
+    return -ENOMEM;
+  gtp_sum_open *op = &o->opens[o->nopens++];
+  op->kind = kind;
+  op->name = str_at(sb->g, si);
+  op->key = key;
+  op->thread = thread;
+  op->start_ns = gtp_gen_wall_ns(sb->g, ticks);
+  return 0;
+}
+
+static int add_end(sum_build *sb, uint8_t kind, uint64_t key, uint64_t ticks) {
+  gtp_summary *o = sb->out;
+  o->unmatched_ends++;
+  if (o->nends == GTP_SUM_OPEN_MAX)
+    return 0;
+  if (grow((void **)&o->ends, &sb->cap_ends, o->nends + 1, sizeof *o->ends) < 0)
+    return -ENOMEM;
+  gtp_sum_end *e = &o->ends[o->nends++];
+  e->kind = kind;
+  e->key = key;
+  e->end_ns = gtp_gen_wall_ns(sb->g, ticks);
+  return 0;
+}
+
+/* The regions of one thread still open when its batches end. */
+static int flush_opens(sum_build *sb, const open_region *stack, size_t depth,
+                       uint64_t thread) {
+  int rc = 0;
+  for (size_t i = 0; i < depth && rc == 0; i++)
+    rc = add_open(sb, GTP_SUM_REGION, stack[i].name, thread, thread,
+                  stack[i].ticks);
+  return rc;
 }
 
 static int add_counter(sum_build *sb, size_t si, int64_t v, uint64_t ticks) {
@@ -291,8 +421,9 @@ static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
   uint64_t untracked = 0; /* begins past GTP_SUM_DEPTH_MAX (invariant 3) */
   int rc = 0;
   for (size_t i = 0; i < nrefs && rc == 0; i++) {
-    if (i == 0 || refs[i].thread != refs[i - 1].thread) {
-      sb->out->open_at_end += depth;
+    if (i > 0 && refs[i].thread != refs[i - 1].thread) {
+      if ((rc = flush_opens(sb, stack, depth, refs[i - 1].thread)) < 0)
+        break;
       depth = 0;
       untracked = 0;
     }
@@ -323,7 +454,7 @@ static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
         if (untracked) {
           untracked--;
         } else if (depth == 0) {
-          sb->out->unmatched_ends++;
+          rc = add_end(sb, GTP_SUM_REGION, b.thread, ev.ticks);
         } else {
           depth--;
           rc = add_span(sb, GTP_SUM_REGION, stack[depth].name, b.thread,
@@ -360,7 +491,8 @@ static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
     if (rc == 0 && r < 0)
       rc = r;
   }
-  sb->out->open_at_end += depth;
+  if (rc == 0 && nrefs > 0)
+    rc = flush_opens(sb, stack, depth, refs[nrefs - 1].thread);
   free(stack);
   return rc;
 }
@@ -370,7 +502,8 @@ static int pair_tasks(sum_build *sb, task_mark *t, size_t n) {
   qsort(t, n, sizeof *t, cmp_task);
   for (size_t i = 0; i < n; i++) {
     if (!t[i].begin) {
-      sb->out->unmatched_ends++;
+      if (add_end(sb, GTP_SUM_TASK, t[i].task, t[i].ticks) < 0)
+        return -ENOMEM;
       continue;
     }
     if (i + 1 < n && t[i + 1].task == t[i].task && !t[i + 1].begin) {
@@ -379,17 +512,24 @@ static int pair_tasks(sum_build *sb, task_mark *t, size_t n) {
       if (rc < 0)
         return rc;
       i++;
-    } else {
-      sb->out->open_at_end++;
+    } else if (add_open(sb, GTP_SUM_TASK, t[i].name, t[i].task, t[i].thread,
+                        t[i].ticks) < 0) {
+      return -ENOMEM;
     }
   }
   return 0;
 }
 
 int gtp_summary_compute(const gtp_gen *g, gtp_summary *out) {
+  return gtp_summary_compute_spans(g, GTP_SUM_SPAN_FLOOR_NS, GTP_SUM_SPANS_MAX,
+                                   out);
+}
+
+int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
+                              size_t spans_max, gtp_summary *out) {
   memset(out, 0, sizeof *out);
-  out->span_floor_ns = GTP_SUM_SPAN_FLOOR_NS;
-  sum_build sb = {.g = g, .out = out};
+  out->span_floor_ns = floor_ns;
+  sum_build sb = {.g = g, .out = out, .floor_ns = floor_ns};
   batch_ref *refs = NULL;
   task_mark *tasks = NULL;
   size_t nrefs = 0, cap_refs = 0, ntasks = 0, cap_tasks = 0;
@@ -425,9 +565,9 @@ int gtp_summary_compute(const gtp_gen *g, gtp_summary *out) {
   /* Invariant 2: cut to the longest GTP_SUM_SPANS_MAX and raise the floor
    * above everything cut. */
   qsort(out->spans, out->nspans, sizeof *out->spans, cmp_span_desc);
-  if (out->nspans > GTP_SUM_SPANS_MAX) {
-    out->span_floor_ns = out->spans[GTP_SUM_SPANS_MAX].dur_ns + 1;
-    out->nspans = GTP_SUM_SPANS_MAX;
+  if (out->nspans > spans_max) {
+    out->span_floor_ns = out->spans[spans_max].dur_ns + 1;
+    out->nspans = spans_max;
     while (out->nspans > 0 &&
            out->spans[out->nspans - 1].dur_ns < out->span_floor_ns)
       out->nspans--;
@@ -452,5 +592,7 @@ void gtp_summary_fini(gtp_summary *s) {
   free(s->counters);
   free(s->logs);
   free(s->spans);
+  free(s->opens);
+  free(s->ends);
   memset(s, 0, sizeof *s);
 }

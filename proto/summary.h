@@ -24,11 +24,10 @@
  *
  * Generation edges: a region (or task) is summarized in the generation where
  * both its begin and end are. A region still open when its generation ends
- * is counted in open_at_end; an END with no begin in the generation (its
- * begin was in an earlier one) is counted in unmatched_ends; neither is in
- * the per-name statistics. This is a known gap: the Chrome writer pairs a
- * begin and end across generations of one download, so such a span shows
- * in a window but is not found by search (docs/SEARCH.md, "Limits").
+ * is counted in open_at_end and listed in opens[]; an END with no begin in
+ * the generation (its begin was in an earlier one) is counted in
+ * unmatched_ends and listed in ends[]. gtp_summary_carry pairs them across
+ * consecutive generations of a session, counting the span where it ends.
  *
  * Memory: gtp_summary_compute allocates arrays bounded by the generation's
  * size (at most a few words per event and per string); gtp_summary_fini
@@ -52,6 +51,7 @@ extern "C" {
 #define GTP_SUM_SPAN_FLOOR_NS UINT64_C(1000000) /* 1 ms */
 #define GTP_SUM_SPANS_MAX 4096                  /* per generation */
 #define GTP_SUM_DEPTH_MAX 4096 /* region nesting tracked per thread */
+#define GTP_SUM_OPEN_MAX 1024  /* opens[] and ends[] kept per generation */
 /* Room for gtp_sum_hist_encode's output: 1 + 10 bytes per bucket. */
 #define GTP_SUM_HIST_MAX (GTP_SUM_BUCKETS * 11)
 
@@ -81,7 +81,25 @@ typedef struct gtp_sum_span {
   uint64_t thread;
   int64_t start_ns; /* unix ns */
   uint64_t dur_ns;
+  int carried; /* 1: begun in an earlier generation (gtp_summary_carry) */
 } gtp_sum_span;
+
+/* A region or task open when the generation ended: key is the thread of a
+ * region, the task id of a task. In stack order per thread (outermost
+ * first), threads ascending, then tasks. */
+typedef struct gtp_sum_open {
+  uint8_t kind;
+  gtp_str name;
+  uint64_t key, thread;
+  int64_t start_ns;
+} gtp_sum_open;
+
+/* An END with no begin in its generation, in the order met per thread. */
+typedef struct gtp_sum_end {
+  uint8_t kind;
+  uint64_t key; /* thread (region) or task id (task) */
+  int64_t end_ns;
+} gtp_sum_end;
 
 typedef struct gtp_summary {
   gtp_sum_name *names;
@@ -95,12 +113,34 @@ typedef struct gtp_summary {
   uint64_t span_floor_ns; /* every span >= this is in spans[] */
   uint64_t open_at_end;   /* regions/tasks begun here, not ended here */
   uint64_t unmatched_ends;
+  gtp_sum_open *opens; /* the open_at_end ones (at most GTP_SUM_OPEN_MAX) */
+  size_t nopens;
+  gtp_sum_end *ends; /* the unmatched ones (at most GTP_SUM_OPEN_MAX) */
+  size_t nends;
 } gtp_summary;
 
 /* Summarizes a parsed generation. 0, -ENOMEM, or a decode error of the
  * events (the generation is then not summarized; nothing stays allocated). */
 int gtp_summary_compute(const gtp_gen *g, gtp_summary *out);
+/* The same with another span rule: spans >= floor_ns, at most spans_max
+ * (the search's fallback decodes a generation with floor_ns = its min and
+ * spans_max = SIZE_MAX, which keeps every matching span). */
+int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
+                              size_t spans_max, gtp_summary *out);
 void gtp_summary_fini(gtp_summary *s);
+
+/* Spans across a generation edge. prev[0..nprev) are the regions and tasks
+ * still open after the session's previous generation (its opens, plus what
+ * it carried and did not close). Pairs them with cur's unmatched ends: a
+ * region END closes the innermost open region of its thread, a task END the
+ * open task with its id. Each pair is added to cur as a span (its name's
+ * statistics and, whatever its length, spans[] with carried = 1: the
+ * searcher cannot find it by decoding one generation). Names of prev are
+ * borrowed: they must outlive cur. *left receives malloc'd the entries that
+ * stay open after cur (prev's unclosed ones, then cur's opens), at most
+ * GTP_SUM_OPEN_MAX; *nleft its length. 0 or -ENOMEM. */
+int gtp_summary_carry(gtp_summary *cur, const gtp_sum_open *prev, size_t nprev,
+                      gtp_sum_open **left, size_t *nleft);
 
 /* Histogram bucket of a duration, and a bucket's bounds [lo, hi) in ns
  * (hi of the last bucket is UINT64_MAX). */

@@ -917,7 +917,7 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   rc = step_done(st);
   sqlite3_clear_bindings(st);
   if (rc == SQLITE_OK && it->sum != NULL) /* same transaction */
-    rc = store_summary_put(s->sum, seq, it->sum);
+    rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum);
   if (rc != SQLITE_OK)
     return rc;
   g->result = 0;

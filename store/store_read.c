@@ -44,6 +44,7 @@
 #include "gtp_error.h"
 #include "store_int.h"
 #include "store_schema.h"
+#include "store_search.h"
 
 #define READ_BUSY_MS 5000
 /* Each reader's page cache in KiB (see the PRAGMA in store_reader_open). */
@@ -129,6 +130,10 @@ struct store_reader {
 
 #define read_err(rc) store_sqlite_err(rc)
 
+sqlite3 *store_reader_db(store_reader *r) {
+  return r->db;
+}
+
 int store_reader_open(const char *path, store_reader **out, char **cause) {
   if (cause)
     *cause = NULL;
@@ -193,6 +198,7 @@ int store_reader_open(const char *path, store_reader **out, char **cause) {
     err = GTP_E_VERSION;
     goto fail_db;
   }
+  store_search_register(r->db); /* gt_hist_merge for /v1/summary */
   *out = r;
   return 0;
 fail_db:

@@ -119,7 +119,9 @@
  *                generation without a row here is not summarized yet.
  *   sum_names    (name, seq, kind): count, total, min, max (ns) and the
  *                histogram (proto/summary.h's compact encoding).
- *   sum_spans    the long spans: (seq, kind, name, thread, start_ns, dur_ns).
+ *   sum_spans    the long spans: (seq, kind, name, thread, start_ns, dur_ns),
+ *                and every span begun in an earlier generation of the
+ *                session (carried = 1), whatever its length.
  *   sum_counters (seq, name): count, min, max, last.
  *   sum_logs     (seq, name = category): count. */
 #define STORE_SCHEMA_SUMMARY_SQL                                               \
@@ -134,7 +136,8 @@
   "CREATE INDEX IF NOT EXISTS sum_names_by_seq ON sum_names(seq);"             \
   "CREATE TABLE IF NOT EXISTS sum_spans(seq INTEGER NOT NULL,"                 \
   " kind INTEGER NOT NULL, name TEXT NOT NULL, thread INTEGER NOT NULL,"       \
-  " start_ns INTEGER NOT NULL, dur_ns INTEGER NOT NULL);"                      \
+  " start_ns INTEGER NOT NULL, dur_ns INTEGER NOT NULL,"                      \
+  " carried INTEGER NOT NULL DEFAULT 0);"                                      \
   "CREATE INDEX IF NOT EXISTS sum_spans_by_seq ON sum_spans(seq, name);"       \
   "CREATE TABLE IF NOT EXISTS sum_counters(seq INTEGER NOT NULL,"              \
   " name TEXT NOT NULL, count INTEGER NOT NULL, min INTEGER NOT NULL,"         \

@@ -23,6 +23,7 @@
 #include "store_summary.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -59,6 +60,7 @@ void store_sum_free(store_sum_item *it) {
     return;
   gtp_gen_fini(&it->g);
   gtp_summary_fini(&it->sum);
+  free(it->carry_names);
   free(it);
 }
 
@@ -84,7 +86,7 @@ static const char *const ss_sql[SS_COUNT_] = {
                 " total_ns, min_ns, max_ns, hist)"
                 " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [SS_SPAN] = "INSERT INTO sum_spans(seq, kind, name, thread, start_ns,"
-                " dur_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                " dur_ns, carried) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [SS_COUNTER] = "INSERT OR REPLACE INTO sum_counters(seq, name, count, min,"
                    " max, last) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [SS_LOG] = "INSERT OR REPLACE INTO sum_logs(seq, name, count)"
@@ -95,13 +97,39 @@ static const char *const ss_sql[SS_COUNT_] = {
                 " ORDER BY g.seq DESC LIMIT ?2",
 };
 
+/* Carry: per session, the regions and tasks open after its last committed
+ * generation (names copied into one owned block). Only sessions with
+ * something open have an entry; at most STORE_CARRY_MAX of them (a full
+ * probe run evicts the entry at its first slot: that session's next spans
+ * across the edge are then counted as unmatched). */
+#define STORE_CARRY_MAX 65536 /* power of two */
+typedef struct carry_ent {
+  uint8_t session[16];
+  uint64_t gen;
+  gtp_sum_open *opens; /* NULL = empty slot */
+  size_t n;
+  char *names; /* owned block the opens' names point into */
+} carry_ent;
+
 struct store_summary {
+  carry_ent *carry; /* STORE_CARRY_MAX slots, calloc'd on first use */
   sqlite3 *db;
   sqlite3_stmt *st[SS_COUNT_];
   ZSTD_DCtx *dctx;
   int64_t below;    /* invariant 3 */
   uint64_t pending; /* generations without a summary (estimate) */
 };
+
+/* meta.summary_below: readers (store_search.c) look for generations without
+ * a summary only at or below it; 0 = none. */
+static int set_below(store_summary *ss, int64_t below) {
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "INSERT OR REPLACE INTO meta(key, value)"
+           " VALUES('summary_below', '%lld')",
+           (long long)below);
+  return sqlite3_exec(ss->db, sql, NULL, NULL, NULL);
+}
 
 static int64_t clamp64(uint64_t v) {
   return v > INT64_MAX ? INT64_MAX : (int64_t)v;
@@ -136,6 +164,10 @@ int store_summary_open(sqlite3 *db, store_summary **out) {
     ss->pending = (uint64_t)sqlite3_column_int64(q, 1);
   }
   sqlite3_finalize(q);
+  if (ss->pending == 0)
+    ss->below = 0;
+  if (rc == SQLITE_OK)
+    rc = set_below(ss, ss->below);
   if (rc != SQLITE_OK || !ss->dctx) {
     int err = rc != SQLITE_OK ? store_sqlite_err(rc) : -ENOMEM;
     store_summary_close(ss);
@@ -145,9 +177,94 @@ int store_summary_open(sqlite3 *db, store_summary **out) {
   return 0;
 }
 
+static void carry_clear(carry_ent *e) {
+  free(e->opens);
+  free(e->names);
+  memset(e, 0, sizeof *e);
+}
+
+static carry_ent *carry_slot(store_summary *ss, const uint8_t session[16]) {
+  if (!ss->carry) {
+    ss->carry = calloc(STORE_CARRY_MAX, sizeof *ss->carry);
+    if (!ss->carry)
+      return NULL;
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < 16; i++)
+    h = (h ^ session[i]) * 1099511628211ull;
+  size_t start = (size_t)h & (STORE_CARRY_MAX - 1), free_at = SIZE_MAX;
+  for (size_t k = 0; k < 64; k++) { /* probe a bounded run */
+    size_t i = (start + k) & (STORE_CARRY_MAX - 1);
+    carry_ent *e = &ss->carry[i];
+    if (e->opens && memcmp(e->session, session, 16) == 0)
+      return e;
+    if (!e->opens && free_at == SIZE_MAX)
+      free_at = i;
+  }
+  carry_ent *e = &ss->carry[free_at != SIZE_MAX ? free_at : start];
+  if (e->opens)
+    carry_clear(e); /* full: evict */
+  return e;
+}
+
+/* Pairs the item's unmatched ends with what the session's previous
+ * generation left open, and records what stays open for the next one. */
+static int carry_apply(store_summary *ss, const uint8_t session[16],
+                       uint64_t gen, store_sum_item *it) {
+  carry_ent *e = carry_slot(ss, session);
+  if (!e)
+    return -ENOMEM;
+  int linked =
+      e->opens && memcmp(e->session, session, 16) == 0 && e->gen + 1 == gen;
+  gtp_sum_open *left = NULL;
+  size_t nleft = 0;
+  int rc = gtp_summary_carry(&it->sum, linked ? e->opens : NULL,
+                             linked ? e->n : 0, &left, &nleft);
+  if (rc < 0)
+    return rc;
+  /* Copy the names: they point into this generation's bytes or e->names. */
+  size_t bytes = 1;
+  for (size_t i = 0; i < nleft; i++)
+    bytes += left[i].name.len;
+  char *names = nleft ? malloc(bytes) : NULL;
+  if (nleft && !names) {
+    free(left);
+    return -ENOMEM;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < nleft; i++) {
+    if (left[i].name.len)
+      memcpy(names + at, left[i].name.ptr, left[i].name.len);
+    left[i].name.ptr = names + at;
+    at += left[i].name.len;
+  }
+  /* The spans just carried borrow names from e's block: the item keeps it
+   * until it is freed (after the rows are written). */
+  free(it->carry_names);
+  it->carry_names = e->names;
+  e->names = NULL;
+  free(e->opens);
+  memset(e, 0, sizeof *e);
+  if (nleft) {
+    memcpy(e->session, session, 16);
+    e->gen = gen;
+    e->opens = left;
+    e->n = nleft;
+    e->names = names;
+  } else {
+    free(left);
+  }
+  return 0;
+}
+
 void store_summary_close(store_summary *ss) {
   if (!ss)
     return;
+  if (ss->carry) {
+    for (size_t i = 0; i < STORE_CARRY_MAX; i++)
+      carry_clear(&ss->carry[i]);
+    free(ss->carry);
+  }
   for (int i = 0; i < SS_COUNT_; i++)
     sqlite3_finalize(ss->st[i]);
   ZSTD_freeDCtx(ss->dctx);
@@ -158,8 +275,10 @@ static void bind_str(sqlite3_stmt *st, int i, gtp_str s) {
   sqlite3_bind_text(st, i, s.len ? s.ptr : "", (int)s.len, SQLITE_STATIC);
 }
 
-int store_summary_put(store_summary *ss, int64_t seq,
-                      const store_sum_item *it) {
+int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
+                      uint64_t gen, store_sum_item *it) {
+  if (session && it->status == 0 && carry_apply(ss, session, gen, it) < 0)
+    return SQLITE_NOMEM;
   sqlite3_stmt *st = ss->st[SS_GEN];
   const gtp_summary *s = &it->sum;
   int ok = it->status == 0;
@@ -196,6 +315,7 @@ int store_summary_put(store_summary *ss, int64_t seq,
     sqlite3_bind_int64(st, 4, clamp64(sp->thread));
     sqlite3_bind_int64(st, 5, sp->start_ns);
     sqlite3_bind_int64(st, 6, clamp64(sp->dur_ns));
+    sqlite3_bind_int(st, 7, sp->carried);
     rc = step_done(st);
   }
   st = ss->st[SS_COUNTER];
@@ -271,7 +391,7 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
       oom = 1;
       break;
     }
-    rc = store_summary_put(ss, seq, it); /* invariant 2 */
+    rc = store_summary_put(ss, seq, NULL, 0, it); /* invariant 2 */
     if (it != &bad)
       store_sum_free(it);
     free(bytes);
@@ -282,6 +402,8 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
     rc = SQLITE_OK;
   int exhausted = rc == SQLITE_OK && !oom && done < max_gens;
   sqlite3_reset(st);
+  if (rc == SQLITE_OK)
+    rc = set_below(ss, exhausted ? 0 : low);
   if (rc == SQLITE_OK)
     rc = sqlite3_exec(ss->db, "COMMIT", NULL, NULL, NULL);
   if (rc != SQLITE_OK) {

@@ -28,6 +28,7 @@ typedef struct store_sum_item {
   gtp_gen g;
   gtp_summary sum;
   int status;
+  char *carry_names; /* names of spans carried in (owned) */
 } store_sum_item;
 
 /* NULL only when out of memory (the generation is then left for backfill). */
@@ -42,8 +43,13 @@ int store_summary_open(sqlite3 *db, store_summary **out);
 void store_summary_close(store_summary *ss);
 
 /* Inserts the rows of generation seq inside the caller's transaction.
- * Returns an SQLite result code. */
-int store_summary_put(store_summary *ss, int64_t seq, const store_sum_item *it);
+ * With a session (not NULL), first pairs the generation's unmatched ends
+ * with what the session's previous generation (gen - 1) left open
+ * (gtp_summary_carry; the open list lives in memory, so a restart or a
+ * generation arriving out of order loses that pairing). Returns an SQLite
+ * result code. */
+int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
+                      uint64_t gen, store_sum_item *it);
 
 /* Backfill: summarizes up to max_gens generations that have none, newest
  * first, in one transaction of its own. Returns how many it summarized

@@ -144,5 +144,8 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
                                 const char *gen);
 enum MHD_Result web_trace(web_req *r);
 enum MHD_Result web_feed(web_req *r);
+/* web_search.c */
+enum MHD_Result web_search(web_req *r);
+enum MHD_Result web_summary(web_req *r);
 
 #endif

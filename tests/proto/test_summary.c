@@ -14,8 +14,8 @@ typedef struct tb {
   size_t body_start;
 } tb;
 
-static void tb_init(tb *t) {
-  gtf_spec_init(&t->s, 3, 7);
+static void tb_init_gen(tb *t, uint64_t gen) {
+  gtf_spec_init(&t->s, 3, gen);
   gtp_wbuf_init(&t->b, 0);
   assert_int_equal(gtf_gen_start(&t->b, &t->s), 0);
   t->body_start = t->b.len;
@@ -29,6 +29,10 @@ static void tb_init(tb *t) {
     strs[i].len = strlen(names[i]);
   }
   assert_int_equal(gtp_put_strings(&t->b, ids, strs, 5), 0);
+}
+
+static void tb_init(tb *t) {
+  tb_init_gen(t, 7);
 }
 
 /* One batch of events given as (type, ticks-offset, a0, a1, a2) rows. */
@@ -291,6 +295,62 @@ static void test_summary__fixture_generation_matches_its_spec(void **state) {
   gtp_wbuf_fini(&b);
 }
 
+/* A region and a task begun in one generation and ended in the next are
+ * paired by gtp_summary_carry and counted where they end. */
+static void test_summary__carry_pairs_spans_across_generations(void **state) {
+  (void)state;
+  tb a, b;
+  tb_init(&a);
+  tev ea[] = {{GTP_EV_REGION_BEGIN, 10, S_CHECKOUT, 0, 0},
+              {GTP_EV_REGION_BEGIN, 20, S_CART, 0, 0},
+              {GTP_EV_TASK_BEGIN, 30, 42, 0, S_JOB}};
+  tb_batch(&a, 7, ea, 3);
+  gtp_gen ga;
+  tb_parse(&a, &ga);
+  gtp_summary sa;
+  assert_int_equal(gtp_summary_compute(&ga, &sa), 0);
+  assert_int_equal(sa.nopens, 3);
+  gtp_sum_open *left = NULL;
+  size_t nleft = 0;
+  assert_int_equal(gtp_summary_carry(&sa, NULL, 0, &left, &nleft), 0);
+  assert_int_equal(nleft, 3);
+
+  tb_init_gen(&b, 8); /* gen_fixture: starts where gen 7 ended */
+  tev eb[] = {{GTP_EV_REGION_END, 5 * MS_TICKS, 0, 0, 0}, /* closes cart */
+              {GTP_EV_TASK_END, 6 * MS_TICKS, 42, 0, 0}};
+  tb_batch(&b, 7, eb, 2);
+  gtp_gen gb;
+  tb_parse(&b, &gb);
+  gtp_summary sb;
+  assert_int_equal(gtp_summary_compute(&gb, &sb), 0);
+  assert_int_equal(sb.unmatched_ends, 2);
+  gtp_sum_open *left2 = NULL;
+  size_t nleft2 = 0;
+  assert_int_equal(gtp_summary_carry(&sb, left, nleft, &left2, &nleft2), 0);
+  assert_int_equal(sb.unmatched_ends, 0);
+  const gtp_sum_name *cart = find(&sb, GTP_SUM_REGION, "cart");
+  const gtp_sum_name *job = find(&sb, GTP_SUM_TASK, "job");
+  assert_non_null(cart);
+  assert_non_null(job);
+  assert_int_equal(cart->count, 1);
+  /* 1 s - 20 ticks + 5 ms */
+  assert_int_equal(cart->max_ns, 1000000000 - 80 + 5000000);
+  assert_int_equal(job->max_ns, 1000000000 - 120 + 6000000);
+  assert_int_equal(sb.nspans, 2);
+  assert_int_equal(sb.spans[0].carried, 1);
+  /* checkout.pay stays open. */
+  assert_int_equal(nleft2, 1);
+  assert_true(str_eq(left2[0].name, "checkout.pay"));
+  free(left);
+  free(left2);
+  gtp_summary_fini(&sa);
+  gtp_summary_fini(&sb);
+  gtp_gen_fini(&ga);
+  gtp_gen_fini(&gb);
+  gtp_wbuf_fini(&a.b);
+  gtp_wbuf_fini(&b.b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_summary__slow_spans_among_fast_are_all_kept),
@@ -299,6 +359,7 @@ int main(void) {
           test_summary__over_the_cap_raises_floor_and_keeps_all_above),
       cmocka_unit_test(test_summary__buckets_cover_every_duration),
       cmocka_unit_test(test_summary__fixture_generation_matches_its_spec),
+      cmocka_unit_test(test_summary__carry_pairs_spans_across_generations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
