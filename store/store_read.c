@@ -44,7 +44,6 @@
 #include "gtp_error.h"
 #include "store_int.h"
 #include "store_schema.h"
-#include "store_search.h"
 
 #define READ_BUSY_MS 5000
 /* Each reader's page cache in KiB (see the PRAGMA in store_reader_open). */
@@ -198,7 +197,6 @@ int store_reader_open(const char *path, store_reader **out, char **cause) {
     err = GTP_E_VERSION;
     goto fail_db;
   }
-  store_search_register(r->db); /* gt_hist_merge for /v1/summary */
   *out = r;
   return 0;
 fail_db:

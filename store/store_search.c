@@ -385,8 +385,9 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   sqlite3 *db = store_reader_db(r);
   *pending = 0;
   sqlite3_stmt *st;
-  int err = prep(
-      db,
+  /* gt_hist_merge is registered on a connection the first time it is
+   * needed (registering again would expire the reader's statements). */
+  static const char *const sql =
       "SELECT n.kind, n.name, sum(n.count), sum(n.total_ns), min(n.min_ns),"
       " max(n.max_ns), count(*), gt_hist_merge(n.hist)"
       " FROM generations g JOIN sessions s ON s.id = g.session_id"
@@ -394,8 +395,14 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
       " WHERE (?1 IS NULL OR s.service = ?1) AND (?2 IS NULL OR s.session = ?2)"
       " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND g.seq >= ?5"
       " AND n.name >= ?6 AND (?7 IS NULL OR n.name <= ?7)"
-      " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC",
-      &st);
+      " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC";
+  int err = prep(db, sql, &st);
+  if (err) {
+    int rc = store_search_register(db);
+    if (rc)
+      return rc;
+    err = prep(db, sql, &st);
+  }
   if (err)
     return err;
   if (q->service)

@@ -84,8 +84,8 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
 /* 1 if any session of that service is stored, 0 if none, < 0 on error. */
 int store_search_service_known(store_reader *r, const char *service);
 
-/* Registers gt_hist_merge() on a reader connection (store_read.c calls it
- * at open). */
+/* Registers gt_hist_merge() on a reader connection (store_search_summary
+ * does on first use). */
 int store_search_register(void *sqlite_db);
 
 #endif
