@@ -203,7 +203,8 @@ typedef struct sum_build {
   /* string index (0..nstrings-1; nstrings = no/unknown name) -> entry + 1 */
   uint32_t *map_region, *map_task, *map_counter, *map_log;
   size_t cap_names, cap_counters, cap_logs, cap_spans, cap_opens, cap_ends;
-  uint64_t floor_ns; /* spans at or over it go to spans[] */
+  uint64_t floor_ns;  /* spans at or over it go to spans[] */
+  double ns_per_tick; /* the CLOCK record's rate (gtp_gen_wall_ns's) */
 } sum_build;
 
 typedef struct batch_ref {
@@ -257,11 +258,14 @@ static int grow(void **p, size_t *cap, size_t need, size_t size) {
   return 0;
 }
 
-static int64_t dur_of(const gtp_gen *g, uint64_t t0, uint64_t t1,
-                      int64_t *start) {
-  *start = gtp_gen_wall_ns(g, t0);
-  int64_t e = gtp_gen_wall_ns(g, t1);
-  return e > *start ? e - *start : 0;
+/* A duration in ns from ticks at the generation's rate: one multiply, so
+ * the hot loop does no 128-bit division (gtp_gen_wall_ns is called only for
+ * the starts of the spans kept). */
+static uint64_t dur_of(const sum_build *sb, uint64_t t0, uint64_t t1) {
+  if (t1 <= t0)
+    return 0;
+  double d = (double)(t1 - t0) * sb->ns_per_tick + 0.5;
+  return d >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)d;
 }
 
 /* Adds one span of string index si (kind) to its name entry and, when long
@@ -283,8 +287,7 @@ static int add_span(sum_build *sb, uint8_t kind, size_t si, uint64_t thread,
   }
   uint32_t ni = map[si] - 1;
   gtp_sum_name *n = &o->names[ni];
-  int64_t start;
-  uint64_t d = (uint64_t)dur_of(sb->g, t0, t1, &start);
+  uint64_t d = dur_of(sb, t0, t1);
   n->count++;
   n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
   if (d > n->max_ns)
@@ -300,8 +303,9 @@ static int add_span(sum_build *sb, uint8_t kind, size_t si, uint64_t thread,
   gtp_sum_span *sp = &o->spans[o->nspans++];
   sp->name = ni;
   sp->thread = thread;
-  sp->start_ns = start;
+  sp->start_ns = gtp_gen_wall_ns(sb->g, t0);
   sp->dur_ns = d;
+  sp->carried = 0;
   return 0;
 }
 
@@ -530,6 +534,12 @@ int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
   memset(out, 0, sizeof *out);
   out->span_floor_ns = floor_ns;
   sum_build sb = {.g = g, .out = out, .floor_ns = floor_ns};
+  const gtp_clock *c = &g->clock;
+  sb.ns_per_tick =
+      c->end_ticks > c->start_ticks && c->end_mono_ns >= c->start_mono_ns
+          ? (double)(c->end_mono_ns - c->start_mono_ns) /
+                (double)(c->end_ticks - c->start_ticks)
+          : 1.0;
   batch_ref *refs = NULL;
   task_mark *tasks = NULL;
   size_t nrefs = 0, cap_refs = 0, ntasks = 0, cap_tasks = 0;
