@@ -6,6 +6,13 @@
 #
 #   ./setup.sh            install what is missing, configure, build
 #   BUILD=dir ./setup.sh  build somewhere else (configure flags: CONFIGURE_FLAGS)
+#   SETUP_INSTALL=0 ./setup.sh   do not install the agent (see below)
+#
+# A plain build (no CONFIGURE_FLAGS) run as root or with sudo also installs
+# the agent library, header and gentrace.pc into the configure prefix
+# (/usr/local) and runs ldconfig, so `pkg-config gentrace` works and programs
+# built with it start, as README.md's "Tracing your service" says. Sanitizer
+# builds never install. Without root it prints the one command to run.
 set -eu
 cd "$(dirname "$0")"
 BUILD=${BUILD:-build}
@@ -13,7 +20,7 @@ CONFIGURE_FLAGS=${CONFIGURE_FLAGS:-}
 
 PKGS="build-essential autoconf automake libtool pkg-config \
 libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
-curl sqlite3 python3 clang libclang-rt-14-dev clang-format"
+curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd"
 
 missing=""
 for p in $PKGS; do
@@ -54,4 +61,19 @@ if [ ! -f "$BUILD/Makefile" ] || [ configure -nt "$BUILD/config.status" ]; then
 	(cd "$BUILD" && ../configure -q $CONFIGURE_FLAGS)
 fi
 make -s -C "$BUILD" -j"$(nproc)"
+
+if [ -z "$CONFIGURE_FLAGS" ] && [ "${SETUP_INSTALL:-1}" != 0 ]; then
+	if [ "$(id -u)" = 0 ]; then SUDO=""
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo"
+	else SUDO="none"
+	fi
+	if [ "$SUDO" = none ]; then
+		echo "setup.sh: to build programs with libgentrace, run: sudo make -C $BUILD install-agent && sudo ldconfig"
+	else
+		$SUDO make -s -C "$BUILD" install-agent >"$BUILD/install-agent.log" 2>&1 ||
+			{ cat "$BUILD/install-agent.log" >&2; exit 1; }
+		$SUDO ldconfig
+		echo "setup.sh: libgentrace, gentrace.h and gentrace.pc installed under $(sed -n 's/^prefix=//p' "$BUILD/agent/gentrace.pc")"
+	fi
+fi
 echo "setup.sh: build ready in $BUILD/ (make demo | make check)"

@@ -137,11 +137,21 @@ static void *agent_main(void *arg) {
   pthread_mutex_lock(&A.seal_lock);
   seal(1);
   pthread_mutex_unlock(&A.seal_lock);
-  uint64_t deadline = now_ms() + A.cfg.flush_timeout_ms;
+  /* flush_timeout_ms 0 is "automatic": 2 s to deliver to a daemon this
+   * session reached, but only UNREACHED_FLUSH_MS when none ever answered
+   * (connects == 0): a program run without a daemon must not linger at exit.
+   * A handshake on a reachable daemon takes well under that bound. */
+  uint64_t stop_at = now_ms();
+  int automatic = A.cfg.flush_timeout_ms == 0;
+  uint64_t deadline =
+      stop_at + (automatic ? FLUSH_DEFAULT_MS : A.cfg.flush_timeout_ms);
   int ledger_gens = 0;
   for (;;) {
     uint64_t now = now_ms();
     if (now >= deadline)
+      break;
+    if (automatic && now >= stop_at + UNREACHED_FLUSH_MS &&
+        __atomic_load_n(&A.sender.connects, __ATOMIC_RELAXED) == 0)
       break;
     if (gt__spool_idle(&A.spool) && gt__sender_drained(&A.sender)) {
       if (gt__spool_settled(&A.spool) || ledger_gens >= 4)
@@ -254,8 +264,6 @@ int gt_start(const gt_config *user) {
     c.buffer_mb = 8;
   if (c.spool_mb == 0)
     c.spool_mb = 64;
-  if (c.flush_timeout_ms == 0)
-    c.flush_timeout_ms = 2000;
   if (c.buffer_mb > 65536 || c.spool_mb > 65536)
     return -EINVAL;
 

@@ -64,6 +64,8 @@
  * measured zero loss only up to ~1 M events/s with the cut at the pool size).
  */
 #define GEN_CUT_BYTES (8u << 20)
+/* gt_stop flush bounds when flush_timeout_ms is 0 (automatic). */
+enum { FLUSH_DEFAULT_MS = 2000, UNREACHED_FLUSH_MS = 100 };
 
 typedef struct gt__thread {
   /* Written by the owner thread; read by the sealer. */

@@ -58,7 +58,9 @@ typedef struct gt_config {
   uint32_t buffer_mb;  /* per-thread buffer pool total, default 8 */
   uint32_t spool_mb;   /* sealed generations held, default 64 */
   int stacks;          /* 1: stacks on region begins and instants */
-  uint32_t flush_timeout_ms; /* gt_stop()/exit flush bound, default 2000 */
+  uint32_t flush_timeout_ms; /* gt_stop()/exit flush bound; 0 (default):
+                              * 2000 once a daemon answered, 100 if none
+                              * ever did (GENTRACE_FLUSH_MS) */
   gt_log_fn log;             /* optional diagnostics sink */
   void *log_ctx;
   int log_level; /* minimum level passed to log, default GT_LOG_INFO */

@@ -39,7 +39,7 @@ void gt_config_init(gt_config *cfg) {
   cfg->period_ms = 1000;
   cfg->buffer_mb = 8;
   cfg->spool_mb = 64;
-  cfg->flush_timeout_ms = 2000;
+  cfg->flush_timeout_ms = 0; /* automatic, see agent_main's stop */
   cfg->log_level = GT_LOG_INFO;
 }
 

@@ -357,6 +357,11 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
              c->peer, c->session_hex[0] ? c->session_hex : "none",
              gtp_errname(code),
              log_quote(q, sizeof q, reason ? reason : gtp_strerror(code)));
+  } else if (code == 0 && c->session_hex[0]) {
+    /* A clean end (GOODBYE, EOF, a failed write): one line, here only,
+     * since the CLOSING check above makes every later call a no-op. */
+    log_info("agent disconnected", "conn=%" PRIu64 " peer=%s session=%s",
+             c->id, c->peer, c->session_hex);
   }
   if (code < 0 && code != GTP_E_SHUTDOWN)
     ingest_send_error(c, code, has_gen, gen, reason);

@@ -591,6 +591,55 @@ int store_read_payload(store_reader *r, int64_t seq, gtp_wbuf *out) {
   return payload_query(r, st, out);
 }
 
+/* Appends the row's payload as one zstd frame (store_read_payload_zstd). */
+static int stored_frame(sqlite3_stmt *st, gtp_wbuf *out) {
+  const char *codec = (const char *)sqlite3_column_text(st, 0);
+  int64_t want = sqlite3_column_int64(st, 1);
+  const void *data = sqlite3_column_blob(st, 2);
+  size_t n = (size_t)sqlite3_column_bytes(st, 2);
+  if (!codec || want <= 0 || (uint64_t)want > GTP_GEN_MAX_BYTES ||
+      (n > 0 && !data))
+    return GTP_E_CORRUPT;
+  if (strcmp(codec, STORE_CODEC_ZSTD) == 0) {
+    /* One whole frame of the recorded size: a concatenation of such
+     * frames is a valid zstd stream of the concatenated payloads. */
+    if (ZSTD_getFrameContentSize(data, n) != (unsigned long long)want ||
+        ZSTD_findFrameCompressedSize(data, n) != n)
+      return GTP_E_CORRUPT;
+    gtp_wbuf_put(out, data, n);
+    return out->err;
+  }
+  if (strcmp(codec, STORE_CODEC_NONE) != 0 || (int64_t)n != want)
+    return GTP_E_CORRUPT;
+  size_t bound = ZSTD_compressBound(n);
+  size_t before = out->len;
+  uint8_t *dst = gtp_wbuf_grow(out, bound);
+  if (!dst)
+    return out->err ? out->err : -ENOMEM;
+  size_t got = ZSTD_compress(dst, bound, data, n, 1);
+  if (ZSTD_isError(got)) {
+    out->len = before;
+    return -ENOMEM;
+  }
+  out->len = before + got;
+  return 0;
+}
+
+int store_read_payload_zstd(store_reader *r, int64_t seq, gtp_wbuf *out) {
+  sqlite3_stmt *st;
+  int err = get_stmt(r, STORE_RQ_PAYLOAD, &st);
+  if (err)
+    return err;
+  sqlite3_bind_int64(st, 1, seq);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    err = stored_frame(st, out);
+  else
+    err = rc == SQLITE_DONE ? GTP_E_NOTFOUND : read_err(rc);
+  sqlite3_reset(st);
+  return err;
+}
+
 int store_read_payload_by_gen(store_reader *r, const char *session,
                               uint64_t gen, gtp_wbuf *out) {
   if (!session)

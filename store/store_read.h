@@ -92,6 +92,11 @@ int store_read_feed_since(store_reader *r, int64_t since_ns,
 int store_read_payload(store_reader *r, int64_t seq, gtp_wbuf *out);
 int store_read_payload_by_gen(store_reader *r, const char *session,
                               uint64_t gen, gtp_wbuf *out);
+/* The same generation as one complete zstd frame that decompresses to what
+ * store_read_payload appends, without decompressing it: the stored frame
+ * when the row is zstd (checked to be exactly one frame of the recorded
+ * size), otherwise compressed here. For compressed downloads (web/). */
+int store_read_payload_zstd(store_reader *r, int64_t seq, gtp_wbuf *out);
 
 /* Diagnostics (tests, debugging): appends the EXPLAIN QUERY PLAN of the
  * statement behind a call to out, one plan line per text line, so a test can

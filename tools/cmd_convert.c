@@ -1,5 +1,6 @@
-/* cmd_convert.c: `gentrace convert --to chrome FILE|-`, through the one
- * Chrome writer of proto/chrome.c (the same bytes the HTTP export sends).
+/* cmd_convert.c: `gentrace convert --to chrome|perfetto FILE|-`, through
+ * the one Chrome writer of proto/chrome.c or the Perfetto protobuf writer of
+ * proto/perfetto.c (the same bytes the HTTP export sends).
  * The window is the input's own span: ts 0 is the first generation's start,
  * regions still open at the end are closed at the latest time seen.
  */
@@ -8,17 +9,19 @@
 #include <string.h>
 
 #include "chrome.h"
+#include "perfetto.h"
 #include "cli.h"
 
 typedef struct convert_ctx {
   gtp_chrome *ch;
+  gtp_perfetto *pf; /* --to perfetto */
   cli_output *o;
 } convert_ctx;
 
 static int convert_gen(void *ctx, const cli_input *in, const gtp_gen *g,
                        size_t *err_off) {
   convert_ctx *c = ctx;
-  int rc = gtp_chrome_gen(c->ch, g);
+  int rc = c->pf ? gtp_perfetto_gen(c->pf, g) : gtp_chrome_gen(c->ch, g);
   if (rc >= 0)
     return 0;
   if (c->o->err)
@@ -46,16 +49,21 @@ int cmd_convert(int argc, char **argv) {
   cli_output *o;
   if (cli_io_open(&opt, &in, &o, true) < 0)
     goto fail_io;
-  gtp_chrome *ch = gtp_chrome_new(cli_output_sink, o, 0, 0);
-  if (!ch) {
+  gtp_chrome *ch = NULL;
+  gtp_perfetto *pf = NULL;
+  if (opt.to && strcmp(opt.to, "perfetto") == 0)
+    pf = gtp_perfetto_new(cli_output_sink, o);
+  else
+    ch = gtp_chrome_new(cli_output_sink, o, 0, 0);
+  if (!ch && !pf) {
     fprintf(stderr, "gentrace: out of memory\n");
     goto done;
   }
 
-  convert_ctx c = {ch, o};
+  convert_ctx c = {ch, pf, o};
   if (cli_each_gen(&in, convert_gen, &c))
     goto done;
-  rc = gtp_chrome_end(ch);
+  rc = pf ? gtp_perfetto_end(pf) : gtp_chrome_end(ch);
   if (rc < 0 && !o->err) {
     fprintf(stderr, "gentrace: %s: %s\n", in.name, gtp_strerror(rc));
     goto done;
@@ -63,6 +71,7 @@ int cmd_convert(int argc, char **argv) {
   status = CLI_OK;
 done:
   gtp_chrome_free(ch);
+  gtp_perfetto_free(pf);
   /* With an output error, close reports it and discards the file. */
   if (cli_output_close(o, status == CLI_OK || o->err))
     status = CLI_BAD_INPUT;

@@ -2,13 +2,16 @@
 # demo.sh BUILDDIR: `make demo`. Starts gentraced on its default ports with
 # ./gentrace.db in the build directory, streams the demo service into it,
 # prints where to look, and stays in the foreground until Ctrl-C; then stops
-# both processes by PID.
+# both processes by PID. The database stays bounded however long the demo
+# runs: one hour of retention and at most 1 GiB (DEMO_RETAIN, DEMO_MAX_DB).
 set -u
 B=${1:-.}
 cd "$B" || exit 1
 DAEMON=./daemon/gentraced
 DEMO=./examples/gentrace-demo
 LOG=gentraced-demo.log
+RETAIN=${DEMO_RETAIN:-1h}
+MAX_DB=${DEMO_MAX_DB:-1G}
 AGENT_PORT=7170
 HTTP_PORT=7171
 
@@ -51,7 +54,7 @@ trap cleanup EXIT
 trap 'exit 0' INT TERM
 
 : > "$LOG"
-"$DAEMON" --db ./gentrace.db --log "$LOG" &
+"$DAEMON" --db ./gentrace.db --log "$LOG" --retain "$RETAIN" --max-db-size "$MAX_DB" &
 DPID=$!
 
 # Ready when the `listening` line is in the log (or the daemon is gone).
@@ -82,16 +85,16 @@ APID=$!
 cat <<MSG
 
   gentrace demo is running.
-    gentraced     pid $DPID, database $B/gentrace.db, log $B/$LOG
+    gentraced     pid $DPID, database $B/gentrace.db (kept: $RETAIN, at most $MAX_DB), log $B/$LOG
     gentrace-demo pid $APID, streaming one generation per second
 
   Dashboard:  http://127.0.0.1:$HTTP_PORT/
 
   Try:
     curl -s localhost:$HTTP_PORT/v1/agents
-    curl -s 'localhost:$HTTP_PORT/v1/trace?service=gentrace-demo&last=30s' -o demo.trace
+    curl -s 'localhost:$HTTP_PORT/v1/trace?service=gentrace-demo&last=30s' -o demo.gentrace
     curl -s 'localhost:$HTTP_PORT/v1/trace?service=gentrace-demo&last=30s&format=chrome' -o demo.json
-    $B/tools/gentrace stat demo.trace
+    $B/tools/gentrace stat demo.gentrace
     curl -s localhost:$HTTP_PORT/metrics | grep ^gentrace_generations
 
   Press Ctrl-C to stop both.

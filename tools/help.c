@@ -22,7 +22,7 @@ const char cli_help_main[] =
     "SYNOPSIS\n"
     "    gentrace dump [-o OUT] FILE|-\n"
     "    gentrace stat [--json] [-o OUT] FILE|-\n"
-    "    gentrace convert [--to chrome] [-o OUT] FILE|-\n"
+    "    gentrace convert [--to chrome|perfetto] [-o OUT] FILE|-\n"
     "    gentrace cat [-o OUT] FILE...\n"
     "    gentrace --help | --version | help COMMAND\n"
     "\n"
@@ -34,7 +34,7 @@ const char cli_help_main[] =
     "    dump      one line per event, tab-separated\n"
     "    stat      per session and generation: span, events by kind, bytes, "
     "loss\n"
-    "    convert   Chrome Trace Event JSON, for Perfetto or chrome://tracing\n"
+    "    convert   Chrome Trace Event JSON or Perfetto protobuf, for Perfetto\n"
     "    cat       merge files into one valid file, duplicates removed\n"
     "\n"
     "    Run 'gentrace COMMAND --help' for the details of each.\n"
@@ -57,8 +57,8 @@ const char cli_help_main[] =
     "EXAMPLES\n"
     "    curl -s 'http://127.0.0.1:7171/v1/trace?service=api&last=30s' | "
     "gentrace stat -\n"
-    "    gentrace convert --to chrome -o trace.json window.gtrace\n"
-    "    gentrace cat -o all.gtrace a.gtrace b.gtrace\n";
+    "    gentrace convert --to chrome -o trace.json window.gentrace\n"
+    "    gentrace cat -o all.gentrace a.gentrace b.gentrace\n";
 
 const char cli_help_dump[] =
     "NAME\n"
@@ -90,8 +90,8 @@ const char cli_help_dump[] =
     "    in time order; generations come in file order.\n"
     "\n"
     "OPTIONS\n" HELP_TAIL
-    "    gentrace dump trace.gtrace | awk -F'\\t' '$4 == \"log\"'\n"
-    "    gentrace dump - < trace.gtrace | cut -f3 | sort | uniq -c\n";
+    "    gentrace dump trace.gentrace | awk -F'\\t' '$4 == \"log\"'\n"
+    "    gentrace dump - < trace.gentrace | cut -f3 | sort | uniq -c\n";
 
 const char cli_help_stat[] =
     "NAME\n"
@@ -111,15 +111,15 @@ const char cli_help_stat[] =
     "    --json            one JSON object: "
     "{\"sessions\":[...],\"totals\":{...}}\n"
     "                      (nanosecond times as strings, beside RFC "
-    "3339)\n" HELP_TAIL "    gentrace stat trace.gtrace\n"
-    "    gentrace stat --json trace.gtrace | python3 -m json.tool\n";
+    "3339)\n" HELP_TAIL "    gentrace stat trace.gentrace\n"
+    "    gentrace stat --json trace.gentrace | python3 -m json.tool\n";
 
 const char cli_help_convert[] =
     "NAME\n"
     "    gentrace convert - convert a trace to Chrome Trace Event JSON\n"
     "\n"
     "SYNOPSIS\n"
-    "    gentrace convert [--to chrome] [-o OUT] FILE|-\n"
+    "    gentrace convert [--to chrome|perfetto] [-o OUT] FILE|-\n"
     "\n"
     "DESCRIPTION\n"
     "    Writes {\"traceEvents\":[...],\"metadata\":{...}}, which Perfetto\n"
@@ -134,9 +134,12 @@ const char cli_help_convert[] =
     "    gentraced's /v1/trace?format=chrome.\n"
     "\n"
     "OPTIONS\n"
-    "    -t, --to FORMAT   output format: chrome (the default; 'perfetto' is\n"
-    "                      accepted as a synonym)\n" HELP_TAIL
-    "    gentrace convert --to chrome -o trace.json trace.gtrace\n"
+    "    -t, --to FORMAT   output format: chrome (the default), or perfetto:\n"
+    "                      Perfetto's protobuf trace (TrackEvent packets, one\n"
+    "                      process track per session, thread tracks, slices,\n"
+    "                      instants, counter tracks; unix-ns timestamps), the\n"
+    "                      same bytes as /v1/trace?format=perfetto\n" HELP_TAIL
+    "    gentrace convert --to chrome -o trace.json trace.gentrace\n"
     "    curl -s 'http://127.0.0.1:7171/v1/trace?service=api&last=10s' |\n"
     "        gentrace convert --to chrome - > trace.json\n";
 
@@ -158,5 +161,5 @@ const char cli_help_cat[] =
     "OPTIONS\n"
     "    -o, --output OUT  write to OUT (atomically) instead of stdout; OUT\n"
     "                      may be one of the inputs\n" HELP_EXIT
-    "    gentrace cat -o day.gtrace morning.gtrace afternoon.gtrace\n"
-    "    gentrace cat a.gtrace b.gtrace | gentrace stat -\n";
+    "    gentrace cat -o day.gentrace morning.gentrace afternoon.gentrace\n"
+    "    gentrace cat a.gentrace b.gentrace | gentrace stat -\n";

@@ -20,6 +20,14 @@
  * (dlpipe.h), blocking while the client has not taken what is there; the
  * connection's thread only copies from the pipe.
  *
+ * Compressed answers (Accept-Encoding, docs/HTTP.md): a native download
+ * asking for zstd sends the stored zstd frames as they are (zpass: one frame
+ * for the file header, then each generation's stored frame; concatenated
+ * frames are one valid zstd stream of the file), read ahead like plain
+ * payloads and never decompressed. Everything else (gzip, Chrome JSON as
+ * zstd) goes through a streaming encoder (dlenc.h) between the plain bytes
+ * and the socket, in fixed memory.
+ *
  * Retention never waits for a download (docs/HTTP.md "Downloads that end
  * early"): a generation deleted after the listing ends the download there.
  * What was sent is a valid file (whole generations; Chrome JSON closed),
@@ -56,16 +64,22 @@
 #include <unistd.h>
 
 #include "chrome.h"
+#include "perfetto.h"
+#include "dlenc.h"
 #include "dlpipe.h"
 #include "gtp_error.h"
 #include "httptime.h"
 #include "web_internal.h"
+
+#include <zstd.h>
 
 /* Bytes MHD asks for at most per read callback; large enough that a
  * multi-megabyte generation goes out in a few writes. */
 #define DL_BLOCK (1u << 20)
 /* Chrome JSON waiting for the client, per download. */
 #define DL_PIPE (256u << 10)
+/* Formats (the `chrome` field of a dl: non-zero = converted by the pump). */
+enum { DL_FMT_NATIVE = 0, DL_FMT_CHROME = 1, DL_FMT_PERFETTO = 2 };
 /* dlpipe status of a pump that stopped at a deleted generation. */
 #define DL_EARLY 1
 
@@ -82,6 +96,7 @@ typedef struct dl {
   size_t off;
   gtp_wbuf raw; /* chrome: one generation's stored bytes (pump thread) */
   gtp_chrome *ch;
+  gtp_perfetto *pft; /* format=perfetto: the pump's writer instead of ch */
   dlpipe *pipe;   /* chrome: JSON from the pump */
   pthread_t pump; /* valid when pump_started */
   int pump_started;
@@ -90,6 +105,9 @@ typedef struct dl {
   int64_t send_by;  /* deadline of the block last handed out, 0 = none */
   char what[80];    /* for log lines */
   struct prefetch *pf; /* NULL: payloads are read inline */
+  int zpass;           /* native + zstd: stored frames pass through */
+  dlenc *ez;           /* gzip, or zstd of Chrome JSON: encoder stage */
+  int plain_end, plain_rc; /* ez: the plain body ended, with this status */
 } dl;
 
 /* Read-ahead: PF_WORKERS threads per download (started at the first body
@@ -137,7 +155,8 @@ static int read_payload(dl *d, size_t i, gtp_wbuf *b) {
   if (rc < 0)
     return rc;
   gtp_wbuf_reset(b);
-  rc = store_read_payload(sr, d->seqs[i], b);
+  rc = d->zpass ? store_read_payload_zstd(sr, d->seqs[i], b)
+                : store_read_payload(sr, d->seqs[i], b);
   readpool_put(w->pool, sr);
   return rc < 0 ? rc : b->err;
 }
@@ -268,7 +287,7 @@ static int pipe_sink(void *ctx, const void *p, size_t n) {
  * 1) but still closes the document, so the client holds valid JSON. */
 static void *pump_main(void *arg) {
   dl *d = arg;
-  int rc = gtp_chrome_begin(d->ch);
+  int rc = d->pft ? 0 : gtp_chrome_begin(d->ch);
   if (rc == 0 && d->n > 1)
     pf_start(d);
   while (rc == 0 && d->next < d->n) {
@@ -286,7 +305,7 @@ static void *pump_main(void *arg) {
     rc = gtp_gen_parse(d->raw.data, d->raw.len, &g, &used);
     if (rc < 0)
       break;
-    rc = gtp_chrome_gen(d->ch, &g);
+    rc = d->pft ? gtp_perfetto_gen(d->pft, &g) : gtp_chrome_gen(d->ch, &g);
     gtp_gen_fini(&g);
     if (rc < 0)
       break;
@@ -295,7 +314,7 @@ static void *pump_main(void *arg) {
   /* Give the generation's memory back while the end goes out. */
   gtp_wbuf_fini(&d->raw);
   if (rc == 0)
-    rc = gtp_chrome_end(d->ch);
+    rc = d->pft ? gtp_perfetto_end(d->pft) : gtp_chrome_end(d->ch);
   dlpipe_close_write(d->pipe, rc < 0 ? rc : d->early ? DL_EARLY : 0);
   return NULL;
 }
@@ -348,7 +367,9 @@ static void dl_free(void *cls) {
             d->what, d->next, d->n);
   }
   gtp_chrome_free(d->ch);
+  gtp_perfetto_free(d->pft);
   dlpipe_free(d->pipe);
+  dlenc_free(d->ez);
   gtp_wbuf_fini(&d->out);
   gtp_wbuf_fini(&d->raw);
   free(d->seqs);
@@ -402,33 +423,27 @@ static ssize_t dl_end(dl *d, int rc) {
                               : MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
-static ssize_t dl_read_chrome(dl *d, char *buf, size_t max) {
+/* The plain body (before any Content-Encoding): up to max bytes into buf
+ * and their count, or 0 at its end with the status in *end_rc. */
+static size_t dl_plain_chrome(dl *d, char *buf, size_t max, int *end_rc) {
   if (!d->pump_started) {
-    if (pthread_create(&d->pump, NULL, pump_main, d) != 0)
-      return dl_end(d, -EAGAIN);
+    if (pthread_create(&d->pump, NULL, pump_main, d) != 0) {
+      *end_rc = -EAGAIN;
+      return 0;
+    }
     d->pump_started = 1;
   }
   int status = 0;
   size_t n = dlpipe_read(d->pipe, buf, max, &status);
-  if (n > 0)
-    return dl_sent(d, n);
-  return dl_end(d, status < 0 ? status : 0);
+  if (n == 0)
+    *end_rc = status < 0 ? status : 0;
+  return n;
 }
 
-static ssize_t dl_read(void *cls, uint64_t pos, char *buf, size_t max) {
-  dl *d = cls;
-  (void)pos;
-  /* The client took the last block; from here the time is ours. */
-  d->send_by = 0;
-  slowguard_send_by(d->guard, 0);
-  if (max > DL_BLOCK)
-    max = DL_BLOCK;
-  if (d->state == DL_DONE)
-    return MHD_CONTENT_READER_END_OF_STREAM;
-  if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
-    return dl_end(d, GTP_E_SHUTDOWN);
+static size_t dl_plain(dl *d, char *buf, size_t max, int *end_rc) {
+  *end_rc = 0;
   if (d->chrome)
-    return dl_read_chrome(d, buf, max);
+    return dl_plain_chrome(d, buf, max, end_rc);
   for (;;) {
     if (d->off < d->out.len) {
       size_t n = d->out.len - d->off;
@@ -436,7 +451,7 @@ static ssize_t dl_read(void *cls, uint64_t pos, char *buf, size_t max) {
         n = max;
       memcpy(buf, d->out.data + d->off, n);
       d->off += n;
-      return dl_sent(d, n);
+      return n;
     }
     gtp_wbuf_reset(&d->out);
     d->off = 0;
@@ -450,13 +465,62 @@ static ssize_t dl_read(void *cls, uint64_t pos, char *buf, size_t max) {
     d->state = DL_DONE;
     /* Give a large generation's memory back before the end. */
     gtp_wbuf_fini(&d->out);
-    return dl_end(d, rc);
+    *end_rc = rc;
+    return 0;
   }
+}
+
+/* The encoder stage: plain bytes in, encoded bytes to buf. */
+static ssize_t dl_read_encoded(dl *d, char *buf, size_t max) {
+  for (;;) {
+    int done = 0;
+    long n = dlenc_run(d->ez, (uint8_t *)buf, max, &done);
+    if (n < 0)
+      return dl_end(d, (int)n);
+    if (n > 0)
+      return dl_sent(d, (size_t)n);
+    if (done) /* the stream is closed: an early end still shows */
+      return dl_end(d, d->plain_rc);
+    size_t cap;
+    uint8_t *in = dlenc_space(d->ez, &cap);
+    if (!in)
+      continue; /* the codec still holds input: run again */
+    int rc = 0;
+    size_t got = dl_plain(d, (char *)in, cap, &rc);
+    if (got > 0) {
+      dlenc_fed(d->ez, got);
+      continue;
+    }
+    if (rc < 0)
+      return dl_end(d, rc);
+    d->plain_end = 1;
+    d->plain_rc = rc;
+    dlenc_finish(d->ez);
+  }
+}
+
+static ssize_t dl_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  dl *d = cls;
+  (void)pos;
+  /* The client took the last block; from here the time is ours. */
+  d->send_by = 0;
+  slowguard_send_by(d->guard, 0);
+  if (max > DL_BLOCK)
+    max = DL_BLOCK;
+  if (d->finished)
+    return MHD_CONTENT_READER_END_OF_STREAM;
+  if (atomic_load_explicit(&d->w->stopping, memory_order_relaxed))
+    return dl_end(d, GTP_E_SHUTDOWN);
+  if (d->ez)
+    return dl_read_encoded(d, buf, max);
+  int rc = 0;
+  size_t n = dl_plain(d, buf, max, &rc);
+  return n > 0 ? dl_sent(d, n) : dl_end(d, rc);
 }
 
 /* Allocates a download; takes seqs (malloc'd, n entries) and the download
  * slot the caller took. NULL on ENOMEM (seqs freed, slot released). */
-static dl *dl_new(web_req *r, int chrome, int64_t *seqs, size_t n,
+static dl *dl_new(web_req *r, int chrome, int enc, int64_t *seqs, size_t n,
                   int64_t span_start, int64_t span_end) {
   web_server *w = r->w;
   dl *d = calloc(1, sizeof *d);
@@ -473,18 +537,38 @@ static dl *dl_new(web_req *r, int chrome, int64_t *seqs, size_t n,
   if (chrome) {
     if (dlpipe_new(DL_PIPE, &d->pipe) < 0)
       goto fail_all;
-    d->ch = gtp_chrome_new(pipe_sink, d, span_start, span_end);
-    if (!d->ch)
+    if (chrome == DL_FMT_PERFETTO)
+      d->pft = gtp_perfetto_new(pipe_sink, d);
+    else
+      d->ch = gtp_chrome_new(pipe_sink, d, span_start, span_end);
+    if (!d->ch && !d->pft)
       goto fail_all;
   } else {
     gtp_put_file_header(&d->out);
     if (d->out.err)
       goto fail_all;
   }
+  if (enc == DLENC_ZSTD && !chrome) {
+    /* The file header as a frame of its own; the generations follow as
+     * their stored frames. */
+    uint8_t z[64];
+    size_t zn = ZSTD_compress(z, sizeof z, d->out.data, d->out.len, 1);
+    if (ZSTD_isError(zn))
+      goto fail_all;
+    gtp_wbuf_reset(&d->out);
+    gtp_wbuf_put(&d->out, z, zn);
+    if (d->out.err)
+      goto fail_all;
+    d->zpass = 1;
+  } else if (enc != DLENC_NONE && dlenc_new(enc, &d->ez) < 0) {
+    goto fail_all;
+  }
   return d;
 
 fail_all:
+  dlenc_free(d->ez);
   gtp_chrome_free(d->ch);
+  gtp_perfetto_free(d->pft);
   dlpipe_free(d->pipe);
   gtp_wbuf_fini(&d->out);
   gtp_wbuf_fini(&d->raw);
@@ -522,7 +606,9 @@ typedef struct dl_info {
 static enum MHD_Result dl_respond(web_req *r, int chrome, int64_t *seqs,
                                   size_t n, const dl_info *info,
                                   const char *what) {
-  dl *d = dl_new(r, chrome, seqs, n, info->span_start, info->span_end);
+  int enc = dlenc_pick(MHD_lookup_connection_value(
+      r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+  dl *d = dl_new(r, chrome, enc, seqs, n, info->span_start, info->span_end);
   if (!d)
     return web_error(r, 500, "internal", "out of memory");
   snprintf(d->what, sizeof d->what, "%s", what);
@@ -534,13 +620,20 @@ static enum MHD_Result dl_respond(web_req *r, int chrome, int64_t *seqs,
   }
   char v[64], stem[96], fname[160], ts[17];
   MHD_add_response_header(resp, "Content-Type",
-                          chrome ? "application/json"
-                                 : "application/octet-stream");
+                          chrome == DL_FMT_CHROME ? "application/json"
+                                                  : "application/octet-stream");
   safe_name(stem, sizeof stem, info->stem);
   httptime_format_compact(info->name_ns, ts);
   snprintf(fname, sizeof fname, "attachment; filename=\"%s-%s.%s\"", stem, ts,
-           chrome ? "json" : "gentrace");
+           chrome == DL_FMT_CHROME     ? "json"
+           : chrome == DL_FMT_PERFETTO ? "pftrace"
+                                       : "gentrace");
   MHD_add_response_header(resp, "Content-Disposition", fname);
+  /* Caches must not hand a compressed answer to a client that did not ask
+   * for one. */
+  MHD_add_response_header(resp, "Vary", "Accept-Encoding");
+  if (enc != DLENC_NONE)
+    MHD_add_response_header(resp, "Content-Encoding", dlenc_name(enc));
   snprintf(v, sizeof v, "%" PRIu64, info->gens);
   MHD_add_response_header(resp, "X-Gentrace-Generations", v);
   snprintf(v, sizeof v, "%" PRIu64, info->sessions);
@@ -569,10 +662,15 @@ static int parse_format(web_req *r, int *chrome) {
   if (!f || strcmp(f, "gentrace") == 0)
     return 0;
   if (strcmp(f, "chrome") == 0) {
-    *chrome = 1;
+    *chrome = DL_FMT_CHROME;
     return 0;
   }
-  web_error(r, 400, "bad_parameter", "format: expected gentrace or chrome");
+  if (strcmp(f, "perfetto") == 0) {
+    *chrome = DL_FMT_PERFETTO;
+    return 0;
+  }
+  web_error(r, 400, "bad_parameter",
+            "format: expected gentrace, chrome or perfetto");
   return -1;
 }
 
@@ -675,6 +773,34 @@ static void fmt_size(char *out, size_t cap, uint64_t b) {
     snprintf(out, cap, "%" PRIu64 " bytes", b);
 }
 
+/* An empty window is only "no data" when what it names exists: a typo in
+ * service=, host= or session= must answer 404, not a valid empty file
+ * (HTTP.md, status codes). 1 known, 0 unknown, <0 error. */
+static int stop_at_first(void *ctx, const void *row) {
+  (void)row;
+  *(int *)ctx = 1;
+  return 1;
+}
+static int sess_seen(void *ctx, const store_session_row *row) {
+  return stop_at_first(ctx, row);
+}
+static int gen_seen(void *ctx, const store_gen_row *row) {
+  return stop_at_first(ctx, row);
+}
+static int subject_known(store_reader *sr, const store_window_query *q) {
+  int seen = 0, rc;
+  if (q->session) {
+    rc = store_read_session_gens(sr, q->session, 0, INT64_MAX, -1, 1,
+                                 gen_seen, &seen);
+    if (rc == GTP_E_NOTFOUND)
+      return 0;
+    return rc < 0 ? rc : 1; /* a session without rows is still known */
+  }
+  store_session_filter f = {q->service, q->host, NULL, NULL};
+  rc = store_read_sessions(sr, &f, sess_seen, &seen);
+  return rc < 0 ? rc : seen;
+}
+
 /* A download's slot (web_dl_slot_take) and a pooled reader; NULL with the
  * answer queued (and the slot given back) when either is not to be had. */
 static store_reader *dl_begin(web_req *r) {
@@ -746,12 +872,28 @@ enum MHD_Result web_trace(web_req *r) {
                           has_session ? NULL : service,
                           has_session ? NULL : host, from, to};
   int rc = store_read_window(sr, &q, win_row, c);
+  int known = 1;
+  if (rc >= 0 && !c->oom && c->n == 0)
+    known = subject_known(sr, &q);
   web_reader_put(r, sr);
   enum MHD_Result ret;
   int slot = 1; /* still ours to release */
-  if (rc < 0 || c->oom) {
+  if (known == 0 && has_session) {
+    ret = web_error(r, 404, "not_found",
+                    "no session %s (GET /v1/agents lists the sessions)", sid);
+  } else if (known == 0 && host) {
+    ret = web_error(r, 404, "not_found",
+                    "no session of service \"%s\" on host \"%s\" (GET "
+                    "/v1/agents lists services and hosts)",
+                    service, host);
+  } else if (known == 0) {
+    ret = web_error(r, 404, "not_found",
+                    "no service \"%s\" (GET /v1/agents lists the services)",
+                    service);
+  } else if (rc < 0 || c->oom || known < 0) {
+    rc = rc < 0 ? rc : known < 0 ? known : -ENOMEM;
     ret = web_error(r, 500, "internal", "listing the window failed: %s",
-                    gtp_strerror(rc < 0 ? rc : -ENOMEM));
+                    gtp_strerror(rc));
   } else if (c->too_big) {
     char lim[32];
     fmt_size(lim, sizeof lim, c->max_bytes);

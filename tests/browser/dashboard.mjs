@@ -210,10 +210,49 @@ try {
     const parts = title.split(' ');
     check(Number(parts[1]) > 100 && Number(parts[2]) > 10, `perfetto got ${title}`);
     await popup.close();
+    await context.unroute('https://ui.perfetto.dev/**');
+
+    // Without the internet the UI never loads: the page falls back to a
+    // Perfetto trace download and says so (within its 8 s give-up).
+    step = 'perfetto-offline';
+    await context.route('https://ui.perfetto.dev/**', (route) => route.abort('internetdisconnected'));
+    const [dlp] = await Promise.all([
+      page.waitForEvent('download', { timeout: 20000 }),
+      page.click('#open-perfetto'),
+    ]);
+    check(/\.pftrace$/.test(dlp.suggestedFilename()), `fallback file name ${dlp.suggestedFilename()}`);
+    const pfile = join(ARTIFACTS, 'fallback.pftrace');
+    await dlp.saveAs(pfile);
+    check(statSync(pfile).size > 100, 'fallback .pftrace is empty');
+    const msg = await page.locator('#perfetto-fallback').textContent();
+    check(/Perfetto trace instead/.test(msg), `fallback message: ${msg}`);
+    log(`perfetto offline fallback: ${dlp.suggestedFilename()} (${statSync(pfile).size} bytes), "${msg.trim().slice(0, 80)}…"`);
+    for (const p of context.pages()) if (p !== page && p.url().startsWith('https://ui.perfetto.dev')) await p.close();
+    await context.unroute('https://ui.perfetto.dev/**');
     perfettoAllowed = false;
   } else {
     log('perfetto: browser says offline, button hidden (not tested)');
   }
+
+  // ------------------------------------------------ session, first load
+  // Opened directly, before /v1/agents answers: the header says it is
+  // loading, never "gone ? ?", then fills in.
+  step = 'session-first-load';
+  const first = await context.newPage();
+  let release;
+  const gate = new Promise((r) => (release = r));
+  await first.route(/\/v1\/agents(\?|$)/, async (route) => {
+    await gate;
+    await route.continue();
+  });
+  await first.goto(`${BASE}#/session/${sid}`);
+  await first.waitForFunction(() => /loading/.test(document.querySelector('.cards')?.textContent || ''));
+  const early = await first.evaluate(() => document.querySelector('.cards').textContent);
+  check(!/gone|\?/.test(early), `session header before the first reply: ${early}`);
+  release();
+  await first.waitForFunction((svc) => (document.querySelector('.cards')?.textContent || '').includes(svc), SERVICE);
+  log(`session header before the first reply: "${early.trim()}"`);
+  await first.close();
 
   // ----------------------------------------------------------- narrow
   step = 'narrow';

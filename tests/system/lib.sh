@@ -211,7 +211,7 @@ account() {
 	sess=$(session_of emitter "$n")
 	check "emitter $n: one session listed" 1 "$(echo "$sess" | grep -c .)"
 	sess=$(echo "$sess" | head -n 1)
-	f=$T/win-$n.gtrace
+	f=$T/win-$n.gentrace
 	curl -s --max-time 120 -D "$T/win-$n.hdr" -o "$f" \
 		"http://$HTTP/v1/trace?session=$sess&from=0&to=now" ||
 		check "emitter $n: window download" ok curl-failed
@@ -262,9 +262,9 @@ check_demo() {
 	local n=$1 db=$2 sess
 	sess=$(session_of demo "$n" | head -n 1)
 	check "demo $n: listed" 32 "${#sess}"
-	curl -s --max-time 120 -o "$T/demo-$n.gtrace" \
+	curl -s --max-time 120 -o "$T/demo-$n.gentrace" \
 		"http://$HTTP/v1/trace?session=$sess&from=0&to=now"
-	"$GENTRACE" stat "$T/demo-$n.gtrace" >/dev/null 2>&1
+	"$GENTRACE" stat "$T/demo-$n.gentrace" >/dev/null 2>&1
 	check "demo $n: window decodes" 0 $?
 	check "demo $n: gens 1..last, none missing" 0 "$(sql "$db" \
 		"SELECT max(gen) - count(*) FROM generations g JOIN sessions s

@@ -132,10 +132,10 @@ check "disk full: /healthz" 503 \
 	"$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/healthz")"
 check "disk full: /v1/agents answers" 200 \
 	"$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/v1/agents")"
-curl -s -o "$T/full.gtrace" -w '%{http_code}' \
+curl -s -o "$T/full.gentrace" -w '%{http_code}' \
 	"http://$HTTP/v1/trace?service=api&from=0&to=now" >"$T/full.code"
 check "disk full: /v1/trace answers" 200 "$(cat "$T/full.code")"
-"$GENTRACE" stat "$T/full.gtrace" >/dev/null 2>&1
+"$GENTRACE" stat "$T/full.gentrace" >/dev/null 2>&1
 check "disk full: that window decodes" 0 $?
 sleep 2
 # Paused, not frozen: small generations that still fit in the last free
@@ -235,7 +235,7 @@ start_emitter r2 ret h2 20000 64 2
 wait_for 30 "first commits" committed_above 4 || die "retention: nothing committed"
 # A slow download of everything there is, rate-limited so it spans many
 # retention ticks (its pin protects what it promised).
-curl -s --limit-rate 40k -D "$T/slow.hdr" -o "$T/slow.gtrace" \
+curl -s --limit-rate 40k -D "$T/slow.hdr" -o "$T/slow.gentrace" \
 	"http://$HTTP/v1/trace?service=ret&from=0&to=now" &
 SLOW=$!
 PIDS="$PIDS $SLOW"
@@ -243,11 +243,11 @@ ndl=0 bad=0 fewer=0
 end=$(($(date +%s) + P_RET))
 while [ "$(date +%s)" -lt "$end" ]; do
 	ndl=$((ndl + 1))
-	curl -s --max-time 30 -D "$T/dl.hdr" -o "$T/dl.gtrace" \
+	curl -s --max-time 30 -D "$T/dl.hdr" -o "$T/dl.gentrace" \
 		"http://$HTTP/v1/trace?service=ret&from=0&to=now"
-	if ! "$GENTRACE" stat --json "$T/dl.gtrace" >"$T/dl.json" 2>"$T/dl.err"; then
+	if ! "$GENTRACE" stat --json "$T/dl.gentrace" >"$T/dl.json" 2>"$T/dl.err"; then
 		bad=$((bad + 1))
-		cp "$T/dl.gtrace" "$T/bad-$ndl.gtrace"
+		cp "$T/dl.gentrace" "$T/bad-$ndl.gentrace"
 		continue
 	fi
 	h=$(tr -d '\r' <"$T/dl.hdr" | sed -n 's/^X-Gentrace-Generations: //Ip')
@@ -266,7 +266,7 @@ wait_for 120 "slow download" bash -c "! kill -0 $SLOW 2>/dev/null"
 wait "$SLOW"
 check "retention: slow download finished ok" 0 $?
 forget_pid "$SLOW"
-"$GENTRACE" stat "$T/slow.gtrace" >/dev/null 2>&1
+"$GENTRACE" stat "$T/slow.gentrace" >/dev/null 2>&1
 check "retention: slow download is a valid file" 0 $?
 # Freeze the database (restart without --retain) and compare what is kept
 # with what the window serves.
@@ -281,8 +281,8 @@ $(sql "$RDB" "SELECT count(*), sum(g.events), min(gen), max(gen) FROM generation
 EOF
 	check "retention $n: kept gens are whole (no hole after oldest)" \
 		"$((kmax - kmin + 1))" "$kgen"
-	curl -s -o "$T/kept-$n.gtrace" "http://$HTTP/v1/trace?session=$sess&from=0&to=now"
-	"$GENTRACE" stat --json "$T/kept-$n.gtrace" >"$T/kept-$n.json" 2>/dev/null
+	curl -s -o "$T/kept-$n.gentrace" "http://$HTTP/v1/trace?session=$sess&from=0&to=now"
+	"$GENTRACE" stat --json "$T/kept-$n.gentrace" >"$T/kept-$n.json" 2>/dev/null
 	read -r wg we _ <<EOF
 $("$PY" "$SYSDIR/count.py" stat "$T/kept-$n.json")
 EOF

@@ -2,12 +2,14 @@
 // postMessage handshake (https://perfetto.dev/docs/visualization/deep-linking-to-perfetto-ui):
 // open ui.perfetto.dev, PING it until it answers PONG (its page needs time to
 // load and install the listener), then post {perfetto: {buffer, title}}.
-// Only offered while the browser is online; nothing else leaves the daemon.
+// When the UI does not answer within GIVE_UP_MS (no internet, blocked), the
+// caller falls back to downloading the window as a .pftrace file.
 'use strict';
 
 export const PERFETTO_ORIGIN = 'https://ui.perfetto.dev';
 const PING_EVERY_MS = 50;
-const GIVE_UP_MS = 30000;
+// Its page answers within a second or two when it can load at all.
+const GIVE_UP_MS = 8000;
 
 // Must be called from a user gesture (a click), or the popup is blocked.
 // Resolves once the trace is posted; rejects if Perfetto does not answer.
@@ -15,7 +17,7 @@ export function openInPerfetto(buffer, title, origin = PERFETTO_ORIGIN) {
   return new Promise((resolve, reject) => {
     const win = window.open(origin + '/#!/');
     if (!win) {
-      reject(new Error('the browser blocked the Perfetto window (allow pop-ups for this page)'));
+      reject(new Error('the browser blocked the Perfetto window (allow pop-ups for this page to open it directly)'));
       return;
     }
     let timer = null;
@@ -45,7 +47,8 @@ export function openInPerfetto(buffer, title, origin = PERFETTO_ORIGIN) {
     }, PING_EVERY_MS);
     deadline = setTimeout(() => {
       done();
-      reject(new Error('Perfetto UI did not answer (offline?)'));
+      try { win.close(); } catch (_) { /* not ours to close any more */ }
+      reject(new Error('the Perfetto UI did not load (no internet?)'));
     }, GIVE_UP_MS);
   });
 }

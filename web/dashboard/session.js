@@ -71,9 +71,17 @@ export function sessionView(root, id, params, crumbs) {
     const s = sess();
     const now = serverNowMs();
     const r = fleet.rates(s, now);
-    crumbName.textContent = `${s.service || '?'} · ${s.host || '?'} · ${s.pid || '?'}`;
     cards.textContent = '';
     const card = (k, v, bad) => h('div.card' + (bad ? '.bad' : ''), null, h('div.v', null, v), h('div.k', null, k));
+    // Until /v1/agents lists the session its state and identity are not
+    // known (the feed may already have named its service): say so instead
+    // of a made-up "gone ? ?".
+    if (!s.fromAgents) {
+      crumbName.textContent = s.service || id.slice(0, 12) + '…';
+      cards.append(card('state', fleet.agentsLoaded ? 'not listed by /v1/agents' : 'loading…'));
+      return;
+    }
+    crumbName.textContent = `${s.service || '?'} · ${s.host || '?'} · ${s.pid || '?'}`;
     cards.append(
       card('service / host / pid', `${s.service || '?'} / ${s.host || '?'} / ${s.pid || '?'}`),
       card('state', s.connected ? 'connected' : 'gone'),

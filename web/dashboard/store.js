@@ -111,6 +111,7 @@ export class FleetStore {
       for (const [id, s] of this.sessions)
         if (s.fromAgents && !seen.has(id)) this.sessions.delete(id);
       this.agentsError = '';
+      this.agentsLoaded = true; // a session not listed now is really not known
     } catch (e) {
       this.agentsError = String(e.message || e);
     }

@@ -53,6 +53,7 @@ export function windowView(root, params, crumbs) {
   q.set('to', to);
   const traceGentrace = '/v1/trace?' + q.toString();
   const traceChrome = traceGentrace + '&format=chrome';
+  const tracePerfetto = traceGentrace + '&format=perfetto';
 
   const fromNs = ns(from), toNs = ns(to);
   const lenMs = Number((toNs - fromNs) / 1000n) / 1000;
@@ -83,11 +84,27 @@ export function windowView(root, params, crumbs) {
       setTimeout(() => (copyBtn.textContent = 'copy'), 1500);
     },
   }, 'copy');
-  const perfettoBtn = h('button#open-perfetto', { disabled: true, title: 'Open this window in ui.perfetto.dev (needs the internet)' }, 'Open in Perfetto');
-  const showOnline = () => (perfettoBtn.hidden = !navigator.onLine);
+  const perfettoBtn = h('button#open-perfetto', { disabled: true, title: 'Open this window in ui.perfetto.dev (needs the internet; without it, downloads a Perfetto trace)' }, 'Open in Perfetto');
+  // Offline, the button says what it will do instead of hanging.
+  const showOnline = () => (perfettoBtn.textContent = navigator.onLine ? 'Open in Perfetto' : 'Download for Perfetto');
   window.addEventListener('online', showOnline);
   window.addEventListener('offline', showOnline);
   showOnline();
+  // The fallback when the Perfetto UI cannot load: the same window as
+  // Perfetto's own trace format, saved by the browser, with a message
+  // saying how to open it.
+  const perfettoFallback = (why) => {
+    const a = h('a#perfetto-fallback-link', { href: api(tracePerfetto), download: '' }, 'the .pftrace file');
+    document.body.append(a);
+    a.click();
+    a.remove();
+    const msg = h('span.error#perfetto-fallback', null,
+      ` · ${why}: downloading this window as a Perfetto trace instead; open it at ui.perfetto.dev (Open trace file) when online, or `,
+      h('a', { href: api(tracePerfetto), download: '' }, 'download it again'), '.');
+    const old = document.getElementById('perfetto-fallback');
+    if (old) old.remove();
+    facts.append(msg);
+  };
 
   const zoomBtns = h('span.toolbar', null,
     h('button.small', { title: 'Earlier window of the same length', onclick: () => shift(-1) }, '← earlier'),
@@ -142,13 +159,17 @@ export function windowView(root, params, crumbs) {
 
   perfettoBtn.addEventListener('click', async () => {
     if (!buffer) return;
+    if (!navigator.onLine) {
+      perfettoFallback('the browser is offline');
+      return;
+    }
     perfettoBtn.textContent = 'waiting for Perfetto…';
     try {
       await openInPerfetto(buffer, `gentrace ${what} ${span.textContent}`);
-      perfettoBtn.textContent = 'Open in Perfetto';
     } catch (e) {
-      perfettoBtn.textContent = 'Open in Perfetto';
-      facts.append(h('span.error', null, ' · ' + e.message));
+      perfettoFallback(e.message);
+    } finally {
+      showOnline();
     }
   });
 
