@@ -351,6 +351,96 @@ static void test_summary__carry_pairs_spans_across_generations(void **state) {
   gtp_wbuf_fini(&b.b);
 }
 
+/* Nesting past GTP_SUM_DEPTH_MAX stays bounded and the tracked levels still
+ * pair; unknown and zero string ids become the empty name. */
+static void test_summary__deep_nesting_and_unknown_names(void **state) {
+  (void)state;
+  tb t;
+  tb_init(&t);
+  size_t deep = GTP_SUM_DEPTH_MAX + 900, n = 0;
+  tev *e = calloc(2 * deep + 4, sizeof *e);
+  for (size_t i = 0; i < deep; i++)
+    e[n++] = (tev){GTP_EV_REGION_BEGIN, 1 + i, S_CART, 0, 0};
+  for (size_t i = 0; i < deep; i++)
+    e[n++] = (tev){GTP_EV_REGION_END, 1 + deep + i, 0, 0, 0};
+  e[n++] = (tev){GTP_EV_REGION_BEGIN, 3 * deep, 999, 0, 0}; /* unknown id */
+  e[n++] = (tev){GTP_EV_REGION_END, 3 * deep + 1, 0, 0, 0};
+  e[n++] = (tev){GTP_EV_TASK_END, 3 * deep + 2, 77, 0, 0}; /* never begun */
+  e[n++] = (tev){GTP_EV_LOG, 3 * deep + 3, 0, 0, 0};
+  tb_batch(&t, 3, e, n);
+  free(e);
+  gtp_gen g;
+  tb_parse(&t, &g);
+  gtp_summary s;
+  assert_int_equal(gtp_summary_compute(&g, &s), 0);
+  const gtp_sum_name *cart = find(&s, GTP_SUM_REGION, "cart");
+  assert_non_null(cart);
+  assert_int_equal(cart->count, GTP_SUM_DEPTH_MAX);
+  assert_non_null(find(&s, GTP_SUM_REGION, ""));
+  assert_int_equal(s.open_at_end, 0);
+  assert_int_equal(s.unmatched_ends, 1);
+  assert_int_equal(s.nends, 1);
+  assert_int_equal(s.nlogs, 1);
+  assert_int_equal(s.logs[0].name.len, 0);
+  gtp_summary_fini(&s);
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&t.b);
+}
+
+/* Random event streams (valid encodings, arbitrary arguments, several
+ * threads and batches): compute never fails on them and its counts add up;
+ * carrying chains of them stays bounded. Run under ASan in CI. */
+static void test_summary__random_streams_are_safe(void **state) {
+  (void)state;
+  rng_state = 0x9e3779b97f4a7c15ull;
+  gtp_sum_open *prev = NULL;
+  size_t nprev = 0;
+  for (int round = 0; round < 200; round++) {
+    tb t;
+    tb_init(&t);
+    tev e[300];
+    for (int bt = 0; bt < 3; bt++) {
+      uint64_t at = 1;
+      size_t n = 0;
+      for (; n < 300; n++) {
+        at += rng() % 1000;
+        uint8_t type = (uint8_t)(1 + rng() % (GTP_EV_COUNT_ - 1));
+        e[n] = (tev){type, at, rng() % 8, rng() % 4, rng() % 7};
+      }
+      tb_batch(&t, rng() % 3, e, n);
+    }
+    gtp_gen g;
+    tb_parse(&t, &g);
+    gtp_summary s;
+    assert_int_equal(gtp_summary_compute(&g, &s), 0);
+    uint64_t total = 0;
+    for (size_t i = 0; i < s.nnames; i++) {
+      uint64_t h = 0;
+      for (unsigned b = 0; b < GTP_SUM_BUCKETS; b++)
+        h += s.names[i].hist[b];
+      assert_int_equal(h, s.names[i].count);
+      total += s.names[i].count;
+    }
+    assert_true(s.nspans <= total);
+    assert_true(s.nopens <= GTP_SUM_OPEN_MAX && s.nends <= GTP_SUM_OPEN_MAX);
+    gtp_sum_open *left = NULL;
+    size_t nleft = 0;
+    assert_int_equal(gtp_summary_carry(&s, prev, nprev, &left, &nleft), 0);
+    assert_true(nleft <= GTP_SUM_OPEN_MAX);
+    /* left borrows names from this generation: copy what the next round
+     * needs the way the store does (here: drop the names). */
+    for (size_t i = 0; i < nleft; i++)
+      left[i].name = (gtp_str){"", 0};
+    free(prev);
+    prev = left;
+    nprev = nleft;
+    gtp_summary_fini(&s);
+    gtp_gen_fini(&g);
+    gtp_wbuf_fini(&t.b);
+  }
+  free(prev);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_summary__slow_spans_among_fast_are_all_kept),
@@ -360,6 +450,8 @@ int main(void) {
       cmocka_unit_test(test_summary__buckets_cover_every_duration),
       cmocka_unit_test(test_summary__fixture_generation_matches_its_spec),
       cmocka_unit_test(test_summary__carry_pairs_spans_across_generations),
+      cmocka_unit_test(test_summary__deep_nesting_and_unknown_names),
+      cmocka_unit_test(test_summary__random_streams_are_safe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
