@@ -50,7 +50,7 @@ export function searchView(root, params, crumbs) {
   let cursor = null;
   async function page() {
     try {
-      const d = await getJSON(searchPath(f, cursor), ctl.signal);
+      const d = (await getJSON(searchPath(f, cursor), ctl.signal)).json;
       for (const s of d.spans) {
         const w = spanWindow(s);
         tbody.append(h('tr', null,
@@ -72,7 +72,7 @@ export function searchView(root, params, crumbs) {
 
   async function summary() {
     try {
-      const d = await getJSON(summaryPath(f), ctl.signal);
+      const d = (await getJSON(summaryPath(f), ctl.signal)).json;
       for (const n of d.names.slice(0, 12)) {
         const bars = histBars(n.buckets);
         const row = h('div.hist-bars');
@@ -80,8 +80,9 @@ export function searchView(root, params, crumbs) {
           const a = h('a.hist-bar', {
             href: '#' + routeOf(bucketQuery({ ...f, name: n.name }, b)),
             title: fmtNs(b.lo) + (b.hi === null ? '+' : ' - ' + fmtNs(b.hi)) + ': ' + b.count,
-            style: 'height:' + Math.max(2, Math.round(b.frac * 40)) + 'px',
           });
+          // Through the CSSOM: the page's CSP refuses inline style attributes.
+          a.style.height = Math.max(2, Math.round(b.frac * 40)) + 'px';
           row.append(a);
         }
         hists.append(h('div.hist', null,
