@@ -407,7 +407,7 @@ int gtp_perfetto_gen(gtp_perfetto *p, const gtp_gen *g) {
     return p->err ? p->err : -ENOMEM;
   size_t cursor = 0;
   gtp_batch b;
-  int rc;
+  int rc = 0;
   while (!p->err && (rc = gtp_gen_next_batch(g, &cursor, &b)) == 1) {
     size_t ti = thread_get(p, s, b.thread);
     if (ti == SIZE_MAX)

@@ -503,7 +503,8 @@ static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
 
 /* Pairs task begins and ends (sorted by task, ticks). */
 static int pair_tasks(sum_build *sb, task_mark *t, size_t n) {
-  qsort(t, n, sizeof *t, cmp_task);
+  if (n > 1) /* qsort(NULL, 0) is undefined */
+    qsort(t, n, sizeof *t, cmp_task);
   for (size_t i = 0; i < n; i++) {
     if (!t[i].begin) {
       if (add_end(sb, GTP_SUM_TASK, t[i].task, t[i].ticks) < 0)
@@ -566,7 +567,8 @@ int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
   }
   if (rc < 0)
     goto fail;
-  qsort(refs, nrefs, sizeof *refs, cmp_batch);
+  if (nrefs > 1) /* qsort(NULL, 0) is undefined */
+    qsort(refs, nrefs, sizeof *refs, cmp_batch);
   if ((rc = walk(&sb, refs, nrefs, &tasks, &ntasks, &cap_tasks)) < 0)
     goto fail;
   if ((rc = pair_tasks(&sb, tasks, ntasks)) < 0)
@@ -574,7 +576,8 @@ int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
 
   /* Invariant 2: cut to the longest GTP_SUM_SPANS_MAX and raise the floor
    * above everything cut. */
-  qsort(out->spans, out->nspans, sizeof *out->spans, cmp_span_desc);
+  if (out->nspans > 1) /* qsort(NULL, 0) is undefined */
+    qsort(out->spans, out->nspans, sizeof *out->spans, cmp_span_desc);
   if (out->nspans > spans_max) {
     out->span_floor_ns = out->spans[spans_max].dur_ns + 1;
     out->nspans = spans_max;

@@ -344,7 +344,8 @@ int store_search_spans(store_reader *r, const store_search_query *q,
     }
     if (err)
       break;
-    qsort(buf.rows, buf.n, sizeof *buf.rows, cmp_span); /* invariant 2 */
+    if (buf.n > 1) /* qsort(NULL, 0) is undefined */
+      qsort(buf.rows, buf.n, sizeof *buf.rows, cmp_span); /* invariant 2 */
     uint64_t skip = seq == q->cursor_seq ? q->cursor_skip : 0;
     for (size_t i = skip; i < buf.n; i++) {
       if (q->limit && sent == q->limit) {

@@ -14,13 +14,15 @@ run() {
 	GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=shop GENTRACE_PERIOD_MS=100 \
 		"$SLOW" "$@" >>"$T/slow.log" 2>&1 || fail "slowspans $*"
 }
-# Session 1: 6 slow checkout.pay of 40 ms, a task across threads of 700 ms
-# (longer than a generation: it is paired across generation edges).
-run --fast 20000 --slow 6 --slow-ms 40 --task-ms 700
+# Durations are far apart (sleeps overshoot on a loaded machine, and a fast
+# region can be preempted): slow ones of 100 ms and 400 ms, cut at 60 ms and
+# 250 ms. Session 1: 6 slow checkout.pay of 100 ms, a task across threads of
+# 700 ms (longer than a generation: it is paired across generation edges).
+run --fast 20000 --slow 6 --slow-ms 100 --task-ms 700
 between=$(date +%s%N)
 sleep 0.2
-# Session 2: 4 slow checkout.pay of 60 ms.
-run --fast 5000 --slow 4 --slow-ms 60
+# Session 2: 4 slow checkout.pay of 400 ms.
+run --fast 5000 --slow 4 --slow-ms 400
 
 # Everything is committed once the cart count is whole (gt_stop flushed).
 i=0
@@ -65,17 +67,17 @@ expect() { # expect WHAT WANT QUERY
 	[ "$got" = "$2" ] || fail "$1: found $got spans, want $2 ($3)"
 	echo "ok: $1 = $got"
 }
-expect "slow checkout.pay, both sessions" 10 "service=shop&name=checkout.pay&min=20ms"
-expect "prefix checkout.* leaves other.pay out" 10 "service=shop&name=checkout.*&min=20ms"
-expect "min=50ms: only session 2" 4 "service=shop&name=checkout.pay&min=50ms"
-expect "max=50ms: only session 1" 6 "service=shop&name=checkout.pay&min=20ms&max=50ms"
-expect "any name over 20ms (pay, other, job)" 21 "service=shop&min=20ms"
+expect "slow checkout.pay, both sessions" 10 "service=shop&name=checkout.pay&min=60ms"
+expect "prefix checkout.* leaves other.pay out" 10 "service=shop&name=checkout.*&min=60ms"
+expect "min=250ms: only session 2" 4 "service=shop&name=checkout.pay&min=250ms"
+expect "max=250ms: only session 1" 6 "service=shop&name=checkout.pay&min=60ms&max=250ms"
+expect "any name over 60ms (pay, other, job)" 21 "service=shop&min=60ms"
 expect "task across threads and generations" 1 "service=shop&name=job&min=500ms"
-expect "from= after session 1" 4 "service=shop&name=checkout.pay&min=20ms&from=${between}ns"
-expect "to= before session 2" 6 "service=shop&name=checkout.pay&min=20ms&to=${between}ns&from=now-1h"
+expect "from= after session 1" 4 "service=shop&name=checkout.pay&min=60ms&from=${between}ns"
+expect "to= before session 2" 6 "service=shop&name=checkout.pay&min=60ms&to=${between}ns&from=now-1h"
 # Below the index floor (1 ms) the generations are decoded: still exact.
 expect "min=1us (decoded)" 10 "service=shop&name=checkout.pay&min=1us"
-expect "fleet-wide (no service)" 10 "name=checkout.pay&min=20ms"
+expect "fleet-wide (no service)" 10 "name=checkout.pay&min=60ms"
 
 # Summary: counts equal what was made, percentiles in the right bucket.
 curl -sf "$H/v1/summary?service=shop&last=1h" >"$T/sum.json" || fail "summary"
@@ -88,14 +90,14 @@ assert by[("region", "checkout.pay")]["count"] == 10
 assert by[("region", "other.pay")]["count"] == 10
 assert by[("task", "job")]["count"] == 1
 pay = by[("region", "checkout.pay")]
-assert int(pay["max_ns"]) >= 60_000_000 and int(pay["min_ns"]) >= 40_000_000
-assert 40_000_000 <= int(pay["p50_ns"]) <= int(pay["p99_ns"]) <= int(pay["max_ns"])
+assert int(pay["max_ns"]) >= 400_000_000 and int(pay["min_ns"]) >= 100_000_000
+assert 100_000_000 <= int(pay["p50_ns"]) <= int(pay["p99_ns"]) <= int(pay["max_ns"])
 assert sum(b["count"] for b in pay["buckets"]) == 10
 print("ok: summary counts")
 PY
 
 # The window of a found span downloads.
-w=$(curl -sf "$H/v1/search?service=shop&name=checkout.pay&min=50ms&limit=1" |
+w=$(curl -sf "$H/v1/search?service=shop&name=checkout.pay&min=250ms&limit=1" |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["spans"][0]["window"])') ||
 	fail "first span"
 curl -sf -o "$T/w.trace" "$H$w" || fail "window download $w"
