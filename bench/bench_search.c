@@ -186,6 +186,10 @@ static int count_stats(void *ctx, const store_name_stats *r) {
   (*(uint64_t *)ctx)++;
   return 0;
 }
+static int keep_end(void *ctx, const store_gen_row *r) {
+  *(int64_t *)ctx = r->end_ns;
+  return 0;
+}
 static int count_gen(void *ctx, const store_gen_row *r) {
   (void)r;
   (*(uint64_t *)ctx)++;
@@ -206,12 +210,21 @@ int main(int argc, char **argv) {
   int64_t end_ns = (int64_t)time(NULL) * NS;
   int64_t start_ns = end_ns - (int64_t)per_agent * period;
 
+  /* BENCH_DB=FILE: time the queries on a database made before (with the
+   * same AGENTS, HOURS and PERIOD_S, generated at that time: end_ns is
+   * taken from its newest generation). */
+  const char *reuse = getenv("BENCH_DB");
+  store_pins *pins = NULL;
+  if (reuse) {
+    snprintf(path, sizeof path, "%s", reuse);
+    goto query;
+  }
   store_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.path = path;
   cfg.zstd_level = 1;
   cfg.batch_max = 256;
-  store_pins *pins = store_pins_new();
+  pins = store_pins_new();
   cfg.pins = pins;
   done_ctx d = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
   store *s = NULL;
@@ -267,10 +280,18 @@ int main(int argc, char **argv) {
          " failed) in %.1f s: %.0f generations/s\n",
          d.n, events, d.failed, gen_s, (double)d.n / gen_s);
 
+query:;
   store_reader *r = NULL;
   if (store_reader_open(path, &r, &cause) != 0) {
     fprintf(stderr, "reader: %s\n", cause ? cause : "?");
     return 1;
+  }
+  if (reuse) {
+    int64_t maxseq = 0;
+    store_read_max_seq(r, &maxseq);
+    end_ns = 0;
+    store_read_feed(r, maxseq - 1, 1, keep_end, &end_ns);
+    start_ns = end_ns - (int64_t)per_agent * period;
   }
   /* S1 */
   struct {
@@ -370,7 +391,7 @@ int main(int argc, char **argv) {
   } else {
     printf("# S3 vs B1: pass B1's events/s as the 4th argument\n");
   }
-  if (!getenv("BENCH_KEEP")) {
+  if (!getenv("BENCH_KEEP") && !reuse) {
     char p2[600];
     unlink(path);
     snprintf(p2, sizeof p2, "%s-wal", path);

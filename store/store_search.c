@@ -282,20 +282,26 @@ static int spans_from_bytes(store_reader *r, const store_search_query *q,
 
 /* Candidates, newest first: generations whose summary has a name that may
  * hold a match, and (while backfilling) generations without a summary. */
-static const char *const cand_sql =
-    "SELECT c.seq, g.gen, s.session, s.service, s.host, sg.floor_ns,"
-    " sg.status FROM (SELECT n.seq AS seq FROM sum_names n"
-    "  WHERE n.name >= ?1 AND (?2 IS NULL OR n.name <= ?2)"
-    "  AND n.max_ns >= ?3 AND n.min_ns <= ?4 AND n.seq >= ?5 AND n.seq <= ?6"
-    " UNION SELECT g2.seq FROM generations g2 WHERE g2.seq <= ?7"
-    "  AND g2.seq >= ?5 AND g2.seq <= ?6"
-    "  AND NOT EXISTS (SELECT 1 FROM sum_gens x WHERE x.seq = g2.seq)) c"
-    " JOIN generations g ON g.seq = c.seq"
-    " JOIN sessions s ON s.id = g.session_id"
-    " LEFT JOIN sum_gens sg ON sg.seq = c.seq"
-    " WHERE (?8 IS NULL OR s.service = ?8) AND (?9 IS NULL OR s.session = ?9)"
-    " AND g.start_ns < ?10 AND g.end_ns >= ?11"
-    " ORDER BY c.seq DESC";
+#define CAND_SQL(SEQ)                                                          \
+  "SELECT c.seq, g.gen, s.session, s.service, s.host, sg.floor_ns,"            \
+  " sg.status FROM (SELECT n.seq AS seq FROM sum_names n"                      \
+  "  WHERE n.name >= ?1 AND (?2 IS NULL OR n.name <= ?2)"                      \
+  "  AND n.max_ns >= ?3 AND n.min_ns <= ?4 AND " SEQ " >= ?5 AND " SEQ         \
+  " <= ?6"                                                                     \
+  " UNION SELECT g2.seq FROM generations g2 WHERE g2.seq <= ?7"                \
+  "  AND g2.seq >= ?5 AND g2.seq <= ?6"                                        \
+  "  AND NOT EXISTS (SELECT 1 FROM sum_gens x WHERE x.seq = g2.seq)) c"        \
+  " JOIN generations g ON g.seq = c.seq"                                       \
+  " JOIN sessions s ON s.id = g.session_id"                                    \
+  " LEFT JOIN sum_gens sg ON sg.seq = c.seq"                                   \
+  " WHERE (?8 IS NULL OR s.service = ?8) AND (?9 IS NULL OR s.session = ?9)"   \
+  " AND g.start_ns < ?10 AND g.end_ns >= ?11"                                  \
+  " ORDER BY c.seq DESC"
+/* With a name, the (name, seq) key finds its rows; "+n.seq" keeps SQLite
+ * from scanning the seq index over every name instead (it cannot tell from
+ * bound parameters that the seq range is the whole table). */
+static const char *const cand_sql_name = CAND_SQL("+n.seq");
+static const char *const cand_sql_any = CAND_SQL("n.seq");
 
 int store_search_spans(store_reader *r, const store_search_query *q,
                        store_span_cb cb, void *ctx, int64_t *next_seq,
@@ -304,7 +310,7 @@ int store_search_spans(store_reader *r, const store_search_query *q,
   *next_seq = 0;
   *next_skip = 0;
   sqlite3_stmt *st;
-  int err = prep(db, cand_sql, &st);
+  int err = prep(db, q->name ? cand_sql_name : cand_sql_any, &st);
   if (err)
     return err;
   char hi[1100];
