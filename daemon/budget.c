@@ -299,6 +299,14 @@ void budget_enforce(ingest *ing) {
   uint64_t max = ing->cfg.max_buffer;
   if (ing->stopping)
     goto check;
+  /* Nothing to shed while the totals are within bounds: the sheddable
+   * identities summed below are part of ident_bytes. Without this early
+   * exit every pass walked every connection (it runs after each batch of
+   * store completions): 72% of the loop's CPU with 10,000 agents
+   * (bench_fleet, perf). */
+  if (ing->ident_bytes <= max / 4 &&
+      ing->frame_bytes + ing->open_bytes + ing->ident_bytes <= max)
+    goto check;
   /* Identities: a quarter of the budget, the largest goes first. Those of
    * closing connections are freed once their close completes (seconds):
    * shedding more cannot free them sooner, so they are not counted here. */

@@ -29,6 +29,7 @@
 #define GENBUF_POOL_MAX 8     /* idle generation buffers kept (invariant 8) */
 #define STAGE_MIN (16u << 10) /* BATCH payloads read in place (inv. 9) */
 #define GENBUF_FILL_MAX 2     /* buffers the filler prepares ahead (inv. 10) */
+#define GENBUF_SMALL (64u << 10) /* smaller: plain malloc (inv. 8, 10) */
 
 enum conn_state {
   CONN_HANDSHAKE,

@@ -236,7 +236,13 @@ int main(int argc, char **argv) {
    * half the CPU (0.64 of raw disk); see docs/STORAGE.md. */
   scfg.zstd_level = 1;
   scfg.log = store_log;
-  scfg.batch_max = 64;
+  /* Group commit: a fleet's small generations share transactions (up to
+   * 2048 of them, or 20 ms of waiting; store.c invariant 13). A store that
+   * fell behind catches up in large transactions: their pages saturate
+   * (every session's row and index pages), so each generation costs less
+   * the more there are. */
+  scfg.batch_max = 2048;
+  scfg.linger_ms = 20;
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   /* No pins: retention never waits for HTTP readers (a download whose
    * remaining generations were deleted ends early, docs/HTTP.md). */

@@ -197,6 +197,14 @@ static uint8_t *fill_take(ingest *ing, size_t want, size_t *cap) {
 }
 
 uint8_t *genbuf_alloc(ingest *ing, size_t want, size_t touch, size_t *cap) {
+  if (want < GENBUF_SMALL) {
+    /* malloc serves these from pages it has mapped already: the pool and
+     * the filler thread would only add a hand-off per generation (fleet
+     * profile: the filler's wake-ups cost more than the malloc). */
+    uint8_t *d = malloc(want);
+    *cap = d != NULL ? want : 0;
+    return d;
+  }
   /* Best fit: the smallest pooled buffer that fits want. */
   unsigned best = ing->npool;
   for (unsigned i = 0; i < ing->npool; i++) {
@@ -234,6 +242,10 @@ uint8_t *genbuf_alloc(ingest *ing, size_t want, size_t touch, size_t *cap) {
 void genbuf_release(ingest *ing, uint8_t *data, size_t cap) {
   if (data == NULL)
     return;
+  if (cap < GENBUF_SMALL) {
+    free(data); /* small ones never pool (genbuf_alloc) */
+    return;
+  }
   /* Keep it only while the pool and the bytes held for agents together
    * stay under max-buffer (invariant 8). */
   if (ing->npool < GENBUF_POOL_MAX && !ing->global_paused &&

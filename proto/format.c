@@ -733,6 +733,7 @@ static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod) {
   const uint8_t *p = g->body;
   size_t len = g->body_len, off = 0;
   int nclock = 0, rc;
+  size_t ngotrace = 0;
   if (nstr && !(g->strings = calloc(nstr, sizeof(*g->strings))))
     return -ENOMEM;
   if (nstk && !(g->stacks = calloc(nstk, sizeof(*g->stacks))))
@@ -807,6 +808,11 @@ static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod) {
       if (rc < 0)
         return rc;
       break;
+    case GTP_REC_GOTRACE:
+      /* Go trace bytes (FORMAT.md 4.8): opaque here, bounded by
+       * GTP_RECORD_MAX like every record; read by the Go reader. */
+      ngotrace++;
+      break;
     default:
       /* Unknown body record of a newer minor: covered by the manifest,
        * otherwise opaque. */
@@ -814,6 +820,10 @@ static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod) {
     }
   }
   if (nclock != 1)
+    return GTP_E_CORRUPT;
+  /* A generation is either native (EVENTS) or a Go generation (GOTRACE):
+   * mixed, neither reader could show it whole. */
+  if (ngotrace && g->end.batches)
     return GTP_E_CORRUPT;
   if (g->nstrings > 1)
     qsort(g->strings, g->nstrings, sizeof(*g->strings), cmp_string_ent);

@@ -44,7 +44,7 @@ extern "C" {
 
 #define GTP_FORMAT_MAGIC "gentrace" /* 8 bytes, no NUL */
 #define GTP_FORMAT_MAJOR 1
-#define GTP_FORMAT_MINOR 0
+#define GTP_FORMAT_MINOR 1 /* 1: GOTRACE records */
 #define GTP_FILE_HEADER_SIZE 16
 
 /* Limits every decoder enforces (hostile input). */
@@ -67,6 +67,7 @@ enum gtp_record_type {
   GTP_REC_MODULES = 5,
   GTP_REC_CLOCK = 6,
   GTP_REC_GEN_END = 7,
+  GTP_REC_GOTRACE = 8, /* minor 1: a chunk of a Go 1.22+ trace generation */
 };
 
 /* Event types: u8 type | uvarint ts delta | args (all uvarint) in this order.

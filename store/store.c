@@ -47,7 +47,9 @@
  *      only takes q_lock, which the other threads hold just to move
  *      pointers, otherwise the libuv loop would stall behind a slow fsync.
  *   8. A compressor MUST reserve its cq slot in the same critical section
- *      that pops q, and the store thread MUST take only leading ready slots,
+ *      that pops q (store_submit may fill a slot itself, for a payload too
+ *      small to compress, only while q is empty), and the store thread MUST
+ *      take only leading ready slots,
  *      otherwise generations of a session would commit out of submission
  *      order and seq (the feed cursor) would not follow arrival.
  *   9. cq MUST stay bounded (cq_cap), otherwise a slow disk would let the
@@ -67,6 +69,18 @@
  *      refused (GTP_E_CONFLICT) and the stored row stays, otherwise
  *      whoever sends a generation number first decides what is kept and
  *      the later, different one would be ACKed as stored.
+ *  13. Group commit (cfg.linger_ms > 0): the store thread MAY hold ready
+ *      generations back for at most linger_ms, and only while the batch is
+ *      neither full (batch_max, STORE_LINGER_BYTES, a full cq) nor the store
+ *      closing; done() still comes only after COMMIT (2). While it lingers
+ *      (s->lingering) the compressors signal it only for a full batch, so a
+ *      transaction of N small generations costs one wake-up, not N. A
+ *      fleet of agents each committing a small generation a second
+ *      otherwise pays one transaction per generation: with 16 KiB pages,
+ *      several whole pages written to the WAL for a few hundred bytes
+ *      (bench/bench_fleet.c). Sessions committed before move their row
+      forward by cached id (sidc, store thread only, filled only after
+      COMMIT like the index, invariant 4), not by the upsert.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -115,9 +129,17 @@
 /* Checkpoints wait less: a TRUNCATE checkpoint needs every reader gone, and
  * the store thread must not stall ingest for it; the next one catches up. */
 #define STORE_CKPT_BUSY_MS 100
-/* 64 KiB pages: a generation's blob then spans few overflow pages, and blob
- * inserts run close to raw disk speed (bench/README.md, C1). */
-#define STORE_PAGE_SIZE 65536
+/* 16 KiB pages for new databases (an existing file keeps its own). Each
+ * commit writes every page it touched whole to the WAL, and a fleet's
+ * small generations touch pages spread over the sessions table and the
+ * two session-keyed generations indexes: with 64 KiB pages, 10,000 agents
+ * on 2 s generations of 190 bytes made the daemon write 6.8 KB per
+ * generation to disk and its ACK p99 passed a second while checkpoints
+ * fell behind; 16 KiB halved the bytes, cut the store thread's CPU by a
+ * quarter and brought ACK p99 to about 100 ms (bench_fleet, bench/
+ * RESULTS.md). Large blobs still span few overflow pages: C1 (1 MiB
+ * generations) was within its run-to-run noise of 64 KiB. */
+#define STORE_PAGE_SIZE 16384
 /* Generations summarized per maintenance tick by the backfill: bounded so
  * the ingest's commits never wait long behind it. */
 #define STORE_BACKFILL_PER_TICK 256
@@ -139,6 +161,18 @@
 #define STORE_SIZE_SLACK 16
 /* Below this much free file-system space the disk still counts as full. */
 #define STORE_MIN_FREE_BYTES (8ull << 20)
+/* Group commit (cfg.linger_ms) stops waiting once the ready generations
+ * hold this many bytes: big generations fill a transaction on their own. */
+#define STORE_LINGER_BYTES (8ull << 20)
+/* Sessions whose sessions.id the store thread remembers (invariant 13):
+ * direct-mapped, so a fleet larger than this only pays the upsert for the
+ * sessions that collide; the table's pages are touched as slots fill. */
+#define STORE_SIDC_SLOTS 65536
+/* Payloads below this are stored raw: zstd's fixed cost per call (about
+ * 4.4 us here, level 1, reused context) buys under 15% of a few hundred
+ * bytes (bench/RESULTS.md, fleet section), and skipping it lets such a
+ * generation bypass the compressor threads (store_submit). */
+#define STORE_ZSTD_MIN 512
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
 
@@ -147,6 +181,7 @@ enum {
   ST_COMMIT,
   ST_ROLLBACK,
   ST_UPSERT_SESSION,
+  ST_TOUCH_SESSION,
   ST_INSERT_GEN,
   ST_INSERT_PAYLOAD,
   ST_SET_META,
@@ -178,6 +213,18 @@ static const char *const store_sql[ST_COUNT_] = {
         " THEN excluded.last_gen ELSE last_gen END,"
         " key_hash = coalesce(key_hash, excluded.key_hash)"
         " RETURNING id, events, lost",
+    /* A session whose row this store committed before (its id cached in
+     * sidc): only last_seen, last_gen (and a key not bound yet) move, by
+     * primary key: no INSERT attempt, conflict and json_valid per
+     * generation (fleet profile: the upsert was 60% of the SQLite work of a
+     * small generation). The session text guards against a row an
+     * operator deleted and whose id was reused. */
+    [ST_TOUCH_SESSION] =
+        "UPDATE sessions SET last_seen_ns = max(last_seen_ns, ?2),"
+        " last_gen = CASE WHEN last_gen IS NULL OR ?3 > last_gen"
+        " THEN ?3 ELSE last_gen END,"
+        " key_hash = coalesce(key_hash, ?5)"
+        " WHERE id = ?1 AND session = ?4 RETURNING events, lost",
     [ST_INSERT_GEN] =
         "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
         " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
@@ -211,8 +258,15 @@ typedef struct zitem {
   size_t zlen;
   const char *codec; /* STORE_CODEC_* */
   int ready;         /* compressed; the store thread may take it */
+  int64_t sid;       /* sessions.id, set by store_one */
+  int64_t ready_ns;  /* when it became ready (monotonic): linger's start */
   store_sum_item *sum; /* its summary (store_summary.h), NULL: backfill */
 } zitem;
+
+typedef struct sidc_ent {
+  uint8_t key[16];
+  int64_t sid; /* 0: empty */
+} sidc_ent;
 
 struct store {
   /* Written once in store_open, read-only afterwards. */
@@ -228,10 +282,12 @@ struct store {
   sqlite3 *db;
   sqlite3_stmt *st[ST_COUNT_];
   store_summary *sum; /* summary writer and backfill */
+  sidc_ent *sidc; /* sessions.id of sessions committed (invariant 13) */
   zitem *batch;
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
   int64_t next_tick_ns;
   int size_stuck; /* over max_db_bytes but nothing deletable: wait a tick */
+  uint8_t last_session[16]; /* of the last generation committed */
 
   /* Protected by q_lock. */
   pthread_mutex_t q_lock;
@@ -248,6 +304,7 @@ struct store {
   uint64_t scratch_bytes;
   int closing;
   int comp_exited; /* compressors that have exited */
+  int lingering;   /* the store thread waits out cfg.linger_ms */
 
   /* Thread-safe on its own (store_index.c). */
   store_index *idx;
@@ -350,6 +407,33 @@ static int64_t pragma_int(sqlite3 *db, const char *sql) {
 int store_session_key(store *s, const uint8_t session[16],
                       uint8_t hash[STORE_KEY_HASH_SIZE]) {
   return store_index_key(s->idx, session, hash);
+}
+
+/* The sid cache (invariant 13): direct-mapped, store thread only. */
+static size_t sidc_slot(const uint8_t key[16]) {
+  uint64_t a, b;
+  memcpy(&a, key, 8);
+  memcpy(&b, key + 8, 8);
+  uint64_t h = a ^ (b * 0x9E3779B97F4A7C15ull);
+  h ^= h >> 29;
+  return (size_t)(h & (STORE_SIDC_SLOTS - 1));
+}
+
+/* The cached sessions.id of a session, 0 if none. */
+static int64_t sidc_get(const store *s, const uint8_t key[16]) {
+  if (s->sidc == NULL)
+    return 0;
+  const sidc_ent *e = &s->sidc[sidc_slot(key)];
+  return e->sid > 0 && memcmp(e->key, key, 16) == 0 ? e->sid : 0;
+}
+
+/* Caches sid, only after the COMMIT that holds its row. */
+static void sidc_put(store *s, const uint8_t key[16], int64_t sid) {
+  if (s->sidc == NULL || sid <= 0)
+    return;
+  sidc_ent *e = &s->sidc[sidc_slot(key)];
+  memcpy(e->key, key, 16);
+  e->sid = sid;
 }
 
 int store_last_gen(store *s, const uint8_t session[16], uint64_t *gen) {
@@ -609,6 +693,8 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   s->done_ctx = ctx;
   s->idx = store_index_new();
   s->batch = calloc(s->cfg.batch_max, sizeof *s->batch);
+  /* Optional: without it every generation takes the upsert. */
+  s->sidc = calloc(STORE_SIDC_SLOTS, sizeof *s->sidc);
   /* Two batches' worth: one being committed, the next being compressed. */
   s->cq_cap = 2 * (size_t)s->cfg.batch_max;
   s->cq = calloc(s->cq_cap, sizeof *s->cq);
@@ -708,6 +794,7 @@ fail_strings:
   if (err == -ENOMEM && cause && !*cause)
     store_set_cause(cause, "store: out of memory");
   free(s->batch);
+  free(s->sidc);
   free(s->cq);
   store_index_free(s->idx);
   free(s->wal_path);
@@ -731,6 +818,22 @@ int store_submit(store *s, store_gen *g) {
   pthread_mutex_lock(&s->q_lock);
   if (s->closing) {
     err = GTP_E_SHUTDOWN;
+    goto out;
+  }
+  if (g->len < STORE_ZSTD_MIN && s->q_len == 0 && s->cq_len < s->cq_cap) {
+    /* Too small to compress (compress_item would store it raw): straight
+     * into cq, ready, without waking a compressor. Nothing is in q, so it
+     * still follows everything submitted before it (invariant 8). */
+    s->cq[(s->cq_head + s->cq_len) % s->cq_cap] =
+        (zitem){.g = g,
+                 .zlen = g->len,
+                 .codec = STORE_CODEC_NONE,
+                 .ready = 1,
+                 .ready_ns = now_ns(CLOCK_MONOTONIC)};
+    s->cq_len++;
+    s->q_bytes += g->len;
+    if (!s->lingering || s->cq_len >= s->cfg.batch_max)
+      pthread_cond_signal(&s->c_cond); /* invariant 13 */
     goto out;
   }
   if (s->q_len == s->q_cap) {
@@ -801,7 +904,7 @@ static void compress_item(store *s, ZSTD_CCtx *cctx, zitem *it) {
   it->sum = store_sum_build(g->payload, g->len);
   __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
                      __ATOMIC_RELAXED);
-  if (g->len < 64)
+  if (g->len < STORE_ZSTD_MIN)
     return;
   size_t bound = ZSTD_compressBound(g->len);
   uint8_t *z = malloc(bound);
@@ -824,12 +927,37 @@ static void compress_item(store *s, ZSTD_CCtx *cctx, zitem *it) {
   it->codec = STORE_CODEC_ZSTD;
 }
 
-/* Inserts one generation inside the open transaction. Returns an SQLite
- * code; sets g->result (0 or 1), g->seq and g->stored_bytes on success. */
-static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
-  store_gen *g = it->g;
-  char hex[33];
-  gtp_session_hex(g->session, hex);
+/* Moves a known session's row forward (ST_TOUCH_SESSION): *found = 0 if
+ * the row is gone. Returns an SQLite code. */
+static int touch_session(store *s, const store_gen *g, const char *hex,
+                         int64_t sid, int64_t now_real, int64_t *tot_events,
+                         int64_t *tot_lost, int *found) {
+  sqlite3_stmt *st = s->st[ST_TOUCH_SESSION];
+  sqlite3_bind_int64(st, 1, sid);
+  sqlite3_bind_int64(st, 2, now_real);
+  sqlite3_bind_int64(st, 3, (int64_t)g->gen);
+  sqlite3_bind_text(st, 4, hex, 32, SQLITE_STATIC);
+  if (g->has_key)
+    sqlite3_bind_blob(st, 5, g->key_hash, STORE_KEY_HASH_SIZE, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, 5);
+  int rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    *tot_events = sqlite3_column_int64(st, 0);
+    *tot_lost = sqlite3_column_int64(st, 1);
+    rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Makes the session's row or moves it forward (identity from the first
+ * HELLO); *sid = its id. Returns an SQLite code. */
+static int upsert_session(store *s, const store_gen *g, const char *hex,
+                          int64_t now_real, int64_t *sid, int64_t *tot_events,
+                          int64_t *tot_lost) {
   sqlite3_stmt *st = s->st[ST_UPSERT_SESSION];
   sqlite3_bind_text(st, 1, hex, 32, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, str_or(g->service, ""), -1, SQLITE_STATIC);
@@ -845,17 +973,41 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   else
     sqlite3_bind_null(st, 10);
   int rc = sqlite3_step(st);
-  int64_t sid = 0, tot_events = 0, tot_lost = 0;
   if (rc == SQLITE_ROW) {
-    sid = sqlite3_column_int64(st, 0);
-    tot_events = sqlite3_column_int64(st, 1);
-    tot_lost = sqlite3_column_int64(st, 2);
+    *sid = sqlite3_column_int64(st, 0);
+    *tot_events = sqlite3_column_int64(st, 1);
+    *tot_lost = sqlite3_column_int64(st, 2);
     rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
   }
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
-  if (rc != SQLITE_DONE)
-    return rc;
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Inserts one generation inside the open transaction. Returns an SQLite
+ * code; sets g->result (0, 1 or a refusal), g->seq and g->stored_bytes on
+ * success, and it->sid. */
+static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
+  store_gen *g = it->g;
+  char hex[33];
+  gtp_session_hex(g->session, hex);
+  int64_t sid = sidc_get(s, g->session), tot_events = 0, tot_lost = 0;
+  int rc = SQLITE_OK, found = 0;
+  if (sid > 0) {
+    rc = touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost,
+                       &found);
+    if (rc != SQLITE_OK)
+      return rc;
+    if (!found)
+      sid = 0; /* the row is gone: the upsert makes it again */
+  }
+  if (sid == 0) {
+    rc = upsert_session(s, g, hex, now_real, &sid, &tot_events, &tot_lost);
+    if (rc != SQLITE_OK)
+      return rc;
+  }
+  it->sid = sid;
+  sqlite3_stmt *st;
   /* Invariant 11: the session totals (triggers) must not wrap. */
   uint64_t lost = 0, ev = 0;
   int over = __builtin_add_overflow(g->end.dropped, g->end.evicted, &lost) ||
@@ -916,6 +1068,13 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_bind_blob64(st, 2, data, n, SQLITE_STATIC);
   rc = step_done(st);
   sqlite3_clear_bindings(st);
+  /* Small generations skip the compressors (store_submit's fast path):
+   * their summary is made here, cheap at that size. */
+  if (it->sum == NULL) {
+    it->sum = store_sum_build(g->payload, g->len);
+    __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
+                       __ATOMIC_RELAXED);
+  }
   if (rc == SQLITE_OK && it->sum != NULL) /* same transaction */
     rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum);
   if (rc != SQLITE_OK)
@@ -994,6 +1153,7 @@ static void commit_batch(store *s, zitem *items, size_t n) {
     for (size_t i = 0; i < n; i++) {
       /* invariant 4 */
       store_index_note_gen(s->idx, items[i].g->session, items[i].g->gen);
+      sidc_put(s, items[i].g->session, items[i].sid); /* invariant 13 */
       if (items[i].g->result == 1) {
         dup++;
       } else if (items[i].g->result == 0) {
@@ -1300,10 +1460,14 @@ static void *comp_main(void *arg) {
     else
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
     it.ready = 1;
+    it.ready_ns = now_ns(CLOCK_MONOTONIC);
 
     pthread_mutex_lock(&s->q_lock);
     s->cq[slot] = it;
-    pthread_cond_signal(&s->c_cond);
+    /* A lingering store thread wakes at its deadline or for a full batch,
+     * not once per generation (invariant 13). */
+    if (!s->lingering || s->cq_len >= s->cfg.batch_max)
+      pthread_cond_signal(&s->c_cond);
   }
   s->comp_exited++;
   pthread_cond_signal(&s->c_cond);
@@ -1313,6 +1477,50 @@ static void *comp_main(void *arg) {
   pthread_mutex_unlock(&s->q_lock);
   ZSTD_freeCCtx(cctx);
   return NULL;
+}
+
+/* Ready generations at the head of cq (what a batch may take now) and
+ * their bytes. q_lock held. */
+static size_t ready_prefix(const store *s, uint64_t *bytes) {
+  size_t n = 0;
+  *bytes = 0;
+  while (n < s->cq_len && n < s->cfg.batch_max) {
+    const zitem *it = &s->cq[(s->cq_head + n) % s->cq_cap];
+    if (!it->ready)
+      break;
+    *bytes += it->g->len;
+    n++;
+  }
+  return n;
+}
+
+/* Group commit (invariant 13): with a generation ready, waits up to
+ * linger_ms for more, unless the batch is full, the store is closing, or
+ * the head comes from the same session as the last commit (one agent
+ * sending generation after generation, each waiting for its ACK, gains
+ * nothing from waiting). q_lock held. */
+static void linger(store *s) {
+  if (s->cfg.linger_ms == 0 || s->closing || s->cq_len == 0 ||
+      !s->cq[s->cq_head].ready ||
+      memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0)
+    return;
+  /* From when the head became ready: time it spent queued behind the
+   * previous commit counts, so no generation waits more than linger_ms
+   * beyond the commits ahead of it. */
+  int64_t until =
+      s->cq[s->cq_head].ready_ns + (int64_t)s->cfg.linger_ms * 1000000;
+  struct timespec ts = {(time_t)(until / NS_PER_SEC),
+                        (long)(until % NS_PER_SEC)};
+  s->lingering = 1;
+  for (;;) {
+    uint64_t bytes;
+    size_t n = ready_prefix(s, &bytes);
+    if (s->closing || n >= s->cfg.batch_max || bytes >= STORE_LINGER_BYTES ||
+        s->cq_len == s->cq_cap || now_ns(CLOCK_MONOTONIC) >= until)
+      break;
+    pthread_cond_timedwait(&s->c_cond, &s->q_lock, &ts);
+  }
+  s->lingering = 0;
 }
 
 static void *store_main(void *arg) {
@@ -1328,6 +1536,7 @@ static void *store_main(void *arg) {
                             (long)(wake % NS_PER_SEC)};
       pthread_cond_timedwait(&s->c_cond, &s->q_lock, &ts);
     }
+    linger(s);
     size_t n = 0;
     uint64_t bytes = 0;
     while (n < s->cfg.batch_max && s->cq_len > 0 && s->cq[s->cq_head].ready) {
@@ -1343,8 +1552,10 @@ static void *store_main(void *arg) {
     int stop = s->comp_exited == STORE_COMPRESSORS && s->cq_len == 0;
     pthread_mutex_unlock(&s->q_lock);
 
-    if (n)
+    if (n) {
+      memcpy(s->last_session, s->batch[n - 1].g->session, 16);
       commit_batch(s, s->batch, n);
+    }
     maintain(s, n > 0);
     if (stop)
       break;
@@ -1375,6 +1586,7 @@ void store_close(store *s) {
   pthread_cond_destroy(&s->c_cond);
   pthread_cond_destroy(&s->space_cond);
   free(s->batch);
+  free(s->sidc);
   free(s->q);
   free(s->cq);
   store_index_free(s->idx);

@@ -32,6 +32,11 @@ typedef struct store_config {
   uint64_t max_db_bytes;     /* 0 = unlimited; main db + WAL */
   int zstd_level;            /* default 3 */
   uint32_t batch_max;        /* generations per transaction, default 64 */
+  /* Group commit: once a generation is ready, wait up to this long for
+   * more from other sessions (until batch_max or STORE_LINGER_BYTES) so
+   * one transaction carries many small generations; 0 = commit at once.
+   * Adds at most this to an ACK's latency. */
+  uint32_t linger_ms;
   uint32_t test_delay_ms;    /* sleep before each commit (tests: slow store) */
   store_pins *pins;          /* retention never deletes seq >= pinned min */
   /* Optional: receives one logfmt body ("msg=... k=v") per error line, from

@@ -77,7 +77,8 @@ int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
       continue;
     }
     if ((flags & CLI_F_TO) &&
-        (r = opt_value(cmd, argc, argv, &i, "--to", "-t", &v))) {
+        ((r = opt_value(cmd, argc, argv, &i, "--to", "-t", &v)) ||
+         (r = opt_value(cmd, argc, argv, &i, "--format", NULL, &v)))) {
       if (r < 0)
         goto fail;
       o->to = v;

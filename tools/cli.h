@@ -148,6 +148,8 @@ void cli_usage_error(const char *cmd, const char *fmt, ...)
 int cmd_dump(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+/* convert --to go (convert_go.c): 0, or -1 after saying why. */
+int convert_go(const cli_input *in, cli_output *o);
 int cmd_cat(int argc, char **argv);
 
 /* Help texts (help.c). */

@@ -38,9 +38,12 @@ int cmd_convert(int argc, char **argv) {
       cli_start("convert", argc, argv, CLI_F_TO, cli_help_convert, 1, 1, &opt);
   if (started >= 0)
     return started;
-  if (opt.to && strcmp(opt.to, "chrome") && strcmp(opt.to, "perfetto")) {
-    cli_usage_error(
-        "convert", "unknown format '%s' (supported: chrome, perfetto)", opt.to);
+  int to_go = opt.to && strcmp(opt.to, "go") == 0; /* convert_go.c */
+  if (opt.to && !to_go && strcmp(opt.to, "chrome") &&
+      strcmp(opt.to, "perfetto")) {
+    cli_usage_error("convert",
+                    "unknown format '%s' (supported: chrome, perfetto, go)",
+                    opt.to);
     cli_opts_free(&opt);
     return CLI_USAGE;
   }
@@ -49,6 +52,13 @@ int cmd_convert(int argc, char **argv) {
   cli_output *o;
   if (cli_io_open(&opt, &in, &o, true) < 0)
     goto fail_io;
+  if (to_go) {
+    status = convert_go(&in, o) == 0 ? CLI_OK : CLI_BAD_INPUT;
+    if (cli_output_close(o, status == CLI_OK || o->err))
+      status = CLI_BAD_INPUT;
+    cli_io_close(&in, o);
+    goto fail_io;
+  }
   gtp_chrome *ch = NULL;
   gtp_perfetto *pf = NULL;
   if (opt.to && strcmp(opt.to, "perfetto") == 0)

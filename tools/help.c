@@ -22,7 +22,7 @@ const char cli_help_main[] =
     "SYNOPSIS\n"
     "    gentrace dump [-o OUT] FILE|-\n"
     "    gentrace stat [--json] [-o OUT] FILE|-\n"
-    "    gentrace convert [--to chrome|perfetto] [-o OUT] FILE|-\n"
+    "    gentrace convert [--to chrome|perfetto|go] [-o OUT] FILE|-\n"
     "    gentrace cat [-o OUT] FILE...\n"
     "    gentrace --help | --version | help COMMAND\n"
     "\n"
@@ -35,6 +35,7 @@ const char cli_help_main[] =
     "    stat      per session and generation: span, events by kind, bytes, "
     "loss\n"
     "    convert   Chrome Trace Event JSON or Perfetto protobuf, for Perfetto\n"
+    "              (a Go session: --to go, a Go trace for go tool trace)\n"
     "    cat       merge files into one valid file, duplicates removed\n"
     "\n"
     "    Run 'gentrace COMMAND --help' for the details of each.\n"
@@ -119,7 +120,7 @@ const char cli_help_convert[] =
     "    gentrace convert - convert a trace to Chrome Trace Event JSON\n"
     "\n"
     "SYNOPSIS\n"
-    "    gentrace convert [--to chrome|perfetto] [-o OUT] FILE|-\n"
+    "    gentrace convert [--to chrome|perfetto|go] [-o OUT] FILE|-\n"
     "\n"
     "DESCRIPTION\n"
     "    Writes {\"traceEvents\":[...],\"metadata\":{...}}, which Perfetto\n"
@@ -138,8 +139,12 @@ const char cli_help_convert[] =
     "                      Perfetto's protobuf trace (TrackEvent packets, one\n"
     "                      process track per session, thread tracks, slices,\n"
     "                      instants, counter tracks; unix-ns timestamps), the\n"
-    "                      same bytes as /v1/trace?format=perfetto\n" HELP_TAIL
+    "                      same bytes as /v1/trace?format=perfetto; or go:\n"
+    "                      one Go session's generations as a Go execution\n"
+    "                      trace for 'go tool trace' (--format is a synonym\n"
+    "                      of --to)\n" HELP_TAIL
     "    gentrace convert --to chrome -o trace.json trace.gentrace\n"
+    "    gentrace convert --to go -o w.trace go-session.gentrace\n"
     "    curl -s 'http://127.0.0.1:7171/v1/trace?service=api&last=10s' |\n"
     "        gentrace convert --to chrome - > trace.json\n";
 

@@ -425,6 +425,29 @@ int web_arg_session(web_req *r, const char *name, char out[33]) {
   return -1;
 }
 
+void web_dl_slot_put(web_server *w) {
+  atomic_fetch_sub_explicit(&w->active_downloads, 1, memory_order_relaxed);
+}
+
+/* Takes a place among --http-max-downloads (web_trace.c invariant 4,
+ * web_gotrace.c invariant 4), or answers 503 with Retry-After and returns
+ * -1. Here beside the reader pool, so every download handler shares them
+ * without calling into another handler's file. */
+int web_dl_slot_take(web_req *r) {
+  web_server *w = r->w;
+  if ((unsigned)atomic_fetch_add_explicit(&w->active_downloads, 1,
+                                          memory_order_relaxed) <
+      w->max_downloads)
+    return 0;
+  web_dl_slot_put(w);
+  atomic_fetch_add_explicit(&w->downloads_refused, 1, memory_order_relaxed);
+  web_error(r, 503, "overloaded",
+            "too many downloads running (%u, the --http-max-downloads "
+            "limit); retry shortly",
+            w->max_downloads);
+  return -1;
+}
+
 store_reader *web_reader_get(web_req *r) {
   store_reader *sr;
   int rc = readpool_get(r->w->pool, WEB_POOL_WAIT_MS, &sr);

@@ -130,7 +130,7 @@ slowguard_conn *web_conn_guard(struct MHD_Connection *conn);
 store_reader *web_reader_get(web_req *r);
 void web_reader_put(web_req *r, store_reader *sr);
 
-/* Downloads in flight (web_trace.c): every download handler takes a place
+/* Downloads in flight (web.c): every download handler takes a place
  * among --http-max-downloads before its listing (web_dl_slot_take answers
  * 503 + Retry-After and returns -1 past the cap) and gives it back exactly
  * once: when its response is freed, or at once if it made none. */
@@ -143,6 +143,7 @@ enum MHD_Result web_session_gens(web_req *r, const char *session);
 enum MHD_Result web_session_gen(web_req *r, const char *session,
                                 const char *gen);
 enum MHD_Result web_trace(web_req *r);
+enum MHD_Result web_gotrace(web_req *r); /* web_gotrace.c */
 enum MHD_Result web_feed(web_req *r);
 /* web_search.c */
 enum MHD_Result web_search(web_req *r);

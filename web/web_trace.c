@@ -321,27 +321,6 @@ static void *pump_main(void *arg) {
 
 /* ---------------------------------------------------------- lifecycle */
 
-void web_dl_slot_put(web_server *w) {
-  atomic_fetch_sub_explicit(&w->active_downloads, 1, memory_order_relaxed);
-}
-
-/* Takes a place among --http-max-downloads (invariant 4), or answers 503
- * with Retry-After and returns -1. */
-int web_dl_slot_take(web_req *r) {
-  web_server *w = r->w;
-  if ((unsigned)atomic_fetch_add_explicit(&w->active_downloads, 1,
-                                          memory_order_relaxed) <
-      w->max_downloads)
-    return 0;
-  web_dl_slot_put(w);
-  atomic_fetch_add_explicit(&w->downloads_refused, 1, memory_order_relaxed);
-  web_error(r, 503, "overloaded",
-            "too many downloads running (%u, the --http-max-downloads "
-            "limit); retry shortly",
-            w->max_downloads);
-  return -1;
-}
-
 static void dl_free(void *cls) {
   dl *d = cls;
   web_server *w = d->w;
@@ -670,7 +649,8 @@ static int parse_format(web_req *r, int *chrome) {
     return 0;
   }
   web_error(r, 400, "bad_parameter",
-            "format: expected gentrace, chrome or perfetto");
+            "format: expected gentrace, chrome or perfetto (and go on "
+            "/v1/trace)");
   return -1;
 }
 
@@ -813,6 +793,9 @@ static store_reader *dl_begin(web_req *r) {
 }
 
 enum MHD_Result web_trace(web_req *r) {
+  const char *fmt = web_arg(r, "format");
+  if (fmt && strcmp(fmt, "go") == 0)
+    return web_gotrace(r); /* a Go session as a Go trace: web_gotrace.c */
   static const char *const allowed[] = {"session", "service", "host",   "from",
                                         "to",      "last",    "format", NULL};
   if (web_args_check(r, allowed))

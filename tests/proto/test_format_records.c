@@ -9,7 +9,7 @@ static void test_file_header__round_trip_and_each_error(void **state) {
   (void)state;
   uint8_t h[GTP_FILE_HEADER_SIZE];
   gtp_file_header_write(h);
-  assert_memory_equal(h, "gentrace\x01\x00\x00\x00\x00\x00\x00\x00", 16);
+  assert_memory_equal(h, "gentrace\x01\x00\x01\x00\x00\x00\x00\x00", 16);
   assert_int_equal(gtp_file_header_check(h, 16), 0);
   for (size_t n = 0; n < 16; n++)
     assert_int_equal(gtp_file_header_check(h, n), GTP_E_TRUNC);

@@ -395,7 +395,7 @@ static void test_store_open__missing_directory_fails_with_cause(void **state) {
 static void test_store_open__fresh_database_settings(void **state) {
   fx *f = *state;
   open_default(f);
-  assert_int_equal(sf_sql_int(f->dir.db, "PRAGMA page_size"), 65536);
+  assert_int_equal(sf_sql_int(f->dir.db, "PRAGMA page_size"), 16384);
   assert_int_equal(sf_sql_int(f->dir.db, "PRAGMA auto_vacuum"), 2);
   assert_int_equal(
       sf_sql_int(f->dir.db,
@@ -529,9 +529,12 @@ static void test_store_disk_full__pauses_keeps_reads_and_resumes(void **state) {
   store_close(f->s);
   f->s = NULL;
   int64_t base = sf_sql_int(f->dir.db, "PRAGMA page_count");
-  assert_true(base > 0);
+  int64_t page = sf_sql_int(f->dir.db, "PRAGMA page_size");
+  assert_true(base > 0 && page > 0);
+  /* 1.5 MiB of room whatever the page size: a few generations, and the
+   * 1 MiB disk-full probe once retention frees them. */
   char env[32];
-  snprintf(env, sizeof env, "%lld", (long long)(base + 24));
+  snprintf(env, sizeof env, "%lld", (long long)(base + (3 << 19) / page));
   setenv("GENTRACE_TEST_MAX_PAGES", env, 1);
 
   store_config c = sf_config(&f->dir);

@@ -1,0 +1,3 @@
+module gentrace
+
+go 1.22

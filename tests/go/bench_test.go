@@ -1,0 +1,116 @@
+package gotest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	rtrace "runtime/trace"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"gentrace"
+)
+
+// benchRound runs the traced program (regions and logs) for d and returns
+// wall and process CPU (user + system, every thread: the client's sender
+// goroutine included, the daemon not) nanoseconds per operation.
+func benchRound(d time.Duration) (wall, cpu float64) {
+	ctx := context.Background()
+	cpuNow := func() int64 {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return ru.Utime.Nano() + ru.Stime.Nano()
+	}
+	op := func() {
+		rtrace.WithRegion(ctx, "op", func() {
+			rtrace.Log(ctx, "bench", "value")
+		})
+	}
+	for i := 0; i < 10000; i++ { // warm up: strings and stacks interned
+		op()
+	}
+	t0, c0 := time.Now(), cpuNow()
+	var n int64
+	for time.Since(t0) < d {
+		for i := 0; i < 1024; i++ {
+			op()
+		}
+		n += 1024
+	}
+	t1, c1 := time.Now(), cpuNow()
+	return float64(t1.Sub(t0).Nanoseconds()) / float64(n), float64(c1-c0) / float64(n)
+}
+
+// TestBenchGo (make bench-go; GENTRACE_BENCH=1): the same Go program
+// traced into io.Discard and traced through the client into a real
+// gentraced, in alternating rounds of one run; prints BENCH lines with
+// the medians (wall time per operation, and this process's CPU time per
+// operation, which leaves out the daemon sharing the machine) and the
+// median of the rounds' ratios. The goal (bar) is a ratio within 1.02.
+func TestBenchGo(t *testing.T) {
+	if os.Getenv("GENTRACE_BENCH") == "" {
+		t.Skip("a benchmark: make bench-go")
+	}
+	d := startDaemon(t, t.TempDir(), "")
+	const rounds = 9
+	var dw, dc, cw, cc []float64
+	var st gentrace.Stats
+	for r := 0; r < rounds; r++ {
+		for _, viaClient := range []bool{r%2 == 1, r%2 == 0} {
+			if viaClient {
+				if err := gentrace.Start(gentrace.Config{Addr: d.agent, Service: "bench-go"}); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := rtrace.Start(discardW{}); err != nil {
+				t.Fatal(err)
+			}
+			w, c := benchRound(1500 * time.Millisecond)
+			if viaClient {
+				if err := gentrace.Stop(); err != nil {
+					t.Fatal(err)
+				}
+				st = gentrace.GetStats()
+				cw, cc = append(cw, w), append(cc, c)
+			} else {
+				rtrace.Stop()
+				dw, dc = append(dw, w), append(dc, c)
+			}
+		}
+	}
+	med := func(v []float64) float64 {
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		return s[len(s)/2]
+	}
+	t.Logf("wall ns/op: client %.0f, io.Discard %.0f", cw, dw)
+	t.Logf("cpu ns/op: client %.0f, io.Discard %.0f", cc, dc)
+	t.Logf("last client run: %+v", st)
+	// Each round runs both, back to back: the median of the per-round
+	// ratios follows the machine's load less than a ratio of medians.
+	pairMed := func(c, b []float64) float64 {
+		r := make([]float64, len(c))
+		for i := range c {
+			r[i] = c[i] / b[i]
+		}
+		return med(r)
+	}
+	for _, m := range []struct {
+		id    string
+		c, b  float64
+		ratio float64
+	}{{"go_client_wall", med(cw), med(dw), pairMed(cw, dw)},
+		{"go_client_cpu", med(cc), med(dc), pairMed(cc, dc)}} {
+		pass := 0
+		if m.ratio <= 1.02 {
+			pass = 1
+		}
+		fmt.Printf("BENCH id=%s value=%.1f unit=ns/op baseline=io_discard:%.1f ratio=%.3f bar=1.02 pass=%d\n",
+			m.id, m.c, m.b, m.ratio, pass)
+	}
+}
+
+type discardW struct{}
+
+func (discardW) Write(p []byte) (int, error) { return len(p), nil }

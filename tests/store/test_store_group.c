@@ -1,0 +1,176 @@
+/* test_store_group.c: group commit and small payloads in store/store.c
+ * (invariant 13 and STORE_ZSTD_MIN), against real SQLite files. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "store_fixture.h"
+#include "store_schema.h"
+
+typedef struct fx {
+  sf_dir dir;
+  sf_done done;
+  store_pins *pins;
+  store *s;
+} fx;
+
+static int setup(void **state) {
+  fx *f = calloc(1, sizeof *f);
+  if (!f)
+    return -1;
+  sf_dir_make(&f->dir);
+  sf_done_init(&f->done);
+  f->pins = store_pins_new();
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx *f = *state;
+  store_close(f->s);
+  sf_done_fini(&f->done);
+  store_pins_free(f->pins);
+  sf_dir_remove(&f->dir);
+  free(f);
+  return 0;
+}
+
+static void open_store(fx *f, store_config *c) {
+  char *cause = NULL;
+  c->pins = f->pins;
+  int rc = store_open(c, sf_done_cb, &f->done, &f->s, &cause);
+  if (rc != 0)
+    fail_msg("store_open: %d %s", rc, cause ? cause : "");
+  free(cause);
+}
+
+static int64_t ms_since(int64_t t0) {
+  return (sf_now_ns() - t0) / 1000000;
+}
+
+/* A fleet: one generation from each of 20 sessions, submitted together,
+ * commits in one transaction (the linger waits for the others), and every
+ * completion still reports a committed row. */
+static void
+test_store_group__fleet_generations_share_a_transaction(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  c.linger_ms = 1000;
+  open_store(f, &c);
+  enum { N = 20 };
+  store_gen *gs[N];
+  for (unsigned i = 0; i < N; i++) {
+    sf_gen_opts o = {.session = 100 + i, .gen = 1};
+    gs[i] = sf_gen_new(&o); /* built first: submitting is then instant */
+  }
+  for (unsigned i = 0; i < N; i++)
+    assert_int_equal(store_submit(f->s, gs[i]), 0);
+  assert_int_equal(sf_done_wait(&f->done, N), N);
+  store_stats st;
+  store_stats_get(f->s, &st);
+  assert_int_equal(st.committed_gens, N);
+  assert_int_equal(st.transactions, 1);
+  for (unsigned i = 0; i < N; i++) {
+    assert_int_equal(f->done.recs[i].result, 0);
+    assert_true(f->done.recs[i].seq > 0);
+  }
+  assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM generations"),
+                   N);
+}
+
+/* One agent that waits for each ACK before sending the next gains nothing
+ * from waiting: after its first commit, its generations commit at once. */
+static void test_store_group__one_session_does_not_wait(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  c.linger_ms = 3000;
+  open_store(f, &c);
+  sf_gen_opts o = {.session = 7, .gen = 1};
+  /* The first may wait out the linger (another session could follow). */
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  for (uint64_t g = 2; g <= 4; g++) {
+    o.gen = g;
+    store_gen *sg = sf_gen_new(&o);
+    int64_t t0 = sf_now_ns();
+    assert_int_equal(sf_commit_one(f->s, &f->done, sg), 0);
+    /* Generous, yet well under the 3 s linger it would have waited. */
+    assert_true(ms_since(t0) < 1500);
+  }
+}
+
+/* A payload below STORE_ZSTD_MIN (512 bytes) is stored raw even when zstd
+ * would shrink it (here 300 equal bytes); a larger one is compressed. */
+static void test_store_group__small_payload_is_stored_raw(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  open_store(f, &c);
+  for (uint64_t g = 1; g <= 2; g++) {
+    sf_gen_opts o = {.session = 3, .gen = g};
+    store_gen *sg = sf_gen_new(&o);
+    size_t n = g == 1 ? 300 : 4000;
+    uint8_t *p = realloc(sg->payload, n);
+    assert_non_null(p);
+    memset(p, 'a', n);
+    sg->payload = p;
+    sg->len = n;
+    assert_int_equal(sf_commit_one(f->s, &f->done, sg), 0);
+  }
+  assert_int_equal(sf_sql_int(f->dir.db,
+                              "SELECT count(*) FROM generations WHERE gen = 1"
+                              " AND codec = 'none' AND stored_bytes = 300"),
+                   1);
+  assert_int_equal(sf_sql_int(f->dir.db,
+                              "SELECT count(*) FROM generations WHERE gen = 2"
+                              " AND codec = 'zstd' AND stored_bytes < 4000"),
+                   1);
+}
+
+/* After its first commit a session's row moves forward by its cached id
+ * (no upsert): last_gen and the totals follow every commit, and a row an
+ * operator deleted meanwhile is made again, not lost. */
+static void test_store_group__known_session_row_moves_forward(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  open_store(f, &c);
+  char hex[33], sql[256];
+  sf_session_hex(5, hex);
+  for (uint64_t g = 1; g <= 3; g++) {
+    sf_gen_opts o = {.session = 5, .gen = g};
+    assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  }
+  snprintf(sql, sizeof sql,
+           "SELECT last_gen * 10 + gens FROM sessions WHERE session = '%s'",
+           hex);
+  assert_int_equal(sf_sql_int(f->dir.db, sql), 33);
+  /* An operator removes the session (its generations stay). */
+  char del[160];
+  snprintf(del, sizeof del, "DELETE FROM sessions WHERE session = '%s'", hex);
+  assert_int_equal(sf_sql_exec(f->dir.db, del), 0);
+  sf_gen_opts o = {.session = 5, .gen = 4};
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  snprintf(
+      sql, sizeof sql,
+      "SELECT count(*) FROM sessions WHERE session = '%s' AND last_gen = 4",
+      hex);
+  assert_int_equal(sf_sql_int(f->dir.db, sql), 1);
+  uint64_t last = 0;
+  assert_int_equal(
+      store_last_gen(f->s, (const uint8_t *)f->done.recs[3].session, &last), 1);
+  assert_int_equal(last, 4);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+      T(test_store_group__fleet_generations_share_a_transaction),
+      T(test_store_group__one_session_does_not_wait),
+      T(test_store_group__small_payload_is_stored_raw),
+      T(test_store_group__known_session_row_moves_forward),
+#undef T
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
