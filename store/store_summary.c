@@ -277,8 +277,10 @@ static void bind_str(sqlite3_stmt *st, int i, gtp_str s) {
 
 int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
                       uint64_t gen, store_sum_item *it) {
-  if (session && it->status == 0 && carry_apply(ss, session, gen, it) < 0)
-    return SQLITE_NOMEM;
+  /* Out of memory while carrying loses only the pairing across this edge
+   * (those ends stay unmatched), never the generation. */
+  if (session && it->status == 0)
+    (void)carry_apply(ss, session, gen, it);
   sqlite3_stmt *st = ss->st[SS_GEN];
   const gtp_summary *s = &it->sum;
   int ok = it->status == 0;
