@@ -4,9 +4,24 @@
 # need (as root, or with sudo; otherwise says what to install), then runs
 # autoreconf, configure (into ./build) and make.
 #
+# The shared store (store/pg*.c, store/s3.c) builds on libpq and libcurl;
+# its tests start a real PostgreSQL and a real OpenStack Swift (with its S3
+# API, and memcached for tempauth's tokens) through scripts/cluster-up. The
+# libcurl flavour is OpenSSL's: the same TLS library libpq already links,
+# so gentraced carries one TLS stack, and it is the flavour the curl tool
+# itself uses on Debian. The server packages' own services stay off unless
+# the machine enables them; cluster-up runs private instances.
+#
 #   ./setup.sh            install what is missing, configure, build
 #   BUILD=dir ./setup.sh  build somewhere else (configure flags: CONFIGURE_FLAGS)
 #   SETUP_INSTALL=0 ./setup.sh   do not install the agent (see below)
+#   ./setup.sh --bench    also install the benchmarks' baselines (lttng-tools,
+#                         liblttng-ust-dev, babeltrace2, nginx, iperf3,
+#                         valgrind) and build into build-bench/ with
+#                         --disable-debug (unless BUILD/CONFIGURE_FLAGS say
+#                         otherwise): what `make bench-quick` measures.
+#                         Debian's nginx package starts its system service;
+#                         the benchmarks run their own nginx on a free port.
 #
 # A plain build (no CONFIGURE_FLAGS) run as root or with sudo also installs
 # the agent library, header and gentrace.pc into the configure prefix
@@ -15,12 +30,23 @@
 # builds never install. Without root it prints the one command to run.
 set -eu
 cd "$(dirname "$0")"
+BENCH=0
+[ "${1:-}" = --bench ] && BENCH=1
+if [ $BENCH = 1 ]; then
+	BUILD=${BUILD:-build-bench}
+	CONFIGURE_FLAGS=${CONFIGURE_FLAGS:---disable-debug}
+fi
 BUILD=${BUILD:-build}
 CONFIGURE_FLAGS=${CONFIGURE_FLAGS:-}
 
 PKGS="build-essential autoconf automake libtool pkg-config \
 libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
-curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd"
+curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd \
+libgnutls28-dev gnutls-bin \
+libpq-dev libcurl4-openssl-dev libssl-dev postgresql \
+swift swift-proxy swift-object swift-container swift-account memcached golang-1.19-go"
+[ $BENCH = 1 ] && PKGS="$PKGS lttng-tools liblttng-ust-dev babeltrace2 nginx \
+iperf3 valgrind"
 
 missing=""
 for p in $PKGS; do

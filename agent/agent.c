@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "ident.h"
+#include "tls.h"
 #include "varint.h"
 
 /* ---------------------------------------------------------- shared state */
@@ -305,6 +306,14 @@ int gt_start(const gt_config *user) {
   rc = gt__sender_init(&A.sender, A.addr, &A.id, &A.spool, logf_);
   if (rc != 0)
     goto fail_sender;
+  if (c.tls_ca != NULL || c.tls_cert != NULL) {
+    /* Files are read once, here: a bad one is gt_start's -EINVAL. */
+    rc = gt__tls_new(c.tls_ca, c.tls_cert, c.tls_key, &A.sender.tls);
+    if (rc != 0) {
+      gt__sender_fini(&A.sender);
+      goto fail_sender;
+    }
+  }
   A.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (A.wake_fd < 0) {
     rc = -errno;
@@ -448,6 +457,7 @@ static void stats_locked(gt_stats_t *out) {
   out->bytes_sent = __atomic_load_n(&A.sender.bytes_sent, __ATOMIC_RELAXED);
   out->connects = __atomic_load_n(&A.sender.connects, __ATOMIC_RELAXED);
   out->auth_refused = __atomic_load_n(&A.sender.auth_refused, __ATOMIC_RELAXED);
+  out->tls_failures = __atomic_load_n(&A.sender.tls_failures, __ATOMIC_RELAXED);
   int st = atomic_load(&A.conn_state);
   out->conn_state = st == GT_SEND_STREAMING ? GT_CONN_CONNECTED
                     : st == GT_SEND_BACKOFF ? GT_CONN_BACKOFF

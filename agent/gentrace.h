@@ -65,6 +65,12 @@ typedef struct gt_config {
   void *log_ctx;
   int log_level; /* minimum level passed to log, default GT_LOG_INFO */
   const char *host; /* host name reported to the daemon, default gethostname() */
+  /* TLS to the daemon (GENTRACE_TLS_CA, GENTRACE_TLS_CERT, GENTRACE_TLS_KEY):
+   * tls_ca, the CA file the daemon's certificate must chain to (setting it
+   * turns TLS on); tls_cert/tls_key, this agent's certificate for mTLS. */
+  const char *tls_ca;
+  const char *tls_cert;
+  const char *tls_key;
 } gt_config;
 
 /* Fills *cfg with the defaults (and cfg->size). */
@@ -145,6 +151,10 @@ typedef struct gt_stats_t {
    * the daemon refused with AUTH because it holds another key for this
    * session id. */
   uint64_t auth_refused;
+  /* Appended with TLS (soname 2): handshakes that failed (daemon not
+   * trusted, our certificate refused); the agent keeps spooling and
+   * retries with backoff. */
+  uint64_t tls_failures;
 } gt_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL for NULL. After gt_stop() it returns

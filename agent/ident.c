@@ -54,6 +54,12 @@ void gt__config_from_env(gt_config *c) {
     c->token = v;
   if ((v = getenv("GENTRACE_HOST")) && *v)
     c->host = v;
+  if ((v = getenv("GENTRACE_TLS_CA")) && *v)
+    c->tls_ca = v;
+  if ((v = getenv("GENTRACE_TLS_CERT")) && *v)
+    c->tls_cert = v;
+  if ((v = getenv("GENTRACE_TLS_KEY")) && *v)
+    c->tls_key = v;
   if ((v = getenv("GENTRACE_TAGS")) && *v)
     c->tags = v;
   c->period_ms = env_u32("GENTRACE_PERIOD_MS", c->period_ms);

@@ -15,6 +15,7 @@
 
 #include "gentrace.h"
 #include "text.h"
+#include "tls.h"
 
 #define CONNECT_TIMEOUT_MS 3000
 #define HANDSHAKE_TIMEOUT_MS 5000
@@ -82,6 +83,10 @@ bad:
 }
 
 void gt__sender_fini(gt__sender *s) {
+  gt__tls_end(s->tc);
+  s->tc = NULL;
+  gt__tls_free(s->tls);
+  s->tls = NULL;
   if (s->fd >= 0)
     close(s->fd);
   s->fd = -1;
@@ -101,6 +106,8 @@ void gt__sender_fini(gt__sender *s) {
  * (and to backoff after the last one). */
 static void drop_conn(gt__sender *s, uint64_t now, int failed,
                       const char *why) {
+  gt__tls_end(s->tc);
+  s->tc = NULL;
   if (s->fd >= 0)
     close(s->fd);
   s->fd = -1;
@@ -159,6 +166,41 @@ static void start_connect(gt__sender *s, uint64_t now) {
   s->fd = fd;
   s->state = GT_SEND_CONNECTING;
   s->deadline_ms = now + CONNECT_TIMEOUT_MS;
+}
+
+/* The socket or, with TLS, its session: send/recv semantics. */
+static ssize_t io_send(gt__sender *s, const void *p, size_t n) {
+  if (s->tc != NULL)
+    return gt__tls_send(s->tc, p, n);
+  return send(s->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static ssize_t io_recv(gt__sender *s, void *p, size_t n) {
+  if (s->tc != NULL)
+    return gt__tls_recv(s->tc, p, n);
+  return recv(s->fd, p, n, MSG_DONTWAIT);
+}
+
+/* TLS handshake step in CONNECTING: 1 done (send HELLO), 0 again, -1
+ * dropped (counted: the host never sees TLS errors, gt_stats does). */
+static int tls_step(gt__sender *s, uint64_t now) {
+  if (s->tc == NULL) {
+    s->tc = gt__tls_begin(s->tls, s->fd, s->hosts[s->addr_idx]);
+    if (s->tc == NULL) {
+      drop_conn(s, now, 1, "TLS session");
+      return -1;
+    }
+    s->deadline_ms = now + HANDSHAKE_TIMEOUT_MS;
+  }
+  int rc = gt__tls_handshake(s->tc);
+  if (rc < 0) {
+    __atomic_store_n(&s->tls_failures, s->tls_failures + 1, __ATOMIC_RELAXED);
+    s->log(GT_LOG_WARN, "gentrace: TLS handshake with %s:%s failed",
+           s->hosts[s->addr_idx], s->ports[s->addr_idx]);
+    drop_conn(s, now, 1, "TLS handshake");
+    return -1;
+  }
+  return rc;
 }
 
 static void send_hello(gt__sender *s, uint64_t now) {
@@ -235,8 +277,7 @@ static void do_write(gt__sender *s, uint64_t now) {
       if (s->out.len == 0)
         return;
     }
-    ssize_t n = send(s->fd, s->out.data + s->out_off, s->out.len - s->out_off,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = io_send(s, s->out.data + s->out_off, s->out.len - s->out_off);
     if (n < 0) {
       if (errno == EINTR)
         continue;
@@ -325,13 +366,19 @@ static void on_frame(gt__sender *s, uint64_t now, const gtp_frame *f) {
 
 static void do_read(gt__sender *s, uint64_t now) {
   uint8_t buf[16384];
-  for (int rounds = 0; rounds < 64 && s->fd >= 0; rounds++) {
-    ssize_t n = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+  for (int rounds = 0;
+       (rounds < 64 || (s->tc != NULL && gt__tls_pending(s->tc) > 0)) &&
+       s->fd >= 0;
+       rounds++) {
+    ssize_t n = io_recv(s, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR)
         continue;
+      if (errno == EPROTO && s->tc != NULL && s->state != GT_SEND_STREAMING)
+        __atomic_store_n(&s->tls_failures, s->tls_failures + 1,
+                         __ATOMIC_RELAXED); /* refused after our handshake */
       if (errno != EAGAIN && errno != EWOULDBLOCK)
-        drop_conn(s, now, 0, strerror(errno));
+        drop_conn(s, now, s->state != GT_SEND_STREAMING, strerror(errno));
       return;
     }
     if (n == 0) {
@@ -368,7 +415,7 @@ int gt__sender_poll(gt__sender *s, uint64_t now, struct pollfd *pfd) {
     pfd->fd = -1;
     break;
   case GT_SEND_CONNECTING:
-    pfd->events = POLLOUT;
+    pfd->events = s->tc == NULL || gt__tls_want_write(s->tc) ? POLLOUT : POLLIN;
     due = s->deadline_ms;
     break;
   case GT_SEND_HELLO_SENT:
@@ -394,6 +441,17 @@ void gt__sender_step(gt__sender *s, uint64_t now, short revents) {
       start_connect(s, now);
     return;
   case GT_SEND_CONNECTING: {
+    if (s->tc != NULL && (revents & (POLLIN | POLLOUT | POLLERR | POLLHUP))) {
+      if (tls_step(s, now) <= 0) {
+        if (s->state == GT_SEND_CONNECTING && now >= s->deadline_ms)
+          drop_conn(s, now, 1, "TLS handshake timeout");
+        return;
+      }
+      send_hello(s, now);
+      if (s->state == GT_SEND_HELLO_SENT)
+        do_write(s, now);
+      return;
+    }
     if (revents & (POLLOUT | POLLERR | POLLHUP)) {
       int err = 0;
       socklen_t len = sizeof err;
@@ -402,6 +460,8 @@ void gt__sender_step(gt__sender *s, uint64_t now, short revents) {
         drop_conn(s, now, 1, strerror(err ? err : errno));
         return;
       }
+      if (s->tls != NULL && tls_step(s, now) <= 0)
+        return; /* handshaking (or dropped): poll for its direction */
       send_hello(s, now);
       if (s->state == GT_SEND_HELLO_SENT)
         do_write(s, now);
@@ -445,8 +505,10 @@ void gt__sender_close(gt__sender *s) {
   if (s->fd >= 0 && s->state == GT_SEND_STREAMING && s->out_off == s->out.len) {
     gtp_wbuf_reset(&s->out);
     if (gtp_frame_goodbye_encode(&s->out, 0, "agent stopping") == 0)
-      (void)!send(s->fd, s->out.data, s->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)!io_send(s, s->out.data, s->out.len);
   }
+  gt__tls_end(s->tc);
+  s->tc = NULL;
   if (s->fd >= 0)
     close(s->fd);
   s->fd = -1;

@@ -81,6 +81,12 @@ typedef struct gt__sender {
   /* Statistics (read by gt_stats under no lock: relaxed snapshots). */
   uint64_t bytes_sent, connects;
   uint64_t auth_refused; /* ERROR(AUTH) answers to HELLO */
+  /* TLS (agent/tls.c): set by gt_start after init when GENTRACE_TLS_* are
+   * given (owned by the agent); tc is the session of the connection; the
+   * handshake runs in CONNECTING, after the TCP connect. */
+  struct gt__tls *tls;
+  struct gt__tls_conn *tc;
+  uint64_t tls_failures; /* handshakes failed (untrusted daemon, refused) */
 } gt__sender;
 
 int gt__sender_init(gt__sender *s, const char *addrs, const gt__ident *id,

@@ -2,7 +2,7 @@
  *
  * Wall-clock ns/event (bench_agent, A1) swings with the load of the shared
  * build machine; instruction counts do not. Run it under callgrind and read
- * the inclusive cost of the three loop functions, each of which makes
+ * the inclusive cost of the loop functions, each of which makes
  * exactly N calls (after a warm-up that takes the buffers and fills the
  * string cache):
  *
@@ -10,7 +10,7 @@
  *     ./bench/bench_hotpath 100000
  *   callgrind_annotate --inclusive=yes cg.out | grep loop_
  *
- * Instructions per event = Ir(loop_x) / N (region pair: / 2N). Buffer
+ * Instructions per event = Ir(loop_x) / N (region and task pairs: / 2N). Buffer
  * refills (one per 64 KiB) are included, amortized, as in real use.
  * Not part of make check. */
 #include "config.h"
@@ -41,6 +41,22 @@ __attribute__((noinline)) static void loop_reused_buf(int n) {
   }
 }
 
+__attribute__((noinline)) static void loop_counter(int n) {
+  for (int i = 0; i < n; i++)
+    gt_counter("bench.counter", i & 1023);
+}
+
+__attribute__((noinline)) static void loop_log(int n) {
+  for (int i = 0; i < n; i++)
+    gt_log("bench.log", "request accepted");
+}
+
+/* Per event: a begin/end pair is two events (like loop_region). */
+__attribute__((noinline)) static void loop_task(int n) {
+  for (int i = 0; i < n; i++)
+    gt_task_end(gt_task_begin("bench.task", 0));
+}
+
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 100000;
   if (n <= 0)
@@ -58,9 +74,15 @@ int main(int argc, char **argv) {
   loop_instant(1000);
   loop_region(1000);
   loop_reused_buf(1000);
+  loop_counter(1000);
+  loop_log(1000);
+  loop_task(1000);
   loop_instant(n);
   loop_region(n);
   loop_reused_buf(n);
+  loop_counter(n);
+  loop_log(n);
+  loop_task(n);
   gt_stop();
   printf("bench_hotpath: %d events per loop\n", n);
   return 0;

@@ -4,6 +4,9 @@
  *                           queued for the store, vs iperf3 over loopback;
  *                           N > 1 spreads the MiB over N agent connections
  *                           sending at once (the bar is N = 1)
+ *   bench_ingest b2tls [MiB]  B2 over TLS (--tls-cert/--tls-key, GnuTLS on
+ *                           both ends) beside B2 in plain text, same run
+ *                           (the goal: TLS costs at most 15%)
  *   bench_ingest s1 [N]     S1: N idle agent connections (default 10000):
  *                           RSS of gentraced, and a new agent's WELCOME time
  *
@@ -22,6 +25,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <gnutls/gnutls.h>
 
 #include "client.h"
 #include "varint.h"
@@ -164,14 +169,136 @@ static void *b2_send(void *arg) {
 
 /* B2 over `conns` agent connections at once (1: the B2 bar; more:
  * how the one loop does when agents arrive together), mib MiB in all. */
-static int b2(size_t mib, unsigned conns) {
+/* TLS client end of a gtc (blocking GnuTLS on its socket). */
+static ssize_t tls_xsend(void *ctx, const void *p, size_t n) {
+  ssize_t r;
+  do
+    r = gnutls_record_send(ctx, p, n);
+  while (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED);
+  if (r < 0)
+    errno = EPIPE;
+  return r < 0 ? -1 : r;
+}
+
+static ssize_t tls_xrecv(void *ctx, void *p, size_t n) {
+  ssize_t r;
+  do
+    r = gnutls_record_recv(ctx, p, n);
+  while (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED);
+  if (r < 0)
+    errno = ECONNRESET;
+  return r < 0 ? -1 : r;
+}
+
+static gnutls_certificate_credentials_t tls_cred;
+
+/* Wraps c's socket in a TLS session trusting pki/ca.pem. 0 or -1. */
+static int tls_wrap(gtc *c, const char *pki) {
+  char ca[600];
+  snprintf(ca, sizeof ca, "%s/ca.pem", pki);
+  if (tls_cred == NULL) {
+    gnutls_certificate_allocate_credentials(&tls_cred);
+    if (gnutls_certificate_set_x509_trust_file(tls_cred, ca,
+                                               GNUTLS_X509_FMT_PEM) <= 0)
+      return -1;
+  }
+  gnutls_session_t s;
+  gnutls_init(&s, GNUTLS_CLIENT);
+  gnutls_set_default_priority(s);
+  gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, tls_cred);
+  gnutls_session_set_verify_cert(s, "127.0.0.1", 0);
+  gnutls_transport_set_int(s, c->fd);
+  int rc;
+  do
+    rc = gnutls_handshake(s);
+  while (rc < 0 && !gnutls_error_is_fatal(rc));
+  if (rc < 0) {
+    fprintf(stderr, "bench: TLS handshake: %s\n", gnutls_strerror(rc));
+    return -1;
+  }
+  c->xsend = tls_xsend;
+  c->xrecv = tls_xrecv;
+  c->xctx = s;
+  return 0;
+}
+
+/* gtd_metric over HTTPS (the HTTP port serves TLS too when the agent port
+ * does): one GET /metrics on a fresh TLS connection. */
+static int64_t metric_any(gtd *d, const char *pki, const char *name) {
+  if (pki == NULL)
+    return gtd_metric(d, name);
+  gtc c;
+  int64_t v = -1;
+  if (gtc_connect(&c, d->http_port) < 0 || tls_wrap(&c, pki) < 0) {
+    gtc_close(&c);
+    return -1;
+  }
+  static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+  size_t cap = 1u << 20, len = 0;
+  char *buf = malloc(cap + 1);
+  if (buf != NULL && tls_xsend(c.xctx, req, sizeof req - 1) > 0) {
+    ssize_t r;
+    while (len < cap && (r = tls_xrecv(c.xctx, buf + len, cap - len)) > 0)
+      len += (size_t)r;
+    buf[len] = '\0';
+    size_t nl = strlen(name);
+    for (char *l = buf; l != NULL && *l;) {
+      if (strncmp(l, name, nl) == 0 && l[nl] == ' ') {
+        v = strtoll(l + nl + 1, NULL, 10);
+        break;
+      }
+      l = strchr(l, '\n');
+      if (l != NULL)
+        l++;
+    }
+  }
+  free(buf);
+  gnutls_deinit(c.xctx);
+  gtc_close(&c);
+  return v;
+}
+
+/* A throwaway CA and server certificate for 127.0.0.1 in dir (certtool). */
+static int tls_pki(const char *dir) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd,
+           "(cd '%s' && "
+           "certtool --generate-privkey --key-type=ecdsa --outfile ca.key && "
+           "printf 'cn = \"bench CA\"\\nca\\ncert_signing_key\\n"
+           "expiration_days = 2\\n' > ca.tmpl && "
+           "certtool --generate-self-signed --load-privkey ca.key "
+           "--template ca.tmpl --outfile ca.pem && "
+           "certtool --generate-privkey --key-type=ecdsa --outfile srv.key && "
+           "chmod 600 srv.key ca.key && "
+           "printf 'cn = \"gentraced\"\\nip_address = \"127.0.0.1\"\\n"
+           "tls_www_server\\nexpiration_days = 2\\n' > srv.tmpl && "
+           "certtool --generate-certificate --load-privkey srv.key "
+           "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
+           "--template srv.tmpl --outfile srv.pem",
+           dir);
+  strcat(cmd, ") >/dev/null 2>&1");
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static int b2(size_t mib, unsigned conns, const char *pki, double *rate_out) {
   gtd d;
   /* B2 is the ingest path alone (received, validated, queued): the store
    * is held back (it sleeps before its first commit) so its SQLite work
    * does not share the two CPUs with the loop; C1 measures the store. */
-  const char *args[] = {
-      "--max-buffer", "4G", "--max-conn-buffer", "4G", "--test-store-delay-ms",
-      "600000",       NULL};
+  char cert[600], key[600];
+  snprintf(cert, sizeof cert, "%s/srv.pem", pki ? pki : "");
+  snprintf(key, sizeof key, "%s/srv.key", pki ? pki : "");
+  const char *args[] = {"--max-buffer",
+                        "4G",
+                        "--max-conn-buffer",
+                        "4G",
+                        "--test-store-delay-ms",
+                        "600000",
+                        pki ? "--tls-cert" : NULL,
+                        cert,
+                        "--tls-key",
+                        key,
+                        NULL};
   if (conns < 1 || conns > 256 || mib < conns) {
     fprintf(stderr, "bench: b2 wants 1..256 connections and >= 1 MiB each\n");
     return 2;
@@ -195,13 +322,16 @@ static int b2(size_t mib, unsigned conns) {
     gtf_spec_init(&s, 77 + k, 1);
     gtp_welcome w;
     if (gtc_connect(&bc[k].c, d.agent_port) < 0 ||
+        (pki != NULL && tls_wrap(&bc[k].c, pki) < 0) ||
         gtc_hello(&bc[k].c, &s, NULL, &w) < 0) {
       fprintf(stderr, "bench: handshake %u failed\n", k);
       gtd_cleanup(&d);
       return 1;
     }
   }
-  int64_t base = gtd_metric(&d, "gentrace_bytes_received_total");
+  int64_t base = metric_any(&d, pki, "gentrace_bytes_received_total");
+  int64_t frames0 =
+      pki != NULL ? metric_any(&d, pki, "gentrace_frames_received_total") : 0;
   double cpu0 = cpu_s(d.pid);
   double t0 = now_s();
   if (conns == 1) {
@@ -223,7 +353,31 @@ static int b2(size_t mib, unsigned conns) {
   /* Done when every byte was received and every generation validated and
    * queued (frames counted after their handling). */
   int64_t want = base + (int64_t)total;
-  while (gtd_metric(&d, "gentrace_bytes_received_total") < want) {
+  const char *done_metric = "gentrace_bytes_received_total";
+  if (pki != NULL) {
+    /* Over TLS the bytes counted are ciphertext: wait for the frames. */
+    int64_t nframes = 0;
+    for (unsigned k = 0; k < conns; k++) {
+      gtp_frame_decoder dec;
+      gtp_frame_decoder_init(&dec, GTP_FRAME_MAX);
+      const uint8_t *p = bc[k].frames.data;
+      size_t n = bc[k].frames.len;
+      while (n > 0) {
+        size_t used = 0;
+        gtp_frame f;
+        int rc = gtp_frame_decoder_feed(&dec, p, n, &used, &f);
+        if (rc < 0)
+          break;
+        p += used;
+        n -= used;
+        nframes += rc == 1;
+      }
+      gtp_frame_decoder_fini(&dec);
+    }
+    done_metric = "gentrace_frames_received_total";
+    want = frames0 + nframes;
+  }
+  while (metric_any(&d, pki, done_metric) < want) {
     /* Poll gently: the daemon shares the CPUs with this process. */
     struct timespec ts = {0, 2000000};
     nanosleep(&ts, NULL);
@@ -233,14 +387,18 @@ static int b2(size_t mib, unsigned conns) {
   /* How the generation buffers came: prepared off the loop thread, read
    * in place (staged frames), or made on the loop itself. */
   int64_t prepared =
-      gtd_metric(&d, "gentrace_ingest_buffer_prepared_used_total");
-  int64_t staged = gtd_metric(&d, "gentrace_ingest_staged_frames_total");
+      metric_any(&d, pki, "gentrace_ingest_buffer_prepared_used_total");
+  int64_t staged = metric_any(&d, pki, "gentrace_ingest_staged_frames_total");
   double rate = (double)total / t;
+  if (rate_out != NULL)
+    *rate_out = rate;
   double base_rate = iperf3_loopback();
   double ratio = base_rate > 0 ? rate / base_rate : 0;
   char unit[32] = "MB/s";
   if (conns > 1)
     snprintf(unit, sizeof unit, "MB/s(%uconns)", conns);
+  if (pki != NULL)
+    snprintf(unit, sizeof unit, "MB/s(tls)");
   fflush(stderr);
   printf("BENCH id=B2 value=%.1f unit=%s baseline=iperf3-loopback:%.1f "
          "ratio=%.2f bar=0.50 pass=%d\n",
@@ -254,6 +412,8 @@ static int b2(size_t mib, unsigned conns) {
           cpu > 0 ? (double)total / cpu / 1e6 : 0.0, (long long)prepared,
           (long long)staged);
   for (unsigned k = 0; k < conns; k++) {
+    if (bc[k].c.xctx != NULL)
+      gnutls_deinit(bc[k].c.xctx);
     gtc_close(&bc[k].c);
     gtp_wbuf_fini(&bc[k].frames);
   }
@@ -343,7 +503,33 @@ static int s1(unsigned n) {
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "b2") == 0)
     return b2(argc >= 3 ? (size_t)atol(argv[2]) : 256,
-              argc >= 4 ? (unsigned)atol(argv[3]) : 1);
+              argc >= 4 ? (unsigned)atol(argv[3]) : 1, NULL, NULL);
+  if (argc >= 2 && strcmp(argv[1], "b2tls") == 0) {
+    /* Plain and TLS alternately, same run; the best of 3 each. */
+    size_t mib = argc >= 3 ? (size_t)atol(argv[2]) : 256;
+    char pki[] = "/tmp/gt-bench-tls-XXXXXX";
+    if (mkdtemp(pki) == NULL || tls_pki(pki) < 0) {
+      fprintf(stderr, "bench: cannot make certificates (certtool)\n");
+      return 1;
+    }
+    double plain = 0, tls = 0;
+    for (int i = 0; i < 3; i++) {
+      double p = 0, t = 0;
+      if (b2(mib, 1, NULL, &p) != 0 || b2(mib, 1, pki, &t) != 0)
+        return 1;
+      plain = p > plain ? p : plain;
+      tls = t > tls ? t : tls;
+    }
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", pki);
+    if (system(rm) != 0)
+      fprintf(stderr, "bench: could not remove %s\n", pki);
+    double ratio = plain > 0 ? tls / plain : 0;
+    printf("BENCH id=B2-TLS value=%.1f unit=MB/s baseline=B2-plain:%.1f "
+           "ratio=%.2f bar=0.85 pass=%d\n",
+           tls / 1e6, plain / 1e6, ratio, ratio >= 0.85);
+    return 0;
+  }
   if (argc >= 2 && strcmp(argv[1], "s1") == 0)
     return s1(argc >= 3 ? (unsigned)atol(argv[2]) : 10000);
   fprintf(stderr,

@@ -78,8 +78,8 @@
 /* ------------------------------------------------------------- accounting */
 
 uint64_t budget_used(const ingest *ing) {
-  return ing->buffered + ing->ident_bytes + ing->reply_bytes +
-         (ing->store != NULL ? store_scratch_bytes(ing->store) : 0);
+  return ing->buffered + ing->ident_bytes + ing->reply_bytes + ing->tls_bytes +
+         (ing->store != NULL ? storage_scratch_bytes(ing->store) : 0);
 }
 
 uint64_t budget_decoder_bytes(const gtp_frame_decoder *d) {

@@ -39,7 +39,8 @@ enum opt_kind {
   OPT_UINT,
   OPT_SYNC,
   OPT_CONFIG,
-  OPT_LIST /* comma-separated; a repeated flag or key adds to the list */
+  OPT_BOOL, /* a flag without value on the command line; key = yes|no */
+  OPT_LIST  /* comma-separated; a repeated flag or key adds to the list */
 };
 
 typedef struct opt {
@@ -138,6 +139,43 @@ static const opt opts[] = {
      "DURATION",
      "Time a download's client has to take each block of up to 1 MiB; "
      "slower clients are cut (default 120s)."},
+    {"tls-cert", OPT_STR, O(tls_cert), 0, 0, "FILE",
+     "Serve both ports over TLS 1.3 (1.2 allowed) with this PEM certificate "
+     "chain; reloaded on SIGHUP. Needs --tls-key."},
+    {"tls-key", OPT_STR, O(tls_key), 0, 0, "FILE",
+     "PEM private key of --tls-cert; refused if other users can read it."},
+    {"tls-client-ca", OPT_STR, O(tls_client_ca), 0, 0, "FILE",
+     "mTLS on the agent port: agents need a certificate signed by this CA; "
+     "SAN URIs gentrace:service/NAME limit the services it may claim."},
+    {"tls-require-service-san", OPT_BOOL, O(tls_require_service_san), 0, 0, "",
+     "With --tls-client-ca: refuse client certificates that name no "
+     "service (default: such a certificate may claim any)."},
+    {"http-tls-client-ca", OPT_STR, O(http_tls_client_ca), 0, 0, "FILE",
+     "HTTPS: ask HTTP clients for a certificate signed by this CA."},
+    {"catalog", OPT_STR, O(catalog), 0, 0, "URI",
+     "Shared store: PostgreSQL catalog, postgresql://USER@HOST:PORT/DB "
+     "(with --objects; several daemons can share one store)."},
+    {"objects", OPT_STR, O(objects), 0, 0, "s3://BUCKET[/PREFIX]",
+     "Shared store: S3-compatible bucket for segment objects (with "
+     "--catalog). Endpoint and keys from AWS_ENDPOINT_URL, AWS_REGION, "
+     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or the s3-* keys."},
+    {"s3-endpoint", OPT_STR, O(s3_endpoint), 0, 0, "URL",
+     "S3 endpoint, e.g. http://127.0.0.1:8080 (default $AWS_ENDPOINT_URL)."},
+    {"s3-region", OPT_STR, O(s3_region), 0, 0, "REGION",
+     "S3 signing region (default $AWS_REGION, else us-east-1)."},
+    {"s3-access-key-id", OPT_STR, O(s3_access_key_id), 0, 0, "KEY",
+     "S3 access key id (default $AWS_ACCESS_KEY_ID)."},
+    {"s3-secret-access-key", OPT_STR, O(s3_secret_access_key), 0, 0, "SECRET",
+     "S3 secret key (default $AWS_SECRET_ACCESS_KEY; prefer the config file "
+     "or the environment to the command line)."},
+    {"daemon-id", OPT_STR, O(daemon_id), 0, 0, "ID",
+     "Names this daemon's segment objects (default HOST-PID-RANDOM)."},
+    {"segment-max-age", OPT_DURATION, O(segment_max_age_ns), 10000000,
+     600000000000ull, "DURATION",
+     "Shared store: close a segment this long after its first generation; "
+     "ACKs wait for it (default 2s)."},
+    {"segment-max-size", OPT_SIZE, O(segment_max_bytes), 65536, 1ull << 30,
+     "SIZE", "Shared store: close a segment at this size (default 32M)."},
     {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
      NULL},
 };
@@ -190,9 +228,20 @@ void conf_fini(conf *c) {
   free(c->read_token);
   free(c->log);
   free(c->config);
+  free(c->tls_cert);
+  free(c->tls_key);
+  free(c->tls_client_ca);
+  free(c->http_tls_client_ca);
   free(c->token_file);
   free(c->read_token_file);
   free(c->cors_origins);
+  free(c->catalog);
+  free(c->objects);
+  free(c->s3_endpoint);
+  free(c->s3_region);
+  free(c->s3_access_key_id);
+  free(c->s3_secret_access_key);
+  free(c->daemon_id);
   memset(c, 0, sizeof *c);
 }
 
@@ -319,6 +368,16 @@ static int apply(conf *c, const opt *o, const char *v, const char *where,
       return fail(cause, "%s: empty file name", where);
     if (set_str(dst, v) < 0)
       return fail(cause, "%s: out of memory", where);
+    return 0;
+  case OPT_BOOL:
+    if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 ||
+        strcmp(v, "1") == 0 || strcmp(v, "on") == 0)
+      *(int *)dst = 1;
+    else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 ||
+             strcmp(v, "0") == 0 || strcmp(v, "off") == 0)
+      *(int *)dst = 0;
+    else
+      return fail(cause, "%s: \"%s\" is not yes or no", where, v);
     return 0;
   case OPT_SYNC:
     if (strcmp(v, "normal") == 0)
@@ -504,6 +563,8 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
     const opt *o = split_flag(a, &v);
     if (o == NULL)
       return fail(cause, "unknown flag \"%s\" (see --help)", a);
+    if (v == NULL && o->kind == OPT_BOOL)
+      v = "yes";
     if (v == NULL) {
       if (i + 1 >= argc)
         return fail(cause, "--%s needs a value", o->name);
@@ -522,6 +583,8 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
   for (int i = 1; i < argc; i++) {
     const char *v;
     const opt *o = split_flag(argv[i], &v);
+    if (v == NULL && o->kind == OPT_BOOL)
+      v = "yes";
     if (v == NULL)
       v = argv[++i];
     char where[128];

@@ -51,8 +51,20 @@ typedef struct conf {
   uint64_t http_max_downloads;
   uint64_t http_max_long_polls; /* 0 = half of http_max_connections */
   int64_t http_send_timeout_ns;
+  char *tls_cert;               /* --tls-cert PEM (both ports); owned */
+  char *tls_key;                /* --tls-key PEM; owned */
+  char *tls_client_ca;          /* --tls-client-ca: mTLS on the agent port */
+  char *http_tls_client_ca;     /* --http-tls-client-ca: ask HTTP clients */
+  int tls_require_service_san;  /* client certs must name their services */
   uint64_t test_store_delay_ms; /* hidden: slow store for tests */
-  uint64_t cli_mask_;           /* internal: options set on the command line */
+  /* The shared store (both or neither; then --db is not used). Owned. */
+  char *catalog; /* postgresql://... */
+  char *objects; /* s3://BUCKET[/PREFIX] */
+  char *s3_endpoint, *s3_region, *s3_access_key_id, *s3_secret_access_key;
+  char *daemon_id; /* names this daemon's segment objects */
+  int64_t segment_max_age_ns;
+  uint64_t segment_max_bytes;
+  uint64_t cli_mask_; /* internal: options set on the command line */
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

@@ -62,9 +62,9 @@
  *     buffer enters the pool only if it fits, and ingest_update_pause
  *     frees pooled (then prepared, 10) buffers before deciding to pause
  *     while the sum is over, otherwise the pool would add to the memory
- *     the limit bounds or hold agents back. A buffer MUST enter the pool only after the store
- *     handed its generation back (done callback), otherwise the store
- *     would read a buffer being refilled.
+ *     the limit bounds or hold agents back. A buffer MUST enter the pool only
+ * after the store handed its generation back (done callback), otherwise the
+ * store would read a buffer being refilled.
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
  *     boundary but does not lie whole in a read is staged: its records are
  *     read straight into its generation's buffer past buf.len (no decoder
@@ -106,6 +106,7 @@
 #include "gtp_error.h"
 #include "iplimit.h"
 #include "log.h"
+#include "tls_conn.h"
 #include "varint.h"
 
 static void conn_update_reading(conn *c);
@@ -248,17 +249,26 @@ static void conn_send(conn *c, const gtp_wbuf *b) {
     ingest_conn_close(c, GTP_E_LIMIT, 0, 0, "agent does not read replies");
     return;
   }
-  wreq *w = malloc(sizeof *w + b->len);
+  if (c->tls != NULL) {
+    tls_conn_send(c, b->data, b->len); /* pushes ciphertext below */
+    return;
+  }
+  ingest_conn_write_raw(c, b->data, b->len);
+}
+
+void ingest_conn_write_raw(conn *c, const void *p, size_t n) {
+  wreq *w = malloc(sizeof *w + n);
   if (w == NULL)
     GTP_OOM();
   w->c = c;
-  w->len = b->len;
-  memcpy(w->data, b->data, b->len);
-  uv_buf_t ub = uv_buf_init((char *)w->data, (unsigned)b->len);
+  w->len = n;
+  memcpy(w->data, p, n);
+  uv_buf_t ub = uv_buf_init((char *)w->data, (unsigned)n);
   int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1, on_write);
   if (rc < 0) {
     free(w);
-    ingest_conn_close(c, 0, 0, 0, NULL);
+    if (c->state != CONN_CLOSING)
+      ingest_conn_close(c, 0, 0, 0, NULL);
     return;
   }
   /* Replies a peer does not read are memory too (budget.c). */
@@ -329,6 +339,7 @@ static void on_closed(uv_handle_t *h) {
     iplimit_release(ing->iplim, c->ipkey);
   c->ip_held = 0;
   ing->handles_open--;
+  tls_conn_free(c);
   conn_unref(c);
   drain_check(ing);
 }
@@ -360,8 +371,8 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
   } else if (code == 0 && c->session_hex[0]) {
     /* A clean end (GOODBYE, EOF, a failed write): one line, here only,
      * since the CLOSING check above makes every later call a no-op. */
-    log_info("agent disconnected", "conn=%" PRIu64 " peer=%s session=%s",
-             c->id, c->peer, c->session_hex);
+    log_info("agent disconnected", "conn=%" PRIu64 " peer=%s session=%s", c->id,
+             c->peer, c->session_hex);
   }
   if (code < 0 && code != GTP_E_SHUTDOWN)
     ingest_send_error(c, code, has_gen, gen, reason);
@@ -389,6 +400,7 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
     c->self_paused = 0;
     CTR_ADD(ing, paused_now, (uint64_t)-1);
   }
+  tls_conn_bye(c); /* TLS: close_notify after the last frame */
   uv_shutdown_t *req = malloc(sizeof *req);
   if (req != NULL) {
     req->data = c;
@@ -447,6 +459,9 @@ static int on_hello(conn *c, const gtp_frame *f) {
     ingest_conn_close(c, GTP_E_TOKEN, 0, 0, "wrong or missing token");
     return -1;
   }
+  /* mTLS: the certificate names the services it may claim (tls_conn.c). */
+  if (tls_conn_check_service(c, h.service.ptr, h.service.len) < 0)
+    return -1;
   /* Before anything of the session is touched (session_auth.c inv. 1). */
   if (session_auth_hello(c, &h, sess_find(ing, h.session)) < 0)
     return -1;
@@ -502,7 +517,7 @@ static int on_hello(conn *c, const gtp_frame *f) {
 
   gtp_welcome w = {0};
   w.version = hi;
-  w.has_last = store_last_gen(ing->store, c->session, &w.last_gen) == 1;
+  w.has_last = storage_last_gen(ing->store, c->session, &w.last_gen) == 1;
   w.idle_timeout_ms = ing->cfg.idle_timeout_ms;
   w.max_gen_bytes = ing->cfg.max_gen_size;
   uint8_t mem[128];
@@ -601,6 +616,48 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   *buf = uv_buf_init((char *)ing->rbuf, (unsigned)size);
 }
 
+/* Runs the frames in [p, p+n) (plain bytes read, or TLS plaintext). */
+void ingest_conn_input(conn *c, const uint8_t *p, size_t n) {
+  ingest *ing = c->ing;
+  while (n > 0 && c->state != CONN_CLOSING) {
+    gtp_frame f;
+    size_t used = 0;
+    if (c->tls == NULL && gtp_frame_decoder_buffered(&c->dec) == 0 &&
+        c->dec.err == 0 && reasm_stage_begin(c, p, n)) {
+      /* The rest of this frame is read in place (invariant 9). Feeding
+       * nothing releases the decoder's last returned frame. */
+      (void)gtp_frame_decoder_feed(&c->dec, NULL, 0, &used, &f);
+      break;
+    }
+    int rc = gtp_frame_decoder_feed(&c->dec, p, n, &used, &f);
+    conn_account_decoder(c);
+    if (rc < 0) {
+      CTR_ADD(ing, protocol_errors, 1);
+      int early = rc == GTP_E_TOOBIG && c->state == CONN_HANDSHAKE;
+      if (early) {
+        CTR_ADD(ing, hello_toobig, 1);
+        CTR_ADD(ing, limit_hits[LIM_HELLO_SIZE], 1);
+      } else if (rc == GTP_E_TOOBIG) {
+        CTR_ADD(ing, limit_hits[LIM_FRAME], 1);
+      }
+      log_warn("agent frame error", "conn=%" PRIu64 " peer=%s error=%s", c->id,
+               c->peer, gtp_errname(rc));
+      ingest_conn_close(c, rc, 0, 0,
+                        early ? "frame before HELLO larger than 64 KiB"
+                        : rc == GTP_E_TOOBIG
+                            ? "frame larger than the daemon's maximum"
+                            : "bad frame");
+      break;
+    }
+    p += used;
+    n -= used;
+    if (rc == 0)
+      break;
+    if (conn_handle_frame(c, &f) < 0)
+      break; /* invariant 6 */
+  }
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   conn *c = s->data;
   ingest *ing = c->ing;
@@ -641,45 +698,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn_unref(c);
     return;
   }
-  const uint8_t *p = (const uint8_t *)buf->base;
-  size_t n = (size_t)nread;
-  while (n > 0 && c->state != CONN_CLOSING) {
-    gtp_frame f;
-    size_t used = 0;
-    if (gtp_frame_decoder_buffered(&c->dec) == 0 && c->dec.err == 0 &&
-        reasm_stage_begin(c, p, n)) {
-      /* The rest of this frame is read in place (invariant 9). Feeding
-       * nothing releases the decoder's last returned frame. */
-      (void)gtp_frame_decoder_feed(&c->dec, NULL, 0, &used, &f);
-      break;
-    }
-    int rc = gtp_frame_decoder_feed(&c->dec, p, n, &used, &f);
-    conn_account_decoder(c);
-    if (rc < 0) {
-      CTR_ADD(ing, protocol_errors, 1);
-      int early = rc == GTP_E_TOOBIG && c->state == CONN_HANDSHAKE;
-      if (early) {
-        CTR_ADD(ing, hello_toobig, 1);
-        CTR_ADD(ing, limit_hits[LIM_HELLO_SIZE], 1);
-      } else if (rc == GTP_E_TOOBIG) {
-        CTR_ADD(ing, limit_hits[LIM_FRAME], 1);
-      }
-      log_warn("agent frame error", "conn=%" PRIu64 " peer=%s error=%s", c->id,
-               c->peer, gtp_errname(rc));
-      ingest_conn_close(c, rc, 0, 0,
-                        early ? "frame before HELLO larger than 64 KiB"
-                        : rc == GTP_E_TOOBIG
-                            ? "frame larger than the daemon's maximum"
-                            : "bad frame");
-      break;
-    }
-    p += used;
-    n -= used;
-    if (rc == 0)
-      break;
-    if (conn_handle_frame(c, &f) < 0)
-      break; /* invariant 6 */
-  }
+  if (c->tls != NULL)
+    tls_conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
+  else
+    ingest_conn_input(c, (const uint8_t *)buf->base, (size_t)nread);
   if (c->state != CONN_CLOSING) {
     conn_account_decoder(c);
     conn_update_reading(c);
@@ -791,7 +813,7 @@ static pending *retry_pop(ingest *ing) {
 static void resubmit(ingest *ing, pending *pd) {
   pd->g->result = 0;
   ing->inflight++;
-  if (store_submit(ing->store, pd->g) < 0) {
+  if (storage_submit(ing->store, pd->g) < 0) {
     /* The store is closing: the agent will resend after a restart. */
     ing->inflight--;
     conn *c = pd->c;
@@ -916,7 +938,7 @@ static void on_retry(uv_timer_t *t) {
   if (!ing->disk_full || ing->probe != NULL || ing->retry_head == NULL)
     return;
   store_stats st;
-  store_stats_get(ing->store, &st);
+  storage_stats_get(ing->store, &st);
   uint64_t now = uv_now(ing->loop);
   if (st.disk_full && now - ing->last_probe_ms < DISKFULL_PROBE_MS)
     return;
@@ -933,6 +955,8 @@ static void on_sweep(uv_timer_t *t) {
   uint64_t now = uv_now(ing->loop);
   uint64_t hb = ing->cfg.idle_timeout_ms / 3;
   conn *next;
+  if (ing->tls != NULL)
+    tls_server_check_expiry(ing->tls); /* logs once a day in its last week */
   for (conn *c = ing->conns; c != NULL; c = next) {
     next = c->next;
     switch (c->state) {
@@ -990,6 +1014,10 @@ static void on_sweep(uv_timer_t *t) {
 }
 
 /* ------------------------------------------------------------------ accept */
+
+/* What tls_conn.c calls back (tls_conn.h). */
+static const tls_conn_ops tls_ops = {ingest_conn_input, ingest_conn_write_raw,
+                                     ingest_conn_close};
 
 static void free_refused(uv_handle_t *h) {
   free(h->data);
@@ -1063,6 +1091,8 @@ static void on_connection(uv_stream_t *server, int status) {
   ing->handles_open++;
   CTR_SET(ing, connections, ing->nconns);
   CTR_ADD(ing, connections_total, 1);
+  if (ing->tls != NULL)
+    tls_conn_start(c, &tls_ops); /* may close c at once (out of memory) */
   conn_update_reading(c);
 }
 
@@ -1119,7 +1149,7 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   return 0;
 }
 
-void ingest_set_store(ingest *ing, store *s) {
+void ingest_set_store(ingest *ing, storage *s) {
   ing->store = s;
 }
 

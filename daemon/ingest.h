@@ -21,7 +21,7 @@
 #include <uv.h>
 
 #include "format.h"
-#include "store.h"
+#include "storage.h"
 
 typedef struct ingest ingest;
 
@@ -53,7 +53,7 @@ void ingest_config_init(ingest_config *cfg);
 int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
                char **cause);
 /* The store generations go to; set once before ingest_start. */
-void ingest_set_store(ingest *ing, store *s);
+void ingest_set_store(ingest *ing, storage *s);
 /* Binds and listens; *port gets the bound port. */
 int ingest_start(ingest *ing, uint16_t *port, char **cause);
 

@@ -15,7 +15,7 @@
 #include "frame.h"
 #include "ingest.h"
 #include "session_auth.h"
-#include "store.h"
+#include "storage.h"
 
 #define READ_BUF_SIZE (256u << 10)
 #define READ_MIN (16u << 10)
@@ -94,9 +94,12 @@ typedef struct fillslot {
   uint8_t *data; /* READY: malloc'd, size bytes, pages mapped */
 } fillslot;
 
+typedef struct tls_conn tls_conn;
+
 typedef struct conn {
   /* Loop thread only. */
   uv_tcp_t tcp;
+  tls_conn *tls; /* TLS session (tls_conn.c); NULL on a plain port */
   struct ingest *ing;
   struct conn *prev, *next; /* ing->conns */
   struct conn *sess_next;   /* session hash chain; guarded by sess_lock */
@@ -168,7 +171,7 @@ struct ingest {
   ingest_config cfg;
   char *token;
   size_t token_len;
-  store *store;
+  storage *store;
 
   /* Loop thread only. */
   uv_tcp_t listener;
@@ -189,6 +192,8 @@ struct ingest {
   int budget_checks;     /* GENTRACED_BUDGET_CHECK=1: verify every pass */
   uint64_t shed_log_ms, shed_quiet; /* shed log damping (budget.c) */
   struct iplimit *iplim;            /* connections per address */
+  struct tls_server *tls; /* agent port over TLS (tls_conn.c); or NULL */
+  uint64_t tls_bytes;     /* TLS sessions' buffers (budget_used) */
   uint64_t iplim_log_ms, iplim_quiet;
   int global_paused;
   int disk_full;
@@ -255,6 +260,9 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
 void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
+/* tls_conn.c's ends of a TLS connection, handed to it as tls_conn_ops. */
+void ingest_conn_input(conn *c, const uint8_t *p, size_t n);
+void ingest_conn_write_raw(conn *c, const void *p, size_t n);
 
 /* reasm.c: generation reassembly and validation (PROTOCOL.md section 6).
  * reasm_batch/reasm_gen_end return 0, or < 0 once the connection was

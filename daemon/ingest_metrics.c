@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ingest_int.h"
+#include "tls_conn.h"
 
 static const char *const limit_names[LIM_COUNT_] = {
     "max-connections",   "max-conn-buffer",
@@ -117,7 +118,7 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "{kind=\"replies\"}", C(budget_replies));
   if (ing->store != NULL)
     metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
-           "{kind=\"compression_scratch\"}", store_scratch_bytes(ing->store));
+           "{kind=\"compression_scratch\"}", storage_scratch_bytes(ing->store));
   metric(b, "gentrace_ingest_paused", "gauge",
          "1 while every read is paused (--max-buffer or disk full).", NULL,
          C(global_paused));
@@ -153,7 +154,7 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          NULL, C(disk_full_total));
   if (ing->store != NULL) {
     store_stats st;
-    store_stats_get(ing->store, &st);
+    storage_stats_get(ing->store, &st);
     metric(b, "gentrace_store_queue_generations", "gauge",
            "Generations waiting for the store thread.", NULL, st.queued_gens);
     metric(b, "gentrace_store_queue_bytes", "gauge",
@@ -181,6 +182,8 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
            st.summary_backfilled);
   }
   session_auth_metrics(ing, b);
+  if (ing->tls != NULL)
+    tls_server_metrics(ing->tls, b);
 }
 #undef C
 

@@ -31,7 +31,8 @@
 #include "ingest.h"
 #include "log.h"
 #include "secret.h"
-#include "store.h"
+#include "storage.h"
+#include "tls_conn.h"
 #include "web.h"
 
 #define DRAIN_MS 10000
@@ -39,9 +40,11 @@
 typedef struct daemon_state {
   uv_loop_t *loop;
   ingest *ing;
+  storage *st;     /* set before web starts */
   web_server *web; /* set once before the first commit can be reported */
   uv_signal_t sigterm, sigint, sighup;
   int stopping;
+  tls_server *tls; /* --tls-cert: the agent port's credentials */
 } daemon_state;
 
 static void on_commit(void *ctx, int64_t seq) {
@@ -75,6 +78,14 @@ static int web_healthy(void *ctx, const char **reason) {
       *reason = "shutting down";
     return 0;
   }
+  /* The shared store's reason names the server and the error; it is
+   * written per HTTP thread, so the pointer stays valid for the caller. */
+  static __thread char why[400];
+  if (d->st && storage_health(d->st, why, sizeof why) < 0) {
+    if (reason != NULL)
+      *reason = why;
+    return 0;
+  }
   return ingest_healthy(d->ing, reason);
 }
 
@@ -96,6 +107,24 @@ static void on_signal(uv_signal_t *h, int signum) {
       log_error("log reopen failed", "error=%s", uv_err_name(rc));
     else
       log_info("log reopened", NULL);
+    if (d->tls != NULL) {
+      /* New connections use the new credentials; live ones keep theirs. */
+      char *cause = NULL, q[600];
+      if (tls_server_reload(d->tls, &cause) < 0)
+        log_error("TLS reload failed, keeping the old credentials", "cause=%s",
+                  log_quote(q, sizeof q, cause ? cause : "?"));
+      else
+        log_info("TLS credentials reloaded", "port=agent");
+      free(cause);
+      cause = NULL;
+      web_server *w = __atomic_load_n(&d->web, __ATOMIC_ACQUIRE);
+      if (w != NULL && web_tls_reload_files(w, &cause) < 0)
+        log_error("HTTPS reload failed, keeping the old credentials",
+                  "cause=%s", log_quote(q, sizeof q, cause ? cause : "?"));
+      else if (w != NULL)
+        log_info("TLS credentials reloaded", "port=http");
+      free(cause);
+    }
     return;
   }
   if (d->stopping) {
@@ -218,11 +247,27 @@ int main(int argc, char **argv) {
   icfg.on_commit = on_commit;
   icfg.on_commit_ctx = &d;
 
-  store *st = NULL;
+  storage *st = NULL;
   uint16_t agent_port = 0, http_port = 0;
   if ((rc = ingest_new(d.loop, &icfg, &d.ing, &cause)) < 0) {
     status = die("cannot start ingest", rc, cause);
     goto fail_ingest;
+  }
+  if (c.tls_cert != NULL || c.tls_key != NULL) {
+    tls_server_config tcfg = {c.tls_cert, c.tls_key, c.tls_client_ca,
+                              c.tls_require_service_san};
+    if ((rc = tls_server_new(&tcfg, &d.tls, &cause)) < 0) {
+      status = die("cannot load the TLS credentials", rc, cause);
+      goto fail_store;
+    }
+    tls_attach(d.ing, d.tls);
+  } else if (c.tls_client_ca != NULL || c.http_tls_client_ca != NULL ||
+             c.tls_require_service_san) {
+    status = die("bad TLS settings", GTP_E_BADARG,
+                 strdup("--tls-client-ca, --http-tls-client-ca and "
+                        "--tls-require-service-san need --tls-cert and "
+                        "--tls-key"));
+    goto fail_store;
   }
 
   store_config scfg;
@@ -246,10 +291,27 @@ int main(int argc, char **argv) {
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   /* No pins: retention never waits for HTTP readers (a download whose
    * remaining generations were deleted ends early, docs/HTTP.md). */
-  if ((rc = store_open(&scfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
-    status = die("cannot open the database", rc, cause);
+  storage_config stcfg;
+  memset(&stcfg, 0, sizeof stcfg);
+  stcfg.sqlite = scfg;
+  stcfg.catalog = c.catalog;
+  stcfg.objects = c.objects;
+  stcfg.shared.s3.endpoint = c.s3_endpoint;
+  stcfg.shared.s3.region = c.s3_region;
+  stcfg.shared.s3.access_key = c.s3_access_key_id;
+  stcfg.shared.s3.secret_key = c.s3_secret_access_key;
+  stcfg.shared.daemon_id = c.daemon_id;
+  stcfg.shared.max_age_ms = (uint32_t)(c.segment_max_age_ns / 1000000);
+  stcfg.shared.max_bytes = c.segment_max_bytes;
+  stcfg.shared.zstd_level = 1;
+  stcfg.shared.test_commit_delay_ms = (uint32_t)c.test_store_delay_ms;
+  if ((rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
+    status = die(c.catalog || c.objects ? "cannot open the shared store"
+                                        : "cannot open the database",
+                 rc, cause);
     goto fail_store;
   }
+  d.st = st;
   ingest_set_store(d.ing, st);
   if ((rc = ingest_start(d.ing, &agent_port, &cause)) < 0) {
     status = die("cannot listen for agents", rc, cause);
@@ -261,6 +323,7 @@ int main(int argc, char **argv) {
   wcfg.host = c.http_listen.host;
   wcfg.port = c.http_listen.port;
   wcfg.db_path = c.db;
+  wcfg.storage = st;
   wcfg.read_token = c.read_token;
   wcfg.max_window_bytes = c.max_window_bytes;
   wcfg.max_connections = (unsigned)c.http_max_connections;
@@ -276,6 +339,9 @@ int main(int argc, char **argv) {
   wcfg.connected = web_connected;
   wcfg.log = web_log_line;
   wcfg.ctx = &d;
+  wcfg.tls_cert = d.tls != NULL ? c.tls_cert : NULL;
+  wcfg.tls_key = d.tls != NULL ? c.tls_key : NULL;
+  wcfg.tls_client_ca = c.http_tls_client_ca;
   web_server *web = NULL;
   if ((rc = web_start(&wcfg, &web, &http_port, &cause)) < 0) {
     status = die("cannot start HTTP", rc, cause);
@@ -298,8 +364,9 @@ int main(int argc, char **argv) {
     h.port = http_port;
     conf_addr_format(&a, as, sizeof as);
     conf_addr_format(&h, hs, sizeof hs);
-    log_info("listening", "agent=%s http=%s db=%s", as, hs,
-             log_quote(q, sizeof q, c.db));
+    log_info("listening", "agent=%s http=%s %s=%s", as, hs,
+             storage_is_shared(st) ? "store" : "db",
+             log_quote(q, sizeof q, storage_describe(st)));
   }
 
   uv_run(d.loop, UV_RUN_DEFAULT);
@@ -316,11 +383,13 @@ int main(int argc, char **argv) {
   signal(SIGHUP, SIG_IGN);
 fail_web:
 fail_listen:
-  store_close(st);
+  d.st = NULL;
+  storage_close(st);
 fail_store : {
   ingest_stats is;
   ingest_stats_get(d.ing, &is);
   ingest_free(d.ing);
+  tls_server_free(d.tls); /* after every session is gone */
   if (status == 0)
     log_info("stopped",
              "committed=%" PRIu64 " rejected=%" PRIu64 " duplicate=%" PRIu64,

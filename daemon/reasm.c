@@ -550,7 +550,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     /* Every generation has a CLOCK record, so one without BATCH frames is
      * malformed; refuse it so the agent accounts for it. */
     CTR_ADD(ing, rejected, 1);
-    store_note_rejected(ing->store, c->session, e.events);
+    storage_note_rejected(ing->store, c->session, e.events);
     CTR_ADD(ing, rejected_events, e.events);
     ingest_send_error(c, GTP_E_MANIFEST, 1, e.gen,
                       "GEN_END of a generation with "
@@ -559,7 +559,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   }
   gen_unlink(c, g);
   if (g->rejected) {
-    store_note_rejected(ing->store, c->session, e.events);
+    storage_note_rejected(ing->store, c->session, e.events);
     CTR_ADD(ing, rejected_events, e.events);
     reasm_free(c, g);
     return 0;
@@ -589,7 +589,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
       gtp_gen_fini(&parsed);
     CTR_ADD(ing, rejected, 1);
     CTR_ADD(ing, rejected_events, e.events);
-    store_note_rejected(ing->store, c->session, e.events);
+    storage_note_rejected(ing->store, c->session, e.events);
     log_warn("generation rejected",
              "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
              c->session_hex, e.gen, gtp_errname(rc));
@@ -640,7 +640,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   c->refs++;
   c->inflight++;
   ing->inflight++;
-  rc = store_submit(ing->store, sg);
+  rc = storage_submit(ing->store, sg);
   if (rc < 0) {
     /* Closing store: nothing will commit; the agent resends later. */
     c->refs--;

@@ -71,9 +71,19 @@ int session_auth_hello(conn *c, const gtp_hello *h, conn *live) {
   const uint8_t *want = NULL;
   if (live != NULL)
     want = live->key_hash;
-  else if (ing->store != NULL &&
-           store_session_key(ing->store, h->session, bound))
-    want = bound;
+  else if (ing->store != NULL) {
+    /* The shared store looks the key up in its catalog: while that is
+     * unreachable, refuse for now rather than admit an unchecked key. */
+    int k = storage_session_key(ing->store, h->session, bound);
+    if (k < 0) {
+      ingest_conn_close(c, GTP_E_UNAVAIL, 0, 0,
+                        "the store cannot check this session's key now; "
+                        "retry later");
+      return -1;
+    }
+    if (k > 0)
+      want = bound;
+  }
   if (want == NULL || hash_equal(want, c->key_hash))
     return 0;
   count(ing, TR_AUTH);
@@ -188,7 +198,7 @@ void session_auth_store_refused(conn *c, const store_gen *g) {
   count(ing, conflict ? TR_CONFLICT : TR_LEDGER);
   CTR_ADD(ing, rejected, 1);
   CTR_ADD(ing, rejected_events, g->end.events);
-  store_note_rejected(ing->store, g->session, g->end.events);
+  storage_note_rejected(ing->store, g->session, g->end.events);
   char hex[33];
   gtp_session_hex(g->session, hex);
   log_warn("generation rejected",
@@ -226,7 +236,7 @@ void session_auth_metrics(ingest *ing, gtp_wbuf *b) {
   if (ing->store == NULL)
     return;
   store_stats st;
-  store_stats_get(ing->store, &st);
+  storage_stats_get(ing->store, &st);
   line(b, "# HELP gentrace_sessions_indexed Sessions in the daemon's "
           "in-memory session index (stored, bound or with rejections).\n"
           "# TYPE gentrace_sessions_indexed gauge\n"

@@ -228,5 +228,19 @@ int main(int argc, char **argv) {
   for (int i = 0; i <= threads; i++)
     pthread_join(th[i], NULL);
   gt_stop();
+  if (!quiet) {
+    /* The session's final counters (tests check them against the store). */
+    gt_stats_t st;
+    gt_stats(&st);
+    printf("final events=%llu dropped=%llu delivered=%llu evicted=%llu "
+           "rejected=%llu auth_refused=%llu tls_failures=%llu\n",
+           (unsigned long long)st.events_written,
+           (unsigned long long)st.events_dropped,
+           (unsigned long long)st.events_delivered,
+           (unsigned long long)st.events_evicted,
+           (unsigned long long)st.events_rejected,
+           (unsigned long long)st.auth_refused,
+           (unsigned long long)st.tls_failures);
+  }
   return 0;
 }

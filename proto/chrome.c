@@ -12,7 +12,21 @@
  *   - one entry per session seen (synthetic pid, identity copies for the
  *     metadata block, counters) and, below it, one entry per thread (open
  *     region depth, last thread name);
- *   - a bounded table of open tasks so an 'e' can repeat its 'b' name.
+ *   - a bounded table of open tasks so an 'e' can repeat its 'b' name;
+ *   - a bounded list of task ends met, within one generation, before their
+ *     task's begin (see "Pairing" below).
+ *
+ * Pairing. Batches of one generation come in body order, which is the order
+ * the threads' buffers were flushed, not time order: a task handed from
+ * thread A to thread B may show B's end before A's begin. An end whose task
+ * is not open is therefore deferred to the end of its generation, and only
+ * then paired (its begin came later in the body) or taken as a task begun
+ * before the window. Nothing is dropped: an end or region end whose begin
+ * precedes the window gets a synthetic begin at the window start, and a
+ * task or region still open at the end is closed at the window end; both
+ * carry an args flag (gentrace.begun_before_window /
+ * gentrace.closed_at_window_end) so a reader can tell them from recorded
+ * events.
  *
  * Invariants.
  *
@@ -29,6 +43,10 @@
  *     from the first generation handed to gtp_chrome_gen.
  *  5. Every string that comes from a trace MUST go through json_escape,
  *     otherwise hostile names could break out of the JSON string.
+ *  6. A task end MUST be written exactly once: paired with its begin (named)
+ *     when the begin was written, before the window otherwise; deferred ends
+ *     MUST be resolved before gtp_chrome_gen returns, because task ids of
+ *     the next generation may repeat and the deferral is per generation.
  *
  * States: NEW -> (begin) OPEN -> (end) ENDED. gtp_chrome_gen begins
  * implicitly; nothing is written after ENDED.
@@ -42,6 +60,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "goconv.h"
+#include "gotrace.h"
 #include "varint.h"
 
 #define GTP__CHROME_BUF (16u << 10)
@@ -71,8 +91,16 @@ typedef struct chrome_task {
   uint64_t pid, id; /* pid 0 = empty slot */
   char *name;
   size_t name_len;
-  bool tomb; /* deleted slot, keeps probe chains intact */
+  uint64_t open; /* begins written minus ends written (id reuse) */
+  bool tomb;     /* deleted slot, keeps probe chains intact */
 } chrome_task;
+
+/* A task end met before its task's begin in the generation being written
+ * (invariant 6). */
+typedef struct chrome_pend {
+  uint64_t tid, id;
+  int64_t wall;
+} chrome_pend;
 
 struct gtp_chrome {
   gtp_sink_fn sink;
@@ -92,6 +120,9 @@ struct gtp_chrome {
   size_t tasks_cap, tasks_used; /* used counts tombstones too */
   size_t tasks_live;
   bool tasks_overflowed; /* some b was not remembered */
+
+  chrome_pend *pend; /* deferred task ends of the current generation */
+  size_t npend, cap_pend;
 
   size_t len;
   char buf[GTP__CHROME_BUF];
@@ -320,6 +351,7 @@ static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
       t->name = n;
       t->name_len = name.len;
     }
+    t->open++;
     return;
   }
   if (c->tasks_live >= GTP__CHROME_TASKS_MAX) {
@@ -349,12 +381,101 @@ static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
     i = (i + 1) & mask;
   if (!c->tasks[i].tomb)
     c->tasks_used++;
-  c->tasks[i] =
-      (chrome_task){.pid = pid, .id = id, .name = n, .name_len = name.len};
+  c->tasks[i] = (chrome_task){
+      .pid = pid, .id = id, .name = n, .name_len = name.len, .open = 1};
   c->tasks_live++;
 }
 
 /* ------------------------------------------------------------ events */
+
+static void ev_head(gtp_chrome *c, bool comma, const char *ph, uint64_t pid,
+                    uint64_t tid, int64_t wall);
+
+/* One 'e'. tk: the open task it ends (named, and closed when its count
+ * drops to 0), or NULL for an end written without a name. flag: an args
+ * flag for synthetic ends, or NULL. */
+static void task_end_write(gtp_chrome *c, chrome_task *tk, uint64_t pid,
+                           uint64_t tid, uint64_t id, int64_t wall,
+                           const char *flag) {
+  ch_elem(c);
+  ch_puts(c, "{");
+  if (tk) {
+    ch_puts(c, "\"name\":");
+    ch_str(c, tk->name, tk->name_len);
+    ch_puts(c, ",");
+    if (--tk->open == 0) {
+      free(tk->name);
+      *tk = (chrome_task){.tomb = true};
+      c->tasks_live--;
+    }
+  }
+  ch_puts(c, "\"cat\":\"task\",\"id\":");
+  ch_hex(c, id);
+  ev_head(c, true, "e", pid, tid, wall);
+  if (flag) {
+    ch_puts(c, ",\"args\":{\"");
+    ch_puts(c, flag);
+    ch_puts(c, "\":true}");
+  }
+  ch_puts(c, "}");
+}
+
+/* A task end whose begin precedes the window: a synthetic, unnamed 'b' at
+ * the window start, then the end, so viewers draw a bounded slice. */
+static void task_end_unmatched(gtp_chrome *c, uint64_t pid, uint64_t tid,
+                               uint64_t id, int64_t wall) {
+  if (c->tasks_overflowed) {
+    /* Its begin may be one the table could not remember, already written:
+     * a second b would be wrong, so the e goes alone. */
+    task_end_write(c, NULL, pid, tid, id, wall, NULL);
+    return;
+  }
+  ch_elem(c);
+  ch_puts(c, "{\"name\":\"\",\"cat\":\"task\",\"id\":");
+  ch_hex(c, id);
+  ev_head(c, true, "b", pid, tid, wall < c->win_start ? wall : c->win_start);
+  ch_puts(c, ",\"args\":{\"task\":");
+  ch_u64(c, id);
+  ch_puts(c, ",\"gentrace.begun_before_window\":true}}");
+  ch_elem(c);
+  ch_puts(c, "{\"name\":\"\",\"cat\":\"task\",\"id\":");
+  ch_hex(c, id);
+  ev_head(c, true, "e", pid, tid, wall);
+  ch_puts(c, "}");
+}
+
+/* Defers a task end whose task is not open yet (invariant 6). Past the
+ * bound it is resolved at once, as the old writer did. */
+static void task_end_defer(gtp_chrome *c, uint64_t pid, uint64_t tid,
+                           uint64_t id, int64_t wall) {
+  if (c->npend == c->cap_pend) {
+    size_t cap = c->cap_pend ? c->cap_pend * 2 : 64;
+    chrome_pend *p = NULL;
+    if (cap <= GTP__CHROME_TASKS_MAX)
+      p = realloc(c->pend, cap * sizeof *p);
+    if (!p) {
+      task_end_write(c, NULL, pid, tid, id, wall, NULL);
+      return;
+    }
+    c->pend = p;
+    c->cap_pend = cap;
+  }
+  c->pend[c->npend++] = (chrome_pend){.tid = tid, .id = id, .wall = wall};
+}
+
+/* Resolves the deferred ends of the generation just written: the begin was
+ * later in the body (the task is open now) or before the window. */
+static void task_ends_resolve(gtp_chrome *c, uint64_t pid) {
+  for (size_t i = 0; i < c->npend && !c->err; i++) {
+    chrome_pend *p = &c->pend[i];
+    chrome_task *tk = task_find(c, pid, p->id);
+    if (tk)
+      task_end_write(c, tk, pid, p->tid, p->id, p->wall, NULL);
+    else
+      task_end_unmatched(c, pid, p->tid, p->id, p->wall);
+  }
+  c->npend = 0;
+}
 
 /* The common fields; comma = whether a field precedes them in the object. */
 static void ev_head(gtp_chrome *c, bool comma, const char *ph, uint64_t pid,
@@ -453,8 +574,17 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     ch_puts(c, "}");
     break;
   case GTP_EV_REGION_END:
-    if (t->depth == 0)
-      return; /* invariant 2: its BEGIN is outside what we were given */
+    if (t->depth == 0) {
+      /* Invariant 2: its BEGIN is before the window; a synthetic one at the
+       * window start keeps the END (nothing the trace holds is dropped). */
+      ch_elem(c);
+      ch_puts(c, "{\"name\":\"\"");
+      /* Never after its end (an event may precede the window's start). */
+      ev_head(c, true, "B", s->pid, t->tid,
+              wall < c->win_start ? wall : c->win_start);
+      ch_puts(c, ",\"args\":{\"gentrace.begun_before_window\":true}}");
+      t->depth++;
+    }
     t->depth--;
     ch_elem(c);
     ch_puts(c, "{");
@@ -515,22 +645,10 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
     break;
   case GTP_EV_TASK_END: {
     chrome_task *tk = task_find(c, s->pid, ev->args[0]);
-    if (!tk && !c->tasks_overflowed)
-      return; /* its begin is outside the window: an e alone is noise */
-    ch_elem(c);
-    ch_puts(c, "{");
-    if (tk) {
-      ch_puts(c, "\"name\":");
-      ch_str(c, tk->name, tk->name_len);
-      ch_puts(c, ",");
-      free(tk->name);
-      *tk = (chrome_task){.tomb = true};
-      c->tasks_live--;
-    }
-    ch_puts(c, "\"cat\":\"task\",\"id\":");
-    ch_hex(c, ev->args[0]);
-    ev_head(c, true, "e", s->pid, t->tid, wall);
-    ch_puts(c, "}");
+    if (tk)
+      task_end_write(c, tk, s->pid, t->tid, ev->args[0], wall, NULL);
+    else /* its begin may be later in this generation's body */
+      task_end_defer(c, s->pid, t->tid, ev->args[0], wall);
     break;
   }
   case GTP_EV_THREAD_NAME:
@@ -550,6 +668,22 @@ static void write_event(gtp_chrome *c, const gtp_gen *g, chrome_session *s,
      * skipped rather than guessed at. */
     break;
   }
+}
+
+/* A generation of a Go session (GOTRACE records): written as its native
+ * form (proto/goconv.h), so both kinds share one mapping. */
+static int chrome_go_gen(gtp_chrome *c, const gtp_gen *g) {
+  gtp_wbuf b;
+  gtp_gen ng;
+  size_t used;
+  gtp_wbuf_init(&b, 0);
+  int rc = gtp_goconv_gen(g, &b, NULL);
+  if (!rc && !(rc = gtp_gen_parse(b.data, b.len, &ng, &used))) {
+    rc = gtp_chrome_gen(c, &ng);
+    gtp_gen_fini(&ng);
+  }
+  gtp_wbuf_fini(&b);
+  return rc;
 }
 
 /* ------------------------------------------------------------ public */
@@ -584,6 +718,8 @@ int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
     return rc;
   if (c->state != CH_OPEN)
     return GTP_E_STATE;
+  if (gtp_gen_is_go(g))
+    return chrome_go_gen(c, g);
   if (!c->have_start) { /* invariant 4 */
     c->win_start = gtp_gen_wall_ns(g, g->clock.start_ticks);
     c->have_start = true;
@@ -620,8 +756,9 @@ int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
       write_event(c, g, s, t, &ev);
     }
     if (rc < 0 && !c->err)
-      return rc; /* parsed generations are valid, so this is hostile input */
+      break; /* parsed generations are valid, so this is hostile input */
   }
+  task_ends_resolve(c, s->pid); /* invariant 6, also on the error path */
   if (c->err)
     return c->err;
   if (rc < 0)
@@ -683,6 +820,13 @@ int gtp_chrome_end(gtp_chrome *c) {
       }
     }
   }
+  /* Tasks still open: closed at the window end like regions. */
+  for (size_t i = 0; i < c->tasks_cap && !c->err; i++) {
+    chrome_task *tk = &c->tasks[i];
+    while (tk->pid && tk->open > 0 && !c->err)
+      task_end_write(c, tk, tk->pid, 0, tk->id, end,
+                     "gentrace.closed_at_window_end");
+  }
   ch_puts(c, "\n],\"metadata\":{\"gentrace_start_ns\":\"");
   ch_i64(c, c->win_start);
   ch_puts(c, "\",\"gentrace_start\":");
@@ -734,5 +878,6 @@ void gtp_chrome_free(gtp_chrome *c) {
   for (size_t i = 0; i < c->tasks_cap; i++)
     free(c->tasks[i].name);
   free(c->tasks);
+  free(c->pend);
   free(c);
 }

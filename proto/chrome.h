@@ -6,15 +6,21 @@
  *   one synthetic pid per session (1, 2, ... in order of first appearance)
  *   with a process_name metadata event "service (host pid)"; tid = agent
  *   thread id with thread_name metadata from THREAD_NAME events; regions B/E
- *   (a region still open at the end is closed at the window end); instants i;
- *   counters C with args.value; logs i with name = category and
- *   args.message; tasks b/e with id = task id (cat "task"); LOST markers and
+ *   (a region still open at the end is closed at the window end, one ended
+ *   in the window but begun before it opens at the window start, both
+ *   flagged in args); instants i; counters C with args.value; logs i with
+ *   name = category and args.message; tasks b/e with id = task id (cat
+ *   "task"), paired by id across threads and generations, open and
+ *   pre-window ones closed/opened at the window edges like regions; LOST
+ *   markers and
  *   the ledger of each generation as i named gentrace.lost with args.count;
  *   ts in microseconds (fractional, 3 decimals) from the window start.
  *
  * Memory: the writer keeps per (session, thread) open-region depths and the
  * session -> pid map, allocated with malloc and bounded by the number of
- * threads and sessions seen; everything else streams straight to the sink.
+ * threads and sessions seen, plus bounded task tables (open tasks, and task
+ * ends waiting for a begin later in the same generation); everything else
+ * streams straight to the sink.
  */
 #ifndef GTP_CHROME_H
 #define GTP_CHROME_H

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "goconv.h"
+#include "gotrace.h"
 #include "gtp_error.h"
 
 /* Field numbers of perfetto/protos (trace_packet.proto, track_event.proto,
@@ -399,9 +401,27 @@ gtp_perfetto *gtp_perfetto_new(gtp_sink_fn sink, void *ctx) {
   return p;
 }
 
+/* A generation of a Go session (GOTRACE records): written as its native
+ * form (proto/goconv.h), like the Chrome writer does. */
+static int perfetto_go_gen(gtp_perfetto *p, const gtp_gen *g) {
+  gtp_wbuf b;
+  gtp_gen ng;
+  size_t used;
+  gtp_wbuf_init(&b, 0);
+  int rc = gtp_goconv_gen(g, &b, NULL);
+  if (!rc && !(rc = gtp_gen_parse(b.data, b.len, &ng, &used))) {
+    rc = gtp_perfetto_gen(p, &ng);
+    gtp_gen_fini(&ng);
+  }
+  gtp_wbuf_fini(&b);
+  return rc;
+}
+
 int gtp_perfetto_gen(gtp_perfetto *p, const gtp_gen *g) {
   if (p->err)
     return p->err;
+  if (gtp_gen_is_go(g))
+    return perfetto_go_gen(p, g);
   pf_session *s = session_get(p, g);
   if (!s)
     return p->err ? p->err : -ENOMEM;

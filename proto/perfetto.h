@@ -12,8 +12,10 @@
  *   "message"); counters COUNTER on a counter track per (session, name);
  *   LOST markers and generation ledgers INSTANT "gentrace.lost" with a
  *   "count" annotation; tasks INSTANT "task begin/end: name". Timestamps are
- *   unix nanoseconds. Every packet is on sequence 1; the first clears
- *   incremental state (none is used: names are inline, never interned).
+ *   unix nanoseconds. A Go session's generation (GOTRACE records) is written
+ *   in its native form (proto/goconv.h: goroutines as threads). Every packet
+ *   is on sequence 1; the first clears incremental state (none is used:
+ *   names are inline, never interned).
  *
  * Memory: per session a thread table and a counter-name table, bounded by
  * the threads and counter names seen; each packet is built in a scratch

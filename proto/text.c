@@ -187,6 +187,8 @@ int gtp_utf8_valid(const char *s, size_t n, unsigned flags) {
 
 int gtp_json_escape(gtp_sink_fn sink, void *ctx, const char *s, size_t n) {
   static const char hexd[] = "0123456789abcdef";
+  if (n == 0)
+    return 0; /* s may be NULL (a missing string): NULL + 0 is undefined */
   const uint8_t *p = (const uint8_t *)s, *end = p + n;
   const uint8_t *run = p; /* start of bytes that pass through unchanged */
   int rc;

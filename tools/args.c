@@ -84,6 +84,18 @@ int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
       o->to = v;
       continue;
     }
+    if ((flags & CLI_F_IMPORT) &&
+        ((r = opt_value(cmd, argc, argv, &i, "--service", "-s", &o->service)) ||
+         (r = opt_value(cmd, argc, argv, &i, "--addr", NULL, &o->addr)) ||
+         (r = opt_value(cmd, argc, argv, &i, "--host", NULL, &o->host)))) {
+      if (r < 0)
+        goto fail;
+      continue;
+    }
+    if ((flags & CLI_F_IMPORT) && !strcmp(a, "--now")) {
+      o->now = true;
+      continue;
+    }
     if ((flags & CLI_F_JSON) && !strcmp(a, "--json")) {
       o->json = true;
       continue;

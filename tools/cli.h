@@ -65,6 +65,16 @@ typedef int cli_gen_fn(void *ctx, const cli_input *in, const gtp_gen *g,
  * or CLI_EACH_STOP), the negative code, or CLI_EACH_REPORTED. */
 int cli_each_gen(const cli_input *in, cli_gen_fn *fn, void *ctx);
 
+/* A generation of a Go session (GOTRACE records) in its native form
+ * (proto/goconv.h), for subcommands that read events: when g is Go,
+ * converts it into buf, parses it into *ng and returns ng; otherwise
+ * returns g untouched. NULL on failure (*rc set). The native generation
+ * borrows buf: gtp_gen_fini(ng) and gtp_wbuf_fini(buf) when done (both are
+ * no-ops when g was returned, as long as buf was gtp_wbuf_init'ed and ng
+ * zeroed). Identity strings of ng point into buf, not into the input. */
+const gtp_gen *cli_gen_native(const gtp_gen *g, gtp_wbuf *buf, gtp_gen *ng,
+                              int *rc);
+
 /* Prints "gentrace: NAME: offset N: problem" for a decode error. */
 void cli_bad_input(const char *name, size_t offset, int code);
 
@@ -120,13 +130,16 @@ typedef struct cli_opts {
   const char *out; /* -o FILE */
   const char *to;  /* --to FORMAT (convert) */
   bool json;       /* --json (stat) */
+  /* import: --service, --addr, --host, --now */
+  const char *service, *addr, *host;
+  bool now;
   bool help;
   int nargs;
   char **args; /* positional arguments (borrowed from argv) */
 } cli_opts;
 
 /* Flags a subcommand accepts beyond -o and --help. */
-enum { CLI_F_TO = 1, CLI_F_JSON = 2 };
+enum { CLI_F_TO = 1, CLI_F_JSON = 2, CLI_F_IMPORT = 4 };
 
 /* Parses argv[1..] of a subcommand; "--" ends options, a lone "-" is a
  * positional argument (stdin). On a usage error prints it plus a hint and
@@ -151,9 +164,10 @@ int cmd_convert(int argc, char **argv);
 /* convert --to go (convert_go.c): 0, or -1 after saying why. */
 int convert_go(const cli_input *in, cli_output *o);
 int cmd_cat(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 /* Help texts (help.c). */
 extern const char cli_help_main[], cli_help_dump[], cli_help_stat[],
-    cli_help_convert[], cli_help_cat[];
+    cli_help_convert[], cli_help_cat[], cli_help_import[];
 
 #endif

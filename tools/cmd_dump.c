@@ -210,7 +210,17 @@ out:
 static int dump_each(void *ctx, const cli_input *in, const gtp_gen *g,
                      size_t *err_off) {
   cli_output *o = ctx;
-  int rc = dump_gen(o, in, g, err_off);
+  /* A Go generation is dumped in its native form (goconv.h). */
+  gtp_wbuf nb;
+  gtp_gen ng = {0};
+  int rc;
+  gtp_wbuf_init(&nb, 0);
+  const gtp_gen *eg = cli_gen_native(g, &nb, &ng, &rc);
+  if (eg)
+    rc = dump_gen(o, in, eg, err_off);
+  if (eg == &ng)
+    gtp_gen_fini(&ng);
+  gtp_wbuf_fini(&nb);
   if (rc < 0)
     return rc;
   return o->err ? CLI_EACH_STOP : 0; /* an output error is reported by close */

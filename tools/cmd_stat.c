@@ -254,7 +254,19 @@ static int stat_gen(void *ctx, const cli_input *in, const gtp_gen *g,
                     size_t *err_off) {
   stat_ctx *st = ctx;
   gen_stat gs = {.gen = g->start.gen};
-  int rc = gen_count(in, g, &gs.c, err_off);
+  /* A Go generation is counted in its native form (goconv.h), its bytes
+   * and identity taken from the stored one. */
+  gtp_wbuf nb;
+  gtp_gen native = {0};
+  int rc;
+  gtp_wbuf_init(&nb, 0);
+  const gtp_gen *eg = cli_gen_native(g, &nb, &native, &rc);
+  if (eg)
+    rc = gen_count(in, eg, &gs.c, err_off);
+  gs.c.bytes = g->size;
+  if (eg == &native)
+    gtp_gen_fini(&native);
+  gtp_wbuf_fini(&nb);
   if (rc < 0)
     return rc;
   sess_stat *s = sess_get(&st->ss, &st->nss, &st->capss, g);

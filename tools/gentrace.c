@@ -15,11 +15,12 @@ static const struct {
     {"stat", cmd_stat, cli_help_stat},
     {"convert", cmd_convert, cli_help_convert},
     {"cat", cmd_cat, cli_help_cat},
+    {"import", cmd_import, cli_help_import},
 };
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    cli_usage_error(NULL, "missing command (dump, stat, convert, cat)");
+    cli_usage_error(NULL, "missing command (dump, stat, convert, cat, import)");
     return CLI_USAGE;
   }
   const char *a = argv[1];

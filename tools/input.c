@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "goconv.h"
+#include "gotrace.h"
 
 static int read_all(cli_input *in, int fd) {
   size_t cap = 1 << 16, len = 0;
@@ -184,4 +186,16 @@ int cli_each_gen(const cli_input *in, cli_gen_fn *fn, void *ctx) {
     if (rc)
       return rc;
   }
+}
+
+const gtp_gen *cli_gen_native(const gtp_gen *g, gtp_wbuf *buf, gtp_gen *ng,
+                              int *rc) {
+  *rc = 0;
+  if (!gtp_gen_is_go(g))
+    return g;
+  size_t used;
+  if ((*rc = gtp_goconv_gen(g, buf, NULL)) ||
+      (*rc = gtp_gen_parse(buf->data, buf->len, ng, &used)))
+    return NULL;
+  return ng;
 }

@@ -1,6 +1,6 @@
 /* readpool.c: bounded pool of read-only store connections.
  *
- * Owns: every store_reader it opened (idle ones in `idle`, lent ones
+ * Owns: every storage_reader it opened (idle ones in `idle`, lent ones
  * counted in `open - nidle`).
  * Invariants:
  *  1. open MUST NOT exceed size, otherwise a burst of requests would open
@@ -25,12 +25,12 @@
 #include "text.h"
 
 struct readpool {
-  char *path; /* written once before use */
+  storage *st; /* borrowed; written once before use */
   unsigned size;
   /* Protected by lock. */
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  store_reader **idle;
+  storage_reader **idle;
   unsigned nidle;
   unsigned open;
 };
@@ -53,8 +53,7 @@ int readpool_check_invariants(readpool *p) {
   return rc;
 }
 
-int readpool_new(const char *path, unsigned size, readpool **out,
-                 char **cause) {
+int readpool_new(storage *st, unsigned size, readpool **out, char **cause) {
   int rc = -ENOMEM;
   if (size == 0)
     size = 1;
@@ -62,12 +61,12 @@ int readpool_new(const char *path, unsigned size, readpool **out,
   if (!p)
     goto fail_alloc;
   p->size = size;
-  p->path = strdup(path);
+  p->st = st;
   p->idle = calloc(size, sizeof *p->idle);
-  if (!p->path || !p->idle)
+  if (!p->idle)
     goto fail_fields;
-  store_reader *r;
-  rc = store_reader_open(path, &r, cause);
+  storage_reader *r;
+  rc = storage_reader_open(st, &r, cause);
   if (rc < 0)
     goto fail_fields;
   p->idle[p->nidle++] = r;
@@ -83,7 +82,6 @@ int readpool_new(const char *path, unsigned size, readpool **out,
 
 fail_fields:
   free(p->idle);
-  free(p->path);
   free(p);
 fail_alloc:
   if (rc == -ENOMEM && cause && !*cause)
@@ -95,15 +93,14 @@ void readpool_free(readpool *p) {
   if (!p)
     return;
   for (unsigned i = 0; i < p->nidle; i++)
-    store_reader_close(p->idle[i]);
+    storage_reader_close(p->idle[i]);
   pthread_cond_destroy(&p->cond);
   pthread_mutex_destroy(&p->lock);
   free(p->idle);
-  free(p->path);
   free(p);
 }
 
-int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
+int readpool_get(readpool *p, unsigned wait_ms, storage_reader **out) {
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += wait_ms / 1000;
@@ -126,7 +123,7 @@ int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
       p->open++;
       pthread_mutex_unlock(&p->lock);
       char *cause = NULL;
-      int rc = store_reader_open(p->path, out, &cause);
+      int rc = storage_reader_open(p->st, out, &cause);
       free(cause);
       if (rc < 0) {
         pthread_mutex_lock(&p->lock);
@@ -144,7 +141,7 @@ int readpool_get(readpool *p, unsigned wait_ms, store_reader **out) {
   }
 }
 
-void readpool_put(readpool *p, store_reader *r) {
+void readpool_put(readpool *p, storage_reader *r) {
   pthread_mutex_lock(&p->lock);
   GTP_ASSERT(p->nidle < p->open); /* a reader this pool lent (invariant 2) */
   p->idle[p->nidle++] = r;

@@ -47,6 +47,7 @@
 #include "gtp_error.h"
 #include "httptime.h"
 #include "web_internal.h"
+#include "web_tls.h"
 
 void web_config_init(web_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -217,6 +218,16 @@ enum MHD_Result web_reply_json(web_req *r, unsigned status, json *j) {
   /* A newline at the end makes curl output end cleanly in a terminal. */
   body[len] = '\n';
   return web_reply(r, status, "application/json", body, len + 1);
+}
+
+unsigned web_rc_status(int rc) {
+  return rc == GTP_E_UNAVAIL || rc == GTP_E_LIMIT ? 503 : 500;
+}
+
+const char *web_rc_code(int rc) {
+  return rc == GTP_E_UNAVAIL ? "unavailable"
+         : rc == GTP_E_LIMIT ? "overloaded"
+                             : "internal";
 }
 
 enum MHD_Result web_error(web_req *r, unsigned status, const char *code,
@@ -448,8 +459,8 @@ int web_dl_slot_take(web_req *r) {
   return -1;
 }
 
-store_reader *web_reader_get(web_req *r) {
-  store_reader *sr;
+storage_reader *web_reader_get(web_req *r) {
+  storage_reader *sr;
   int rc = readpool_get(r->w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc == 0)
     return sr;
@@ -462,7 +473,7 @@ store_reader *web_reader_get(web_req *r) {
   return NULL;
 }
 
-void web_reader_put(web_req *r, store_reader *sr) {
+void web_reader_put(web_req *r, storage_reader *sr) {
   readpool_put(r->w->pool, sr);
 }
 
@@ -555,11 +566,11 @@ static enum MHD_Result healthz(web_req *r) {
   }
   if (ok) {
     /* Health includes being able to read the database right now. */
-    store_reader *sr;
+    storage_reader *sr;
     int rc = readpool_get(w->pool, 1000, &sr);
     if (rc == 0) {
       int64_t seq;
-      rc = store_read_max_seq(sr, &seq);
+      rc = storage_read_max_seq(sr, &seq);
       readpool_put(w->pool, sr);
     }
     if (rc < 0) {
@@ -844,12 +855,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                      "%.16s not allowed; this API is read-only (GET)", method);
   if (atomic_load_explicit(&r.w->stopping, memory_order_relaxed))
     return web_error(&r, 503, "overloaded", "server is shutting down");
+  if (!web_tls_client_ok(r.w->tls, conn))
+    return web_error(&r, 403, "forbidden",
+                     "a client certificate signed by the HTTP client CA is "
+                     "required");
   if (args_text_check(&r))
     return r.ret;
   return route(&r);
 }
 
 /* ------------------------------------------------------------ lifecycle */
+
+int web_tls_reload_files(web_server *w, char **cause) {
+  return web_tls_reload(w->tls, cause);
+}
 
 static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
                    int *v6) {
@@ -880,9 +899,9 @@ static char *dup_cause(const char *fmt, ...) {
 int web_start(const web_config *cfg, web_server **out, uint16_t *port,
               char **cause) {
   int rc = -ENOMEM;
-  if (!cfg->db_path) {
+  if (!cfg->db_path && !cfg->storage) {
     if (cause)
-      *cause = strdup("web: no database path");
+      *cause = strdup("web: no database path or storage");
     return GTP_E_BADARG;
   }
   web_server *w = calloc(1, sizeof *w);
@@ -890,7 +909,8 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
     goto fail_alloc;
   w->cfg = *cfg;
   w->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
-  w->db_path = strdup(cfg->db_path);
+  w->db_path = strdup(cfg->db_path ? cfg->db_path
+                                    : storage_describe(cfg->storage));
   w->read_token =
       cfg->read_token && *cfg->read_token ? strdup(cfg->read_token) : NULL;
   if (!w->host || !w->db_path ||
@@ -940,7 +960,13 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
   pthread_condattr_destroy(&ca);
 
   char *pcause = NULL;
-  rc = readpool_new(w->db_path, w->cfg.threads, &w->pool, &pcause);
+  storage *st = cfg->storage;
+  if (!st) {
+    rc = storage_open_sqlite_readonly(w->db_path, &w->own_st, &pcause);
+    st = w->own_st;
+  }
+  if (st)
+    rc = readpool_new(st, w->cfg.threads, &w->pool, &pcause);
   if (rc < 0) {
     if (cause)
       *cause = dup_cause("web: cannot open %s: %s", w->db_path,
@@ -949,10 +975,10 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
     goto fail_pool;
   }
   {
-    store_reader *sr;
+    storage_reader *sr;
     if (readpool_get(w->pool, 0, &sr) == 0) {
       int64_t seq = 0;
-      if (store_read_max_seq(sr, &seq) == 0)
+      if (storage_read_max_seq(sr, &seq) == 0)
         w->last_seq = seq;
       readpool_put(w->pool, sr);
     }
@@ -976,9 +1002,22 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
                          gtp_strerror(rc));
     goto fail_daemon;
   }
+  {
+    char *tcause = NULL;
+    rc = web_tls_load(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca,
+                      &w->tls, &tcause);
+    if (rc < 0) {
+      if (cause)
+        *cause = tcause;
+      else
+        free(tcause);
+      goto fail_daemon;
+    }
+  }
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
                    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                   MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+                   MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0) |
+                   web_tls_flags(w->tls);
   w->mhd = MHD_start_daemon(
       flags, cfg->port, NULL, NULL, on_request, w,
       /* The logger first, so MHD never prints on its own. */
@@ -994,8 +1033,11 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
        * mapped lazily, so an idle or small request touches a few KiB. */
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)((1u << 20) + (64u << 10)),
       MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-      w, MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_END);
+      w, MHD_OPTION_NOTIFY_COMPLETED, on_completed, w, MHD_OPTION_ARRAY,
+      web_tls_options(w->tls), MHD_OPTION_END);
   if (!w->mhd) {
+    web_tls_free(w->tls);
+    w->tls = NULL;
     rc = -errno ? -errno : GTP_E_INTERNAL;
     if (cause)
       *cause = dup_cause("web: cannot listen on %s:%u: %s", w->host,
@@ -1013,6 +1055,7 @@ fail_daemon:
   slowguard_free(w->guard);
   readpool_free(w->pool);
 fail_pool:
+  storage_close(w->own_st);
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
   pthread_mutex_destroy(&w->auth_log_lock);
@@ -1037,8 +1080,10 @@ void web_stop(web_server *w) {
   pthread_cond_broadcast(&w->feed_cond);
   pthread_mutex_unlock(&w->feed_lock);
   MHD_stop_daemon(w->mhd);
+  web_tls_free(w->tls); /* after MHD (web_tls.c invariant 1) */
   slowguard_free(w->guard);
   readpool_free(w->pool);
+  storage_close(w->own_st);
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
   pthread_mutex_destroy(&w->auth_log_lock);

@@ -18,7 +18,9 @@ typedef struct web_server web_server;
 typedef struct web_config {
   const char *host;            /* listen address, e.g. "127.0.0.1" */
   uint16_t port;               /* 0 = pick a free port */
-  const char *db_path;         /* opened read-only */
+  const char *db_path;         /* opened read-only when storage is NULL */
+  struct storage *storage;     /* the daemon's storage (borrowed); NULL:
+                                  read the SQLite file db_path */
   const char *read_token;      /* NULL = no auth for reads */
   uint64_t max_window_bytes;   /* default 1 GiB */
   unsigned max_connections;    /* default 256 */
@@ -49,6 +51,9 @@ typedef struct web_config {
                               max_connections / 2; below max_connections */
   unsigned send_timeout_s; /* time a download's client has to take each
                               block (up to 1 MiB), default 120 */
+  /* HTTPS (web_tls.c): PEM files; tls_cert NULL = plain HTTP. With
+   * tls_client_ca, clients need a certificate signed by it (403). */
+  const char *tls_cert, *tls_key, *tls_client_ca;
 } web_config;
 
 /* Fills defaults for everything but db_path. */
@@ -60,6 +65,9 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
               char **cause);
 /* Stops accepting, ends running requests, frees everything. */
 void web_stop(web_server *w);
+/* HTTPS: reads the certificate and key files again (SIGHUP); new
+ * connections use them. 0 (also without HTTPS), or < 0 with *cause. */
+int web_tls_reload_files(web_server *w, char **cause);
 /* A generation with this seq committed: wake /v1/feed waiters. Any thread. */
 void web_notify_commit(web_server *w, int64_t seq);
 

@@ -75,7 +75,7 @@ static int64_t mono_ns(void) {
 /* Reads one page after `after` into a fresh answer. Returns rows (>= 0) or
  * a negative code; on success *j holds the whole answer. */
 static int feed_read(web_req *r, int64_t after, uint32_t limit, json *j) {
-  store_reader *sr;
+  storage_reader *sr;
   int rc = readpool_get(r->w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc < 0)
     return rc;
@@ -83,7 +83,7 @@ static int feed_read(web_req *r, int64_t after, uint32_t limit, json *j) {
   json_obj_begin(j);
   json_key(j, "generations");
   json_arr_begin(j);
-  rc = store_read_feed(sr, after, limit, feed_row, &f);
+  rc = storage_read_feed(sr, after, limit, feed_row, &f);
   readpool_put(r->w->pool, sr);
   json_arr_end(j);
   json_key(j, "cursor");
@@ -108,18 +108,19 @@ static int feed_read(web_req *r, int64_t after, uint32_t limit, json *j) {
  * at or after since_ns, or the newest (since_ns < 0). On failure the error
  * answer is queued (r->ret) and a negative code returned. */
 static int feed_start(web_req *r, int64_t since_ns, int64_t *cursor) {
-  store_reader *sr;
+  storage_reader *sr;
   int rc = readpool_get(r->w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc == 0) {
-    rc = since_ns < 0 ? store_read_max_seq(sr, cursor)
-                      : store_read_feed_since(sr, since_ns, cursor);
+    rc = since_ns < 0 ? storage_read_max_seq(sr, cursor)
+                      : storage_read_feed_since(sr, since_ns, cursor);
     readpool_put(r->w->pool, sr);
   }
   if (rc == GTP_E_LIMIT)
     web_error(r, 503, "overloaded",
               "every database reader is busy; retry shortly");
   else if (rc < 0)
-    web_error(r, 500, "internal", "reading the feed failed: %s",
+    web_error(r, web_rc_status(rc), web_rc_code(rc),
+                       "reading the feed failed: %s",
               gtp_strerror(rc));
   return rc < 0 ? rc : 0;
 }
@@ -204,8 +205,8 @@ enum MHD_Result web_feed(web_req *r) {
         ret = web_error(r, 503, "overloaded",
                         "every database reader is busy; retry shortly");
       else
-        ret = web_error(r, 500, "internal", "reading the feed failed: %s",
-                        gtp_strerror(n));
+        ret = web_error(r, web_rc_status(n), web_rc_code(n),
+                        "reading the feed failed: %s", gtp_strerror(n));
       break;
     }
     int64_t now = mono_ns();

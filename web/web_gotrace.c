@@ -111,12 +111,12 @@ static void godl_free(void *cls) {
  * is gone) or an error. */
 static int godl_fill(godl *d) {
   web_server *w = d->w;
-  store_reader *sr;
+  storage_reader *sr;
   int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc < 0)
     return rc;
   gtp_wbuf_reset(&d->raw);
-  rc = store_read_payload(sr, d->rows[d->next].seq, &d->raw);
+  rc = storage_read_payload(sr, d->rows[d->next].seq, &d->raw);
   readpool_put(w->pool, sr);  /* invariant 3 */
   if (rc == GTP_E_NOTFOUND) { /* invariant 1 */
     d->early = 1;
@@ -259,16 +259,16 @@ static int first_row(void *cls, const store_gen_row *g) {
  * identity the daemon wrote from its HELLO): one indexed row and one
  * payload, whatever the number of sessions. 0, GTP_E_NOTFOUND, or an
  * error. */
-static int session_identity(store_reader *sr, sess_find *f) {
+static int session_identity(storage_reader *sr, sess_find *f) {
   int rc =
-      store_read_session_gens(sr, f->sid, 0, INT64_MAX, -1, 1, first_row, f);
+      storage_read_session_gens(sr, f->sid, 0, INT64_MAX, -1, 1, first_row, f);
   if (rc < 0)
     return rc;
   if (!f->found)
     return GTP_E_NOTFOUND;
   gtp_wbuf b;
   gtp_wbuf_init(&b, 0);
-  rc = store_read_payload(sr, f->seq, &b);
+  rc = storage_read_payload(sr, f->seq, &b);
   if (rc >= 0)
     rc = b.err;
   gtp_record rec;
@@ -441,7 +441,7 @@ enum MHD_Result web_gotrace(web_req *r) {
   const char *host = web_arg(r, "host");
   if (web_dl_slot_take(r) < 0) /* invariant 4 */
     return r->ret;
-  store_reader *sr = web_reader_get(r);
+  storage_reader *sr = web_reader_get(r);
   if (!sr) {
     web_dl_slot_put(w);
     return r->ret;
@@ -456,7 +456,7 @@ enum MHD_Result web_gotrace(web_req *r) {
   store_window_query q = {has_session ? sid : NULL,
                           has_session ? NULL : service,
                           has_session ? NULL : host, from, to};
-  int rc = store_read_window(sr, &q, list_row, c);
+  int rc = storage_read_window(sr, &q, list_row, c);
   sess_find f = {.sid = sid};
   if (rc >= 0 && !c->oom && !c->too_big && c->nsessions == 1 && !has_session)
     snprintf(sid, sizeof sid, "%s", c->sessions[0]);

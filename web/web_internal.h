@@ -44,7 +44,10 @@ struct web_server {
   int64_t send_timeout_ns;
   struct MHD_Daemon *mhd;
   readpool *pool;
+  storage *own_st; /* a read-only SQLite storage web opened (no storage
+                      given in the config), else NULL */
   slowguard *guard; /* headers deadline (slowloris) */
+  struct web_tls *tls; /* HTTPS credentials (web_tls.c), or NULL */
 
   /* Protected by feed_lock: the feed's wake-up state. */
   pthread_mutex_t feed_lock;
@@ -104,6 +107,11 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
 enum MHD_Result web_reply(web_req *r, unsigned status, const char *ctype,
                           char *body, size_t len);
 enum MHD_Result web_reply_json(web_req *r, unsigned status, json *j);
+/* The HTTP status and error code for a failed storage read: 503
+ * "unavailable" while a shared store cannot be reached (retry later), 503
+ * "overloaded" when every reader is busy, else 500 "internal". */
+unsigned web_rc_status(int rc);
+const char *web_rc_code(int rc);
 /* {"error":code,"message":...}; also stores the result in r->ret. */
 enum MHD_Result web_error(web_req *r, unsigned status, const char *code,
                           const char *fmt, ...)
@@ -127,8 +135,8 @@ int web_session_valid(const char *s, char out[33]);
 slowguard_conn *web_conn_guard(struct MHD_Connection *conn);
 
 /* Borrow a reader or answer 503 / 500 (returns NULL then). */
-store_reader *web_reader_get(web_req *r);
-void web_reader_put(web_req *r, store_reader *sr);
+storage_reader *web_reader_get(web_req *r);
+void web_reader_put(web_req *r, storage_reader *sr);
 
 /* Downloads in flight (web.c): every download handler takes a place
  * among --http-max-downloads before its listing (web_dl_slot_take answers

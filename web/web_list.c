@@ -87,7 +87,7 @@ enum MHD_Result web_agents(web_req *r) {
     f.tag_key = tag;
     f.tag_value = tag + (colon - t) + 1;
   }
-  store_reader *sr = web_reader_get(r);
+  storage_reader *sr = web_reader_get(r);
   if (!sr)
     return r->ret;
   json j;
@@ -96,13 +96,14 @@ enum MHD_Result web_agents(web_req *r) {
   json_key(&j, "agents");
   json_arr_begin(&j);
   agents_ctx a = {r->w, &j};
-  int rc = store_read_sessions(sr, &f, agent_row, &a);
+  int rc = storage_read_sessions(sr, &f, agent_row, &a);
   web_reader_put(r, sr);
   json_arr_end(&j);
   json_obj_end(&j);
   if (rc < 0 || j.buf.err) {
     json_fini(&j);
-    return web_error(r, 500, "internal", "listing agents failed: %s",
+    return web_error(r, web_rc_status(rc), web_rc_code(rc),
+                     "listing agents failed: %s",
                      gtp_strerror(rc < 0 ? rc : j.buf.err));
   }
   return web_reply_json(r, 200, &j);
@@ -145,7 +146,7 @@ enum MHD_Result web_session_gens(web_req *r, const char *session) {
   if (from >= to)
     return web_error(r, 400, "bad_parameter",
                      "from: must be before to (the window is [from, to))");
-  store_reader *sr = web_reader_get(r);
+  storage_reader *sr = web_reader_get(r);
   if (!sr)
     return r->ret;
   json j;
@@ -154,9 +155,9 @@ enum MHD_Result web_session_gens(web_req *r, const char *session) {
   json_kv_str(&j, "session", session);
   json_key(&j, "generations");
   json_arr_begin(&j);
-  int rc = store_read_session_gens(sr, session, from, to,
-                                   has_after ? (int64_t)after : -1,
-                                   (uint32_t)limit, gen_row, &j);
+  int rc = storage_read_session_gens(sr, session, from, to,
+                                     has_after ? (int64_t)after : -1,
+                                     (uint32_t)limit, gen_row, &j);
   web_reader_put(r, sr);
   json_arr_end(&j);
   json_obj_end(&j);
@@ -166,7 +167,8 @@ enum MHD_Result web_session_gens(web_req *r, const char *session) {
   }
   if (rc < 0 || j.buf.err) {
     json_fini(&j);
-    return web_error(r, 500, "internal", "listing generations failed: %s",
+    return web_error(r, web_rc_status(rc), web_rc_code(rc),
+                     "listing generations failed: %s",
                      gtp_strerror(rc < 0 ? rc : j.buf.err));
   }
   return web_reply_json(r, 200, &j);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "httptime.h"
+#include "storage.h"
 #include "store_search.h"
 #include "summary.h"
 #include "web_internal.h"
@@ -215,12 +216,19 @@ enum MHD_Result web_search(web_req *r) {
   q.min_ns = (uint64_t)min;
   q.max_ns = has_max ? (uint64_t)max : UINT64_MAX;
   q.limit = (uint32_t)limit;
-  store_reader *sr = web_reader_get(r);
-  if (!sr)
+  storage_reader *rd = web_reader_get(r);
+  if (!rd)
     return r->ret;
+  store_reader *sr = storage_reader_sqlite(rd);
+  if (!sr) {
+    web_reader_put(r, rd);
+    return web_error(r, 501, "not_implemented",
+                     "search and summary need the SQLite backend (--db); "
+                     "the shared catalog holds no summaries yet");
+  }
   char sid[33];
   if (parse_scope(r, sr, &q.service, sid, &q.session) < 0) {
-    web_reader_put(r, sr);
+    web_reader_put(r, rd);
     return r->ret;
   }
   json j;
@@ -233,7 +241,7 @@ enum MHD_Result web_search(web_req *r) {
   int64_t next_seq = 0;
   uint64_t next_skip = 0;
   int rc = store_search_spans(sr, &q, span_row, &j, &next_seq, &next_skip);
-  web_reader_put(r, sr);
+  web_reader_put(r, rd);
   json_arr_end(&j);
   json_key(&j, "next_cursor");
   if (next_seq > 0) {
@@ -310,12 +318,19 @@ enum MHD_Result web_summary(web_req *r) {
   if (parse_range(r, &q.from_ns, &q.to_ns) < 0 ||
       parse_name(r, name, sizeof name, &q.name, &q.prefix) < 0)
     return r->ret;
-  store_reader *sr = web_reader_get(r);
-  if (!sr)
+  storage_reader *rd = web_reader_get(r);
+  if (!rd)
     return r->ret;
+  store_reader *sr = storage_reader_sqlite(rd);
+  if (!sr) {
+    web_reader_put(r, rd);
+    return web_error(r, 501, "not_implemented",
+                     "search and summary need the SQLite backend (--db); "
+                     "the shared catalog holds no summaries yet");
+  }
   char sid[33];
   if (parse_scope(r, sr, &q.service, sid, &q.session) < 0) {
-    web_reader_put(r, sr);
+    web_reader_put(r, rd);
     return r->ret;
   }
   json j;
@@ -327,7 +342,7 @@ enum MHD_Result web_summary(web_req *r) {
   json_arr_begin(&j);
   uint64_t pending = 0;
   int rc = store_search_summary(sr, &q, stats_row, &j, &pending);
-  web_reader_put(r, sr);
+  web_reader_put(r, rd);
   json_arr_end(&j);
   json_kv_u64(&j, "unsummarized_generations", pending);
   json_obj_end(&j);

@@ -97,16 +97,16 @@ typedef struct dl {
   gtp_wbuf raw; /* chrome: one generation's stored bytes (pump thread) */
   gtp_chrome *ch;
   gtp_perfetto *pft; /* format=perfetto: the pump's writer instead of ch */
-  dlpipe *pipe;   /* chrome: JSON from the pump */
-  pthread_t pump; /* valid when pump_started */
+  dlpipe *pipe;      /* chrome: JSON from the pump */
+  pthread_t pump;    /* valid when pump_started */
   int pump_started;
-  int early;        /* a listed generation was gone: ended at `next` */
-  int finished;     /* the body went out whole (or ended early) */
-  int64_t send_by;  /* deadline of the block last handed out, 0 = none */
-  char what[80];    /* for log lines */
-  struct prefetch *pf; /* NULL: payloads are read inline */
-  int zpass;           /* native + zstd: stored frames pass through */
-  dlenc *ez;           /* gzip, or zstd of Chrome JSON: encoder stage */
+  int early;               /* a listed generation was gone: ended at `next` */
+  int finished;            /* the body went out whole (or ended early) */
+  int64_t send_by;         /* deadline of the block last handed out, 0 = none */
+  char what[80];           /* for log lines */
+  struct prefetch *pf;     /* NULL: payloads are read inline */
+  int zpass;               /* native + zstd: stored frames pass through */
+  dlenc *ez;               /* gzip, or zstd of Chrome JSON: encoder stage */
   int plain_end, plain_rc; /* ez: the plain body ended, with this status */
 } dl;
 
@@ -150,13 +150,13 @@ typedef struct prefetch {
  * thread; borrows a pool reader for this one read only (invariant 3). */
 static int read_payload(dl *d, size_t i, gtp_wbuf *b) {
   web_server *w = d->w;
-  store_reader *sr;
+  storage_reader *sr;
   int rc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &sr);
   if (rc < 0)
     return rc;
   gtp_wbuf_reset(b);
-  rc = d->zpass ? store_read_payload_zstd(sr, d->seqs[i], b)
-                : store_read_payload(sr, d->seqs[i], b);
+  rc = d->zpass ? storage_read_payload_zstd(sr, d->seqs[i], b)
+                : storage_read_payload(sr, d->seqs[i], b);
   readpool_put(w->pool, sr);
   return rc < 0 ? rc : b->err;
 }
@@ -767,26 +767,26 @@ static int sess_seen(void *ctx, const store_session_row *row) {
 static int gen_seen(void *ctx, const store_gen_row *row) {
   return stop_at_first(ctx, row);
 }
-static int subject_known(store_reader *sr, const store_window_query *q) {
+static int subject_known(storage_reader *sr, const store_window_query *q) {
   int seen = 0, rc;
   if (q->session) {
-    rc = store_read_session_gens(sr, q->session, 0, INT64_MAX, -1, 1,
-                                 gen_seen, &seen);
+    rc = storage_read_session_gens(sr, q->session, 0, INT64_MAX, -1, 1,
+                                   gen_seen, &seen);
     if (rc == GTP_E_NOTFOUND)
       return 0;
     return rc < 0 ? rc : 1; /* a session without rows is still known */
   }
   store_session_filter f = {q->service, q->host, NULL, NULL};
-  rc = store_read_sessions(sr, &f, sess_seen, &seen);
+  rc = storage_read_sessions(sr, &f, sess_seen, &seen);
   return rc < 0 ? rc : seen;
 }
 
 /* A download's slot (web_dl_slot_take) and a pooled reader; NULL with the
  * answer queued (and the slot given back) when either is not to be had. */
-static store_reader *dl_begin(web_req *r) {
+static storage_reader *dl_begin(web_req *r) {
   if (web_dl_slot_take(r) < 0)
     return NULL;
-  store_reader *sr = web_reader_get(r);
+  storage_reader *sr = web_reader_get(r);
   if (!sr)
     web_dl_slot_put(r->w);
   return sr;
@@ -841,7 +841,7 @@ enum MHD_Result web_trace(web_req *r) {
   if (from >= to)
     return web_error(r, 400, "bad_parameter",
                      "from: must be before to (the window is [from, to))");
-  store_reader *sr = dl_begin(r);
+  storage_reader *sr = dl_begin(r);
   if (!sr)
     return r->ret;
   win_ctx *c = calloc(1, sizeof *c);
@@ -854,7 +854,7 @@ enum MHD_Result web_trace(web_req *r) {
   store_window_query q = {has_session ? sid : NULL,
                           has_session ? NULL : service,
                           has_session ? NULL : host, from, to};
-  int rc = store_read_window(sr, &q, win_row, c);
+  int rc = storage_read_window(sr, &q, win_row, c);
   int known = 1;
   if (rc >= 0 && !c->oom && c->n == 0)
     known = subject_known(sr, &q);
@@ -875,8 +875,8 @@ enum MHD_Result web_trace(web_req *r) {
                     service);
   } else if (rc < 0 || c->oom || known < 0) {
     rc = rc < 0 ? rc : known < 0 ? known : -ENOMEM;
-    ret = web_error(r, 500, "internal", "listing the window failed: %s",
-                    gtp_strerror(rc));
+    ret = web_error(r, web_rc_status(rc), web_rc_code(rc),
+                    "listing the window failed: %s", gtp_strerror(rc));
   } else if (c->too_big) {
     char lim[32];
     fmt_size(lim, sizeof lim, c->max_bytes);
@@ -895,11 +895,25 @@ enum MHD_Result web_trace(web_req *r) {
     info.lost = c->lost;
     info.span_start = c->n ? c->span_start : from;
     info.span_end = c->n ? c->span_end : to;
-    char what[80];
-    snprintf(what, sizeof what, "window %.64s", info.stem);
-    ret = dl_respond(r, chrome, c->seqs, c->n, &info, what);
-    c->seqs = NULL; /* taken */
-    slot = 0;       /* taken */
+    /* Before the headers: a shared store that cannot serve the window
+     * now gets a clean 503 instead of a stream cut short. */
+    storage_reader *cr;
+    int crc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &cr);
+    if (crc == 0) {
+      crc = storage_read_check(cr, c->seqs, c->n);
+      readpool_put(w->pool, cr);
+    }
+    if (crc < 0) {
+      ret = web_error(r, web_rc_status(crc), web_rc_code(crc),
+                      "the store cannot serve this window now: %s",
+                      gtp_strerror(crc));
+    } else {
+      char what[80];
+      snprintf(what, sizeof what, "window %.64s", info.stem);
+      ret = dl_respond(r, chrome, c->seqs, c->n, &info, what);
+      c->seqs = NULL; /* taken */
+      slot = 0;       /* taken */
+    }
   }
   if (slot)
     web_dl_slot_put(w);
@@ -950,12 +964,12 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
                      "no such path: %.200s (generation must be a number)",
                      r->url);
   web_server *w = r->w;
-  store_reader *sr = dl_begin(r);
+  storage_reader *sr = dl_begin(r);
   if (!sr)
     return r->ret;
   one_ctx c = {.want = g};
-  int rc = store_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1, 1,
-                                   one_row, &c);
+  int rc = storage_read_session_gens(sr, session, 0, INT64_MAX, (int64_t)g - 1,
+                                     1, one_row, &c);
   web_reader_put(r, sr);
   if (rc == GTP_E_NOTFOUND || (rc >= 0 && !c.found)) {
     web_dl_slot_put(w);
@@ -966,8 +980,8 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
   }
   if (rc < 0) {
     web_dl_slot_put(w);
-    return web_error(r, 500, "internal", "reading the generation failed: %s",
-                     gtp_strerror(rc));
+    return web_error(r, web_rc_status(rc), web_rc_code(rc),
+                     "reading the generation failed: %s", gtp_strerror(rc));
   }
   int64_t *seqs = malloc(sizeof *seqs);
   if (!seqs) {
@@ -975,6 +989,19 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
     return web_error(r, 500, "internal", "out of memory");
   }
   seqs[0] = c.seq;
+  storage_reader *cr;
+  int crc = readpool_get(w->pool, WEB_POOL_WAIT_MS, &cr);
+  if (crc == 0) {
+    crc = storage_read_check(cr, seqs, 1);
+    readpool_put(w->pool, cr);
+  }
+  if (crc < 0) {
+    free(seqs);
+    web_dl_slot_put(w);
+    return web_error(r, web_rc_status(crc), web_rc_code(crc),
+                     "the store cannot serve this generation now: %s",
+                     gtp_strerror(crc));
+  }
   dl_info info = {.stem = c.service[0] ? c.service : session,
                   .name_ns = c.start_ns,
                   .gens = 1,

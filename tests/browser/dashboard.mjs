@@ -131,7 +131,9 @@ try {
 
   // ----------------------------------------------------------- window
   step = 'window';
-  await page.waitForSelector('#viewer[data-lanes]');
+  // The overview comes first; the lanes of threads with the generations'
+  // details (loaded one by one).
+  await page.waitForFunction(() => /worker-\d/.test(document.getElementById('viewer')?.dataset.lanes || ''));
   const lanes = JSON.parse(await page.locator('#viewer').getAttribute('data-lanes'));
   log(`lanes: ${lanes.join(', ')}`);
   check(lanes.some((l) => / \/ worker-\d+$/.test(l)), 'no worker lane');

@@ -90,7 +90,8 @@ int gtc_send_raw(gtc *c, const void *p, size_t n) {
       return -ETIMEDOUT;
     if (pr < 0 && errno != EINTR)
       return -errno;
-    ssize_t w = send(c->fd, b, n, MSG_NOSIGNAL);
+    ssize_t w = c->xsend != NULL ? c->xsend(c->xctx, b, n)
+                                 : send(c->fd, b, n, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR || errno == EAGAIN)
         continue;
@@ -162,7 +163,8 @@ int gtc_read_any(gtc *c, gtp_frame *f, int timeout_ms, int skip_heartbeats) {
     if (left <= 0)
       return -ETIMEDOUT;
     struct pollfd pf = {c->fd, POLLIN, 0};
-    int pr = poll(&pf, 1, (int)left);
+    /* A transport may hold decrypted bytes the socket no longer shows. */
+    int pr = c->xrecv != NULL ? 1 : poll(&pf, 1, (int)left);
     if (pr == 0)
       return -ETIMEDOUT;
     if (pr < 0) {
@@ -170,7 +172,8 @@ int gtc_read_any(gtc *c, gtp_frame *f, int timeout_ms, int skip_heartbeats) {
         continue;
       return -errno;
     }
-    ssize_t r = recv(c->fd, c->in, sizeof c->in, 0);
+    ssize_t r = c->xrecv != NULL ? c->xrecv(c->xctx, c->in, sizeof c->in)
+                                 : recv(c->fd, c->in, sizeof c->in, 0);
     if (r == 0)
       return 0;
     if (r < 0) {

@@ -24,6 +24,11 @@ typedef struct gtc {
   gtp_frame_decoder dec;
   uint8_t in[65536];
   size_t in_off, in_len;
+  /* Optional transport over fd (bench_ingest's TLS runs): set after
+   * gtc_connect; NULL = the socket itself. Blocking, send/recv results. */
+  ssize_t (*xsend)(void *ctx, const void *p, size_t n);
+  ssize_t (*xrecv)(void *ctx, void *p, size_t n);
+  void *xctx;
 } gtc;
 
 /* Connects to 127.0.0.1:port. 0 or -errno. */

@@ -151,6 +151,37 @@ static void test_conf_parse_args__flags_both_forms(void **state) {
   conf_fini(&c);
 }
 
+/* --tls-require-service-san is a flag without a value: it must not eat
+ * the next flag; in a config file it takes yes/no. */
+static void test_conf_parse_args__tls_flags(void **state) {
+  (void)state;
+  conf c;
+  char *cause = NULL;
+  conf_init(&c);
+  ARGV("--tls-cert", "/x/c.pem", "--tls-require-service-san", "--tls-key",
+       "/x/k.pem", "--tls-client-ca=/x/ca.pem", "--http-tls-client-ca",
+       "/x/hca.pem");
+  assert_int_equal(conf_parse_args(&c, argc, argv, &cause), CONF_RUN);
+  assert_null(cause);
+  assert_string_equal(c.tls_cert, "/x/c.pem");
+  assert_string_equal(c.tls_key, "/x/k.pem");
+  assert_string_equal(c.tls_client_ca, "/x/ca.pem");
+  assert_string_equal(c.http_tls_client_ca, "/x/hca.pem");
+  assert_int_equal(c.tls_require_service_san, 1);
+  conf_fini(&c);
+
+  conf_init(&c);
+  assert_int_equal(
+      conf_parse_text(&c, "t.conf", "tls-require-service-san = no\n", &cause),
+      0);
+  assert_int_equal(c.tls_require_service_san, 0);
+  assert_true(conf_parse_text(&c, "t.conf", "tls-require-service-san = maybe\n",
+                              &cause) < 0);
+  assert_non_null(strstr(cause, "t.conf:1"));
+  free(cause);
+  conf_fini(&c);
+}
+
 static void test_conf_parse_args__help_and_version(void **state) {
   conf c;
   char *cause = NULL;
@@ -322,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_conf_parse_addr__forms),
       cmocka_unit_test(test_conf_parse_args__flags_both_forms),
       cmocka_unit_test(test_conf_parse_args__help_and_version),
+      cmocka_unit_test(test_conf_parse_args__tls_flags),
       cmocka_unit_test(test_conf_parse_args__errors_name_the_flag),
       cmocka_unit_test(test_conf_parse_text__keys_comments_quotes),
       cmocka_unit_test(test_conf_parse_text__errors_name_file_and_line),

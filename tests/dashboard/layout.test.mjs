@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildModel } from '../../web/dashboard/model.js';
 import {
-  layout, colorOf, lowerBound, niceTick, fmtTick, PROC_H, COUNTER_H,
+  layout, colorOf, hashName, PALETTE, fitLabel, lowerBound, niceTick, fmtTick, PROC_H, COUNTER_H,
 } from '../../web/dashboard/layout.js';
 import { fmtDur, fmtBytes, fmtCount } from '../../web/dashboard/fmt.js';
 
@@ -35,7 +35,31 @@ test('lanes: processes by pid, threads by name (numeric aware), then counters; n
 test('colours are a function of the name alone', () => {
   assert.equal(colorOf('GET /api'), colorOf('GET /api'));
   assert.notEqual(colorOf('GET /api'), colorOf('GET /apj'));
-  assert.match(colorOf(''), /^hsl\(\d+, 55%, 74%\)$/);
+  assert.ok(PALETTE.includes(colorOf('')));
+});
+
+test('colours: every name maps into the palette, and common names spread over it', () => {
+  const names = ['request', 'db.query', 'cache.get', 'render', 'GET /a', 'GET /b', 'parse', 'serialize',
+    'lock', 'io.read', 'io.write', 'auth', 'http.handle', 'json.encode', 'gc', 'sleep'];
+  const used = new Set(names.map(colorOf));
+  for (const c of used) assert.ok(PALETTE.includes(c));
+  // 16 names over 12 colours: a fair hash uses most of them.
+  assert.ok(used.size >= 7, `only ${used.size} colours for 16 names`);
+  // Stable across runs and sessions: a fixed value for a fixed name.
+  assert.equal(hashName('request'), hashName('request'));
+  assert.equal(colorOf('request'), PALETTE[hashName('request') % PALETTE.length]);
+});
+
+test('fitLabel: fits, ellipsizes to the longest prefix that fits, or draws nothing', () => {
+  const m = (t) => t.length * 6; // a fixed 6 px advance
+  assert.equal(fitLabel('request', 42, m), 'request');
+  assert.equal(fitLabel('request', 41, m), 'reque…');
+  assert.equal(fitLabel('request', 12, m), 'r…');
+  assert.equal(fitLabel('request', 11, m), '');
+  assert.equal(fitLabel('request', 0, m), '');
+  assert.equal(fitLabel('', 100, m), '');
+  // Whatever it returns fits (labels never spill into the neighbour).
+  for (let w = 0; w < 60; w++) assert.ok(m(fitLabel('db.query.slow', w, m)) <= w);
 });
 
 test('lowerBound finds the first element not below x', () => {

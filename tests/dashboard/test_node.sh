@@ -1,5 +1,5 @@
 #!/bin/sh
-# The dashboard's pure modules (model.js, layout.js, fmt.js) under Node's own
+# The dashboard's pure modules (model.js, loader.js, layout.js, fmt.js) under Node's own
 # test runner: no browser and no npm packages. Skips without node >= 18.
 : "${top_srcdir:=.}"
 command -v node >/dev/null 2>&1 || { echo "SKIP: node not installed"; exit 77; }

@@ -18,13 +18,18 @@ int gtp_fuzz_frame_one(const uint8_t *data, size_t size);
 /* File reader, generation parser, table iterators, event iteration. */
 int gtp_fuzz_trace_one(const uint8_t *data, size_t size);
 
+/* Go 1.22+ generation reader (first byte: version). */
+int gtp_fuzz_gotrace_one(const uint8_t *data, size_t size);
+
 /* Seed kinds passed to the emit callback. */
-enum { GTP_SEED_FRAME = 0, GTP_SEED_TRACE = 1 };
+enum { GTP_SEED_FRAME = 0, GTP_SEED_TRACE = 1, GTP_SEED_GOTRACE = 2 };
 typedef void (*gtp_seed_emit)(int kind, const char *name, const uint8_t *p,
                               size_t n, void *ctx);
 /* Builds every seed with the real writer APIs and hands each to emit.
  * Returns 0, or a negative code if a writer failed. */
 int gtp_fuzz_seeds(gtp_seed_emit emit, void *ctx);
+/* The Go reader's seeds (fuzz_gotrace.c), one per Go version. */
+int gtp_fuzz_go_seeds(gtp_seed_emit emit, void *ctx);
 
 #define fuzz_fail(what)                                                        \
   do {                                                                         \

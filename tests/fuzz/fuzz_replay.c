@@ -45,6 +45,7 @@ static void run_both(const uint8_t *p, size_t n) {
     memcpy(c, p, n);
   gtp_fuzz_frame_one(c, n);
   gtp_fuzz_trace_one(c, n);
+  gtp_fuzz_gotrace_one(c, n);
   free(c);
   runs++;
 }
@@ -89,6 +90,8 @@ static int seed_is_valid(const seed *s) {
     gtp_frame_decoder_fini(&d);
     return ok;
   }
+  if (s->kind == GTP_SEED_GOTRACE)
+    return s->n > 0; /* gtp_fuzz_go_seeds parsed each before emitting it */
   gtp_gen g;
   size_t used;
   if (gtp_gen_parse(s->p, s->n, &g, &used) == 0) {
@@ -259,12 +262,14 @@ int main(int argc, char **argv) {
     return rc;
   }
   int rc = gtp_fuzz_seeds(keep_seed, NULL);
+  if (rc >= 0)
+    rc = gtp_fuzz_go_seeds(keep_seed, NULL);
   if (rc < 0) {
     fprintf(stderr, "fuzz_replay: seed generation failed: %s\n",
             gtp_strerror(rc));
     return 1;
   }
-  size_t kinds[2] = {0, 0};
+  size_t kinds[3] = {0, 0, 0};
   for (size_t i = 0; i < nseeds; i++) {
     if (!seed_is_valid(&seeds[i])) {
       fprintf(stderr, "fuzz_replay: seed %s does not decode\n", seeds[i].name);
@@ -273,7 +278,8 @@ int main(int argc, char **argv) {
     kinds[seeds[i].kind]++;
     run_both(seeds[i].p, seeds[i].n);
   }
-  if (kinds[GTP_SEED_FRAME] < 5 || kinds[GTP_SEED_TRACE] < 3) {
+  if (kinds[GTP_SEED_FRAME] < 5 || kinds[GTP_SEED_TRACE] < 3 ||
+      kinds[GTP_SEED_GOTRACE] < 5) {
     fprintf(stderr, "fuzz_replay: too few seeds\n");
     return 1;
   }
@@ -285,8 +291,10 @@ int main(int argc, char **argv) {
       run_both(p, n);
       free(p);
     }
-  printf("fuzz_replay: %zu seeds (%zu frame, %zu trace), %lu runs, ok\n",
-         nseeds, kinds[GTP_SEED_FRAME], kinds[GTP_SEED_TRACE], runs);
+  printf("fuzz_replay: %zu seeds (%zu frame, %zu trace, %zu go), %lu runs, "
+         "ok\n",
+         nseeds, kinds[GTP_SEED_FRAME], kinds[GTP_SEED_TRACE],
+         kinds[GTP_SEED_GOTRACE], runs);
   for (size_t i = 0; i < nseeds; i++)
     free(seeds[i].p);
   return 0;

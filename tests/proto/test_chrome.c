@@ -411,7 +411,9 @@ static void test_chrome__open_region_closed_at_window_end(void **state) {
   tb_fini(&t);
 }
 
-static void test_chrome__end_without_begin_is_dropped(void **state) {
+/* Ends whose begin precedes the window are kept: each gets a synthetic,
+ * flagged begin at the window start (nothing the trace holds is dropped). */
+static void test_chrome__end_without_begin_opens_at_window_start(void **state) {
   (void)state;
   tb t;
   tb_init(&t);
@@ -421,16 +423,74 @@ static void test_chrome__end_without_begin_is_dropped(void **state) {
   tb_ev(&t, GTP_EV_TASK_END, T0 + 1500, 5, 0, 0);   /* began before */
   tb_ev(&t, GTP_EV_REGION_BEGIN, T0 + 2000, tb_str(&t, "a"), 0, 0);
   tb_ev(&t, GTP_EV_REGION_END, T0 + 3000, 0, 0, 0);
-  tb_ev(&t, GTP_EV_REGION_END, T0 + 4000, 0, 0, 0); /* one too many */
+  tb_ev(&t, GTP_EV_REGION_END, T0 + 4000, 0, 0, 0); /* began before too */
   tb_batch_end(&t);
   tb_gen_end(&t, T0 + 5000, 0, 0, 0);
   sinkbuf out = {0};
   assert_int_equal(convert(&t, &out, 0, 0), 0);
   assert_true(json_valid(out.data, out.len));
-  assert_int_equal(count(out.data, "\"ph\":\"B\""), 1);
-  assert_int_equal(count(out.data, "\"ph\":\"E\""), 1);
-  assert_int_equal(count(out.data, "\"ph\":\"e\""), 0);
+  assert_int_equal(count(out.data, "\"ph\":\"B\""), 3);
+  assert_int_equal(count(out.data, "\"ph\":\"E\""), 3);
+  assert_int_equal(count(out.data, "\"ph\":\"b\""), 1);
+  assert_int_equal(count(out.data, "\"ph\":\"e\""), 1);
+  assert_int_equal(count(out.data, "\"gentrace.begun_before_window\":true"), 3);
+  assert_non_null(strstr(out.data, "{\"name\":\"\",\"ph\":\"B\",\"ts\":0.000,"
+                                   "\"pid\":1,\"tid\":3,\"args\":{\"gentrace."
+                                   "begun_before_window\":true}}"));
   assert_non_null(strstr(out.data, "{\"ph\":\"E\",\"ts\":3.000,"));
+  assert_non_null(strstr(out.data, "{\"ph\":\"E\",\"ts\":4.000,"));
+  assert_non_null(strstr(out.data, "{\"name\":\"\",\"cat\":\"task\",\"id\":"
+                                   "\"0x5\",\"ph\":\"e\",\"ts\":1.500,"));
+  free(out.data);
+  tb_fini(&t);
+}
+
+/* Tasks handed between threads: the thread that ends them is written
+ * first in every generation (its buffer flushed first), and some tasks end
+ * a generation later on a third thread. Every begin gets its named end,
+ * nothing synthetic is needed, and open tasks close at the window end. */
+static void
+test_chrome__task_ends_before_begin_in_body_are_paired(void **state) {
+  (void)state;
+  enum { N = 300 };
+  tb t;
+  tb_init(&t);
+  for (uint64_t gen = 1; gen <= 3; gen++) {
+    uint64_t base = T0 + gen * 1000000000ull;
+    gen_begin(&t, 1, gen, "svc");
+    uint64_t name = tb_str(&t, "handoff");
+    /* Thread 2: ends of this generation's tasks (even ones), at +2us. */
+    tb_batch_begin(&t, 2, base);
+    for (uint64_t i = 0; i < N; i += 2)
+      tb_ev(&t, GTP_EV_TASK_END, base + 1000 * i + 2000, gen * 1000 + i, 0, 0);
+    tb_batch_end(&t);
+    /* Thread 1: every task begins here. */
+    tb_batch_begin(&t, 1, base);
+    for (uint64_t i = 0; i < N; i++)
+      tb_ev(&t, GTP_EV_TASK_BEGIN, base + 1000 * i + 1, gen * 1000 + i, 0,
+            name);
+    tb_batch_end(&t);
+    /* Thread 3: ends of the previous generation's odd tasks. */
+    if (gen > 1) {
+      tb_batch_begin(&t, 3, base);
+      for (uint64_t i = 1; i < N; i += 2)
+        tb_ev(&t, GTP_EV_TASK_END, base + 1000 * i + 5, (gen - 1) * 1000 + i, 0,
+              0);
+      tb_batch_end(&t);
+    }
+    tb_gen_end(&t, base + 999999999ull, 0, 0, 0);
+  }
+  sinkbuf out = {0};
+  assert_int_equal(convert(&t, &out, 0, 0), 0);
+  assert_true(json_valid(out.data, out.len));
+  assert_int_equal(count(out.data, "\"ph\":\"b\""), 3 * N);
+  assert_int_equal(count(out.data, "\"ph\":\"e\""), 3 * N);
+  /* Every e is named after its b; only generation 3's odd tasks are open. */
+  assert_int_equal(count(out.data, "{\"name\":\"handoff\",\"cat\":\"task\""),
+                   6 * N);
+  assert_int_equal(count(out.data, "gentrace.begun_before_window"), 0);
+  assert_int_equal(count(out.data, "\"gentrace.closed_at_window_end\":true"),
+                   N / 2);
   free(out.data);
   tb_fini(&t);
 }
@@ -711,7 +771,8 @@ int main(void) {
       cmocka_unit_test(test_chrome__every_kind_is_written_once_per_event),
       cmocka_unit_test(test_chrome__ts_is_microseconds_with_three_decimals),
       cmocka_unit_test(test_chrome__open_region_closed_at_window_end),
-      cmocka_unit_test(test_chrome__end_without_begin_is_dropped),
+      cmocka_unit_test(test_chrome__end_without_begin_opens_at_window_start),
+      cmocka_unit_test(test_chrome__task_ends_before_begin_in_body_are_paired),
       cmocka_unit_test(test_chrome__task_end_repeats_the_begin_name),
       cmocka_unit_test(test_chrome__nasty_strings_are_escaped),
       cmocka_unit_test(test_json_escape__exact_bytes),

@@ -9,7 +9,7 @@ import { fmtDur } from './fmt.js';
 export const ROW_H = 18; // one region depth
 export const MARK_H = 12; // the instants/logs row at the top of a thread lane
 export const LANE_PAD = 4;
-export const PROC_H = 22;
+export const PROC_H = 28; // the session header: name, lost marks, overview density
 export const COUNTER_H = 36;
 export const RULER_H = 24;
 export const MIN_SPAN = 0.05; // µs: 50 ns, below the clock's resolution anyway
@@ -19,15 +19,16 @@ export const MIN_SPAN = 0.05; // µs: 50 ns, below the clock's resolution anyway
 export function layout(model) {
   const lanes = [];
   let y = 0;
-  const pids = [...model.procs.keys()].sort((a, b) => a - b);
-  for (const pid of pids) {
-    const p = model.procs.get(pid);
+  // Procs by their number (a session's order in the window when loaded
+  // progressively, its synthetic pid otherwise).
+  const procs = [...model.procs.values()].sort((a, b) => a.pid - b.pid);
+  for (const p of procs) {
     lanes.push({ kind: 'proc', label: p.name, proc: p, y, h: PROC_H });
     y += PROC_H;
     const threads = [...p.threads.values()].sort((a, b) =>
       (a.name || '~').localeCompare(b.name || '~', undefined, { numeric: true }) || a.tid - b.tid);
     for (const t of threads) {
-      if (!t.rows.length && !t.marks.length) continue;
+      if (!t.rows.length && !t.marks.length && !t.known) continue;
       const hh = MARK_H + Math.max(1, t.rows.length) * ROW_H + LANE_PAD;
       lanes.push({ kind: 'thread', label: t.name || `thread ${t.tid}`, sub: `tid ${t.tid}`, proc: p, thread: t, y, h: hh });
       y += hh;
@@ -46,14 +47,44 @@ export function layout(model) {
   return { lanes, height: y };
 }
 
-export function colorOf(name) {
+// Region and task colours: a stable hash of the name picks one of a fixed
+// palette of light, mutually distinct colours (a name keeps its colour
+// across windows, reloads and browsers; dark text stays readable on all).
+export const PALETTE = [
+  '#8ec5ff', '#ffb38a', '#9ee0a1', '#f5a3c7', '#c6b3ff', '#ffd86e',
+  '#83ddd6', '#e7b98f', '#b5d77a', '#f0a6a6', '#a9c1e8', '#d9b3e6',
+];
+export function hashName(name) {
   let x = 2166136261;
   for (let i = 0; i < name.length; i++) {
     x ^= name.charCodeAt(i);
     x = Math.imul(x, 16777619);
   }
-  const hue = (x >>> 0) % 360;
-  return `hsl(${hue}, 55%, 74%)`;
+  // Final avalanche so names differing in the last letter spread out.
+  x ^= x >>> 15;
+  x = Math.imul(x, 0x2c1b3c6d);
+  x ^= x >>> 12;
+  return x >>> 0;
+}
+export function colorOf(name) {
+  return PALETTE[hashName(String(name)) % PALETTE.length];
+}
+
+// The label to draw in `width` px: the text if it fits, else the longest
+// prefix with '…' that fits, else '' (nothing is drawn rather than a label
+// spilling into its neighbour). `measure(text)` gives a width in px
+// (ctx.measureText in the page, a fixed advance in tests).
+export function fitLabel(text, width, measure) {
+  if (width <= 0 || !text) return '';
+  if (measure(text) <= width) return text;
+  if (measure('…') > width) return '';
+  let lo = 0, hi = text.length - 1; // longest prefix p with measure(p + '…') <= width
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (measure(text.slice(0, mid) + '…') <= width) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo > 0 ? text.slice(0, lo) + '…' : '';
 }
 
 // First index i in arr (sorted by key) with key(arr[i]) >= x.

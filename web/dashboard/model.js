@@ -136,7 +136,7 @@ export function buildModel(doc) {
 
 // A counter written by several threads (latency per request) arrives in
 // batch order; drawing and lookup need it in time order.
-function sortSeries(c) {
+export function sortSeries(c) {
   const q = [...c.v].sort((a, b) => a - b);
   c.p99 = q.length ? q[Math.min(q.length - 1, Math.floor(q.length * 0.99))] : 0;
   let sorted = true;
@@ -183,7 +183,7 @@ function buildThread(t, extent) {
   t.marks.sort((a, b) => a.ts - b.ts);
 }
 
-function packTasks(tasks) {
+export function packTasks(tasks) {
   tasks.sort((a, b) => a.s - b.s);
   const rows = [];
   const ends = [];
@@ -208,3 +208,114 @@ function packTasks(tasks) {
   return rows;
 }
 
+
+// The model of several generations loaded one by one (loader.js), as one
+// model the viewer draws. `chunks`: [{ key, proc, order, model, off }] where
+// `proc` names the session (its lanes stay together across generations),
+// `model` is buildModel() of that generation's Chrome JSON and `off` the
+// µs from the window's start to the generation's ts 0 (0 once shiftModel
+// moved it; then `s`, its start, orders the chunks). `skeleton`: the
+// procs to show even with nothing loaded ([{ key, order, name }]), and
+// `known`: a Map kept across calls of the threads seen so far, so lanes do
+// not come and go as generations are loaded and evicted. Chunks of one
+// session never overlap in time (a session's generations follow each
+// other), so concatenating their rows in start order keeps invariant 1.
+export function mergeModels(chunks, skeleton, known, extent, startNs) {
+  const procs = new Map();
+  const proc = (key, order, name) => {
+    let p = procs.get(key);
+    if (!p) {
+      p = { pid: order, key, name, threads: new Map(), counters: new Map(), taskRows: [], marks: [], gens: [] };
+      procs.set(key, p);
+    }
+    return p;
+  };
+  for (const s of skeleton) proc(s.key, s.order, s.name);
+  // By start: the listing's start (s) when the chunk is already shifted.
+  const at = (c) => (c.s !== undefined ? c.s : c.off);
+  const sorted = [...chunks].sort((a, b) => at(a) - at(b));
+  const tasks = new Map();
+  let events = 0;
+  for (const c of sorted) {
+    events += c.model.events;
+    const p = proc(c.proc, c.order, c.proc);
+    const off = c.off;
+    for (const cp of c.model.procs.values()) {
+      if (!p.named && cp.name && !/^process \d+$/.test(cp.name)) {
+        p.name = cp.name;
+        p.named = true;
+      }
+      for (const ct of cp.threads.values()) {
+        let t = p.threads.get(ct.tid);
+        if (!t) p.threads.set(ct.tid, (t = { tid: ct.tid, name: ct.name, rows: [], marks: [] }));
+        if (ct.name) t.name = ct.name;
+        ct.rows.forEach((row, d) => {
+          while (t.rows.length <= d) t.rows.push([]);
+          const dst = t.rows[d];
+          if (off === 0) for (const x of row) dst.push(x);
+          else for (const x of row) dst.push({ ...x, s: x.s + off, e: x.e + off });
+        });
+        for (const m of ct.marks) t.marks.push(off === 0 ? m : { ...m, ts: m.ts + off });
+      }
+      for (const m of cp.marks) p.marks.push(off === 0 ? m : { ...m, ts: m.ts + off });
+      for (const cc of cp.counters.values()) {
+        let q = p.counters.get(cc.name);
+        if (!q) p.counters.set(cc.name, (q = { name: cc.name, ts: [], v: [], min: Infinity, max: -Infinity }));
+        for (let i = 0; i < cc.ts.length; i++) {
+          q.ts.push(cc.ts[i] + off);
+          q.v.push(cc.v[i]);
+        }
+        q.min = Math.min(q.min, cc.min);
+        q.max = Math.max(q.max, cc.max);
+      }
+      let tl = tasks.get(p);
+      if (!tl) tasks.set(p, (tl = []));
+      for (const row of cp.taskRows) for (const t of row) tl.push(off === 0 ? t : { ...t, s: t.s + off, e: t.e + off });
+    }
+  }
+  for (const p of procs.values()) {
+    // Threads seen before keep their lane (empty now) and their depth.
+    let kn = known.get(p.key);
+    if (!kn) known.set(p.key, (kn = new Map()));
+    for (const t of p.threads.values()) {
+      const k = kn.get(t.tid);
+      kn.set(t.tid, { name: t.name || (k && k.name) || '', depth: Math.max(t.rows.length, k ? k.depth : 0) });
+    }
+    for (const [tid, k] of kn) {
+      let t = p.threads.get(tid);
+      if (!t) p.threads.set(tid, (t = { tid, name: k.name, rows: [], marks: [] }));
+      if (!t.name) t.name = k.name;
+      while (t.rows.length < k.depth) t.rows.push([]);
+      t.known = true;
+    }
+    for (const c of p.counters.values()) sortSeries(c);
+    p.taskRows = packTasks(tasks.get(p) || []);
+  }
+  return { procs, extent: Math.max(extent, 1), startNs, events };
+}
+
+// Moves a model's times by `off` µs in place (a generation decoded once is
+// shifted once to the window's time base, so merging it again and again
+// copies nothing: mergeModels with off 0 shares the objects).
+export function shiftModel(m, off) {
+  if (!off) return m;
+  for (const p of m.procs.values()) {
+    for (const t of p.threads.values()) {
+      for (const row of t.rows)
+        for (const x of row) {
+          x.s += off;
+          x.e += off;
+        }
+      for (const x of t.marks) x.ts += off;
+    }
+    for (const x of p.marks) x.ts += off;
+    for (const c of p.counters.values()) for (let i = 0; i < c.ts.length; i++) c.ts[i] += off;
+    for (const row of p.taskRows)
+      for (const x of row) {
+        x.s += off;
+        x.e += off;
+      }
+  }
+  m.extent += off;
+  return m;
+}

@@ -17,13 +17,19 @@
 //     wide, otherwise zooming in forever reaches float noise and NaN.
 //  3. Every draw MUST rewrite the data-* hooks (lanes, drawn region names,
 //     view span), otherwise tests and tools read a stale picture.
+//  4. The page has one scroll bar: the viewer is as tall as its lanes and
+//     its canvas sticks below the page header, drawing the lanes the page
+//     has scrolled to (no scrolling container of its own).
+//  5. A tooltip is shown only while the pointer is over the item it
+//     describes: it follows the pointer and goes on leave, scroll, wheel,
+//     drag, blur and dispose.
 'use strict';
 
 import { h, fmtClock } from './api.js';
 import { buildModel } from './model.js';
 import {
   ROW_H, MARK_H, PROC_H, COUNTER_H, RULER_H, MIN_SPAN,
-  layout, colorOf, lowerBound, niceTick, fmtRel, fmtTick, argsText,
+  layout, colorOf, fitLabel, lowerBound, niceTick, fmtRel, fmtTick, argsText,
 } from './layout.js';
 
 export { buildModel };
@@ -34,18 +40,30 @@ const MARK_COL = { instant: '#7b3fb0', log: '#c98a00', lost: '#d0453a' };
 
 // --------------------------------------------------------------- viewer
 
-// Mounts a viewer in `root`. Returns { zoom(f), reset(), pan(f), dispose() }.
+// Mounts a viewer in `root`. Returns { zoom(f), reset(), pan(f),
+// setModel(m), redraw(), dispose() }. opts.overview(proc) may return the
+// density bars of a proc's generations ([{ s, e, d (0..1), lost, key }]) and
+// opts.loaded(key) whether that generation's details are drawn; opts.onView
+// hears every view change (window.js loads what the view needs).
 export function createViewer(root, model, opts = {}) {
-  const { lanes, height } = layout(model);
+  let lanes, height;
   const canvas = h('canvas', { tabindex: '0', 'aria-label': 'Trace viewer; Ctrl+wheel or W/S to zoom, drag or A/D to pan' });
-  const spacer = h('div');
-  const scroller = h('div.scroller', null, canvas, spacer);
+  const wrap = h('div.viewer#viewer', null, canvas);
   const help = h('div.help', null, 'drag: pan · Ctrl+wheel or W/S: zoom · A/D: pan · 0: reset · click: details');
-  const wrap = h('div.viewer#viewer', null, scroller, help);
   const tip = h('div.tip', { hidden: true });
   const details = h('div.details#details', null, 'Hover a region, mark or counter for details; click to keep them here.');
-  root.append(wrap, details);
+  root.append(help, wrap, details);
   document.body.append(tip);
+  const header = document.querySelector('header.top');
+  let stickTop = 0;
+  // Invariant 4: how far the page has scrolled into the lanes.
+  const scrollY = () => Math.max(0, Math.min(height + RULER_H - cssH, stickTop - wrap.getBoundingClientRect().top));
+  const measure = (t) => canvasCtx().measureText(t).width;
+  const canvasCtx = () => canvas.getContext('2d');
+  const hideTip = () => {
+    tip.hidden = true;
+    wrap.dataset.hover = '';
+  };
 
   let v0 = 0, v1 = model.extent; // invariant 2
   let cssW = 0, cssH = 0;
@@ -54,8 +72,16 @@ export function createViewer(root, model, opts = {}) {
   let selected = null;
   const startMs = model.startNs !== null ? Number(model.startNs / 1000n) / 1000 : null;
 
-  wrap.dataset.lanes = JSON.stringify(lanes.filter((l) => l.kind === 'thread').map((l) => `${l.proc.name} / ${l.label}`));
-  wrap.dataset.counters = JSON.stringify(lanes.filter((l) => l.kind === 'counter').map((l) => l.label));
+  function setModel(m) {
+    model = m;
+    ({ lanes, height } = layout(model));
+    wrap.style.height = height + RULER_H + 'px';
+    wrap.dataset.lanes = JSON.stringify(lanes.filter((l) => l.kind === 'thread').map((l) => `${l.proc.name} / ${l.label}`));
+    wrap.dataset.counters = JSON.stringify(lanes.filter((l) => l.kind === 'counter').map((l) => l.label));
+    if (selected && !lanes.length) selected = null;
+    hits = null;
+    schedule();
+  }
 
   function clampView() {
     let span = Math.max(MIN_SPAN, v1 - v0);
@@ -80,11 +106,12 @@ export function createViewer(root, model, opts = {}) {
 
   function draw() {
     const dpr = window.devicePixelRatio || 1;
-    cssW = scroller.clientWidth;
-    cssH = Math.max(120, Math.min(scroller.clientHeight, height + RULER_H));
+    cssW = wrap.clientWidth;
+    stickTop = header ? header.offsetHeight : 0;
+    canvas.style.top = stickTop + 'px';
+    cssH = Math.max(120, Math.min(window.innerHeight - stickTop, height + RULER_H));
     labelW = cssW < 600 ? 96 : 170;
     if (cssW <= labelW + 10) return;
-    spacer.style.height = Math.max(0, height + RULER_H - cssH) + 'px';
     canvas.style.width = cssW + 'px';
     canvas.style.height = cssH + 'px';
     if (canvas.width !== Math.round(cssW * dpr) || canvas.height !== Math.round(cssH * dpr)) {
@@ -96,7 +123,7 @@ export function createViewer(root, model, opts = {}) {
     ctx.clearRect(0, 0, cssW, cssH);
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
-    const scrollY = scroller.scrollTop;
+    const sy = scrollY();
     const drawn = new Set();
     hits = [];
 
@@ -106,7 +133,7 @@ export function createViewer(root, model, opts = {}) {
     ctx.rect(0, RULER_H, cssW, cssH - RULER_H);
     ctx.clip();
     for (const lane of lanes) {
-      const y = RULER_H + lane.y - scrollY;
+      const y = RULER_H + lane.y - sy;
       if (y + lane.h < RULER_H || y > cssH) continue;
       drawLane(ctx, lane, y, drawn);
     }
@@ -166,13 +193,10 @@ export function createViewer(root, model, opts = {}) {
     ctx.fillStyle = '#1d2330';
     ctx.font = bold ? '600 11px system-ui, sans-serif' : '11px system-ui, sans-serif';
     ctx.textAlign = 'left';
-    const maxChars = Math.floor((labelW - 10) / 6.2);
-    let text = lane.label;
-    if (text.length > maxChars) text = text.slice(0, Math.max(1, maxChars - 1)) + '…';
-    ctx.fillText(text, 6, y + Math.min(lane.h / 2, 10));
+    ctx.fillText(fitLabel(lane.label, labelW - 10, measure), 6, y + Math.min(lane.h / 2, 10));
     if (lane.sub && lane.h > 26) {
       ctx.fillStyle = '#6a7280';
-      ctx.fillText(lane.sub, 6, y + 22);
+      ctx.fillText(fitLabel(lane.sub, labelW - 10, measure), 6, y + 22);
     }
     ctx.font = '11px system-ui, sans-serif';
     ctx.strokeStyle = '#dde1e7';
@@ -188,6 +212,7 @@ export function createViewer(root, model, opts = {}) {
     if (lane.kind === 'proc') {
       ctx.fillStyle = '#eef3f9';
       ctx.fillRect(labelW, y, cssW - labelW, lane.h);
+      drawOverview(ctx, lane.proc, y, lane.h);
       drawMarks(ctx, lane.proc.marks, y + 5, lane);
       laneLabel(ctx, lane, y, true);
       return;
@@ -197,6 +222,7 @@ export function createViewer(root, model, opts = {}) {
     ctx.rect(labelW, y, cssW - labelW, lane.h);
     ctx.clip();
     if (lane.kind === 'thread') {
+      drawPending(ctx, lane.proc, y, lane.h, lane.thread.tid);
       drawMarks(ctx, lane.thread.marks, y + 1, lane);
       lane.thread.rows.forEach((row, d) => drawRow(ctx, row, y + MARK_H + d * ROW_H, lane, drawn));
     } else if (lane.kind === 'tasks') {
@@ -213,13 +239,16 @@ export function createViewer(root, model, opts = {}) {
   function drawRow(ctx, row, y, lane, drawn) {
     const i0 = lowerBound(row, v0, (s) => s.e);
     const h0 = ROW_H - 2;
-    let runX0 = -1, runX1 = -1;
+    // A run of regions under a pixel each takes the colour of its longest
+    // region, so a dense lane still shows what it is busy with.
+    let runX0 = -1, runX1 = -1, runName = '', runLen = -1;
     const flush = () => {
       if (runX1 >= runX0 && runX0 >= 0) {
-        ctx.fillStyle = '#b9c0ca';
+        ctx.fillStyle = colorOf(runName);
         ctx.fillRect(runX0, y, Math.max(1, runX1 - runX0), h0);
       }
       runX0 = runX1 = -1;
+      runLen = -1;
     };
     for (let i = i0; i < row.length; i++) {
       const s = row[i];
@@ -233,6 +262,10 @@ export function createViewer(root, model, opts = {}) {
           runX0 = x0;
           runX1 = Math.max(x1, x0 + 1);
         }
+        if (s.e - s.s > runLen) {
+          runLen = s.e - s.s;
+          runName = s.name;
+        }
         continue;
       }
       flush();
@@ -241,15 +274,57 @@ export function createViewer(root, model, opts = {}) {
       ctx.fillRect(cx0, y, cx1 - cx0 - (w > 3 ? 1 : 0), h0);
       if (drawn) drawn.add(s.name);
       hits.push(s);
-      if (cx1 - cx0 > 24) {
-        ctx.fillStyle = '#1d2330';
-        ctx.textAlign = 'left';
-        const maxChars = Math.floor((cx1 - cx0 - 6) / 6.2);
-        const label = s.name.length > maxChars ? s.name.slice(0, Math.max(1, maxChars - 1)) + '…' : s.name;
-        ctx.fillText(label, cx0 + 3, y + h0 / 2 + 0.5);
+      if (cx1 - cx0 > 16) {
+        // Only what fits inside its own bar (never over a neighbour).
+        const label = fitLabel(s.name, cx1 - cx0 - 6, measure);
+        if (label) {
+          ctx.fillStyle = '#1d2330';
+          ctx.textAlign = 'left';
+          ctx.fillText(label, cx0 + 3, y + h0 / 2 + 0.5);
+        }
       }
     }
     flush();
+  }
+
+  // The overview in a session's header lane: one bar per generation, its
+  // height the generation's event rate relative to the busiest one, drawn
+  // for every window length from the listing alone. Generations whose
+  // details are not drawn (not loaded yet, or the view is too wide to
+  // decode) are hatched in the lanes below by drawPending.
+  function drawOverview(ctx, p, y, hh) {
+    const bars = opts.overview ? opts.overview(p) : null;
+    if (!bars || !bars.length) return;
+    const i0 = lowerBound(bars, v0, (b) => b.e);
+    for (let i = i0; i < bars.length && bars[i].s <= v1; i++) {
+      const b = bars[i];
+      const x0 = Math.max(labelW, xOf(b.s)), x1 = Math.min(cssW, xOf(b.e));
+      const bh = Math.max(1, Math.round(b.d * (hh - 6)));
+      ctx.fillStyle = b.lost ? 'rgba(208,69,58,0.55)' : 'rgba(31,95,168,0.35)';
+      ctx.fillRect(x0, y + hh - 2 - bh, Math.max(1, x1 - x0 - (x1 - x0 > 3 ? 1 : 0)), bh);
+    }
+  }
+
+  // The thread lane where details are not drawn: the thread's remembered
+  // event rate in that generation (once decoded) as a bar, else grey.
+  function drawPending(ctx, p, y, hh, tid) {
+    const bars = opts.overview && opts.loaded ? opts.overview(p) : null;
+    if (!bars) return;
+    const i0 = lowerBound(bars, v0, (b) => b.e);
+    for (let i = i0; i < bars.length && bars[i].s <= v1; i++) {
+      const b = bars[i];
+      if (opts.loaded(b.key)) continue;
+      const x0 = Math.max(labelW, xOf(b.s)), x1 = Math.min(cssW, xOf(b.e));
+      const w = Math.max(1, x1 - x0 - (x1 - x0 > 3 ? 1 : 0));
+      ctx.fillStyle = '#eceef2';
+      ctx.fillRect(x0, y, w, hh - 1);
+      const r = opts.threadRate ? opts.threadRate(p.key, tid, b.key) : null;
+      if (r !== null) {
+        const bh = Math.max(1, Math.round(r * (hh - 6)));
+        ctx.fillStyle = 'rgba(31,95,168,0.35)';
+        ctx.fillRect(x0, y + hh - 2 - bh, w, bh);
+      }
+    }
   }
 
   function drawMarks(ctx, marks, y, lane) {
@@ -310,7 +385,7 @@ export function createViewer(root, model, opts = {}) {
 
   // --------------------------------------------------------- hit test
   function laneAt(py) {
-    const y = py - RULER_H + scroller.scrollTop;
+    const y = py - RULER_H + scrollY();
     for (const l of lanes) if (y >= l.y && y < l.y + l.h) return { lane: l, dy: y - l.y };
     return null;
   }
@@ -390,8 +465,7 @@ export function createViewer(root, model, opts = {}) {
 
   function showTip(hit, e) {
     if (!hit) {
-      tip.hidden = true;
-      wrap.dataset.hover = '';
+      hideTip();
       return;
     }
     const d = describe(hit);
@@ -422,6 +496,7 @@ export function createViewer(root, model, opts = {}) {
   }
 
   canvas.addEventListener('wheel', (e) => {
+    hideTip();
     const px = e.clientX - canvas.getBoundingClientRect().left;
     if (e.ctrlKey || e.metaKey || e.altKey) {
       e.preventDefault();
@@ -439,7 +514,7 @@ export function createViewer(root, model, opts = {}) {
     if (e.button !== 0) return;
     canvas.focus({ preventScroll: true });
     canvas.setPointerCapture(e.pointerId);
-    drag = { x: e.clientX, y: e.clientY, v0, v1, top: scroller.scrollTop, moved: false };
+    drag = { x: e.clientX, y: e.clientY, v0, v1, top: window.scrollY, moved: false };
   });
   canvas.addEventListener('pointermove', (e) => {
     const r = canvas.getBoundingClientRect();
@@ -452,8 +527,8 @@ export function createViewer(root, model, opts = {}) {
       v0 = drag.v0 + dt;
       v1 = drag.v1 + dt;
       clampView();
-      scroller.scrollTop = drag.top - dy;
-      tip.hidden = true;
+      window.scrollTo(window.scrollX, drag.top - dy);
+      hideTip();
       schedule();
       return;
     }
@@ -475,9 +550,9 @@ export function createViewer(root, model, opts = {}) {
     }
     schedule();
   });
-  canvas.addEventListener('pointerleave', () => {
-    tip.hidden = true;
-  });
+  canvas.addEventListener('pointerleave', hideTip);
+  canvas.addEventListener('pointercancel', hideTip);
+  window.addEventListener('blur', hideTip);
   canvas.addEventListener('dblclick', (e) => {
     zoomAt(e.clientX - canvas.getBoundingClientRect().left, 0.5);
   });
@@ -492,9 +567,16 @@ export function createViewer(root, model, opts = {}) {
     else return;
     e.preventDefault();
   });
-  scroller.addEventListener('scroll', schedule);
+  // The page's scroll moves through the lanes (invariant 4); the item under
+  // a still pointer changes, so the tooltip goes (invariant 5).
+  const onScroll = () => {
+    hideTip();
+    schedule();
+  };
+  window.addEventListener('scroll', onScroll, { passive: true });
+  window.addEventListener('resize', schedule);
   const ro = new ResizeObserver(schedule);
-  ro.observe(scroller);
+  ro.observe(wrap);
 
   function reset() {
     v0 = 0;
@@ -506,20 +588,24 @@ export function createViewer(root, model, opts = {}) {
   // client coordinates (for hover tests), or null.
   function locate(name) {
     const r = canvas.getBoundingClientRect();
-    for (const s of hits) {
+    for (const s of hits || []) {
       if (s.name !== name) continue;
       const lane = lanes.find((l) => l.kind === 'thread' && l.thread.rows[s.depth] && l.thread.rows[s.depth].includes(s));
       if (!lane) continue;
       const x = (Math.max(xOf(s.s), labelW) + Math.min(xOf(s.e), cssW)) / 2;
-      const y = RULER_H + lane.y - scroller.scrollTop + MARK_H + s.depth * ROW_H + ROW_H / 2;
+      const y = RULER_H + lane.y - scrollY() + MARK_H + s.depth * ROW_H + ROW_H / 2;
       if (y < RULER_H || y > cssH) continue;
       return { x: r.left + x, y: r.top + y };
     }
     return null;
   }
 
+  setModel(model);
   draw();
   return {
+    setModel,
+    redraw: schedule,
+    view: () => [v0, v1],
     zoom: (f) => zoomAt(labelW + (cssW - labelW) / 2, f),
     pan: (f) => panBy((v1 - v0) * f),
     reset,
@@ -528,6 +614,9 @@ export function createViewer(root, model, opts = {}) {
     drawnRegions: () => JSON.parse(wrap.dataset.drawnRegions || '[]'),
     dispose() {
       ro.disconnect();
+      window.removeEventListener('scroll', onScroll);
+      window.removeEventListener('resize', schedule);
+      window.removeEventListener('blur', hideTip);
       tip.remove();
     },
   };

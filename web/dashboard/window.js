@@ -1,19 +1,26 @@
 // window.js: the window view (#/window?session=ID&from=NS&to=NS, or
-// service=&host=, or last=10s): fetches the window as Chrome JSON from
-// /v1/trace, draws it with viewer.js, and offers the same window as files
-// (gentrace, Chrome JSON), as a curl command, and in Perfetto UI.
+// service=&host=, or last=10s): lists the window's generations, draws
+// their overview at once and loads the generations in view one by one as
+// Chrome JSON (loader.js keeps the bookkeeping, viewer.js draws), so a
+// window of any length opens; offers the same window as files (gentrace,
+// Chrome JSON), as a curl command, and in Perfetto UI.
 'use strict';
 
 import {
-  h, api, getBytes, hashLink, fmtBytes, fmtCount, fmtDateTime, fmtDur, ns, msToNs,
+  h, api, getBytes, getJSON, hashLink, fmtBytes, fmtCount, fmtDateTime, fmtDur, ns, msToNs,
   serverNowMs, windowRoute,
 } from './api.js';
 import { buildModel, createViewer } from './viewer.js';
+import { mergeModels, shiftModel } from './model.js';
 import { openInPerfetto } from './perfetto.js';
+import { VIEW_BUDGET, CACHE_BYTES, MAX_INFLIGHT, LRU, genEntry, plan, density } from './loader.js';
 
-// The most Chrome JSON the page will parse and draw (about 30 s of the demo
-// service); larger windows are for downloads and Perfetto.
-const MAX_JSON_BYTES = 64 << 20;
+// The most Chrome JSON of one generation the page will parse (a generation
+// is bounded by the agent's buffer; this only stops a hostile answer).
+const MAX_GEN_JSON = 256 << 20;
+// The most Chrome JSON handed to Perfetto from the page; beyond it the
+// button downloads the window as a Perfetto file instead.
+const MAX_PERFETTO_JSON = 512 << 20;
 
 // Parses a duration like the API does for the common cases (30s, 500ms,
 // 2m, 1h), to turn last= into fixed times.
@@ -119,37 +126,187 @@ export function windowView(root, params, crumbs) {
     zoomBtns, body);
 
   let viewer = null;
-  let buffer = null;
   const ctl = new AbortController();
+  const cache = new LRU(CACHE_BYTES);
+  const inflight = new Set(), failed = new Map();
+  const known = new Map(); // threads seen per session (mergeModels)
+  // Per session, per thread, per generation: its event rate, remembered
+  // after the generation's details are dropped, so a zoomed-out view
+  // still shows which threads were busy where it has been looked at.
+  const threadRates = new Map(), rateMax = new Map();
+  let gens = [], bars = new Map(), skeleton = [], t0 = 0n, extent = 1, order = new Map();
+  let windowEvents = 0;
+  let shown = ''; // keys of the generations merged into the drawn model
+  let shownSet = new Set();
+  let planned = null, planTimer = 0, firstPaint = 0;
+  const t0ms = performance.now();
+  const state = h('span.loadstate#load-state');
+  const setState = (mode, text) => {
+    body.dataset.mode = mode;
+    body.dataset.cached = String(cache.size);
+    body.dataset.cacheBytes = String(cache.bytes);
+    state.textContent = text;
+  };
+  const has = (k) => inflight.has(k) || failed.has(k);
+
+  // The drawn model: the cached generations in view, merged (only those,
+  // so a merge costs at most VIEW_BUDGET's worth of regions).
+  function remodel() {
+    const chunks = [];
+    if (planned && planned.detail)
+      for (const g of planned.visible) {
+        const c = cache.get(g.key);
+        if (c) chunks.push(c);
+      }
+    const keys = chunks.map((c) => c.key).join(',');
+    if (keys === shown && viewer) return;
+    shown = keys;
+    shownSet = new Set(chunks.map((c) => c.key));
+    viewer.setModel(mergeModels(chunks, skeleton, known, extent, t0));
+  }
+
+  function replan() {
+    planTimer = 0;
+    if (!viewer) return;
+    const [v0, v1] = viewer.view();
+    planned = plan(gens, v0, v1, VIEW_BUDGET, cache, { has });
+    remodel();
+    const n = planned.visible.length;
+    if (!planned.detail) {
+      setState('overview', `overview: ${n} generations, ${fmtCount(planned.events)} events in view; zoom in to under ${fmtCount(VIEW_BUDGET)} events to see regions`);
+      return;
+    }
+    for (const g of planned.fetch) {
+      if (inflight.size >= MAX_INFLIGHT) break;
+      load(g);
+    }
+    const have = planned.visible.filter((g) => cache.has(g.key)).length;
+    const bad = planned.visible.filter((g) => failed.has(g.key));
+    setState(have === n ? 'detail' : 'loading', (have === n ? '' : `loading ${have}/${n} generations in view… `) +
+      `${cache.size} decoded (${fmtBytes(cache.bytes)} JSON)` +
+      (bad.length ? ` · generation ${bad[0].gen} failed: ${failed.get(bad[0].key)}` : ''));
+  }
+  const schedulePlan = () => {
+    if (!planTimer) planTimer = setTimeout(replan, 60);
+  };
+
+  async function load(g) {
+    inflight.add(g.key);
+    try {
+      const got = await getBytes(`/v1/agents/${encodeURIComponent(g.session)}/generations/${g.gen}?format=chrome`, MAX_GEN_JSON, ctl.signal);
+      const doc = JSON.parse(new TextDecoder().decode(got.buffer));
+      const model = buildModel(doc);
+      let off = g.s;
+      try {
+        if (model.startNs !== null) off = Number(model.startNs - t0) / 1000;
+      } catch (_) {
+        // No start in the metadata: the listing's start will do.
+      }
+      const pinned = new Set(planned && planned.detail ? planned.visible.map((x) => x.key) : []);
+      shiftModel(model, off); // once, so merges share its objects
+      rememberRates(g, model);
+      cache.set(g.key, { key: g.key, proc: g.session, order: order.get(g.session), model, off: 0, s: off }, got.buffer.byteLength, pinned);
+      if (!firstPaint) {
+        firstPaint = performance.now() - t0ms;
+        body.dataset.firstDetailMs = String(Math.round(firstPaint));
+      }
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      failed.set(g.key, String(e.message || e));
+    } finally {
+      inflight.delete(g.key);
+    }
+    shown = ''; // the cached set changed
+    schedulePlan();
+  }
+
+  function rememberRates(g, model) {
+    let per = threadRates.get(g.session);
+    if (!per) threadRates.set(g.session, (per = new Map()));
+    for (const p of model.procs.values())
+      for (const t of p.threads.values()) {
+        let n = t.marks.length;
+        for (const row of t.rows) n += row.length;
+        const r = n / Math.max(1, g.e - g.s);
+        let m = per.get(t.tid);
+        if (!m) per.set(t.tid, (m = new Map()));
+        m.set(g.key, r);
+        rateMax.set(g.session, Math.max(rateMax.get(g.session) || 0, r));
+      }
+  }
+
   (async () => {
     try {
-      const got = await getBytes(traceChrome, MAX_JSON_BYTES, ctl.signal, (n) => {
-        body.firstChild.textContent = `loading the window… ${fmtBytes(n)}`;
-      });
-      buffer = got.buffer;
-      const hd = got.headers;
-      const gens = hd.get('X-Gentrace-Generations') || '0';
-      const sessions = hd.get('X-Gentrace-Sessions') || '0';
-      const lost = Number(hd.get('X-Gentrace-Lost-Events') || 0);
-      const s0 = hd.get('X-Gentrace-Start-Ns'), s1 = hd.get('X-Gentrace-End-Ns');
-      let covered = '';
-      if (s0 && s1) covered = `, covers ${fmtDateTime(Number(ns(s0) / 1000000n))} + ${fmtDur(Number((ns(s1) - ns(s0)) / 1000n) / 1000)}`;
-      facts.textContent = `${gens} generation${gens === '1' ? '' : 's'}, ${sessions} session${sessions === '1' ? '' : 's'}` +
-        `, ${fmtBytes(buffer.byteLength)} JSON${covered}`;
-      if (lost > 0) facts.append(h('span.error', null, ` · ${fmtCount(lost)} events lost`));
-      body.firstChild.textContent = 'drawing…';
-      const doc = JSON.parse(new TextDecoder().decode(buffer));
-      const model = buildModel(doc);
+      // The sessions of the window, then each one's generations in it.
+      let sessions = [];
+      if (sel.session) sessions = [{ session: sel.session, name: `session ${sel.session.slice(0, 12)}` }];
+      else {
+        const aq = new URLSearchParams({ service: sel.service });
+        if (sel.host) aq.set('host', sel.host);
+        const { json } = await getJSON('/v1/agents?' + aq.toString(), ctl.signal);
+        sessions = (json.agents || []).map((a) => ({ session: a.session, name: `${a.service} (${a.host} pid ${a.pid})` }));
+      }
+      const lists = [];
+      for (const se of sessions) {
+        // Paged by generation number (a listing page holds at most 100,000).
+        const all = [];
+        for (let after = null; ;) {
+          const gq = new URLSearchParams({ from, to, limit: '100000' });
+          if (after !== null) gq.set('after', String(after));
+          const { json } = await getJSON(`/v1/agents/${encodeURIComponent(se.session)}/generations?${gq}`, ctl.signal);
+          const page = Array.isArray(json.generations) ? json.generations : [];
+          for (const g of page) all.push(g); // not push(...page): 100k arguments
+          if (page.length < 100000) break;
+          after = page[page.length - 1].gen;
+        }
+        lists.push({ se, gens: all });
+      }
+      let lo = null, hi = null, nGens = 0, bytes = 0, lost = 0, events = 0;
+      for (const { gens: gl } of lists)
+        for (const g of gl) {
+          const a = BigInt(g.start_ns), b = BigInt(g.end_ns);
+          if (lo === null || a < lo) lo = a;
+          if (hi === null || b > hi) hi = b;
+          nGens++;
+          bytes += Number(g.bytes) || 0;
+          lost += Number(g.lost) || 0;
+          events += Number(g.events) || 0;
+        }
       body.textContent = '';
-      if (model.events === 0 || gens === '0') {
+      if (nGens === 0) {
         body.append(h('p.empty#window-empty', null, 'No generations in this window. Try a wider one: ',
           h('a', { href: '#' + windowRoute(sel, fromNs - 30000000000n, toNs) }, '30 s earlier start'), '.'));
         return;
       }
-      facts.append(` · ${fmtCount(model.events)} trace events`);
-      viewer = createViewer(body, model);
+      windowEvents = events;
+      t0 = lo;
+      extent = Math.max(1, Number((hi - lo) / 1000n));
+      lists.forEach(({ se, gens: gl }, i) => {
+        order.set(se.session, i + 1);
+        skeleton.push({ key: se.session, order: i + 1, name: se.name });
+        const es = gl.map((g) => genEntry(se.session, g, t0)).sort((a, b) => a.s - b.s);
+        bars.set(se.session, density(es));
+        gens.push(...es);
+      });
+      gens.sort((a, b) => a.s - b.s);
+      facts.textContent = `${nGens} generation${nGens === 1 ? '' : 's'}, ${sessions.length} session${sessions.length === 1 ? '' : 's'}` +
+        `, ${fmtBytes(bytes)}, ${fmtCount(events)} events, covers ${fmtDateTime(Number(lo / 1000000n))} + ${fmtDur(extent / 1000)}`;
+      if (lost > 0) facts.append(h('span.error', null, ` · ${fmtCount(lost)} events lost`));
+      body.append(state);
+      viewer = createViewer(body, mergeModels([], skeleton, known, extent, t0), {
+        overview: (p) => bars.get(p.key),
+        loaded: (k) => shownSet.has(k),
+        threadRate: (pk, tid, gk) => {
+          const m = threadRates.get(pk) && threadRates.get(pk).get(tid);
+          const r = m && m.get(gk);
+          return r === undefined ? null : r / (rateMax.get(pk) || 1);
+        },
+        onView: schedulePlan,
+      });
+      body.dataset.overviewMs = String(Math.round(performance.now() - t0ms));
       window.gentraceViewer = viewer; // console and test hook
       perfettoBtn.disabled = false;
+      replan();
     } catch (e) {
       if (e.name === 'AbortError') return;
       body.textContent = '';
@@ -158,13 +315,19 @@ export function windowView(root, params, crumbs) {
   })();
 
   perfettoBtn.addEventListener('click', async () => {
-    if (!buffer) return;
     if (!navigator.onLine) {
       perfettoFallback('the browser is offline');
       return;
     }
+    // About 70 bytes of Chrome JSON per event: a window that would not fit
+    // is downloaded as a Perfetto file at once rather than after 512 MB.
+    if (windowEvents * 70 > MAX_PERFETTO_JSON) {
+      perfettoFallback(`this window (${fmtCount(windowEvents)} events) is too big to hand to Perfetto from the page`);
+      return;
+    }
     perfettoBtn.textContent = 'waiting for Perfetto…';
     try {
+      const { buffer } = await getBytes(traceChrome, MAX_PERFETTO_JSON, ctl.signal);
       await openInPerfetto(buffer, `gentrace ${what} ${span.textContent}`);
     } catch (e) {
       perfettoFallback(e.message);
@@ -176,6 +339,7 @@ export function windowView(root, params, crumbs) {
   return {
     dispose() {
       ctl.abort();
+      clearTimeout(planTimer);
       window.removeEventListener('online', showOnline);
       window.removeEventListener('offline', showOnline);
       if (viewer) viewer.dispose();

@@ -1,0 +1,282 @@
+/* bench_a1: A1 per event kind against the same-run rdtsc+store loop, plus
+ * the cost of a generation switch and of an event into a full buffer pool.
+ *
+ *   bench_a1 [N] [REPS]     N events per timed loop (default 1000000),
+ *                           REPS repeats (default 5, at least 1)
+ *
+ * Each repeat times the baseline and every kind back to back (interleaved,
+ * so load swings hit them alike); each figure is the median of the repeats,
+ * min and max beside it, and each ratio is figure / the baseline's median.
+ * Not a test: figures never fail anything (exit 1 only if the agent cannot
+ * start). Used by bench/quick and `make bench-quick`. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_int.h"
+#include "gentrace.h"
+
+#define MAXREPS 64
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t tsc(void) {
+#if defined(__x86_64__)
+  return __builtin_ia32_rdtsc();
+#else
+  return now_ns();
+#endif
+}
+
+static volatile uint64_t sink;
+
+/* The floor of any recorder: read the TSC, store 8 bytes thread-locally. */
+static double k_rdtsc_store(int n) {
+  static __thread uint64_t buf[4096];
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++) {
+    buf[i & 4095] = tsc();
+    __asm__ volatile("" ::"r"(buf) : "memory");
+  }
+  sink = buf[n & 4095];
+  return (double)(now_ns() - t0) / n;
+}
+
+static double k_instant(int n) {
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++)
+    gt_instant("bench.instant");
+  return (double)(now_ns() - t0) / n;
+}
+
+/* Per event: a begin/end pair is two events. */
+static double k_region(int n) {
+  n /= 2;
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++) {
+    gt_region_begin("bench.region");
+    gt_region_end();
+  }
+  return (double)(now_ns() - t0) / (2.0 * n);
+}
+
+static double k_counter(int n) {
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++)
+    gt_counter("bench.counter", i & 1023);
+  return (double)(now_ns() - t0) / n;
+}
+
+/* A short message (16 bytes), as a log line's key part often is. */
+static double k_log(int n) {
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++)
+    gt_log("bench.log", "request accepted");
+  return (double)(now_ns() - t0) / n;
+}
+
+static double k_task(int n) {
+  n /= 2;
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++)
+    gt_task_end(gt_task_begin("bench.task", 0));
+  return (double)(now_ns() - t0) / (2.0 * n);
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorts v; returns the median. */
+static double med(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void line(const char *id, const char *unit, double *v, int reps,
+                 const char *base, double bval, const char *bar, double goal) {
+  double m = med(v, reps);
+  double r = bval > 0 ? m / bval : 0;
+  printf("BENCH id=%s value=%.2f min=%.2f max=%.2f reps=%d unit=%s "
+         "baseline=%s:%.2f ratio=%.3f bar=%s pass=%d\n",
+         id, m, v[0], v[reps - 1], reps, unit, base, bval, r, bar,
+         goal > 0 ? r <= goal : 1);
+}
+
+/* The generation switch: the writer's first event in a new generation
+ * takes a fresh buffer (refill) and re-interns its strings. Times every
+ * event with the TSC for `ms` milliseconds at a 10 ms period and returns
+ * the median cost (ns) of those that saw a new stamp (wall time: it
+ * includes the sealer's membarrier IPI and, on a busy machine, the sealer
+ * running on the writer's core); *least gets the cheapest, *plain the
+ * median of the other events, *nsw the number of switches seen. */
+static double gen_switch(int ms, double *plain, double *least, int *nsw) {
+  gt_config c;
+  gt_config_init(&c);
+  c.addr = "127.0.0.1:1";
+  c.period_ms = 10;
+  c.buffer_mb = 64;
+  c.spool_mb = 256;
+  if (gt_start(&c) != 0)
+    return -1;
+  gt_instant("bench.switch"); /* register, warm the cache */
+  uint64_t ns0 = now_ns(), t0 = tsc();
+  static double sw[4096], other[4096];
+  int nsw_ = 0, nother = 0;
+  uint64_t last = atomic_load(&gt__stamp_now);
+  uint64_t end = ns0 + (uint64_t)ms * 1000000ull;
+  while (now_ns() < end) {
+    for (int i = 0; i < 1000; i++) {
+      uint64_t a = tsc();
+      gt_instant("bench.switch");
+      uint64_t b = tsc();
+      uint64_t s = atomic_load_explicit(&gt__stamp_now, memory_order_relaxed);
+      if (s != last) {
+        /* The stamp moved during or before this call: the call that saw it
+         * first is this one or the next; count the dearer of the two. */
+        last = s;
+        uint64_t a2 = tsc();
+        gt_instant("bench.switch");
+        uint64_t b2 = tsc();
+        double d = (double)(b - a), d2 = (double)(b2 - a2);
+        if (nsw_ < 4096)
+          sw[nsw_++] = d > d2 ? d : d2;
+      } else if (nother < 4096 && (i & 63) == 0) {
+        other[nother++] = (double)(b - a);
+      }
+    }
+  }
+  double tick_ns = (double)(now_ns() - ns0) / (double)(tsc() - t0);
+  gt_stop();
+  *nsw = nsw_;
+  *plain = nother ? med(other, nother) * tick_ns : 0;
+  double m = nsw_ ? med(sw, nsw_) * tick_ns : 0;
+  *least = nsw_ ? sw[0] * tick_ns : 0;
+  if (nsw_)
+    fprintf(stderr,
+            "bench_a1: switch: %d switches, min %.0f p25 %.0f median %.0f "
+            "p75 %.0f max %.0f ns; plain event %.1f ns\n",
+            nsw_, sw[0] * tick_ns, sw[nsw_ / 4] * tick_ns, m,
+            sw[3 * nsw_ / 4] * tick_ns, sw[nsw_ - 1] * tick_ns, *plain);
+  return m;
+}
+
+/* A full pool: the bench takes every free buffer out of the pool (as
+ * writers that outpace the sealer would), so once the thread's own buffer
+ * is full each event takes the drop path (counted for the LOST record).
+ * Returns ns per event of that path and *dropped_share (1 = all dropped). */
+static double full_buffer(int n, double *dropped_share) {
+  gt_config c;
+  gt_config_init(&c);
+  c.addr = "127.0.0.1:1";
+  c.period_ms = 300000;
+  c.buffer_mb = 4;
+  c.spool_mb = 4;
+  if (gt_start(&c) != 0)
+    return -1;
+  gt_counter("bench.full", 0); /* register, take a buffer */
+  gt__buf *held = NULL, *b;
+  while ((b = gt__pool_get(&gt__A.pool)) != NULL) {
+    b->next = held;
+    held = b;
+  }
+  gt_stats_t s0, s1;
+  for (int i = 0; i < 1000000; i++) { /* fill the thread's own buffer */
+    gt_counter("bench.full", i);
+    if ((i & 1023) == 0 && gt_stats(&s0) == 0 && s0.events_dropped > 0)
+      break;
+  }
+  gt_stats(&s0);
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++)
+    gt_counter("bench.full", i);
+  double v = (double)(now_ns() - t0) / n;
+  gt_stats(&s1);
+  *dropped_share = (double)(s1.events_dropped - s0.events_dropped) / n;
+  while (held != NULL) {
+    b = held;
+    held = b->next;
+    gt__pool_put(&gt__A.pool, b);
+  }
+  gt_stop();
+  return v;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 1000000;
+  int reps = argc > 2 ? atoi(argv[2]) : 5;
+  if (n < 1000)
+    n = 1000;
+  if (reps < 1)
+    reps = 1;
+  if (reps > MAXREPS)
+    reps = MAXREPS;
+  gt_config c;
+  gt_config_init(&c);
+  c.addr = "127.0.0.1:1"; /* no daemon: the recording cost alone */
+  c.period_ms = 300000;   /* no generation switch inside the loops */
+  c.buffer_mb = 256;      /* room for every loop without a full pool */
+  c.spool_mb = 256;
+  if (gt_start(&c) != 0) {
+    fprintf(stderr, "bench_a1: gt_start failed\n");
+    return 1;
+  }
+  static const struct {
+    const char *unit;
+    double (*f)(int);
+  } kinds[] = {
+      {"ns/event(instant)", k_instant},
+      {"ns/event(region_begin+end)/2", k_region},
+      {"ns/event(counter)", k_counter},
+      {"ns/event(log,16B)", k_log},
+      {"ns/event(task_begin+end)/2", k_task},
+  };
+  enum { NK = sizeof kinds / sizeof kinds[0] };
+  static double v[NK + 1][MAXREPS];
+  for (int k = 0; k < NK; k++)
+    kinds[k].f(n / 10); /* warm: buffers, string cache */
+  k_rdtsc_store(n);
+  for (int r = 0; r < reps; r++) {
+    v[NK][r] = k_rdtsc_store(n);
+    for (int k = 0; k < NK; k++)
+      v[k][r] = kinds[k].f(n);
+  }
+  gt_stop();
+  double base = med(v[NK], reps);
+  printf("BENCH id=A1_base value=%.2f min=%.2f max=%.2f reps=%d "
+         "unit=ns/op(rdtsc+store) baseline=none:0 ratio=1 bar=none pass=1\n",
+         base, v[NK][0], v[NK][reps - 1], reps);
+  for (int k = 0; k < NK; k++)
+    line("A1", kinds[k].unit, v[k], reps, "rdtsc+store", base, "<=1.25",
+         1.25);
+
+  /* Generation switch and full pool, each against a plain event of the
+   * same run (the switch) and the baseline (the full pool). */
+  double sw[MAXREPS], swmin[MAXREPS], plain[MAXREPS], full[MAXREPS], share = 0;
+  int nsw = 0, tot_sw = 0;
+  for (int r = 0; r < reps; r++) {
+    sw[r] = gen_switch(reps > 1 ? 300 : 100, &plain[r], &swmin[r], &nsw);
+    tot_sw += nsw;
+    full[r] = full_buffer(n, &share);
+  }
+  double pl = med(plain, reps);
+  char unit[96];
+  snprintf(unit, sizeof unit, "ns/event(first-in-new-generation,%d-switches)",
+           tot_sw);
+  line("A1_switch", unit, sw, reps, "timed-instant", pl, "none", 0);
+  snprintf(unit, sizeof unit, "ns/event(first-in-new-generation,least-of-run)");
+  line("A1_switch_min", unit, swmin, reps, "timed-instant", pl, "none", 0);
+  snprintf(unit, sizeof unit, "ns/event(pool-full,%.0f%%-dropped)",
+           share * 100);
+  line("A1_full", unit, full, reps, "rdtsc+store", base, "none", 0);
+  return 0;
+}

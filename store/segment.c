@@ -1,0 +1,889 @@
+/* segment.c: the shared store's writer (see segment.h).
+ *
+ * Owns: the catalog (pg_cat), one S3 client for the uploader thread, the
+ * packer and uploader threads, the submit queue, the open segment, the
+ * queue of closed segments, pending rejected counts, stats and health.
+ *
+ * Flow: segment_submit appends to q. The packer pops generations in
+ * arrival order, compresses each (zstd, kept raw when that does not
+ * shrink it), appends the bytes to the open segment with an index entry,
+ * frees the raw payload, and closes the segment on size or age; a closed
+ * segment goes to upq (at most SEG_UPQ). The uploader takes upq's head,
+ * appends the index footer, PUTs the object (retrying), commits its
+ * catalog rows in one transaction (retrying), then calls done() for each
+ * generation in arrival order.
+ *
+ * States of a generation: q -> open segment -> upq -> PUT -> catalog
+ * commit -> done(). Of the store: running -> closing (set by
+ * segment_close: the packer drains q and closes the open segment, the
+ * uploader drains upq, giving up after close_wait_ms on an unreachable
+ * store) -> stopped.
+ *
+ * Invariants:
+ *   1. done() MUST run only after the object PUT returned 2xx and the
+ *      catalog COMMIT returned, otherwise an ACKed generation could vanish
+ *      with this machine.
+ *   2. Segments MUST be uploaded and committed one at a time in close order
+ *      and generations committed in arrival order, otherwise a session's
+ *      generations could take seqs out of order.
+ *   3. A retried commit MUST reuse the same object name, otherwise a COMMIT
+ *      whose reply was lost would catalog the generations twice; with the
+ *      same name pg_cat reports them as resends.
+ *   4. segment_submit and segment_note_rejected MUST only take the lock
+ *      (never wait for the network), otherwise the daemon's loop would
+ *      stall while a store is down.
+ *   5. upq MUST stay bounded (SEG_UPQ), otherwise an unreachable S3 would
+ *      let compressed copies pile up beside the queued raw payloads.
+ *   6. An entry of a parsed footer MUST lie inside the data part, otherwise
+ *      a damaged object would send readers past the end.
+ */
+#include "config.h" /* _GNU_SOURCE: asprintf */
+
+#include "segment.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "crc32c.h"
+#include "gtp_error.h"
+#include "pg_cat.h"
+#include "store_schema.h"
+
+#define SEG_UPQ 2
+#define SEG_BACKOFF_MIN_MS 100
+#define SEG_BACKOFF_MAX_MS 5000
+#define SEG_REJ_MAX 1024
+/* Footer: magic, count, entries, crc; trailer: footer length, end magic. */
+#define SEG_MAGIC "GTSEGIX1"
+#define SEG_END "GTSEGEND"
+#define SEG_ENTRY_BYTES (16 + 8 * 6 + 1)
+#define SEG_TRAILER_BYTES (4 + 8)
+
+typedef struct seg {
+  uint8_t *buf;
+  size_t len, cap;
+  segment_entry *ix;
+  store_gen **gens;
+  const char **codec;
+  size_t n, ncap;
+  int64_t deadline_ns; /* monotonic: close by then */
+} seg;
+
+typedef struct rej {
+  uint8_t session[16];
+  uint64_t gens, events;
+} rej;
+
+struct segment_store {
+  /* Written once before the threads start: */
+  segment_config cfg;
+  char *catalog, *daemon_id, *objects, *endpoint, *region, *akey, *skey;
+  char *prefix; /* "" or "dir/": the start of every object key */
+  pg_cat *cat;
+  s3 *up; /* uploader thread only */
+  store_done_fn done;
+  void *ctx;
+  pthread_t packer, uploader;
+
+  pthread_mutex_t lock;
+  pthread_cond_t q_cond;  /* q grew, or closing */
+  pthread_cond_t up_cond; /* upq grew, or the packer ended */
+  pthread_cond_t room;    /* upq shrank */
+  pthread_cond_t wake;    /* closing: cut a backoff sleep short */
+  /* Protected by lock: */
+  store_gen **q;
+  size_t qhead, qn, qcap;
+  seg *upq[SEG_UPQ];
+  int upn;
+  int closing, packer_done;
+  int64_t close_ns; /* monotonic, when closing began */
+  rej rej[SEG_REJ_MAX];
+  int nrej;
+  store_stats st;
+  int unhealthy;
+  char reason[384];
+  uint64_t seg_counter;
+};
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+static int64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void seg_log(segment_store *s, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seg_log(segment_store *s, const char *level, const char *fmt, ...) {
+  char kv[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(kv, sizeof kv, fmt, ap);
+  va_end(ap);
+  if (s->cfg.log) {
+    s->cfg.log(s->cfg.log_ctx, kv);
+    return;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char when[32];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  fprintf(stderr, "ts=%s.%03ldZ level=%s %s\n", when, ts.tv_nsec / 1000000,
+          level, kv);
+}
+
+/* Records the outcome of a store call for segment_health and logs the
+ * transitions only (an outage is one line, not one per retry). */
+static void seg_health(segment_store *s, int rc, const char *cause) {
+  pthread_mutex_lock(&s->lock);
+  int was = s->unhealthy;
+  if (rc < 0) {
+    s->unhealthy = 1;
+    snprintf(s->reason, sizeof s->reason, "%s", cause ? cause : "unavailable");
+  } else {
+    s->unhealthy = 0;
+    s->reason[0] = '\0';
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (rc < 0 && !was)
+    seg_log(s, "error",
+            "msg=\"shared store unavailable; not ACKing, "
+            "retrying\" err=\"%s\"",
+            cause ? cause : "");
+  else if (rc == 0 && was)
+    seg_log(s, "info", "msg=\"shared store available again\"");
+}
+
+/* ---- the footer ---- */
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* Bytes of segment buffers alive (open + closed, not yet freed), for
+ * segment_scratch_bytes; process-wide, like the buffers' allocator. */
+static uint64_t seg_scratch;
+
+static int seg_reserve(seg *g, size_t more) {
+  if (g->len + more <= g->cap)
+    return 0;
+  size_t cap = g->cap ? g->cap : 1 << 16;
+  while (cap < g->len + more)
+    cap *= 2;
+  uint8_t *b = realloc(g->buf, cap);
+  if (!b)
+    return -ENOMEM;
+  __atomic_add_fetch(&seg_scratch, cap - g->cap, __ATOMIC_RELAXED);
+  g->buf = b;
+  g->cap = cap;
+  return 0;
+}
+
+/* Appends the index footer and trailer to the data part. */
+static int seg_footer(seg *g) {
+  size_t flen = 8 + 4 + g->n * SEG_ENTRY_BYTES + 4;
+  if (seg_reserve(g, flen + SEG_TRAILER_BYTES) < 0)
+    return -ENOMEM;
+  uint8_t *f = g->buf + g->len;
+  memcpy(f, SEG_MAGIC, 8);
+  put_u32(f + 8, (uint32_t)g->n);
+  uint8_t *e = f + 12;
+  for (size_t i = 0; i < g->n; i++, e += SEG_ENTRY_BYTES) {
+    const segment_entry *x = &g->ix[i];
+    memcpy(e, x->session, 16);
+    put_u64(e + 16, x->gen);
+    put_u64(e + 24, x->off);
+    put_u64(e + 32, x->len);
+    put_u64(e + 40, x->raw_len);
+    put_u64(e + 48, (uint64_t)x->start_ns);
+    put_u64(e + 56, (uint64_t)x->end_ns);
+    e[64] = x->codec;
+  }
+  put_u32(e, gtp_crc32c(0, f, (size_t)(e - f)));
+  put_u32(e + 4, (uint32_t)flen);
+  memcpy(e + 8, SEG_END, 8);
+  g->len += flen + SEG_TRAILER_BYTES;
+  return 0;
+}
+
+int segment_index_parse(const uint8_t *obj, size_t len, segment_entry **out,
+                        size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (len < SEG_TRAILER_BYTES)
+    return GTP_E_TRUNC;
+  const uint8_t *t = obj + len - SEG_TRAILER_BYTES;
+  if (memcmp(t + 4, SEG_END, 8) != 0)
+    return GTP_E_MAGIC;
+  uint32_t flen = get_u32(t);
+  if (flen < 16 || flen > len - SEG_TRAILER_BYTES)
+    return GTP_E_CORRUPT;
+  const uint8_t *f = t - flen;
+  size_t data_len = (size_t)(f - obj);
+  if (memcmp(f, SEG_MAGIC, 8) != 0)
+    return GTP_E_MAGIC;
+  uint32_t cnt = get_u32(f + 8);
+  if ((uint64_t)cnt * SEG_ENTRY_BYTES + 16 != flen)
+    return GTP_E_CORRUPT;
+  if (get_u32(f + flen - 4) != gtp_crc32c(0, f, flen - 4))
+    return GTP_E_CRC;
+  segment_entry *ix = calloc(cnt ? cnt : 1, sizeof *ix);
+  if (!ix)
+    return -ENOMEM;
+  const uint8_t *e = f + 12;
+  for (uint32_t i = 0; i < cnt; i++, e += SEG_ENTRY_BYTES) {
+    segment_entry *x = &ix[i];
+    memcpy(x->session, e, 16);
+    x->gen = get_u64(e + 16);
+    x->off = get_u64(e + 24);
+    x->len = get_u64(e + 32);
+    x->raw_len = get_u64(e + 40);
+    x->start_ns = (int64_t)get_u64(e + 48);
+    x->end_ns = (int64_t)get_u64(e + 56);
+    x->codec = e[64];
+    if (x->off > data_len || x->len > data_len - x->off || x->codec > 1) {
+      free(ix); /* invariant 6 */
+      return GTP_E_CORRUPT;
+    }
+  }
+  *out = ix;
+  *n = cnt;
+  return 0;
+}
+
+/* ---- packing ---- */
+
+static void seg_free(seg *g) {
+  if (!g)
+    return;
+  __atomic_sub_fetch(&seg_scratch, g->cap, __ATOMIC_RELAXED);
+  free(g->buf);
+  free(g->ix);
+  free(g->gens);
+  free(g->codec);
+  free(g);
+}
+
+/* Appends g's bytes (compressed when that helps) to the segment. */
+static int seg_add(segment_store *s, seg *sg, ZSTD_CCtx *cctx, store_gen *g) {
+  if (sg->n == sg->ncap) {
+    size_t nc = sg->ncap ? sg->ncap * 2 : 64;
+    segment_entry *ix = realloc(sg->ix, nc * sizeof *ix);
+    if (ix)
+      sg->ix = ix;
+    store_gen **gs = realloc(sg->gens, nc * sizeof *gs);
+    if (gs)
+      sg->gens = gs;
+    const char **cs = realloc(sg->codec, nc * sizeof *cs);
+    if (cs)
+      sg->codec = cs;
+    if (!ix || !gs || !cs)
+      return -ENOMEM;
+    sg->ncap = nc;
+  }
+  size_t bound = ZSTD_compressBound(g->len);
+  if (seg_reserve(sg, bound > g->len ? bound : g->len) < 0)
+    return -ENOMEM;
+  uint8_t *dst = sg->buf + sg->len;
+  size_t n = 0;
+  uint8_t codec = 0;
+  if (g->len >= 64) {
+    n = ZSTD_compressCCtx(cctx, dst, bound, g->payload, g->len,
+                          s->cfg.zstd_level);
+    if (!ZSTD_isError(n) && n < g->len)
+      codec = 1;
+  }
+  if (!codec) {
+    memcpy(dst, g->payload, g->len);
+    n = g->len;
+  }
+  segment_entry *x = &sg->ix[sg->n];
+  memcpy(x->session, g->session, 16);
+  x->gen = g->gen;
+  x->off = sg->len;
+  x->len = n;
+  x->raw_len = g->len;
+  x->codec = codec;
+  x->start_ns = g->start_ns;
+  x->end_ns = g->end_ns;
+  sg->codec[sg->n] = codec ? STORE_CODEC_ZSTD : STORE_CODEC_NONE;
+  sg->gens[sg->n++] = g;
+  sg->len += n;
+  g->stored_bytes = n;
+  /* The segment holds the bytes now; the raw copy would double what an
+   * outage keeps in memory. g->len stays: the daemon's accounting uses it. */
+  free(g->payload);
+  g->payload = NULL;
+  return 0;
+}
+
+/* Hands a closed segment to the uploader, waiting for room (invariant 5). */
+static void seg_push(segment_store *s, seg *sg) {
+  pthread_mutex_lock(&s->lock);
+  while (s->upn == SEG_UPQ)
+    pthread_cond_wait(&s->room, &s->lock);
+  s->upq[s->upn++] = sg;
+  pthread_cond_signal(&s->up_cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void abs_deadline(struct timespec *ts, int64_t mono_deadline) {
+  /* Condition variables here use CLOCK_MONOTONIC (set at init). */
+  ts->tv_sec = (time_t)(mono_deadline / 1000000000LL);
+  ts->tv_nsec = (long)(mono_deadline % 1000000000LL);
+}
+
+static void *packer_main(void *arg) {
+  segment_store *s = arg;
+  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  seg *cur = NULL;
+  int64_t age_ns = (int64_t)s->cfg.max_age_ms * 1000000LL;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (s->qn == 0 && !s->closing &&
+           !(cur && mono_ns() >= cur->deadline_ns)) {
+      if (cur) {
+        struct timespec ts;
+        abs_deadline(&ts, cur->deadline_ns);
+        pthread_cond_timedwait(&s->q_cond, &s->lock, &ts);
+      } else {
+        pthread_cond_wait(&s->q_cond, &s->lock);
+      }
+    }
+    if (s->qn > 0) {
+      store_gen *g = s->q[s->qhead];
+      s->qhead = (s->qhead + 1) % s->qcap;
+      s->qn--;
+      pthread_mutex_unlock(&s->lock);
+      if (!cur && (cur = calloc(1, sizeof *cur)))
+        cur->deadline_ns = mono_ns() + age_ns;
+      if (!cur || !cctx || seg_add(s, cur, cctx, g) < 0) {
+        /* Out of memory: this generation fails (the agent resends). */
+        g->result = -ENOMEM;
+        pthread_mutex_lock(&s->lock);
+        s->st.queued_gens--;
+        s->st.queued_bytes -= g->len;
+        pthread_mutex_unlock(&s->lock);
+        s->done(s->ctx, g);
+      } else if (cur->len >= s->cfg.max_bytes) {
+        seg_push(s, cur);
+        cur = NULL;
+      }
+      pthread_mutex_lock(&s->lock);
+      continue;
+    }
+    if (cur) { /* aged, or closing with q drained */
+      pthread_mutex_unlock(&s->lock);
+      seg_push(s, cur);
+      cur = NULL;
+      pthread_mutex_lock(&s->lock);
+      continue;
+    }
+    if (s->closing)
+      break;
+  }
+  s->packer_done = 1;
+  pthread_cond_signal(&s->up_cond);
+  pthread_mutex_unlock(&s->lock);
+  ZSTD_freeCCtx(cctx);
+  return NULL;
+}
+
+/* ---- uploading ---- */
+
+/* Sleeps ms unless closing is set meanwhile. 1 when the caller should give
+ * up (closing for longer than close_wait_ms). */
+static int seg_backoff(segment_store *s, int *ms) {
+  pthread_mutex_lock(&s->lock);
+  if (s->closing &&
+      mono_ns() - s->close_ns > (int64_t)s->cfg.close_wait_ms * 1000000LL) {
+    pthread_mutex_unlock(&s->lock);
+    return 1;
+  }
+  struct timespec ts;
+  abs_deadline(&ts, mono_ns() + (int64_t)*ms * 1000000LL);
+  pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+  pthread_mutex_unlock(&s->lock);
+  *ms = *ms * 2 > SEG_BACKOFF_MAX_MS ? SEG_BACKOFF_MAX_MS : *ms * 2;
+  return 0;
+}
+
+/* Writes the rejected counts noted since the last call (best effort: a
+ * failure puts them back). */
+static void seg_flush_rejected(segment_store *s) {
+  rej batch[64];
+  int n;
+  pthread_mutex_lock(&s->lock);
+  n = s->nrej < 64 ? s->nrej : 64;
+  memcpy(batch, s->rej + s->nrej - n, (size_t)n * sizeof *batch);
+  s->nrej -= n;
+  pthread_mutex_unlock(&s->lock);
+  for (int i = 0; i < n; i++) {
+    char *cause = NULL;
+    int rc = pg_cat_note_rejected(s->cat, batch[i].session, batch[i].gens,
+                                  batch[i].events, &cause);
+    free(cause);
+    if (rc < 0) {
+      pthread_mutex_lock(&s->lock);
+      for (int j = i; j < n && s->nrej < SEG_REJ_MAX; j++)
+        s->rej[s->nrej++] = batch[j];
+      pthread_mutex_unlock(&s->lock);
+      return;
+    }
+  }
+}
+
+static void seg_upload(segment_store *s, seg *sg) {
+  int64_t t0 = mono_ns();
+  char key[256];
+  pthread_mutex_lock(&s->lock);
+  uint64_t no = ++s->seg_counter;
+  pthread_mutex_unlock(&s->lock);
+  /* Unique across daemons (daemon id) and restarts (wall clock). */
+  snprintf(key, sizeof key, "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
+           s->prefix, s->daemon_id, real_ns(), no);
+  int rc = seg_footer(sg);
+  int ms = SEG_BACKOFF_MIN_MS;
+  char *cause = NULL;
+  while (rc == 0) {
+    rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
+    seg_health(s, rc, cause);
+    if (rc == 0)
+      break;
+    free(cause);
+    cause = NULL;
+    if (seg_backoff(s, &ms))
+      break;
+    rc = 0;
+  }
+  pg_cat_gen *cg = NULL;
+  if (rc == 0 && !(cg = calloc(sg->n, sizeof *cg)))
+    rc = -ENOMEM;
+  if (rc == 0) {
+    for (size_t i = 0; i < sg->n; i++)
+      cg[i] = (pg_cat_gen){.g = sg->gens[i],
+                           .off = sg->ix[i].off,
+                           .len = sg->ix[i].len,
+                           .codec = sg->codec[i]};
+    ms = SEG_BACKOFF_MIN_MS;
+    for (;;) {
+      /* Same key on every attempt (invariant 3). */
+      rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg, sg->n,
+                                 &cause);
+      seg_health(s, rc, cause);
+      if (rc == 0)
+        break;
+      free(cause);
+      cause = NULL;
+      if (seg_backoff(s, &ms))
+        break;
+    }
+  }
+  free(cause);
+  int64_t took = mono_ns() - t0;
+  uint64_t bytes = 0, ndup = 0, nnew = 0;
+  for (size_t i = 0; i < sg->n; i++) {
+    store_gen *g = sg->gens[i];
+    g->result = rc < 0 ? rc : cg[i].result;
+    g->seq = rc < 0 ? 0 : cg[i].seq;
+    if (g->result == 0)
+      nnew++, bytes += g->stored_bytes;
+    if (g->result == 1)
+      ndup++;
+  }
+  pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < sg->n; i++) {
+    s->st.queued_gens--;
+    s->st.queued_bytes -= sg->gens[i]->len;
+  }
+  if (rc == 0) {
+    s->st.committed_gens += nnew;
+    s->st.committed_bytes += bytes;
+    s->st.duplicate_gens += ndup;
+    s->st.transactions++;
+    s->st.commit_ns_total += (uint64_t)took;
+    if ((uint64_t)took > s->st.commit_ns_max)
+      s->st.commit_ns_max = (uint64_t)took;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (rc < 0)
+    seg_log(s, "error",
+            "msg=\"shared store: segment given up at close\" "
+            "object=\"%s\" gens=%zu err=\"%s\"",
+            key, sg->n, gtp_strerror(rc));
+  for (size_t i = 0; i < sg->n; i++) /* invariant 1: after COMMIT */
+    s->done(s->ctx, sg->gens[i]);
+  free(cg);
+}
+
+static void *uploader_main(void *arg) {
+  segment_store *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    while (s->upn == 0 && !s->packer_done) {
+      struct timespec ts;
+      abs_deadline(&ts, mono_ns() + 1000000000LL);
+      pthread_cond_timedwait(&s->up_cond, &s->lock, &ts);
+      if (s->nrej > 0)
+        break;
+    }
+    seg *sg = s->upn > 0 ? s->upq[0] : NULL;
+    int stop = !sg && s->packer_done;
+    int flush = s->nrej > 0;
+    pthread_mutex_unlock(&s->lock);
+    if (flush)
+      seg_flush_rejected(s);
+    if (stop)
+      break;
+    if (!sg)
+      continue;
+    seg_upload(s, sg); /* invariant 2: one at a time, in order */
+    pthread_mutex_lock(&s->lock);
+    memmove(s->upq, s->upq + 1, (size_t)(s->upn - 1) * sizeof *s->upq);
+    s->upn--;
+    pthread_cond_signal(&s->room);
+    pthread_mutex_unlock(&s->lock);
+    seg_free(sg);
+  }
+  return NULL;
+}
+
+/* ---- public ---- */
+
+static char *dup_or_null(const char *v) {
+  return v ? strdup(v) : NULL;
+}
+
+static void seg_default_id(char *out, size_t cap) {
+  char host[64] = "host";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  for (char *p = host; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9') || *p == '-'))
+      *p = '-';
+  unsigned r = 0;
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) {
+    if (fread(&r, sizeof r, 1, f) != 1)
+      r = 0;
+    fclose(f);
+  }
+  if (!r)
+    r = (unsigned)real_ns();
+  snprintf(out, cap, "%s-%ld-%08x", host, (long)getpid(), r);
+}
+
+static int seg_id_ok(const char *id) {
+  size_t n = strlen(id);
+  if (n == 0 || n > 100)
+    return 0;
+  for (const char *p = id; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+      return 0;
+  return strstr(id, "..") == NULL;
+}
+
+void segment_close(segment_store *s);
+
+int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
+                 segment_store **out, char **cause) {
+  *out = NULL;
+  if (cause)
+    *cause = NULL;
+  segment_store *s = calloc(1, sizeof *s);
+  if (!s)
+    return -ENOMEM;
+  s->cfg = *cfg;
+  if (!s->cfg.max_bytes)
+    s->cfg.max_bytes = 32ull << 20;
+  if (!s->cfg.max_age_ms)
+    s->cfg.max_age_ms = 2000;
+  if (!s->cfg.zstd_level)
+    s->cfg.zstd_level = 3;
+  if (!s->cfg.close_wait_ms)
+    s->cfg.close_wait_ms = 10000;
+  s->done = done;
+  s->ctx = ctx;
+  char id[128];
+  if (cfg->daemon_id)
+    snprintf(id, sizeof id, "%s", cfg->daemon_id);
+  else
+    seg_default_id(id, sizeof id);
+  int rc;
+  if (!seg_id_ok(id)) {
+    if (cause && asprintf(cause,
+                          "daemon id '%s' may hold only A-Z a-z 0-9 -"
+                          " _ . (at most 100)",
+                          id) < 0)
+      *cause = NULL;
+    free(s);
+    return GTP_E_BADARG;
+  }
+  s->daemon_id = strdup(id);
+  s->catalog = dup_or_null(cfg->catalog);
+  s->objects = dup_or_null(cfg->s3.url);
+  s->endpoint = dup_or_null(cfg->s3.endpoint);
+  s->region = dup_or_null(cfg->s3.region);
+  s->akey = dup_or_null(cfg->s3.access_key);
+  s->skey = dup_or_null(cfg->s3.secret_key);
+  s->cfg.catalog = s->catalog;
+  s->cfg.daemon_id = s->daemon_id;
+  s->cfg.s3.url = s->objects;
+  s->cfg.s3.endpoint = s->endpoint;
+  s->cfg.s3.region = s->region;
+  s->cfg.s3.access_key = s->akey;
+  s->cfg.s3.secret_key = s->skey;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->q_cond, &ca);
+  pthread_cond_init(&s->up_cond, &ca);
+  pthread_cond_init(&s->room, &ca);
+  pthread_cond_init(&s->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  if (!s->daemon_id) {
+    rc = -ENOMEM;
+    goto fail_alloc;
+  }
+
+  if (!s->catalog || !s->objects) {
+    rc = GTP_E_BADARG;
+    if (cause &&
+        asprintf(cause, "the shared store needs both --catalog "
+                        "postgresql://... and --objects s3://BUCKET") < 0)
+      *cause = NULL;
+    goto fail_alloc;
+  }
+  rc = s3_open(&s->cfg.s3, &s->up, cause);
+  if (rc < 0)
+    goto fail_alloc;
+  {
+    /* Keys in the catalog are bucket-relative (prefix included): reopen on
+     * the bucket's root. */
+    s3_config root = s->cfg.s3;
+    char *url = s3_root_url(s->up);
+    s->prefix = strdup(s3_prefix(s->up));
+    s3_close(s->up);
+    s->up = NULL;
+    root.url = url;
+    rc = url && s->prefix ? s3_open(&root, &s->up, cause) : -ENOMEM;
+    free(url);
+    if (rc < 0)
+      goto fail_alloc;
+  }
+  /* Both stores must answer now: a typo or a dead server is an error at
+   * start, not a daemon that accepts and never ACKs. */
+  rc = s3_check(s->up, cause);
+  if (rc < 0)
+    goto fail_s3;
+  rc = pg_cat_open(s->catalog, 4, &s->cat, cause);
+  if (rc < 0)
+    goto fail_s3;
+  pg_cat_set_test_delay(s->cat, s->cfg.test_commit_delay_ms);
+  if (pthread_create(&s->uploader, NULL, uploader_main, s) != 0) {
+    rc = -EAGAIN;
+    goto fail_cat;
+  }
+  if (pthread_create(&s->packer, NULL, packer_main, s) != 0) {
+    pthread_mutex_lock(&s->lock);
+    s->packer_done = 1;
+    pthread_cond_signal(&s->up_cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->uploader, NULL);
+    rc = -EAGAIN;
+    goto fail_cat;
+  }
+  *out = s;
+  return 0;
+fail_cat:
+  pg_cat_close(s->cat);
+fail_s3:
+fail_alloc:
+  s3_close(s->up);
+  free(s->prefix);
+  free(s->daemon_id);
+  free(s->catalog);
+  free(s->objects);
+  free(s->endpoint);
+  free(s->region);
+  free(s->akey);
+  free(s->skey);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->q_cond);
+  pthread_cond_destroy(&s->up_cond);
+  pthread_cond_destroy(&s->room);
+  pthread_cond_destroy(&s->wake);
+  free(s);
+  return rc;
+}
+
+void segment_close(segment_store *s) {
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->lock);
+  s->closing = 1;
+  s->close_ns = mono_ns();
+  pthread_cond_broadcast(&s->q_cond);
+  pthread_cond_broadcast(&s->wake);
+  pthread_mutex_unlock(&s->lock);
+  pthread_join(s->packer, NULL);
+  pthread_join(s->uploader, NULL);
+  seg_flush_rejected(s);
+  pg_cat_close(s->cat);
+  s3_close(s->up);
+  free(s->prefix);
+  free(s->q);
+  free(s->daemon_id);
+  free(s->catalog);
+  free(s->objects);
+  free(s->endpoint);
+  free(s->region);
+  free(s->akey);
+  free(s->skey);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->q_cond);
+  pthread_cond_destroy(&s->up_cond);
+  pthread_cond_destroy(&s->room);
+  pthread_cond_destroy(&s->wake);
+  free(s);
+}
+
+int segment_submit(segment_store *s, store_gen *g) {
+  pthread_mutex_lock(&s->lock);
+  if (s->closing) {
+    pthread_mutex_unlock(&s->lock);
+    return GTP_E_SHUTDOWN;
+  }
+  if (s->qn == s->qcap) {
+    size_t nc = s->qcap ? s->qcap * 2 : 256;
+    store_gen **q = malloc(nc * sizeof *q);
+    if (!q) {
+      pthread_mutex_unlock(&s->lock);
+      return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->qn; i++)
+      q[i] = s->q[(s->qhead + i) % s->qcap];
+    free(s->q);
+    s->q = q;
+    s->qhead = 0;
+    s->qcap = nc;
+  }
+  s->q[(s->qhead + s->qn) % s->qcap] = g;
+  s->qn++;
+  s->st.queued_gens++;
+  s->st.queued_bytes += g->len;
+  pthread_cond_signal(&s->q_cond);
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+int segment_last_gen(segment_store *s, const uint8_t session[16],
+                     uint64_t *gen) {
+  /* The daemon asks on its event loop (HELLO): while the catalog is known
+   * to be down, answer "nothing stored" at once rather than wait for a
+   * connect timeout. The agent then resends what it still spools, and the
+   * catalog stores each generation once (resends are duplicates). */
+  pthread_mutex_lock(&s->lock);
+  int down = s->unhealthy;
+  pthread_mutex_unlock(&s->lock);
+  if (down)
+    return 0;
+  char *cause = NULL;
+  int rc = pg_cat_last_gen(s->cat, session, gen, &cause);
+  free(cause);
+  return rc;
+}
+
+int segment_session_key(segment_store *s, const uint8_t session[16],
+                        uint8_t hash[STORE_KEY_HASH_SIZE]) {
+  pthread_mutex_lock(&s->lock);
+  int down = s->unhealthy;
+  pthread_mutex_unlock(&s->lock);
+  if (down)
+    return GTP_E_UNAVAIL;
+  char *cause = NULL;
+  int rc = pg_cat_session_key(s->cat, session, hash, &cause);
+  free(cause);
+  return rc < 0 ? GTP_E_UNAVAIL : rc;
+}
+
+void segment_note_rejected(segment_store *s, const uint8_t session[16],
+                           uint64_t events) {
+  pthread_mutex_lock(&s->lock);
+  int i;
+  for (i = 0; i < s->nrej; i++)
+    if (memcmp(s->rej[i].session, session, 16) == 0)
+      break;
+  if (i == s->nrej && s->nrej < SEG_REJ_MAX) {
+    memcpy(s->rej[i].session, session, 16);
+    s->rej[i].gens = s->rej[i].events = 0;
+    s->nrej++;
+  }
+  if (i < s->nrej) {
+    s->rej[i].gens++;
+    s->rej[i].events += events;
+  }
+  pthread_cond_signal(&s->up_cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+void segment_stats_get(segment_store *s, store_stats *out) {
+  pthread_mutex_lock(&s->lock);
+  *out = s->st;
+  pthread_mutex_unlock(&s->lock);
+}
+
+int segment_health(segment_store *s, char *reason, size_t cap) {
+  pthread_mutex_lock(&s->lock);
+  int bad = s->unhealthy;
+  if (cap)
+    snprintf(reason, cap, "%s", bad ? s->reason : "");
+  pthread_mutex_unlock(&s->lock);
+  return bad ? GTP_E_UNAVAIL : 0;
+}
+
+struct pg_cat *segment_catalog(segment_store *s) {
+  return s->cat;
+}
+const char *segment_daemon_id(const segment_store *s) {
+  return s->daemon_id;
+}
+
+uint64_t segment_scratch_bytes(segment_store *s) {
+  (void)s;
+  return __atomic_load_n(&seg_scratch, __ATOMIC_RELAXED);
+}

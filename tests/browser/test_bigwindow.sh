@@ -1,0 +1,78 @@
+#!/bin/sh
+# A window of a few hundred MB of Chrome JSON in the dashboard's viewer, in
+# headless Chromium (playwright-core) against a real gentraced fed by the
+# real demo service at a high rate: the overview paints quickly, zooming in
+# loads the generations in view, the JS heap stays bounded, tooltips go away
+# and the page has one scroll bar (bigwindow.mjs has the steps). Skips (77)
+# like test_dashboard.sh. BIG_SECONDS (default 35) sets how long the demo
+# runs; every process started is stopped by PID; the screenshot and the
+# figures (bigwindow.txt) stay in $top_builddir/tests/browser/artifacts/.
+set -u
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+HERE=$top_srcdir/tests/browser
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+. "$top_srcdir/tests/integration/lib.sh"
+
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+[ -x "$CHROMIUM" ] || skip "$CHROMIUM not installed (apt-get install chromium)"
+command -v node >/dev/null 2>&1 || skip "node not installed"
+[ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 20 ] ||
+	skip "node $(node --version) is older than 20 (playwright-core needs 20)"
+[ -d "$HERE/node_modules/playwright-core" ] ||
+	skip "no $HERE/node_modules (run: npm ci --prefix $HERE)"
+for b in "$GENTRACED" "$DEMO"; do
+	[ -x "$b" ] || skip "$b not built"
+done
+
+ART=$top_builddir/tests/browser/artifacts
+mkdir -p "$ART"
+rm -f "$ART"/bigwindow*
+before_cleanup() {
+	if [ -s "$T/browser.pid" ]; then
+		for p in $(cat "$T/browser.pid"); do
+			kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
+		done
+	fi
+}
+
+TOKEN=tok-$$-$(date +%s)
+start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+	--db "$T/g.db" --read-token "$TOKEN"
+
+# Two demo processes of one service (a service window, two sessions), as
+# many events as they make in BIG_SECONDS (about 80k/s each per free core), about 70
+# bytes of Chrome JSON per event (14x the native size).
+SECS=${BIG_SECONDS:-35}
+FROM=$(($(date +%s) - 1))
+for i in 1 2; do
+	GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=bigwin \
+		"$DEMO" --duration "$SECS" --threads 16 --rate 100000 --quiet >"$T/demo$i.log" 2>&1 &
+	PIDS="$PIDS $!"
+	eval "DEMO$i=\$!"
+done
+wait "$DEMO1" || fail "demo 1 exited with $?"
+wait "$DEMO2" || fail "demo 2 exited with $?"
+sleep 1.5 # their last generations commit
+TO=$(($(date +%s) + 1))
+
+# The size of the window as one Chrome JSON document: what the viewer used
+# to refuse above 64 MB.
+JSON_BYTES=$(curl -sf -H "Authorization: Bearer $TOKEN" \
+	"http://$HTTP/v1/trace?service=bigwin&from=${FROM}s&to=${TO}s&format=chrome" | wc -c)
+echo "window: service bigwin, 2 sessions, ${SECS}s, $JSON_BYTES bytes of Chrome JSON"
+[ "$JSON_BYTES" -gt 64000000 ] || fail "window is only $JSON_BYTES bytes: not a big window"
+
+HTTP=$HTTP TOKEN=$TOKEN SERVICE=bigwin FROM_NS=${FROM}000000000 TO_NS=${TO}000000000 \
+	JSON_BYTES=$JSON_BYTES ARTIFACTS=$ART PROFILE=$T/profile PIDFILE=$T/browser.pid \
+	CHROMIUM=$CHROMIUM node "$HERE/bigwindow.mjs" >"$T/node.log" 2>&1 &
+NPID=$!
+PIDS="$PIDS $NPID"
+wait "$NPID"
+st=$?
+cat "$T/node.log"
+[ $st -eq 0 ] || fail "bigwindow.mjs exited with $st (screenshots in $ART)"
+echo "ok: screenshot in $ART"

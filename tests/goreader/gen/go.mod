@@ -1,0 +1,3 @@
+module gentrace.test/goreader/gen
+
+go 1.19
