@@ -174,6 +174,12 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
            "Database size, WAL included, last measured.", NULL, st.db_bytes);
     metric(b, "gentrace_store_disk_full", "gauge",
            "1 while the store reports no room.", NULL, (uint64_t)st.disk_full);
+    metric(b, "gentrace_summary_backfill_pending", "gauge",
+           "Stored generations still without a summary (schema migration).",
+           NULL, st.summary_pending);
+    metric(b, "gentrace_summary_backfilled_total", "counter",
+           "Generations summarized by the background backfill.", NULL,
+           st.summary_backfilled);
   }
   session_auth_metrics(ing, b);
   if (ing->tls != NULL)

@@ -288,6 +288,10 @@ void storage_reader_close(storage_reader *r) {
   free(r);
 }
 
+store_reader *storage_reader_sqlite(storage_reader *r) {
+  return r->sq;
+}
+
 int storage_read_sessions(storage_reader *r, const store_session_filter *f,
                           store_session_cb cb, void *ctx) {
   return r->sq ? store_read_sessions(r->sq, f, cb, ctx)

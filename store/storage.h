@@ -72,6 +72,10 @@ int storage_health(storage *st, char *reason, size_t cap);
 typedef struct storage_reader storage_reader;
 int storage_reader_open(storage *st, storage_reader **out, char **cause);
 void storage_reader_close(storage_reader *r);
+/* The SQLite reader behind r, NULL on the shared backend: for the calls
+ * only the SQLite backend has so far (store_search.h: /v1/search and
+ * /v1/summary; the shared catalog does not hold summaries yet). */
+store_reader *storage_reader_sqlite(storage_reader *r);
 
 int storage_read_sessions(storage_reader *r, const store_session_filter *f,
                           store_session_cb cb, void *ctx);

@@ -117,6 +117,7 @@
 #include "store_index.h"
 #include "store_int.h"
 #include "store_schema.h"
+#include "store_summary.h"
 
 #define NS_PER_SEC 1000000000LL
 /* Maintenance tick: retention, rejected counts and the disk-full probe run at
@@ -139,6 +140,9 @@
  * RESULTS.md). Large blobs still span few overflow pages: C1 (1 MiB
  * generations) was within its run-to-run noise of 64 KiB. */
 #define STORE_PAGE_SIZE 16384
+/* Generations summarized per maintenance tick by the backfill: bounded so
+ * the ingest's commits never wait long behind it. */
+#define STORE_BACKFILL_PER_TICK 256
 /* The write connection's page cache, set explicitly once the page size is
  * known: SQLite turns its default (-2000 KiB) into a page count with the
  * page size current at open (4 KiB), so with 64 KiB pages the default
@@ -256,6 +260,7 @@ typedef struct zitem {
   int ready;         /* compressed; the store thread may take it */
   int64_t sid;       /* sessions.id, set by store_one */
   int64_t ready_ns;  /* when it became ready (monotonic): linger's start */
+  store_sum_item *sum; /* its summary (store_summary.h), NULL: backfill */
 } zitem;
 
 typedef struct sidc_ent {
@@ -276,6 +281,7 @@ struct store {
   /* Store thread only (invariant 1). */
   sqlite3 *db;
   sqlite3_stmt *st[ST_COUNT_];
+  store_summary *sum; /* summary writer and backfill */
   sidc_ent *sidc; /* sessions.id of sessions committed (invariant 13) */
   zitem *batch;
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
@@ -530,7 +536,7 @@ static int setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '3')");
+                           " ('schema_version', '4')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -558,6 +564,16 @@ static int setup_schema(store *s, char **cause) {
       err = store_err(rc);
       goto fail;
     }
+    version = 3;
+  }
+  if (version == 3) {
+    rc = exec_sql(s->db, STORE_MIGRATE_4_SQL);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: migrating schema 3 to 4: %s", s->path,
+                      sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
   }
   rc = exec_sql(s->db, "COMMIT");
   if (rc != SQLITE_OK) {
@@ -573,8 +589,8 @@ fail:
   return err ? err : GTP_E_INTERNAL;
 }
 
-_Static_assert(STORE_SCHEMA_VERSION == 3,
-               "store.c writes schema_version 3 on a fresh database; add a "
+_Static_assert(STORE_SCHEMA_VERSION == 4,
+               "store.c writes schema_version 4 on a fresh database; add a "
                "migration step and update that insert when bumping");
 
 static int setup_pragmas(store *s, char **cause) {
@@ -717,6 +733,16 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     goto fail_db;
   if ((err = prepare_all(s, cause)) != 0)
     goto fail_db;
+  if ((err = store_summary_open(s->db, &s->sum)) != 0) {
+    store_set_cause(cause, "%s: preparing summaries: %s", s->path,
+                    sqlite3_errmsg(s->db));
+    goto fail_db;
+  }
+  {
+    uint64_t pending = 0;
+    store_summary_backfill(s->sum, 0, &pending); /* reads the count only */
+    s->stats.summary_pending = pending;
+  }
   if ((err = load_index(s, cause)) != 0)
     goto fail_db;
   s->stats.db_bytes = db_bytes(s);
@@ -755,6 +781,7 @@ fail_thread:
   pthread_join(s->thread, NULL);
 
 fail_db:
+  store_summary_close(s->sum);
   for (int i = 0; i < ST_COUNT_; i++)
     sqlite3_finalize(s->st[i]);
   sqlite3_close_v2(s->db);
@@ -873,6 +900,10 @@ static void compress_item(store *s, ZSTD_CCtx *cctx, zitem *it) {
   it->z = NULL;
   it->zlen = g->len;
   it->codec = STORE_CODEC_NONE;
+  /* The summary is computed here, off the store thread, like compression. */
+  it->sum = store_sum_build(g->payload, g->len);
+  __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
+                     __ATOMIC_RELAXED);
   if (g->len < STORE_ZSTD_MIN)
     return;
   size_t bound = ZSTD_compressBound(g->len);
@@ -1037,6 +1068,15 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_bind_blob64(st, 2, data, n, SQLITE_STATIC);
   rc = step_done(st);
   sqlite3_clear_bindings(st);
+  /* Small generations skip the compressors (store_submit's fast path):
+   * their summary is made here, cheap at that size. */
+  if (it->sum == NULL) {
+    it->sum = store_sum_build(g->payload, g->len);
+    __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
+                       __ATOMIC_RELAXED);
+  }
+  if (rc == SQLITE_OK && it->sum != NULL) /* same transaction */
+    rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum);
   if (rc != SQLITE_OK)
     return rc;
   g->result = 0;
@@ -1137,6 +1177,10 @@ static void commit_batch(store *s, zitem *items, size_t n) {
       __atomic_fetch_sub(&s->scratch_bytes, items[i].zlen, __ATOMIC_RELAXED);
     free(items[i].z);
     items[i].z = NULL;
+    __atomic_fetch_sub(&s->scratch_bytes, store_sum_bytes(items[i].sum),
+                       __ATOMIC_RELAXED);
+    store_sum_free(items[i].sum);
+    items[i].sum = NULL;
     s->done(s->done_ctx, items[i].g); /* invariant 2: after COMMIT returned */
   }
 }
@@ -1335,6 +1379,31 @@ static void probe_disk(store *s) {
 
 /* Thread: store only. committed: a batch just committed (retention then
  * runs at once if the tick is due, keeping the size bound tight). */
+/* Summaries of generations stored before schema 4, a few hundred per tick
+ * (store_summary.c). Progress goes to the log and to store_stats. */
+static void backfill_tick(store *s) {
+  uint64_t pending = 0;
+  if (s->sum == NULL || s->stats.summary_pending == 0)
+    return;
+  int n = store_summary_backfill(s->sum, STORE_BACKFILL_PER_TICK, &pending);
+  if (n < 0) {
+    store_log_error(s, "summary backfill", sqlite3_errcode(s->db));
+    return;
+  }
+  pthread_mutex_lock(&s->st_lock);
+  s->stats.summary_backfilled += (uint64_t)n;
+  s->stats.summary_pending = pending;
+  pthread_mutex_unlock(&s->st_lock);
+  char kv[160];
+  snprintf(kv, sizeof kv,
+           "msg=\"summary backfill\" summarized=%d pending=%llu", n,
+           (unsigned long long)pending);
+  if (s->cfg.log)
+    s->cfg.log(s->cfg.log_ctx, kv);
+  else
+    fprintf(stderr, "level=info %s\n", kv);
+}
+
 static void maintain(store *s, int committed) {
   int64_t now = now_ns(CLOCK_MONOTONIC);
   int tick = now >= s->next_tick_ns;
@@ -1353,6 +1422,8 @@ static void maintain(store *s, int committed) {
     reclaim(s, 0);
   if (tick && stats_disk_full(s))
     probe_disk(s);
+  if (tick && !stats_disk_full(s))
+    backfill_tick(s);
   if (tick || committed) {
     uint64_t b = db_bytes(s);
     pthread_mutex_lock(&s->st_lock);
@@ -1505,6 +1576,7 @@ void store_close(store *s) {
     pthread_join(s->comp_thread[i], NULL);
   if (s->thread_started)
     pthread_join(s->thread, NULL);
+  store_summary_close(s->sum);
   for (int i = 0; i < ST_COUNT_; i++)
     sqlite3_finalize(s->st[i]);
   sqlite3_close_v2(s->db);

@@ -115,6 +115,9 @@ typedef struct store_stats {
   uint64_t norow_sessions;  /* sessions tracked that stored nothing */
   uint64_t norow_untracked; /* rejections not tracked (norow full) */
   uint64_t index_sessions;  /* entries of the in-memory session index */
+  /* Summaries (store_summary.h): generations stored before schema 4 still
+   * without one, and how many the background backfill made so far. */
+  uint64_t summary_pending, summary_backfilled;
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

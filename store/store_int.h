@@ -13,4 +13,9 @@
  * (0, -errno or GTP_E_*), for the writer and the readers alike. */
 int store_sqlite_err(int rc);
 
+/* A reader's connection, for the other read-side files (store_search.c). */
+struct sqlite3;
+struct store_reader;
+struct sqlite3 *store_reader_db(struct store_reader *r);
+
 #endif

@@ -129,6 +129,10 @@ struct store_reader {
 
 #define read_err(rc) store_sqlite_err(rc)
 
+sqlite3 *store_reader_db(store_reader *r) {
+  return r->db;
+}
+
 int store_reader_open(const char *path, store_reader **out, char **cause) {
   if (cause)
     *cause = NULL;

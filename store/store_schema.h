@@ -28,7 +28,7 @@
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -62,7 +62,8 @@
   "CREATE INDEX IF NOT EXISTS generations_by_start ON generations(start_ns);"   \
   STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
   "CREATE TABLE IF NOT EXISTS payloads("                                       \
-  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_TRIGGERS_SQL
+  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_TRIGGERS_SQL   \
+  STORE_SCHEMA_SUMMARY_SQL
 
 /* The longest span of any kept row in O(log n) (max() walks this index):
  * window queries bound their scan from below by from - max span, so the
@@ -109,10 +110,61 @@
   STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
   "UPDATE meta SET value = '3' WHERE key = 'schema_version';"
 
+/* Summaries (v4; store_summary.c writes them, store_search.c reads them),
+ * one set of rows per generation (seq), written in the generation's own
+ * transaction and deleted with it by a trigger, whatever path deletes it:
+ *   sum_gens     seq -> span_floor_ns (every span >= it is in sum_spans),
+ *                open_at_end, unmatched_ends, status (0 ok, else the
+ *                GTP_E_* code that kept it from being summarized). A
+ *                generation without a row here is not summarized yet.
+ *   sum_names    (name, seq, kind): count, total, min, max (ns) and the
+ *                histogram (proto/summary.h's compact encoding).
+ *   sum_spans    the long spans: (seq, kind, name, thread, start_ns, dur_ns),
+ *                and every span begun in an earlier generation of the
+ *                session (carried = 1), whatever its length.
+ *   sum_counters (seq, name): count, min, max, last.
+ *   sum_logs     (seq, name = category): count. */
+#define STORE_SCHEMA_SUMMARY_SQL                                               \
+  "CREATE TABLE IF NOT EXISTS sum_gens(seq INTEGER PRIMARY KEY,"               \
+  " floor_ns INTEGER NOT NULL, open_at_end INTEGER NOT NULL,"                  \
+  " unmatched_ends INTEGER NOT NULL, status INTEGER NOT NULL);"                \
+  "CREATE TABLE IF NOT EXISTS sum_names(name TEXT NOT NULL,"                   \
+  " seq INTEGER NOT NULL, kind INTEGER NOT NULL, count INTEGER NOT NULL,"      \
+  " total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,"                       \
+  " max_ns INTEGER NOT NULL, hist BLOB NOT NULL,"                              \
+  " PRIMARY KEY(name, seq, kind)) WITHOUT ROWID;"                              \
+  "CREATE INDEX IF NOT EXISTS sum_names_by_seq ON sum_names(seq);"             \
+  "CREATE TABLE IF NOT EXISTS sum_spans(seq INTEGER NOT NULL,"                 \
+  " kind INTEGER NOT NULL, name TEXT NOT NULL, thread INTEGER NOT NULL,"       \
+  " start_ns INTEGER NOT NULL, dur_ns INTEGER NOT NULL,"                      \
+  " carried INTEGER NOT NULL DEFAULT 0);"                                      \
+  "CREATE INDEX IF NOT EXISTS sum_spans_by_seq ON sum_spans(seq, name);"       \
+  "CREATE TABLE IF NOT EXISTS sum_counters(seq INTEGER NOT NULL,"              \
+  " name TEXT NOT NULL, count INTEGER NOT NULL, min INTEGER NOT NULL,"         \
+  " max INTEGER NOT NULL, last INTEGER NOT NULL, PRIMARY KEY(seq, name))"      \
+  " WITHOUT ROWID;"                                                            \
+  "CREATE TABLE IF NOT EXISTS sum_logs(seq INTEGER NOT NULL,"                  \
+  " name TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY(seq, name))"       \
+  " WITHOUT ROWID;"                                                            \
+  "CREATE TRIGGER IF NOT EXISTS generations_sum_del AFTER DELETE"              \
+  " ON generations BEGIN"                                                      \
+  " DELETE FROM sum_gens WHERE seq = OLD.seq;"                                 \
+  " DELETE FROM sum_names WHERE seq = OLD.seq;"                                \
+  " DELETE FROM sum_spans WHERE seq = OLD.seq;"                                \
+  " DELETE FROM sum_counters WHERE seq = OLD.seq;"                             \
+  " DELETE FROM sum_logs WHERE seq = OLD.seq; END;"
+
+/* Migration 3 -> 4: the summary tables, empty; the store thread then
+ * summarizes the kept generations in the background (store_summary.c,
+ * "backfill"), newest first. */
+#define STORE_MIGRATE_4_SQL                                                    \
+  STORE_SCHEMA_SUMMARY_SQL                                                     \
+  "UPDATE meta SET value = '4' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
  * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
  * the session key), generations.crc (the body CRC32C of the GEN_END) and the
- * generations_by_span index. */
+ * generations_by_span index; 4 adds the summary tables (sum_*). */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

@@ -804,6 +804,10 @@ static enum MHD_Result route(web_req *r) {
     return web_trace(r);
   if (strcmp(u, "/v1/feed") == 0)
     return web_feed(r);
+  if (strcmp(u, "/v1/search") == 0)
+    return web_search(r);
+  if (strcmp(u, "/v1/summary") == 0)
+    return web_summary(r);
   return web_error(r, 404, "not_found", "no such path: %.200s", u);
 }
 

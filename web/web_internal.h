@@ -153,5 +153,8 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
 enum MHD_Result web_trace(web_req *r);
 enum MHD_Result web_gotrace(web_req *r); /* web_gotrace.c */
 enum MHD_Result web_feed(web_req *r);
+/* web_search.c */
+enum MHD_Result web_search(web_req *r);
+enum MHD_Result web_summary(web_req *r);
 
 #endif

@@ -256,6 +256,32 @@ try {
   log(`session header before the first reply: "${early.trim()}"`);
   await first.close();
 
+  // ----------------------------------------------------------- search
+  // The demo's "db.query" regions: found by name prefix, with a latency
+  // histogram whose bars list their bucket; a result opens its window.
+  step = 'search';
+  await page.goto(`${BASE}#/search?name=db.*&min=1us&last=1h&service=${SERVICE}`);
+  await page.waitForFunction(() => document.querySelectorAll('#search-rows tr').length > 0);
+  await page.waitForFunction(() => document.querySelectorAll('.hist-bar').length > 0);
+  const found = await page.locator('#search-rows tr').count();
+  const names = await page.locator('#search-rows tr td:nth-child(3)').allTextContents();
+  check(names.every((n) => n.startsWith('db')), `search found other names: ${names.slice(0, 3)}`);
+  log(`search: ${found} spans, ${await page.locator('.hist-bar').count()} histogram bars`);
+  await shot('search');
+  step = 'search-bucket';
+  await page.locator('.hist-bar').first().click();
+  await page.waitForURL(/#\/search\?.*max=/);
+  await page.waitForFunction(() => document.querySelectorAll('#search-rows tr').length > 0 ||
+    /No span/.test(document.getElementById('search-note').textContent));
+  await shot('search-bucket');
+  step = 'search-open';
+  await page.goto(`${BASE}#/search?name=db.*&min=1us&last=1h&service=${SERVICE}`);
+  await page.locator('#search-rows tr').first().waitFor();
+  await page.locator('#search-rows tr td a').first().click();
+  await page.waitForURL(/#\/window\?session=/);
+  await page.waitForSelector('#viewer[data-lanes]');
+  await shot('search-window');
+
   // ----------------------------------------------------------- narrow
   step = 'narrow';
   const narrow = await context.newPage();

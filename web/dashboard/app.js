@@ -5,6 +5,8 @@
 //   #/session/ID            one session's recent generations (session.js)
 //   #/window?session=ID&from=NS&to=NS   (or service=&host=, or last=10s)
 //                           a trace viewer for that window (window.js)
+//   #/search?name=&min=&max=&last=&service=
+//                           slow spans and latency histograms (search.js)
 //
 // Routes live in the hash so any view can be linked to and reloaded; the
 // page's ?token= stays in location.search and is forwarded by api.js.
@@ -15,6 +17,7 @@ import { fleet } from './store.js';
 import { fleetView } from './fleet.js';
 import { sessionView } from './session.js';
 import { windowView } from './window.js';
+import { searchView } from './search.js';
 
 const main = document.getElementById('view');
 const crumbs = document.getElementById('crumbs');
@@ -43,6 +46,8 @@ function route() {
       current = sessionView(main, m[1].toLowerCase(), params, crumbs);
     } else if (path === '/window') {
       current = windowView(main, params, crumbs);
+    } else if (path === '/search') {
+      current = searchView(main, params, crumbs);
     } else {
       main.append(h('p.empty', null, 'No such view: ', path, '. ', h('a', { href: '#/' }, 'Back to the fleet')));
     }

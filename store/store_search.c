@@ -1,0 +1,488 @@
+/* store_search.c: span search and per-name statistics from the summary
+ * tables (see store_search.h for the contract, store_schema.h for the
+ * tables, proto/summary.h for what a summary guarantees).
+ *
+ * Invariants:
+ *   1. A candidate generation MUST be answered from sum_spans only when its
+ *      floor_ns <= the query's min (summary.h: every span that long is
+ *      stored), otherwise from its decoded bytes, otherwise short spans of a
+ *      capped generation would be missed.
+ *   2. Spans of one generation MUST come out in one deterministic order
+ *      (start desc, duration desc, thread asc) whichever way they were
+ *      found, otherwise the cursor's skip count would skip other spans on
+ *      the next page.
+ *   3. Every statement is finalized before return: no read transaction
+ *      outlives a call (store_read.h invariant 1).
+ *
+ * Name match: exact, or a prefix as the half-open range [p, p + 0xff...):
+ * names compare bytewise (BINARY), so "checkout." matches "checkout.pay"
+ * and not "checkoutx".
+ */
+#include "config.h"
+
+#include "store_search.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gtp_error.h"
+#include "store_int.h"
+#include "summary.h"
+
+_Static_assert(GTP_SUM_BUCKETS == 68, "store_name_stats.hist size");
+
+/* -------------------------------------------------------- gt_hist_merge */
+
+typedef struct hist_acc {
+  uint64_t h[GTP_SUM_BUCKETS];
+  int bad;
+} hist_acc;
+
+static void hist_step(sqlite3_context *cx, int n, sqlite3_value **v) {
+  (void)n;
+  hist_acc *a = sqlite3_aggregate_context(cx, sizeof *a);
+  if (!a)
+    return;
+  const void *p = sqlite3_value_blob(v[0]);
+  int len = sqlite3_value_bytes(v[0]);
+  if (len > 0 && gtp_sum_hist_decode(p, (size_t)len, a->h) < 0)
+    a->bad = 1;
+}
+
+static void hist_final(sqlite3_context *cx) {
+  hist_acc *a = sqlite3_aggregate_context(cx, 0);
+  uint8_t out[GTP_SUM_HIST_MAX];
+  static const uint64_t empty[GTP_SUM_BUCKETS];
+  size_t n = gtp_sum_hist_encode(a ? a->h : empty, out);
+  sqlite3_result_blob(cx, out, (int)n, SQLITE_TRANSIENT);
+}
+
+int store_search_register(void *db) {
+  int rc = sqlite3_create_function_v2(db, "gt_hist_merge", 1,
+                                      SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                      NULL, hist_step, hist_final, NULL);
+  return rc == SQLITE_OK ? 0 : store_sqlite_err(rc);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
+  int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
+  if (rc != SQLITE_OK) {
+    int e = store_sqlite_err(rc);
+    return e ? e : GTP_E_INTERNAL;
+  }
+  return 0;
+}
+
+/* Binds the name range of a query at i (lo) and i+1 (hi) as blobs compared
+ * to TEXT: the hi bound of a prefix is the prefix followed by 0xff bytes. */
+static void bind_name(sqlite3_stmt *st, int i, const char *name, int prefix,
+                      char *hi, size_t hicap) {
+  if (!name) {
+    sqlite3_bind_text(st, i, "", 0, SQLITE_STATIC);
+    sqlite3_bind_null(st, i + 1);
+    return;
+  }
+  size_t n = strlen(name);
+  sqlite3_bind_text(st, i, name, (int)n, SQLITE_STATIC);
+  if (!prefix) {
+    sqlite3_bind_text(st, i + 1, name, (int)n, SQLITE_STATIC);
+    return;
+  }
+  /* hi = name + "\xff\xff\xff\xff": above every UTF-8 continuation. */
+  size_t m = n + 4 < hicap ? n : hicap - 5;
+  memcpy(hi, name, m);
+  memset(hi + m, 0xff, 4);
+  sqlite3_bind_text(st, i + 1, hi, (int)(m + 4), SQLITE_STATIC);
+}
+
+static int64_t read_below(sqlite3 *db) {
+  sqlite3_stmt *st = NULL;
+  int64_t v = 0;
+  if (prep(db, "SELECT value FROM meta WHERE key = 'summary_below'", &st) ==
+          0 &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* Lowest seq a generation overlapping [from, ...) can have: generations
+ * ending at or after from start at or after from - (longest span kept). */
+static int64_t seq_floor(sqlite3 *db, int64_t from_ns) {
+  if (from_ns <= 0)
+    return 0;
+  sqlite3_stmt *st = NULL;
+  int64_t v = 0;
+  if (prep(db,
+           "SELECT min(seq) FROM generations WHERE start_ns >= ?1 -"
+           " coalesce((SELECT max(end_ns - start_ns) FROM generations), 0)",
+           &st) == 0) {
+    sqlite3_bind_int64(st, 1, from_ns);
+    if (sqlite3_step(st) == SQLITE_ROW)
+      v = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* ------------------------------------------------------------------ spans */
+
+typedef struct span_buf {
+  store_span_row *rows;
+  size_t n, cap;
+  char **names; /* owned copies, one per row */
+} span_buf;
+
+static void span_buf_clear(span_buf *b) {
+  for (size_t i = 0; i < b->n; i++)
+    free(b->names[i]);
+  b->n = 0;
+}
+
+static int span_buf_add(span_buf *b, const store_span_row *r) {
+  if (b->n == b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 64;
+    store_span_row *nr = realloc(b->rows, nc * sizeof *nr);
+    if (!nr)
+      return -ENOMEM;
+    b->rows = nr;
+    char **nn = realloc(b->names, nc * sizeof *nn);
+    if (!nn)
+      return -ENOMEM;
+    b->names = nn;
+    b->cap = nc;
+  }
+  char *copy = malloc(r->name_len + 1);
+  if (!copy)
+    return -ENOMEM;
+  memcpy(copy, r->name, r->name_len);
+  copy[r->name_len] = 0;
+  b->rows[b->n] = *r;
+  b->rows[b->n].name = copy;
+  b->names[b->n] = copy;
+  b->n++;
+  return 0;
+}
+
+static int cmp_span(const void *a, const void *b) {
+  const store_span_row *x = a, *y = b;
+  if (x->start_ns != y->start_ns)
+    return x->start_ns > y->start_ns ? -1 : 1;
+  if (x->dur_ns != y->dur_ns)
+    return x->dur_ns > y->dur_ns ? -1 : 1;
+  if (x->thread != y->thread)
+    return x->thread < y->thread ? -1 : 1;
+  if (x->kind != y->kind)
+    return x->kind < y->kind ? -1 : 1;
+  size_t m = x->name_len < y->name_len ? x->name_len : y->name_len;
+  int c = memcmp(x->name, y->name, m);
+  return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+static int name_matches(const store_search_query *q, const char *p,
+                        size_t len) {
+  if (!q->name)
+    return 1;
+  size_t n = strlen(q->name);
+  if (q->prefix)
+    return len >= n && memcmp(p, q->name, n) == 0;
+  return len == n && memcmp(p, q->name, n) == 0;
+}
+
+static int span_matches(const store_search_query *q, int64_t start,
+                        uint64_t dur) {
+  return dur >= q->min_ns && dur <= q->max_ns && start >= q->from_ns &&
+         start < q->to_ns;
+}
+
+/* Spans of generation seq from sum_spans (invariant 1: floor <= min), or
+ * only its carried ones (carried_only). */
+static int spans_from_index(sqlite3 *db, const store_search_query *q,
+                            int64_t seq, int carried_only, span_buf *out) {
+  sqlite3_stmt *st;
+  char hi[1100];
+  int err = prep(db,
+                 "SELECT kind, name, thread, start_ns, dur_ns FROM sum_spans"
+                 " WHERE seq = ?1 AND name >= ?2 AND (?3 IS NULL OR name <= ?3)"
+                 " AND dur_ns >= ?4 AND dur_ns <= ?5"
+                 " AND (?6 = 0 OR carried = 1)",
+                 &st);
+  if (err)
+    return err;
+  sqlite3_bind_int64(st, 1, seq);
+  bind_name(st, 2, q->name, q->prefix, hi, sizeof hi);
+  sqlite3_bind_int64(st, 4, (int64_t)q->min_ns);
+  sqlite3_bind_int64(st, 5,
+                     q->max_ns > INT64_MAX ? INT64_MAX : (int64_t)q->max_ns);
+  sqlite3_bind_int(st, 6, carried_only);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    store_span_row r = {0};
+    r.kind = sqlite3_column_int(st, 0);
+    r.name = (const char *)sqlite3_column_text(st, 1);
+    r.name_len = (size_t)sqlite3_column_bytes(st, 1);
+    r.thread = (uint64_t)sqlite3_column_int64(st, 2);
+    r.start_ns = sqlite3_column_int64(st, 3);
+    r.dur_ns = (uint64_t)sqlite3_column_int64(st, 4);
+    if (!r.name || !name_matches(q, r.name, r.name_len) ||
+        !span_matches(q, r.start_ns, r.dur_ns))
+      continue;
+    if ((err = span_buf_add(out, &r)) < 0)
+      break;
+  }
+  sqlite3_finalize(st);
+  if (err)
+    return err;
+  return rc == SQLITE_DONE ? 0 : store_sqlite_err(rc);
+}
+
+/* Spans of generation seq from its bytes: every span >= min. */
+static int spans_from_bytes(store_reader *r, const store_search_query *q,
+                            int64_t seq, span_buf *out) {
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, GTP_GEN_MAX_BYTES);
+  int err = store_read_payload(r, seq, &b);
+  if (err) {
+    gtp_wbuf_fini(&b);
+    return err == GTP_E_NOTFOUND ? 0 : err; /* deleted meanwhile */
+  }
+  gtp_gen g;
+  size_t used;
+  if (gtp_gen_parse(b.data, b.len, &g, &used) < 0) {
+    gtp_wbuf_fini(&b);
+    return 0; /* not decodable: holds no span anyone can see */
+  }
+  gtp_summary s;
+  err = gtp_summary_compute_spans(&g, q->min_ns, SIZE_MAX, &s);
+  for (size_t i = 0; err == 0 && i < s.nspans; i++) {
+    const gtp_sum_span *sp = &s.spans[i];
+    const gtp_sum_name *n = &s.names[sp->name];
+    if (!name_matches(q, n->name.ptr, n->name.len) ||
+        !span_matches(q, sp->start_ns, sp->dur_ns))
+      continue;
+    store_span_row row = {0};
+    row.kind = n->kind;
+    row.name = n->name.ptr;
+    row.name_len = n->name.len;
+    row.thread = sp->thread;
+    row.start_ns = sp->start_ns;
+    row.dur_ns = sp->dur_ns;
+    row.decoded = 1;
+    err = span_buf_add(out, &row);
+  }
+  gtp_summary_fini(&s); /* safe after a failed compute too */
+  gtp_gen_fini(&g);
+  gtp_wbuf_fini(&b);
+  return err == -ENOMEM ? err : 0;
+}
+
+/* Candidates, newest first: generations whose summary has a name that may
+ * hold a match, and (while backfilling) generations without a summary. */
+#define CAND_SQL(SEQ)                                                          \
+  "SELECT c.seq, g.gen, s.session, s.service, s.host, sg.floor_ns,"            \
+  " sg.status FROM (SELECT n.seq AS seq FROM sum_names n"                      \
+  "  WHERE n.name >= ?1 AND (?2 IS NULL OR n.name <= ?2)"                      \
+  "  AND n.max_ns >= ?3 AND n.min_ns <= ?4 AND " SEQ " >= ?5 AND " SEQ         \
+  " <= ?6"                                                                     \
+  " UNION SELECT g2.seq FROM generations g2 WHERE g2.seq <= ?7"                \
+  "  AND g2.seq >= ?5 AND g2.seq <= ?6"                                        \
+  "  AND NOT EXISTS (SELECT 1 FROM sum_gens x WHERE x.seq = g2.seq)) c"        \
+  " JOIN generations g ON g.seq = c.seq"                                       \
+  " JOIN sessions s ON s.id = g.session_id"                                    \
+  " LEFT JOIN sum_gens sg ON sg.seq = c.seq"                                   \
+  " WHERE (?8 IS NULL OR s.service = ?8) AND (?9 IS NULL OR s.session = ?9)"   \
+  " AND g.start_ns < ?10 AND g.end_ns >= ?11"                                  \
+  " ORDER BY c.seq DESC"
+/* With a name, the (name, seq) key finds its rows; "+n.seq" keeps SQLite
+ * from scanning the seq index over every name instead (it cannot tell from
+ * bound parameters that the seq range is the whole table). */
+static const char *const cand_sql_name = CAND_SQL("+n.seq");
+static const char *const cand_sql_any = CAND_SQL("n.seq");
+
+int store_search_spans(store_reader *r, const store_search_query *q,
+                       store_span_cb cb, void *ctx, int64_t *next_seq,
+                       uint64_t *next_skip) {
+  sqlite3 *db = store_reader_db(r);
+  *next_seq = 0;
+  *next_skip = 0;
+  sqlite3_stmt *st;
+  int err = prep(db, q->name ? cand_sql_name : cand_sql_any, &st);
+  if (err)
+    return err;
+  char hi[1100];
+  bind_name(st, 1, q->name, q->prefix, hi, sizeof hi);
+  sqlite3_bind_int64(st, 3, (int64_t)q->min_ns);
+  sqlite3_bind_int64(st, 4,
+                     q->max_ns > INT64_MAX ? INT64_MAX : (int64_t)q->max_ns);
+  sqlite3_bind_int64(st, 5, seq_floor(db, q->from_ns));
+  sqlite3_bind_int64(st, 6, q->cursor_seq > 0 ? q->cursor_seq : INT64_MAX);
+  sqlite3_bind_int64(st, 7, read_below(db));
+  if (q->service)
+    sqlite3_bind_text(st, 8, q->service, -1, SQLITE_STATIC);
+  if (q->session)
+    sqlite3_bind_text(st, 9, q->session, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 10, q->to_ns);
+  sqlite3_bind_int64(st, 11, q->from_ns);
+
+  span_buf buf = {0};
+  uint32_t sent = 0;
+  int rc, stop = 0;
+  while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t seq = sqlite3_column_int64(st, 0);
+    int summarized = sqlite3_column_type(st, 5) != SQLITE_NULL;
+    int64_t floor_ns = sqlite3_column_int64(st, 5);
+    int status = sqlite3_column_int(st, 6);
+    if (summarized && status != 0)
+      continue; /* not decodable: no span of it can be shown */
+    span_buf_clear(&buf);
+    if (summarized && floor_ns >= 0 && (uint64_t)floor_ns <= q->min_ns) {
+      err = spans_from_index(db, q, seq, 0, &buf);
+    } else {
+      /* The bytes hold the spans begun and ended here; the ones begun in
+       * an earlier generation are only in sum_spans (carried). */
+      err = spans_from_bytes(r, q, seq, &buf);
+      if (!err && summarized)
+        err = spans_from_index(db, q, seq, 1, &buf);
+    }
+    if (err)
+      break;
+    if (buf.n > 1) /* qsort(NULL, 0) is undefined */
+      qsort(buf.rows, buf.n, sizeof *buf.rows, cmp_span); /* invariant 2 */
+    uint64_t skip = seq == q->cursor_seq ? q->cursor_skip : 0;
+    for (size_t i = skip; i < buf.n; i++) {
+      if (q->limit && sent == q->limit) {
+        *next_seq = seq;
+        *next_skip = i;
+        stop = 1;
+        break;
+      }
+      store_span_row *row = &buf.rows[i];
+      row->seq = seq;
+      row->gen = (uint64_t)sqlite3_column_int64(st, 1);
+      row->session = (const char *)sqlite3_column_text(st, 2);
+      row->service = (const char *)sqlite3_column_text(st, 3);
+      row->host = (const char *)sqlite3_column_text(st, 4);
+      row->index = i;
+      sent++;
+      if (cb(ctx, row) != 0) {
+        stop = 1;
+        *next_seq = seq;
+        *next_skip = i + 1;
+        break;
+      }
+    }
+  }
+  if (!stop && !err && rc != SQLITE_DONE)
+    err = store_sqlite_err(rc);
+  sqlite3_finalize(st);
+  span_buf_clear(&buf);
+  free(buf.rows);
+  free(buf.names);
+  return err;
+}
+
+/* ---------------------------------------------------------------- summary */
+
+int store_search_summary(store_reader *r, const store_summary_query *q,
+                         store_stats_cb cb, void *ctx, uint64_t *pending) {
+  sqlite3 *db = store_reader_db(r);
+  *pending = 0;
+  sqlite3_stmt *st;
+  /* gt_hist_merge is registered on a connection the first time it is
+   * needed (registering again would expire the reader's statements). */
+  static const char *const sql =
+      "SELECT n.kind, n.name, sum(n.count), sum(n.total_ns), min(n.min_ns),"
+      " max(n.max_ns), count(*), gt_hist_merge(n.hist)"
+      " FROM generations g JOIN sessions s ON s.id = g.session_id"
+      " JOIN sum_names n ON n.seq = g.seq"
+      " WHERE (?1 IS NULL OR s.service = ?1) AND (?2 IS NULL OR s.session = ?2)"
+      " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND g.seq >= ?5"
+      " AND n.name >= ?6 AND (?7 IS NULL OR n.name <= ?7)"
+      " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC";
+  int err = prep(db, sql, &st);
+  if (err) {
+    int rc = store_search_register(db);
+    if (rc)
+      return rc;
+    err = prep(db, sql, &st);
+  }
+  if (err)
+    return err;
+  if (q->service)
+    sqlite3_bind_text(st, 1, q->service, -1, SQLITE_STATIC);
+  if (q->session)
+    sqlite3_bind_text(st, 2, q->session, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, q->to_ns);
+  sqlite3_bind_int64(st, 4, q->from_ns);
+  sqlite3_bind_int64(st, 5, seq_floor(db, q->from_ns));
+  char hi[1100];
+  bind_name(st, 6, q->name, q->prefix, hi, sizeof hi);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    store_name_stats ns;
+    memset(&ns, 0, sizeof ns);
+    ns.kind = sqlite3_column_int(st, 0);
+    ns.name = (const char *)sqlite3_column_text(st, 1);
+    ns.name_len = (size_t)sqlite3_column_bytes(st, 1);
+    if (!ns.name ||
+        (q->name && !name_matches(&(store_search_query){.name = q->name,
+                                                        .prefix = q->prefix},
+                                  ns.name, ns.name_len)))
+      continue;
+    ns.count = (uint64_t)sqlite3_column_int64(st, 2);
+    ns.total_ns = (uint64_t)sqlite3_column_int64(st, 3);
+    ns.min_ns = (uint64_t)sqlite3_column_int64(st, 4);
+    ns.max_ns = (uint64_t)sqlite3_column_int64(st, 5);
+    ns.gens = (uint64_t)sqlite3_column_int64(st, 6);
+    const void *h = sqlite3_column_blob(st, 7);
+    int hl = sqlite3_column_bytes(st, 7);
+    if (hl > 0)
+      gtp_sum_hist_decode(h, (size_t)hl, ns.hist);
+    if (cb(ctx, &ns) != 0)
+      break;
+  }
+  int stepped = rc;
+  sqlite3_finalize(st);
+  if (stepped != SQLITE_DONE && stepped != SQLITE_ROW)
+    return store_sqlite_err(stepped);
+  /* What the answer is missing while a migrated database is summarized. */
+  int64_t below = read_below(db);
+  if (below > 0 &&
+      prep(db,
+           "SELECT count(*) FROM generations g JOIN sessions s ON"
+           " s.id = g.session_id WHERE g.seq <= ?1 AND g.start_ns < ?2 AND"
+           " g.end_ns >= ?3 AND (?4 IS NULL OR s.service = ?4) AND"
+           " (?5 IS NULL OR s.session = ?5) AND NOT EXISTS (SELECT 1 FROM"
+           " sum_gens x WHERE x.seq = g.seq)",
+           &st) == 0) {
+    sqlite3_bind_int64(st, 1, below);
+    sqlite3_bind_int64(st, 2, q->to_ns);
+    sqlite3_bind_int64(st, 3, q->from_ns);
+    if (q->service)
+      sqlite3_bind_text(st, 4, q->service, -1, SQLITE_STATIC);
+    if (q->session)
+      sqlite3_bind_text(st, 5, q->session, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW)
+      *pending = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  return 0;
+}
+
+int store_search_service_known(store_reader *r, const char *service) {
+  sqlite3 *db = store_reader_db(r);
+  sqlite3_stmt *st;
+  int err = prep(db, "SELECT 1 FROM sessions WHERE service = ?1 LIMIT 1", &st);
+  if (err)
+    return err;
+  sqlite3_bind_text(st, 1, service, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  sqlite3_finalize(st);
+  if (rc == SQLITE_ROW)
+    return 1;
+  return rc == SQLITE_DONE ? 0 : store_sqlite_err(rc);
+}

@@ -1,0 +1,421 @@
+/* store_summary.c: generation summaries into SQLite (see store_summary.h and
+ * the sum_* tables of store_schema.h).
+ *
+ * Backfill: a database migrated from schema 3 has generations without
+ * summaries. At open, `below` is set to the highest seq then stored: every
+ * generation committed later is summarized at commit, so only seq <= below
+ * can lack one. Each call takes the next few of those, newest first (recent
+ * data is what users search first), and moves `below` down past them.
+ *
+ * Invariants:
+ *   1. A summary's rows MUST be written in the transaction that inserts the
+ *      generation (or, for backfill, in one transaction per batch with a
+ *      sum_gens row last), otherwise a crash could leave a generation with
+ *      half a summary that search would trust as whole.
+ *   2. A generation MUST get a sum_gens row even when it cannot be
+ *      summarized (status != 0), otherwise backfill would retry it forever;
+ *      search treats such a generation as "decode to answer".
+ *   3. Every generation with seq > below has a summary row or is being
+ *      committed with one, so backfill never has to look above below.
+ */
+#include "config.h"
+
+#include "store_summary.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "gtp_error.h"
+#include "store_int.h"
+#include "store_schema.h"
+
+/* ---------------------------------------------------------- the pure part */
+
+store_sum_item *store_sum_build(const uint8_t *payload, size_t len) {
+  store_sum_item *it = calloc(1, sizeof *it);
+  if (!it)
+    return NULL;
+  size_t used = 0;
+  int rc = gtp_gen_parse(payload, len, &it->g, &used);
+  if (rc < 0) {
+    memset(&it->g, 0, sizeof it->g); /* nothing of it stays allocated */
+    it->status = rc;
+    return it;
+  }
+  rc = gtp_summary_compute(&it->g, &it->sum);
+  if (rc == -ENOMEM) {
+    gtp_gen_fini(&it->g);
+    free(it);
+    return NULL;
+  }
+  it->status = rc;
+  return it;
+}
+
+void store_sum_free(store_sum_item *it) {
+  if (!it)
+    return;
+  gtp_gen_fini(&it->g);
+  gtp_summary_fini(&it->sum);
+  free(it->carry_names);
+  free(it);
+}
+
+uint64_t store_sum_bytes(const store_sum_item *it) {
+  if (!it)
+    return 0;
+  const gtp_summary *s = &it->sum;
+  return sizeof *it + s->nnames * sizeof *s->names +
+         s->ncounters * sizeof *s->counters + s->nlogs * sizeof *s->logs +
+         s->nspans * sizeof *s->spans + it->g.nstrings * sizeof *it->g.strings +
+         it->g.nstacks * sizeof *it->g.stacks +
+         it->g.nmodules * sizeof *it->g.modules;
+}
+
+/* ------------------------------------------------------------ the writer */
+
+enum { SS_GEN, SS_NAME, SS_SPAN, SS_COUNTER, SS_LOG, SS_TODO, SS_COUNT_ };
+
+static const char *const ss_sql[SS_COUNT_] = {
+    [SS_GEN] = "INSERT OR REPLACE INTO sum_gens(seq, floor_ns, open_at_end,"
+               " unmatched_ends, status) VALUES(?1, ?2, ?3, ?4, ?5)",
+    [SS_NAME] = "INSERT OR REPLACE INTO sum_names(name, seq, kind, count,"
+                " total_ns, min_ns, max_ns, hist)"
+                " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [SS_SPAN] = "INSERT INTO sum_spans(seq, kind, name, thread, start_ns,"
+                " dur_ns, carried) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [SS_COUNTER] = "INSERT OR REPLACE INTO sum_counters(seq, name, count, min,"
+                   " max, last) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [SS_LOG] = "INSERT OR REPLACE INTO sum_logs(seq, name, count)"
+               " VALUES(?1, ?2, ?3)",
+    [SS_TODO] = "SELECT g.seq, g.codec, g.bytes, p.data FROM generations g"
+                " JOIN payloads p ON p.seq = g.seq WHERE g.seq <= ?1 AND"
+                " NOT EXISTS (SELECT 1 FROM sum_gens s WHERE s.seq = g.seq)"
+                " ORDER BY g.seq DESC LIMIT ?2",
+};
+
+/* Carry: per session, the regions and tasks open after its last committed
+ * generation (names copied into one owned block). Only sessions with
+ * something open have an entry; at most STORE_CARRY_MAX of them (a full
+ * probe run evicts the entry at its first slot: that session's next spans
+ * across the edge are then counted as unmatched). */
+#define STORE_CARRY_MAX 65536 /* power of two */
+typedef struct carry_ent {
+  uint8_t session[16];
+  uint64_t gen;
+  gtp_sum_open *opens; /* NULL = empty slot */
+  size_t n;
+  char *names; /* owned block the opens' names point into */
+} carry_ent;
+
+struct store_summary {
+  carry_ent *carry; /* STORE_CARRY_MAX slots, calloc'd on first use */
+  sqlite3 *db;
+  sqlite3_stmt *st[SS_COUNT_];
+  ZSTD_DCtx *dctx;
+  int64_t below;    /* invariant 3 */
+  uint64_t pending; /* generations without a summary (estimate) */
+};
+
+/* meta.summary_below: readers (store_search.c) look for generations without
+ * a summary only at or below it; 0 = none. */
+static int set_below(store_summary *ss, int64_t below) {
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "INSERT OR REPLACE INTO meta(key, value)"
+           " VALUES('summary_below', '%lld')",
+           (long long)below);
+  return sqlite3_exec(ss->db, sql, NULL, NULL, NULL);
+}
+
+static int64_t clamp64(uint64_t v) {
+  return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static int step_done(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+int store_summary_open(sqlite3 *db, store_summary **out) {
+  store_summary *ss = calloc(1, sizeof *ss);
+  if (!ss)
+    return -ENOMEM;
+  ss->db = db;
+  int rc = SQLITE_OK;
+  for (int i = 0; i < SS_COUNT_ && rc == SQLITE_OK; i++)
+    rc = sqlite3_prepare_v3(db, ss_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                            &ss->st[i], NULL);
+  ss->dctx = ZSTD_createDCtx();
+  sqlite3_stmt *q = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(
+        db,
+        "SELECT coalesce(max(seq), 0), (SELECT count(*) FROM generations g"
+        " WHERE NOT EXISTS (SELECT 1 FROM sum_gens s WHERE s.seq = g.seq))"
+        " FROM generations",
+        -1, &q, NULL);
+  if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
+    ss->below = sqlite3_column_int64(q, 0);
+    ss->pending = (uint64_t)sqlite3_column_int64(q, 1);
+  }
+  sqlite3_finalize(q);
+  if (ss->pending == 0)
+    ss->below = 0;
+  if (rc == SQLITE_OK)
+    rc = set_below(ss, ss->below);
+  if (rc != SQLITE_OK || !ss->dctx) {
+    int err = rc != SQLITE_OK ? store_sqlite_err(rc) : -ENOMEM;
+    store_summary_close(ss);
+    return err ? err : GTP_E_INTERNAL;
+  }
+  *out = ss;
+  return 0;
+}
+
+static void carry_clear(carry_ent *e) {
+  free(e->opens);
+  free(e->names);
+  memset(e, 0, sizeof *e);
+}
+
+static carry_ent *carry_slot(store_summary *ss, const uint8_t session[16]) {
+  if (!ss->carry) {
+    ss->carry = calloc(STORE_CARRY_MAX, sizeof *ss->carry);
+    if (!ss->carry)
+      return NULL;
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < 16; i++)
+    h = (h ^ session[i]) * 1099511628211ull;
+  size_t start = (size_t)h & (STORE_CARRY_MAX - 1), free_at = SIZE_MAX;
+  for (size_t k = 0; k < 64; k++) { /* probe a bounded run */
+    size_t i = (start + k) & (STORE_CARRY_MAX - 1);
+    carry_ent *e = &ss->carry[i];
+    if (e->opens && memcmp(e->session, session, 16) == 0)
+      return e;
+    if (!e->opens && free_at == SIZE_MAX)
+      free_at = i;
+  }
+  carry_ent *e = &ss->carry[free_at != SIZE_MAX ? free_at : start];
+  if (e->opens)
+    carry_clear(e); /* full: evict */
+  return e;
+}
+
+/* Pairs the item's unmatched ends with what the session's previous
+ * generation left open, and records what stays open for the next one. */
+static int carry_apply(store_summary *ss, const uint8_t session[16],
+                       uint64_t gen, store_sum_item *it) {
+  carry_ent *e = carry_slot(ss, session);
+  if (!e)
+    return -ENOMEM;
+  int linked =
+      e->opens && memcmp(e->session, session, 16) == 0 && e->gen + 1 == gen;
+  gtp_sum_open *left = NULL;
+  size_t nleft = 0;
+  int rc = gtp_summary_carry(&it->sum, linked ? e->opens : NULL,
+                             linked ? e->n : 0, &left, &nleft);
+  if (rc < 0)
+    return rc;
+  /* Copy the names: they point into this generation's bytes or e->names. */
+  size_t bytes = 1;
+  for (size_t i = 0; i < nleft; i++)
+    bytes += left[i].name.len;
+  char *names = nleft ? malloc(bytes) : NULL;
+  if (nleft && !names) {
+    free(left);
+    return -ENOMEM;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < nleft; i++) {
+    if (left[i].name.len)
+      memcpy(names + at, left[i].name.ptr, left[i].name.len);
+    left[i].name.ptr = names + at;
+    at += left[i].name.len;
+  }
+  /* The spans just carried borrow names from e's block: the item keeps it
+   * until it is freed (after the rows are written). */
+  free(it->carry_names);
+  it->carry_names = e->names;
+  e->names = NULL;
+  free(e->opens);
+  memset(e, 0, sizeof *e);
+  if (nleft) {
+    memcpy(e->session, session, 16);
+    e->gen = gen;
+    e->opens = left;
+    e->n = nleft;
+    e->names = names;
+  } else {
+    free(left);
+  }
+  return 0;
+}
+
+void store_summary_close(store_summary *ss) {
+  if (!ss)
+    return;
+  if (ss->carry) {
+    for (size_t i = 0; i < STORE_CARRY_MAX; i++)
+      carry_clear(&ss->carry[i]);
+    free(ss->carry);
+  }
+  for (int i = 0; i < SS_COUNT_; i++)
+    sqlite3_finalize(ss->st[i]);
+  ZSTD_freeDCtx(ss->dctx);
+  free(ss);
+}
+
+static void bind_str(sqlite3_stmt *st, int i, gtp_str s) {
+  sqlite3_bind_text(st, i, s.len ? s.ptr : "", (int)s.len, SQLITE_STATIC);
+}
+
+int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
+                      uint64_t gen, store_sum_item *it) {
+  /* Out of memory while carrying loses only the pairing across this edge
+   * (those ends stay unmatched), never the generation. */
+  if (session && it->status == 0)
+    (void)carry_apply(ss, session, gen, it);
+  sqlite3_stmt *st = ss->st[SS_GEN];
+  const gtp_summary *s = &it->sum;
+  int ok = it->status == 0;
+  sqlite3_bind_int64(st, 1, seq);
+  sqlite3_bind_int64(st, 2, ok ? clamp64(s->span_floor_ns) : 0);
+  sqlite3_bind_int64(st, 3, clamp64(s->open_at_end));
+  sqlite3_bind_int64(st, 4, clamp64(s->unmatched_ends));
+  sqlite3_bind_int64(st, 5, it->status);
+  int rc = step_done(st);
+  if (!ok)
+    return rc;
+  uint8_t hist[GTP_SUM_HIST_MAX];
+  st = ss->st[SS_NAME];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->nnames; i++) {
+    const gtp_sum_name *n = &s->names[i];
+    bind_str(st, 1, n->name);
+    sqlite3_bind_int64(st, 2, seq);
+    sqlite3_bind_int(st, 3, n->kind);
+    sqlite3_bind_int64(st, 4, clamp64(n->count));
+    sqlite3_bind_int64(st, 5, clamp64(n->total_ns));
+    sqlite3_bind_int64(st, 6, clamp64(n->min_ns));
+    sqlite3_bind_int64(st, 7, clamp64(n->max_ns));
+    size_t hl = gtp_sum_hist_encode(n->hist, hist);
+    sqlite3_bind_blob(st, 8, hist, (int)hl, SQLITE_STATIC);
+    rc = step_done(st);
+  }
+  st = ss->st[SS_SPAN];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->nspans; i++) {
+    const gtp_sum_span *sp = &s->spans[i];
+    const gtp_sum_name *n = &s->names[sp->name];
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int(st, 2, n->kind);
+    bind_str(st, 3, n->name);
+    sqlite3_bind_int64(st, 4, clamp64(sp->thread));
+    sqlite3_bind_int64(st, 5, sp->start_ns);
+    sqlite3_bind_int64(st, 6, clamp64(sp->dur_ns));
+    sqlite3_bind_int(st, 7, sp->carried);
+    rc = step_done(st);
+  }
+  st = ss->st[SS_COUNTER];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->ncounters; i++) {
+    const gtp_sum_counter *c = &s->counters[i];
+    sqlite3_bind_int64(st, 1, seq);
+    bind_str(st, 2, c->name);
+    sqlite3_bind_int64(st, 3, clamp64(c->count));
+    sqlite3_bind_int64(st, 4, c->min);
+    sqlite3_bind_int64(st, 5, c->max);
+    sqlite3_bind_int64(st, 6, c->last);
+    rc = step_done(st);
+  }
+  st = ss->st[SS_LOG];
+  for (size_t i = 0; rc == SQLITE_OK && i < s->nlogs; i++) {
+    sqlite3_bind_int64(st, 1, seq);
+    bind_str(st, 2, s->logs[i].name);
+    sqlite3_bind_int64(st, 3, clamp64(s->logs[i].count));
+    rc = step_done(st);
+  }
+  return rc;
+}
+
+/* The stored bytes of one row of SS_TODO, decompressed (malloc'd). */
+static uint8_t *todo_bytes(store_summary *ss, sqlite3_stmt *st, size_t *len) {
+  const char *codec = (const char *)sqlite3_column_text(st, 1);
+  int64_t want = sqlite3_column_int64(st, 2);
+  const void *data = sqlite3_column_blob(st, 3);
+  size_t n = (size_t)sqlite3_column_bytes(st, 3);
+  if (!codec || want <= 0 || (uint64_t)want > GTP_GEN_MAX_BYTES || !data)
+    return NULL;
+  uint8_t *out = malloc((size_t)want);
+  if (!out)
+    return NULL;
+  if (strcmp(codec, STORE_CODEC_NONE) == 0 && n == (size_t)want) {
+    memcpy(out, data, n);
+  } else if (strcmp(codec, STORE_CODEC_ZSTD) != 0 ||
+             ZSTD_decompressDCtx(ss->dctx, out, (size_t)want, data, n) !=
+                 (size_t)want) {
+    free(out);
+    return NULL;
+  }
+  *len = (size_t)want;
+  return out;
+}
+
+int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
+  *pending = ss->pending;
+  if (max_gens <= 0)
+    return 0;
+  if (ss->below <= 0 || ss->pending == 0) {
+    ss->pending = 0;
+    *pending = 0;
+    return 0;
+  }
+  int rc = sqlite3_exec(ss->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return store_sqlite_err(rc);
+  sqlite3_stmt *st = ss->st[SS_TODO];
+  sqlite3_bind_int64(st, 1, ss->below);
+  sqlite3_bind_int(st, 2, max_gens);
+  int done = 0, oom = 0;
+  int64_t low = ss->below;
+  while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    int64_t seq = sqlite3_column_int64(st, 0);
+    size_t len = 0;
+    uint8_t *bytes = todo_bytes(ss, st, &len);
+    store_sum_item bad = {.status = GTP_E_CORRUPT};
+    store_sum_item *it = bytes ? store_sum_build(bytes, len) : &bad;
+    if (!it) { /* out of memory: try again next time */
+      free(bytes);
+      oom = 1;
+      break;
+    }
+    rc = store_summary_put(ss, seq, NULL, 0, it); /* invariant 2 */
+    if (it != &bad)
+      store_sum_free(it);
+    free(bytes);
+    low = seq - 1;
+    done++;
+  }
+  if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+    rc = SQLITE_OK;
+  int exhausted = rc == SQLITE_OK && !oom && done < max_gens;
+  sqlite3_reset(st);
+  if (rc == SQLITE_OK)
+    rc = set_below(ss, exhausted ? 0 : low);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(ss->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(ss->db, "ROLLBACK", NULL, NULL, NULL);
+    return store_sqlite_err(rc) ? store_sqlite_err(rc) : GTP_E_INTERNAL;
+  }
+  ss->below = exhausted ? 0 : low;
+  ss->pending = exhausted                      ? 0
+                : ss->pending > (uint64_t)done ? ss->pending - (uint64_t)done
+                                               : 0;
+  *pending = ss->pending;
+  return done;
+}

@@ -1,0 +1,60 @@
+/* store_summary.h: writing generation summaries (proto/summary.h) into the
+ * SQLite catalog beside the generation, and summarizing old generations in
+ * the background (backfill).
+ *
+ * Split in two so the costly part runs off the store thread: store_sum_build
+ * is pure (the bytes in, a summary out) and runs on a compressor thread;
+ * store_summary_put only inserts rows, inside the transaction that commits
+ * the generation. A shared backend computes the same summary with
+ * store_sum_build (or gtp_summary_compute) and writes it its own way.
+ *
+ * Thread: store_sum_build/free on any thread; the rest on the store thread
+ * (the write connection's, store.c invariant 1).
+ */
+#ifndef STORE_SUMMARY_H
+#define STORE_SUMMARY_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "summary.h"
+
+/* A generation's summary, with the parsed generation its names borrow from
+ * (which borrows the payload bytes: they must outlive the item). status is 0,
+ * or the code that kept the generation from being summarized (it is then
+ * recorded as such, with no rows). */
+typedef struct store_sum_item {
+  gtp_gen g;
+  gtp_summary sum;
+  int status;
+  char *carry_names; /* names of spans carried in (owned) */
+} store_sum_item;
+
+/* NULL only when out of memory (the generation is then left for backfill). */
+store_sum_item *store_sum_build(const uint8_t *payload, size_t len);
+void store_sum_free(store_sum_item *it);
+/* Heap bytes an item holds (for the memory budget). */
+uint64_t store_sum_bytes(const store_sum_item *it);
+
+typedef struct store_summary store_summary;
+
+int store_summary_open(sqlite3 *db, store_summary **out);
+void store_summary_close(store_summary *ss);
+
+/* Inserts the rows of generation seq inside the caller's transaction.
+ * With a session (not NULL), first pairs the generation's unmatched ends
+ * with what the session's previous generation (gen - 1) left open
+ * (gtp_summary_carry; the open list lives in memory, so a restart or a
+ * generation arriving out of order loses that pairing). Returns an SQLite
+ * result code. */
+int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
+                      uint64_t gen, store_sum_item *it);
+
+/* Backfill: summarizes up to max_gens generations that have none, newest
+ * first, in one transaction of its own. Returns how many it summarized
+ * (>= 0) or a negative SQLite-mapped code; *pending = generations still
+ * without a summary afterwards. */
+int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending);
+
+#endif
