@@ -545,32 +545,19 @@ static int setup_schema(store *s, char **cause) {
     }
   }
   /* Migrations: version N-1 -> N steps, each inside this same transaction
-   * (a failure leaves the file as it was). */
-  if (version == 1) {
-    rc = exec_sql(s->db, STORE_MIGRATE_2_SQL);
+   * (a failure leaves the file as it was). migrate[N] takes N-1 to N. */
+  static const char *const migrate[] = {NULL, NULL, STORE_MIGRATE_2_SQL,
+                                        STORE_MIGRATE_3_SQL,
+                                        STORE_MIGRATE_4_SQL};
+  _Static_assert(sizeof migrate / sizeof migrate[0] ==
+                     STORE_SCHEMA_VERSION + 1,
+                 "one migration per schema version");
+  for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
+    rc = exec_sql(s->db, migrate[v + 1]);
     if (rc != SQLITE_OK) {
-      store_set_cause(cause, "%s: migrating schema 1 to 2: %s", s->path,
-                      sqlite3_errmsg(s->db));
-      err = store_err(rc);
-      goto fail;
-    }
-    version = 2;
-  }
-  if (version == 2) {
-    rc = exec_sql(s->db, STORE_MIGRATE_3_SQL);
-    if (rc != SQLITE_OK) {
-      store_set_cause(cause, "%s: migrating schema 2 to 3: %s", s->path,
-                      sqlite3_errmsg(s->db));
-      err = store_err(rc);
-      goto fail;
-    }
-    version = 3;
-  }
-  if (version == 3) {
-    rc = exec_sql(s->db, STORE_MIGRATE_4_SQL);
-    if (rc != SQLITE_OK) {
-      store_set_cause(cause, "%s: migrating schema 3 to 4: %s", s->path,
-                      sqlite3_errmsg(s->db));
+      store_set_cause(cause,
+                      "%s: migrating schema %" PRId64 " to %" PRId64 ": %s",
+                      s->path, v, v + 1, sqlite3_errmsg(s->db));
       err = store_err(rc);
       goto fail;
     }
