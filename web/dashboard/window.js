@@ -14,6 +14,7 @@ import { buildModel, createViewer } from './viewer.js';
 import { mergeModels, shiftModel } from './model.js';
 import { openInPerfetto } from './perfetto.js';
 import { createFlame } from './flameview.js';
+import { pinControl } from './pins.js';
 import { VIEW_BUDGET, CACHE_BYTES, MAX_INFLIGHT, LRU, genEntry, plan, density } from './loader.js';
 
 // The most Chrome JSON of one generation the page will parse (a generation
@@ -114,6 +115,7 @@ export function windowView(root, params, crumbs) {
     facts.append(msg);
   };
 
+  const pin = pinControl(sel, from, to);
   const zoomBtns = h('span.toolbar', null,
     h('button.small', { title: 'Earlier window of the same length', onclick: () => shift(-1) }, '← earlier'),
     h('button.small', { title: 'Later window of the same length', onclick: () => shift(1) }, 'later →'),
@@ -128,8 +130,8 @@ export function windowView(root, params, crumbs) {
   const flameBox = h('div#flame-box');
   root.append(
     h('div.winhead', null, h('h1', null, 'Window: ', what), span, facts),
-    h('div.toolbar', null, dlGentrace, dlChrome, perfettoBtn, h('div.curl', null, curlIn, copyBtn)),
-    zoomBtns, body, flameBox);
+    h('div.toolbar', null, dlGentrace, dlChrome, perfettoBtn, pin.button, h('div.curl', null, curlIn, copyBtn)),
+    pin.form, zoomBtns, body, flameBox);
 
   // The flame panel: built on demand, fed the drawn model and the view
   // (debounced: a drag moves the view every frame).
