@@ -54,6 +54,8 @@ test('bad pins are refused before they are sent', () => {
 test('each answer of the pins API gets a message that says what to do', () => {
   assert.match(pinsErrorText('create', 404, 'not_found', 'no such endpoint'), /no retention pins.*404.*upgrade/);
   assert.match(pinsErrorText('list', 404), /no retention pins/);
+  assert.match(pinsErrorText('create', 405, 'method_not_allowed', 'POST not allowed'), /no retention pins/);
+  assert.match(pinsErrorText('delete', 405), /no retention pins/);
   assert.match(pinsErrorText('delete', 404, 'not_found', 'no pin 7'), /no such pin.*no pin 7/);
   assert.match(pinsErrorText('create', 403, 'forbidden', 'pins need --admin-token'), /--admin-token.*pins need/);
   assert.match(pinsErrorText('create', 401, 'unauthorized', 'bad'), /admin token was refused/);

@@ -66,7 +66,9 @@ export function pinBody(sel, from, to, reason, ttl) {
 // 'delete'; status, code, message: the API's answer (ApiError).
 export function pinsErrorText(op, status, code, message) {
   const said = message ? ` (${message})` : '';
-  if (status === 404 && op !== 'delete')
+  // A daemon from before pins has no /v1/pins (404) and takes no writes
+  // at all (405).
+  if ((status === 404 && op !== 'delete') || status === 405)
     return 'this gentraced has no retention pins (/v1/pins answered 404): it predates them; upgrade the daemon to pin windows';
   if (status === 404) return 'no such pin: it expired or was deleted' + said;
   if (status === 403) return 'pins are switched off on this daemon: start gentraced with --admin-token (or --admin-token-file)' + said;
