@@ -11,15 +11,11 @@
 // Each step says what it checks; the first failure throws, prints the
 // reason and a screenshot named fail-*.png, and exits 1.
 import { chromium } from 'playwright-core';
+import { env, browserPids } from './lib.mjs';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
+import { writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} not set`);
-  return v;
-};
 const HTTP = env('HTTP'), TOKEN = env('TOKEN'), SERVICE = env('SERVICE');
 const ADMIN = process.env.ADMIN || '';
 const GENTRACE = env('GENTRACE'), ARTIFACTS = env('ARTIFACTS'), PROFILE = env('PROFILE');
@@ -33,22 +29,6 @@ function check(cond, msg) {
   if (!cond) throw new Error(`${step}: ${msg}`);
 }
 
-// Children of this process whose command is the browser: its PID, so the
-// shell's trap can stop it by PID (Playwright starts it in its own group).
-function browserPids() {
-  const out = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid) out.push(Number(d));
-    } catch (_) {
-      // The process ended while we looked.
-    }
-  }
-  return out;
-}
 
 const context = await chromium.launchPersistentContext(PROFILE, {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',

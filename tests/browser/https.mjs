@@ -6,14 +6,10 @@
 // Env: HTTP (host:port, served over TLS), TOKEN (read token), SERVICE,
 // ARTIFACTS, BROWSER_HOME, PROFILE, PIDFILE, CHROMIUM.
 import { chromium } from 'playwright-core';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { env, browserPids } from './lib.mjs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} not set`);
-  return v;
-};
 const HTTP = env('HTTP'), TOKEN = env('TOKEN'), SERVICE = env('SERVICE');
 const ARTIFACTS = env('ARTIFACTS'), PROFILE = env('PROFILE'), BHOME = env('BROWSER_HOME');
 const ORIGIN = `https://${HTTP}`;
@@ -23,20 +19,6 @@ let step = '';
 const log = (s) => console.log(`# ${s}`);
 function check(cond, msg) {
   if (!cond) throw new Error(`${step}: ${msg}`);
-}
-function browserPids() {
-  const out = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid) out.push(Number(d));
-    } catch (_) {
-      // Gone while we looked.
-    }
-  }
-  return out;
 }
 
 const context = await chromium.launchPersistentContext(PROFILE, {
