@@ -209,11 +209,12 @@ try {
   check(Number(await page.locator('#flame').getAttribute('data-total')) > 0, 'flame total 0');
   check(await page.locator('#flame-top tr').count() > 0, 'no top paths');
   await page.locator('#flame canvas').scrollIntoViewIfNeeded();
+  await shot('flame');
   const dbAt = await page.evaluate(() => window.gentraceFlame.locate('request > db'));
   check(dbAt, 'no request > db box');
   await page.mouse.click(dbAt.x, dbAt.y);
   await page.waitForFunction(() => document.getElementById('flame').dataset.focus === '["request","db"]');
-  await shot('flame');
+  await shot('flame-focus');
   await page.click('#flame-reset');
   await page.click('#flame-stacks');
   await page.waitForFunction(() => document.getElementById('flame').dataset.mode === 'stacks');
