@@ -39,59 +39,59 @@ function child(n, name) {
 
 const inView = (s, v0, v1) => Math.max(0, Math.min(s.e, v1) - Math.max(s.s, v0));
 
-// Per thread, per depth: the parent slice of each slice (invariant 2).
-// Returns a Map slice -> parent slice (absent for depth 0).
-function parents(thread) {
-  const out = new Map();
-  for (let d = 1; d < thread.rows.length; d++) {
-    const up = thread.rows[d - 1];
-    for (const s of thread.rows[d]) {
-      // First slice of the row above ending at or after this start; among
-      // those starting at or before it, the last one that holds it.
-      let i = lowerBound(up, s.s, (x) => x.e);
-      let best = null;
-      for (; i < up.length && up[i].s <= s.s; i++) if (up[i].e >= s.e || best === null) best = up[i];
-      if (best) out.set(s, best);
-    }
-  }
-  return out;
+// The index in `up` (the row above, sorted by start, not overlapping) of
+// the slice that holds s, or -1 (invariant 2): among the slices ending at
+// or after s's start and starting at or before it, the last one that holds
+// it whole, else the first of them.
+function parentIndex(up, s) {
+  let i = lowerBound(up, s.s, (x) => x.e);
+  let best = -1;
+  for (; i < up.length && up[i].s <= s.s; i++) if (up[i].e >= s.e || best < 0) best = i;
+  return best;
 }
 
 // The region tree and the stack tree of a model (model.js: procs with
 // threads with rows of slices {name, s, e, depth, args}, and marks) over
 // the view [v0, v1]. Returns { regions, stacks, stackEvents } where each
 // tree is a root node {name, total, self, count, kids: Map} in µs.
+// Per thread the nodes and the children's time of each slice are kept in
+// arrays beside its rows (a view holds up to 400,000 events: Maps keyed
+// by slice cost twice the time and most of it in garbage).
 export function buildTrees(model, v0, v1) {
   const regions = node('all');
   const stacks = node('all');
   let stackEvents = 0;
   for (const p of model.procs.values())
     for (const t of p.threads.values()) {
-      const par = parents(t);
-      const nodeOf = new Map(); // slice -> its node in the region tree
-      const busy = new Map(); // slice -> time of its children in view
-      for (const row of t.rows)
-        for (const s of row) {
+      const nodes = [], busy = [];
+      t.rows.forEach((row, d) => {
+        const nd = (nodes[d] = new Array(row.length).fill(null));
+        busy[d] = new Float64Array(row.length);
+        for (let i = 0; i < row.length; i++) {
+          const s = row[i];
           const dur = inView(s, v0, v1);
           if (dur <= 0 && !(s.s >= v0 && s.s <= v1)) continue;
-          const up = par.get(s);
-          const parentNode = up ? nodeOf.get(up) : regions;
+          const pi = d > 0 ? parentIndex(t.rows[d - 1], s) : -1;
+          const parentNode = pi >= 0 ? nodes[d - 1][pi] : regions;
           if (!parentNode) continue; // its parent is out of view: so is it
           const n = child(parentNode, s.name);
           n.total += dur;
           n.count++;
-          nodeOf.set(s, n);
-          if (up) busy.set(up, (busy.get(up) || 0) + dur);
+          nd[i] = n;
+          if (pi >= 0) busy[d - 1][pi] += dur;
         }
+      });
       // Self time per slice, then the stack tree (invariant 3).
-      for (const s of nodeOf.keys()) {
-        const self = Math.max(0, inView(s, v0, v1) - (busy.get(s) || 0));
-        const st = s.args && s.args.stack;
-        if (Array.isArray(st) && st.length) {
+      t.rows.forEach((row, d) => {
+        for (let i = 0; i < row.length; i++) {
+          if (!nodes[d][i]) continue;
+          const s = row[i];
+          const st = s.args && s.args.stack;
+          if (!Array.isArray(st) || !st.length) continue;
           stackEvents++;
-          addStack(stacks, st, s.name, self);
+          addStack(stacks, st, s.name, Math.max(0, inView(s, v0, v1) - busy[d][i]));
         }
-      }
+      });
       for (const m of t.marks) {
         if (m.ts < v0 || m.ts > v1) continue;
         const st = m.args && m.args.stack;
