@@ -197,6 +197,39 @@ try {
   await page.mouse.move(5, 5);
   await page.waitForFunction(() => !document.getElementById('viewer').dataset.taskLink);
 
+  // Across generations: with the whole window loaded, a task the writer
+  // split at a generation edge (closed at one generation's end, begun at
+  // the next one's start) is one task again, with both its threads; no
+  // split half is left whose other half is loaded.
+  step = 'tasks across generations';
+  await page.click('#zoom-reset');
+  await page.waitForFunction(() => document.getElementById('viewer').dataset.viewStart === '0');
+  // The view's plan runs 60 ms after the view changed (then 'loading' until
+  // every generation in view is decoded).
+  await page.waitForTimeout(300);
+  await page.waitForFunction(() => document.getElementById('window-body').dataset.mode === 'detail');
+  const tj = await page.evaluate(() => {
+    const out = { tasks: 0, joined: 0, joinedBoth: 0, split: 0 };
+    for (const p of window.gentraceViewer.model().procs.values()) {
+      const ts = p.taskRows.flat();
+      const open = new Map(ts.filter((t) => t.open).map((t) => [t.id, t]));
+      for (const t of ts) {
+        out.tasks++;
+        if (t.joined) out.joined++;
+        if (t.joined && t.bt !== null && t.et !== null) out.joinedBoth++;
+        const o = t.before && open.get(t.id);
+        if (o && o.e <= t.s) out.split++;
+      }
+    }
+    return out;
+  });
+  log(`tasks across generations: ${JSON.stringify(tj)}`);
+  check(tj.tasks > 0 && tj.split === 0, `split halves left: ${JSON.stringify(tj)}`);
+  check(tj.joinedBoth === tj.joined, `a joined task without both threads: ${JSON.stringify(tj)}`);
+  // Back to a part of the window (the keyboard pan below needs room).
+  await page.click('#zoom-in');
+  await page.waitForFunction(() => document.getElementById('viewer').dataset.viewStart !== '0');
+
   // The aggregate flame view of what the viewer shows: the region tree
   // (request > db > db.query, ...) and the stacks the demo recorded.
   step = 'flame';
@@ -227,6 +260,7 @@ try {
   await page.evaluate(() => window.scrollTo(0, 0));
 
   // Keyboard pan moves the view.
+  step = 'keyboard pan';
   await page.locator('#viewer canvas').focus();
   const v0 = Number(await page.locator('#viewer').getAttribute('data-view-start'));
   await page.keyboard.press('a');
