@@ -6,7 +6,7 @@
  * generations in reassembly (counted at their buffer's capacity), and
  * generations queued at the store or waiting for disk space (the same
  * buffers, handed over). Idle pooled buffers are counted beside them
- * (ing.pool_bytes, reasm.c). See budget.c for the policy and invariants.
+ * (ing.pool.bytes, genpool.c). See budget.c for the policy and invariants.
  *
  * Thread: loop thread only.
  */
