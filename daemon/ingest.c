@@ -82,8 +82,8 @@
  *     set, every read MUST go into the staged frame's remaining bytes
  *     (exactly those, so no next frame lands there) and its bytes MUST be
  *     counted in buffered (5); ingest_conn_close and ingest_stop MUST call
- *     reasm_stage_abort before they free the generations, otherwise a read
- *     would write into a freed buffer.
+ *     ingest_conn_drop_gens, which forgets it before it frees the
+ *     generations, otherwise a read would write into a freed buffer.
  * 10. When the pool has no buffer for a new generation (the store is
  *     behind, or at the start), its filler thread prepares the next ones
  *     off the loop, which then only copies (genpool.c invariants 1-4).
@@ -401,13 +401,7 @@ void ingest_stop(ingest *ing, uint64_t drain_ms, void (*done)(void *arg),
       c->state = CONN_DRAINING;
     } else if (c->state == CONN_ACTIVE) {
       c->state = CONN_DRAINING;
-      reasm_stage_abort(c); /* invariant 9 */
-      while (c->gens != NULL) {
-        opengen *g = c->gens;
-        c->gens = g->next;
-        reasm_free(c, g);
-      }
-      c->ngens = 0;
+      ingest_conn_drop_gens(c); /* invariants 2 and 9 */
     }
     if (c->reading) {
       uv_read_stop((uv_stream_t *)&c->tcp);

@@ -235,7 +235,6 @@ struct ingest {
 /* Allocators that die loudly naming their caller (proto/check.h). */
 #define ingest_xcalloc(n, size) GTP_XCALLOC((n), (size))
 #define ingest_xstrndup(s, n) GTP_XSTRNDUP((s), (n))
-void ingest_conn_account(conn *c, int64_t delta);
 void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
 void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
@@ -261,6 +260,12 @@ void ingest_send_ack(conn *c, uint64_t gen);
 void ingest_conn_unref(conn *c);
 void ingest_conn_closed(uv_handle_t *h);
 void ingest_drain_check(ingest *ing);
+/* ingest_conn.c: the open generations of c. ingest_conn_free_gen frees g
+ * (unlinked by the caller): its bytes stop counting and its buffer goes
+ * back to the pool. ingest_conn_drop_gens forgets a staged frame and frees
+ * every open generation (invariants 2 and 9). */
+void ingest_conn_free_gen(conn *c, opengen *g);
+void ingest_conn_drop_gens(conn *c);
 
 /* ingest_hello.c: the first frame of a connection; 0, or < 0 once the
  * connection was closed. */
@@ -286,7 +291,6 @@ pending *ingest_retry_pop(ingest *ing);
  * closed (invariant 6 of ingest.c). */
 int reasm_batch(conn *c, const gtp_frame *f);
 int reasm_gen_end(conn *c, const gtp_frame *f);
-void reasm_free(conn *c, opengen *g);
 
 /* reasm.c: reading a large BATCH frame straight into its generation's
  * buffer (invariant 9 of ingest.c). reasm_stage_begin looks at the unread
@@ -295,10 +299,9 @@ void reasm_free(conn *c, opengen *g);
  * place, sets c->stage and returns 1 (all n bytes used); else 0 and
  * nothing changed. reasm_stage_read takes nread bytes the kernel wrote in
  * place and, once the frame is whole, checks and appends it; 0, or < 0
- * once the connection was closed. reasm_stage_abort forgets a staged frame
- * (before its generation is freed). */
+ * once the connection was closed. ingest_conn_drop_gens forgets a staged
+ * frame (before it frees the generations). */
 int reasm_stage_begin(conn *c, const uint8_t *p, size_t n);
 int reasm_stage_read(conn *c, size_t nread);
-void reasm_stage_abort(conn *c);
 
 #endif

@@ -28,14 +28,6 @@
 
 /* -------------------------------------------------------------- reassembly */
 
-void reasm_free(conn *c, opengen *g) {
-  budget_gen_drop(c, g);
-  genpool_release(&c->ing->pool, budget_used(c->ing), !c->ing->global_paused,
-                  g->buf.data, g->buf.cap);
-  g->buf.data = NULL;
-  free(g);
-}
-
 static opengen *gen_find(conn *c, uint64_t gen) {
   for (opengen *g = c->gens; g != NULL; g = g->next)
     if (g->gen == gen)
@@ -268,13 +260,6 @@ int reasm_stage_read(conn *c, size_t nread) {
   return check_open_bytes(c);
 }
 
-void reasm_stage_abort(conn *c) {
-  if (c->stage == NULL)
-    return;
-  c->stage = NULL;
-  c->stage_have = c->stage_len = 0;
-}
-
 int reasm_gen_end(conn *c, const gtp_frame *f) {
   ingest *ing = c->ing;
   gtp_gen_end e;
@@ -300,7 +285,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   if (g->rejected) {
     storage_note_rejected(ing->store, c->session, e.events);
     CTR_ADD(ing, rejected_events, e.events);
-    reasm_free(c, g);
+    ingest_conn_free_gen(c, g);
     return 0;
   }
   /* One validation pass: gtp_gen_parse checks the manifest (counts, bytes,
@@ -333,7 +318,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
              "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
              c->session_hex, e.gen, gtp_errname(rc));
     ingest_send_error(c, rc, 1, e.gen, why);
-    reasm_free(c, g);
+    ingest_conn_free_gen(c, g);
     return c->state == CONN_CLOSING ? -1 : 0;
   }
 
