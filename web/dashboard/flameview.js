@@ -25,6 +25,7 @@ export function createFlame(root) {
   let trees = null;
   let rects = [];
   let byCount = false;
+  let why = ''; // why the trees are empty, from the caller
   const tabs = {
     regions: h('button.small#flame-regions', { 'aria-pressed': 'true', title: 'Nested region names, summed over threads and sessions' }, 'region tree'),
     stacks: h('button.small#flame-stacks', { 'aria-pressed': 'false', title: 'Recorded stacks of region begins and instants, outermost frame on top' }, 'stacks'),
@@ -71,7 +72,7 @@ export function createFlame(root) {
     renderTable(t);
     const empty = !t || (t.total <= 0 && t.count <= 0);
     caption.textContent = empty
-      ? (mode === 'stacks' ? 'no stacks recorded in view (agents record them with GENTRACE_STACKS=1)' : 'no regions in view')
+      ? why || (mode === 'stacks' ? 'no stacks recorded in view (agents record them with GENTRACE_STACKS=1)' : 'no regions in view')
       : (mode === 'stacks' ? `${fmtCount(trees.stackEvents)} events with stacks; ` : '') +
         (byCount ? `${fmtCount(t.count)} events` : `${dur(t.total)} in regions`) +
         (focus.length ? ` · showing ${focus.join(' › ')}` : '') + ' · of the loaded generations in view';
@@ -164,8 +165,10 @@ export function createFlame(root) {
   ro.observe(box);
 
   return {
-    // The trees of `model` over the view [v0, v1] (µs), drawn at once.
-    update(model, v0, v1) {
+    // The trees of `model` over the view [v0, v1] (µs), drawn at once;
+    // `note` says why nothing may be in them (the view shows an overview).
+    update(model, v0, v1, note = '') {
+      why = note;
       trees = model ? buildTrees(model, v0, v1) : null;
       render();
     },

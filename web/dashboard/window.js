@@ -154,7 +154,8 @@ export function windowView(root, params, crumbs) {
     const [v0, v1] = viewer.view();
     if (flameFed && flameFed.flame === flame && flameFed.m === drawnModel && flameFed.v0 === v0 && flameFed.v1 === v1) return;
     flameFed = { flame, m: drawnModel, v0, v1 };
-    flame.update(drawnModel, v0, v1);
+    flame.update(drawnModel, v0, v1, planned && !planned.detail
+      ? 'the view holds too many events to load their regions (the viewer shows the overview): zoom in' : '');
   }
   const scheduleFlame = () => {
     if (flame && !flameTimer) flameTimer = setTimeout(refreshFlame, 150);
