@@ -64,7 +64,7 @@ export function createViewer(root, model, opts = {}) {
   const scrollY = () => Math.max(0, Math.min(height + RULER_H - cssH, stickTop - wrap.getBoundingClientRect().top));
   const measure = (t) => canvasCtx().measureText(t).width;
   const canvasCtx = () => canvas.getContext('2d');
-  let hoverTask = null, pickedTask = null; // { item, proc } (invariant 6)
+  let hoverTask = null, pickedTask = null; // { item, lane } (invariant 6)
   const hideTip = () => {
     tip.hidden = true;
     wrap.dataset.hover = '';
@@ -538,8 +538,10 @@ export function createViewer(root, model, opts = {}) {
 
   function taskThreads(hit) {
     const ends = taskEnds(hit.item, hit.lane.proc, lanes);
-    const t = (end, tid) => (end ? end.lane.label : tid === null || tid === undefined ? 'not in view' : `thread ${tid}`);
-    return `\nbegun on ${t(ends.from, hit.item.bt)}, ended on ${hit.item.open ? 'nothing yet' : t(ends.to, hit.item.et)}` +
+    // A thread not known is in a generation not loaded (before the view,
+    // or outside the window).
+    const t = (end, tid) => (end ? end.lane.label : tid === null || tid === undefined ? '? (a generation not loaded)' : `thread ${tid}`);
+    return `\nbegun on ${t(ends.from, hit.item.bt)}, ended on ${hit.item.open ? '? (not yet, or a generation not loaded)' : t(ends.to, hit.item.et)}` +
       (hit.item.joined ? '\n(crosses a generation edge)' : '');
   }
 
