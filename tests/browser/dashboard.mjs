@@ -154,6 +154,22 @@ try {
   for (let i = 0; i < 16; i++) {
     drawn = JSON.parse(await page.locator('#viewer').getAttribute('data-drawn-regions'));
     if (i >= 2 && drawn.includes('request') && drawn.includes('db.query')) break;
+    // The demo idles now and then: zooming at the centre alone can narrow
+    // onto a gap with nothing to draw. Keep the loaded request nearest the
+    // centre in the middle of the view (the viewer's pan hook).
+    if (await page.evaluate(() => {
+      const v = window.gentraceViewer;
+      const [a, b] = v.view();
+      const mid = (a + b) / 2;
+      let best = null;
+      for (const p of v.model().procs.values())
+        for (const t of p.threads.values())
+          for (const x of t.rows[0] || [])
+            if (x.name === 'request' && (best === null || Math.abs((x.s + x.e) / 2 - mid) < Math.abs(best - mid))) best = (x.s + x.e) / 2;
+      if (best === null || Math.abs(best - mid) <= (b - a) / 8) return false;
+      v.pan((best - mid) / (b - a));
+      return true;
+    })) await page.waitForTimeout(100); // the redraw, next animation frame
     const end = await page.locator('#viewer').getAttribute('data-view-end');
     await page.click('#zoom-in');
     // The redraw (next animation frame) rewrites the view hooks.
