@@ -7,15 +7,54 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <gnutls/gnutls.h>
+
+#define BATCH (128u << 10) /* records per send, as the agent (tls.c) */
 
 typedef struct tls_end {
   gnutls_session_t s;
   gnutls_certificate_credentials_t cred;
+  int fd;
   unsigned split;
-  uint64_t x; /* PRNG for split */
+  uint64_t x;     /* PRNG for split */
+  uint8_t *batch; /* split 0: records collected for one send */
+  size_t blen;
+  int batching;
 } tls_end;
+
+static int send_all(int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+static ssize_t push(gnutls_transport_ptr_t ptr, const void *p, size_t n) {
+  tls_end *e = ptr;
+  if (e->batching && e->blen + n <= BATCH + 2 * 16384 + 4096) {
+    memcpy(e->batch + e->blen, p, n);
+    e->blen += n;
+    return (ssize_t)n;
+  }
+  return send_all(e->fd, p, n) < 0 ? -1 : (ssize_t)n;
+}
+
+static ssize_t pull(gnutls_transport_ptr_t ptr, void *p, size_t n) {
+  tls_end *e = ptr;
+  ssize_t r;
+  do
+    r = recv(e->fd, p, n, 0);
+  while (r < 0 && errno == EINTR);
+  return r;
+}
 
 static ssize_t tls_xsend(void *ctx, const void *p, size_t n) {
   tls_end *e = ctx;
@@ -24,6 +63,24 @@ static ssize_t tls_xsend(void *ctx, const void *p, size_t n) {
     size_t k = 1 + (size_t)((e->x >> 33) % e->split);
     if (n > k)
       n = k; /* one record of k bytes; the caller loops */
+  } else if (e->batch != NULL) {
+    /* Like the agent: full records into memory, then one send. */
+    size_t done = 0;
+    e->batching = 1;
+    while (done < n && e->blen < BATCH) {
+      ssize_t r = gnutls_record_send(e->s, (const uint8_t *)p + done, n - done);
+      if (r < 0)
+        break;
+      done += (size_t)r;
+    }
+    e->batching = 0;
+    int rc = send_all(e->fd, e->batch, e->blen);
+    e->blen = 0;
+    if (rc < 0 || done == 0) {
+      errno = EPIPE;
+      return -1;
+    }
+    return (ssize_t)done;
   }
   ssize_t r;
   do
@@ -51,6 +108,9 @@ int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed) {
     return -1;
   e->split = split;
   e->x = seed;
+  e->fd = c->fd;
+  if (split == 0 && (e->batch = malloc(BATCH + 2 * 16384 + 4096)) == NULL)
+    goto fail_end;
   if (gnutls_certificate_allocate_credentials(&e->cred) < 0)
     goto fail_end;
   if (gnutls_certificate_set_x509_trust_file(e->cred, ca_file,
@@ -61,7 +121,9 @@ int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed) {
   gnutls_set_default_priority(e->s);
   gnutls_credentials_set(e->s, GNUTLS_CRD_CERTIFICATE, e->cred);
   gnutls_session_set_verify_cert(e->s, "127.0.0.1", 0);
-  gnutls_transport_set_int(e->s, c->fd);
+  gnutls_transport_set_ptr(e->s, e);
+  gnutls_transport_set_push_function(e->s, push);
+  gnutls_transport_set_pull_function(e->s, pull);
   int rc;
   do
     rc = gnutls_handshake(e->s);
@@ -79,6 +141,7 @@ fail_session:
 fail_cred:
   gnutls_certificate_free_credentials(e->cred);
 fail_end:
+  free(e->batch);
   free(e);
   return -1;
 }
@@ -89,6 +152,7 @@ void gtc_tls_end(gtc *c) {
     return;
   gnutls_deinit(e->s);
   gnutls_certificate_free_credentials(e->cred);
+  free(e->batch);
   free(e);
   c->xctx = NULL;
   c->xsend = NULL;

@@ -14,7 +14,8 @@
 int gtc_tls_pki(const char *dir);
 
 /* Wraps c's connected socket in TLS trusting ca_file and runs the
- * handshake. split 0: each send is cut only at full records (16 KiB);
+ * handshake. split 0: full 16 KiB records, 128 KiB of them per send, as
+ * the agent writes;
  * split > 0: into records of random sizes 1..split (seeded), so record
  * boundaries fall anywhere inside and across frames. 0 or -1. */
 int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed);
