@@ -64,6 +64,9 @@ typedef struct conf {
   char *daemon_id; /* names this daemon's segment objects */
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
+  char *symbols;           /* --symbols DIR (build-id tree); owned */
+  char *symbols_from_host; /* --symbols-from-host yes|no|DIRS; owned */
+  uint64_t symbols_cache;  /* --symbols-cache bytes, 0 = default */
   uint64_t cli_mask_; /* internal: options set on the command line */
 } conf;
 

@@ -48,6 +48,7 @@ struct web_server {
                       given in the config), else NULL */
   slowguard *guard; /* headers deadline (slowloris) */
   struct web_tls *tls; /* HTTPS credentials (web_tls.c), or NULL */
+  struct symcache *syms; /* stack symbols (sym/), shared by downloads */
 
   /* Protected by feed_lock: the feed's wake-up state. */
   pthread_mutex_t feed_lock;
