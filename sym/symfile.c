@@ -103,6 +103,11 @@ static int under(const char *path, const char *dir) {
   return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
 }
 
+/* The kernel's file systems: reading them is never about symbols. */
+static int pseudo(const char *path) {
+  return under(path, "/proc") || under(path, "/sys") || under(path, "/dev");
+}
+
 /* Opens a resolved path that must be a regular file within the size cap:
  * stat first, so no device or FIFO is ever opened, then the same inode. */
 static int open_regular(const char *path, uint64_t max, int *fd,
@@ -150,11 +155,16 @@ int symfile_open_host(const symfile_rules *r, const char *path, size_t len,
   }
   memcpy(want, path, len);
   want[len] = '\0';
+  /* Both as named and resolved: /proc/self/exe is a link elsewhere. */
+  if (pseudo(want)) {
+    *why = "under /proc, /sys or /dev";
+    return -1;
+  }
   if (!realpath(want, got)) {
     *why = "missing";
     return -1;
   }
-  if (under(got, "/proc") || under(got, "/sys") || under(got, "/dev")) {
+  if (pseudo(got)) {
     *why = "under /proc, /sys or /dev";
     return -1;
   }
@@ -185,6 +195,7 @@ int symfile_open_tree(const symfile_rules *r, const uint8_t *bid, size_t n,
 }
 
 int symfile_build_id_is(int fd, const uint8_t *bid, size_t n) {
+  elf_version(EV_CURRENT); /* idempotent; libelf needs it once */
   Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
   if (!e)
     return 0;
