@@ -56,7 +56,8 @@
 typedef struct sc_ent {
   uint8_t bid[GTP_BUILDID_MAX];
   size_t bid_len;
-  uint64_t hash;
+  uint64_t hash;              /* of the build id: the bucket */
+  uint64_t path_hash;         /* absent entries: of the path looked at */
   struct sc_ent *hnext;       /* bucket chain */
   struct sc_ent *prev, *next; /* LRU, head = most recent */
   int present;
@@ -115,11 +116,21 @@ static void lru_push(symcache *c, sc_ent *e) {
     c->tail = e;
 }
 
-static sc_ent *find(symcache *c, const uint8_t *bid, size_t n, uint64_t h) {
-  for (sc_ent *e = c->buckets[h & (SYMCACHE_BUCKETS - 1)]; e; e = e->hnext)
-    if (e->hash == h && e->bid_len == n && !memcmp(e->bid, bid, n))
+/* The entry of a build id: the opened module whatever its path, else
+ * the absent entry of this path (a path refused or without the file says
+ * nothing about another path with the same build id). */
+static sc_ent *find(symcache *c, const uint8_t *bid, size_t n, uint64_t h,
+                    uint64_t ph) {
+  sc_ent *absent = NULL;
+  for (sc_ent *e = c->buckets[h & (SYMCACHE_BUCKETS - 1)]; e; e = e->hnext) {
+    if (e->hash != h || e->bid_len != n || memcmp(e->bid, bid, n))
+      continue;
+    if (e->present)
       return e;
-  return NULL;
+    if (e->path_hash == ph)
+      absent = e;
+  }
+  return absent;
 }
 
 static void ent_free(symcache *c, sc_ent *e) {
@@ -366,9 +377,10 @@ int symcache_resolve(symcache *c, const gtp_module *m, uint64_t off,
   if (m->build_id_len == 0 || m->build_id_len > GTP_BUILDID_MAX)
     return 0; /* nothing could prove a file is this module */
   uint64_t h = bid_hash(m->build_id, m->build_id_len);
+  uint64_t ph = bid_hash((const uint8_t *)m->path.ptr, m->path.len);
   int rc = 0;
   pthread_mutex_lock(&c->mu);
-  sc_ent *e = find(c, m->build_id, m->build_id_len, h);
+  sc_ent *e = find(c, m->build_id, m->build_id_len, h, ph);
   if (e && !e->present && now_s() >= e->absent_until) {
     ent_free(c, e); /* look again: the file may be there now */
     e = NULL;
@@ -387,6 +399,7 @@ int symcache_resolve(symcache *c, const gtp_module *m, uint64_t off,
     memcpy(e->bid, m->build_id, m->build_id_len);
     e->bid_len = m->build_id_len;
     e->hash = h;
+    e->path_hash = ph;
     e->owner = c;
     load(c, e, m);
     e->hnext = c->buckets[h & (SYMCACHE_BUCKETS - 1)];

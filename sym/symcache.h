@@ -6,8 +6,9 @@
  * which paths may be opened), and only when the file's build id equals the
  * module's. Debug info comes from the file itself or from
  * DIR/.build-id/XX/REST.debug. A module that cannot be found is remembered
- * as absent for a while (SYMCACHE_RETRY_S) so a missing file costs one look
- * per minute, not one per frame.
+ * as absent, per build id and path, for a while (SYMCACHE_RETRY_S) so a
+ * missing file costs one look per minute, not one per frame; an opened one
+ * serves every path with its build id.
  *
  * Bounded: at most max_modules opened modules and max_bytes of their files
  * (the file sizes stand for the memory libdw's maps and tables may reach),
