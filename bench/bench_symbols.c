@@ -47,10 +47,10 @@ static uintptr_t code[8];
 
 static void build(tb *t, const gtp_module *m, unsigned events) {
   uintptr_t fns[8] = {
-      (uintptr_t)gtp_chrome_gen,    (uintptr_t)gtp_gen_parse,
-      (uintptr_t)gtp_event_next,    (uintptr_t)gtp_json_escape,
-      (uintptr_t)gtp_wbuf_put,      (uintptr_t)gtp_stackname_frame,
-      (uintptr_t)gtp_gen_wall_ns,   (uintptr_t)gtp_chrome_end,
+      (uintptr_t)gtp_chrome_gen,  (uintptr_t)gtp_gen_parse,
+      (uintptr_t)gtp_event_next,  (uintptr_t)gtp_json_escape,
+      (uintptr_t)gtp_wbuf_put,    (uintptr_t)gtp_stackname_frame,
+      (uintptr_t)gtp_gen_wall_ns, (uintptr_t)gtp_chrome_end,
   };
   memcpy(code, fns, sizeof code);
   uint8_t sid[16];

@@ -179,8 +179,7 @@ static const opt opts[] = {
     {"symbols", OPT_STR, O(symbols), 0, 0, "DIR",
      "Debug files for stack symbols, in build-id layout: "
      "DIR/.build-id/XX/REST (binary) and .debug (default: none)."},
-    {"symbols-from-host", OPT_STR, O(symbols_from_host), 0, 0,
-     "yes|no|DIRS",
+    {"symbols-from-host", OPT_STR, O(symbols_from_host), 0, 0, "yes|no|DIRS",
      "Read binaries at the paths agents report, when their build id "
      "matches (regular files only, never /proc, /sys, /dev); DIRS "
      "(separated by ':') limits it to those trees (default yes)."},

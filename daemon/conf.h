@@ -67,7 +67,7 @@ typedef struct conf {
   char *symbols;           /* --symbols DIR (build-id tree); owned */
   char *symbols_from_host; /* --symbols-from-host yes|no|DIRS; owned */
   uint64_t symbols_cache;  /* --symbols-cache bytes, 0 = default */
-  uint64_t cli_mask_; /* internal: options set on the command line */
+  uint64_t cli_mask_;      /* internal: options set on the command line */
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

@@ -46,9 +46,9 @@
 #include "check.h"
 #include "symfile.h"
 
-#define SYMCACHE_RETRY_S 60       /* an absent module is looked for again */
-#define SYMCACHE_ABSENT_MAX 4096  /* absent entries remembered */
-#define SYMCACHE_BUCKETS 1024     /* hash buckets (power of two) */
+#define SYMCACHE_RETRY_S 60      /* an absent module is looked for again */
+#define SYMCACHE_ABSENT_MAX 4096 /* absent entries remembered */
+#define SYMCACHE_BUCKETS 1024    /* hash buckets (power of two) */
 /* The distribution's debug files (trusted, like DIR) when host files are
  * allowed. */
 #define SYMCACHE_SYSTEM_DEBUG "/usr/lib/debug"
@@ -157,8 +157,8 @@ static void trim(symcache *c, sc_ent *keep) {
                c->nabsent > SYMCACHE_ABSENT_MAX)) {
     sc_ent *prev = e->prev;
     int over_present = c->nmods > c->max_modules || c->bytes > c->max_bytes;
-    if (e != keep && (e->present ? over_present
-                                 : c->nabsent > SYMCACHE_ABSENT_MAX)) {
+    if (e != keep &&
+        (e->present ? over_present : c->nabsent > SYMCACHE_ABSENT_MAX)) {
       if (e->present)
         c->st.evicted_total++;
       ent_free(c, e);
@@ -181,8 +181,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
   for (int i = 0; i < 2; i++) {
     int fd;
     uint64_t size;
-    if (symfile_open_tree(trees[i], e->bid, e->bid_len, ".debug", &fd,
-                          &size) < 0)
+    if (symfile_open_tree(trees[i], e->bid, e->bid_len, ".debug", &fd, &size) <
+        0)
       continue;
     if (symfile_build_id_is(fd, e->bid, e->bid_len)) /* invariant 3 */
       return fd;
@@ -335,8 +335,8 @@ int symcache_new(const symcache_config *cfg, symcache **out, char **cause) {
     return -ENOMEM;
   c->max_modules = cfg->max_modules ? cfg->max_modules : 64;
   c->max_bytes = cfg->max_bytes ? cfg->max_bytes : 512ull << 20;
-  int rc = symfile_rules_init(&c->rules, cfg->dir, cfg->from_host,
-                              c->max_bytes, cause);
+  int rc = symfile_rules_init(&c->rules, cfg->dir, cfg->from_host, c->max_bytes,
+                              cause);
   if (rc < 0)
     goto fail_rules;
   if (c->rules.from_host) {

@@ -41,14 +41,14 @@ typedef struct symcache_budget {
 } symcache_budget;
 
 typedef struct symcache_stats {
-  uint64_t modules, bytes;        /* opened now */
-  uint64_t absent;                /* remembered as not found now */
-  uint64_t loaded_total;          /* modules opened since start */
-  uint64_t refused_total;         /* host files refused by the rule */
-  uint64_t mismatch_total;        /* files whose build id did not match */
-  uint64_t evicted_total;         /* opened modules pushed out */
-  uint64_t lookups_total;         /* DWARF lookups */
-  uint64_t over_budget_total;     /* frames left unnamed by a budget */
+  uint64_t modules, bytes;    /* opened now */
+  uint64_t absent;            /* remembered as not found now */
+  uint64_t loaded_total;      /* modules opened since start */
+  uint64_t refused_total;     /* host files refused by the rule */
+  uint64_t mismatch_total;    /* files whose build id did not match */
+  uint64_t evicted_total;     /* opened modules pushed out */
+  uint64_t lookups_total;     /* DWARF lookups */
+  uint64_t over_budget_total; /* frames left unnamed by a budget */
 } symcache_stats;
 
 /* 0, or < 0 with *cause (bad --symbols / --symbols-from-host). */

@@ -110,8 +110,8 @@ static int pseudo(const char *path) {
 
 /* Opens a resolved path that must be a regular file within the size cap:
  * stat first, so no device or FIFO is ever opened, then the same inode. */
-static int open_regular(const char *path, uint64_t max, int *fd,
-                        uint64_t *size, const char **why) {
+static int open_regular(const char *path, uint64_t max, int *fd, uint64_t *size,
+                        const char **why) {
   struct stat a, b;
   if (stat(path, &a)) {
     *why = "missing";

@@ -25,9 +25,9 @@
 #include <stdint.h>
 
 typedef struct symfile_rules {
-  char *dir;            /* --symbols DIR, NULL = none; owned */
-  int from_host;        /* 1 = module paths may be opened */
-  char **roots;         /* resolved allowed roots; empty = "/"; owned */
+  char *dir;     /* --symbols DIR, NULL = none; owned */
+  int from_host; /* 1 = module paths may be opened */
+  char **roots;  /* resolved allowed roots; empty = "/"; owned */
   size_t nroots;
   uint64_t max_file_bytes; /* larger files are refused */
 } symfile_rules;

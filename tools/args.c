@@ -97,8 +97,7 @@ int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
       continue;
     }
     if ((flags & CLI_F_SYMBOLS) &&
-        ((r = opt_value(cmd, argc, argv, &i, "--symbols", NULL,
-                        &o->symbols)) ||
+        ((r = opt_value(cmd, argc, argv, &i, "--symbols", NULL, &o->symbols)) ||
          (r = opt_value(cmd, argc, argv, &i, "--symbols-from-host", NULL,
                         &o->symbols_from_host)))) {
       if (r < 0)

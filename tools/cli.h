@@ -178,7 +178,8 @@ void cli_sym_close(struct cli_sym *s); /* NULL is fine */
 
 /* The top stacks of `gentrace stat` (stat_stacks.c). */
 typedef struct stat_stacks stat_stacks;
-stat_stacks *stat_stacks_new(const struct gtp_symbolizer *sym); /* NULL: ENOMEM */
+stat_stacks *
+stat_stacks_new(const struct gtp_symbolizer *sym); /* NULL: ENOMEM */
 void stat_stacks_free(stat_stacks *s);
 /* Counts g's events with a stack (data: the input g was parsed from). */
 int stat_stacks_gen(stat_stacks *s, const gtp_gen *g, const uint8_t *data);

@@ -36,9 +36,8 @@ static int convert_gen(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_convert(int argc, char **argv) {
   cli_opts opt;
-  int started =
-      cli_start("convert", argc, argv, CLI_F_TO | CLI_F_SYMBOLS,
-                cli_help_convert, 1, 1, &opt);
+  int started = cli_start("convert", argc, argv, CLI_F_TO | CLI_F_SYMBOLS,
+                          cli_help_convert, 1, 1, &opt);
   if (started >= 0)
     return started;
   int to_go = opt.to && strcmp(opt.to, "go") == 0; /* convert_go.c */

@@ -299,9 +299,8 @@ oom:
 
 int cmd_stat(int argc, char **argv) {
   cli_opts opt;
-  int started =
-      cli_start("stat", argc, argv, CLI_F_JSON | CLI_F_SYMBOLS, cli_help_stat,
-                1, 1, &opt);
+  int started = cli_start("stat", argc, argv, CLI_F_JSON | CLI_F_SYMBOLS,
+                          cli_help_stat, 1, 1, &opt);
   if (started >= 0)
     return started;
   int status = CLI_BAD_INPUT;

@@ -19,11 +19,11 @@
 #define HELP_SYMBOLS                                                           \
   "    --symbols DIR     debug files in build-id layout: "                     \
   "DIR/.build-id/XX/REST\n"                                                    \
-  "                      (the binary) and REST.debug; XX/REST is the build\n" \
+  "                      (the binary) and REST.debug; XX/REST is the build\n"  \
   "                      id in hex\n"                                          \
   "    --symbols-from-host yes|no|DIRS\n"                                      \
   "                      read the binaries at the paths the trace names, if\n" \
-  "                      their build id matches (default yes); DIRS: only\n"  \
+  "                      their build id matches (default yes); DIRS: only\n"   \
   "                      under these directories (separated by ':')\n"
 
 const char cli_help_main[] =
@@ -143,7 +143,7 @@ const char cli_help_stat[] =
     "                      \"top\":[{\"events\":N,\"frames\":[...]}]}} "
     "(nanosecond\n"
     "                      times as strings, beside RFC 3339)\n" HELP_SYMBOLS
-    HELP_TAIL "    gentrace stat trace.gentrace\n"
+        HELP_TAIL "    gentrace stat trace.gentrace\n"
     "    gentrace stat --json trace.gentrace | python3 -m json.tool\n";
 
 const char cli_help_convert[] =

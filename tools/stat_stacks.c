@@ -28,7 +28,7 @@ typedef struct stack_row {
 struct stat_stacks {
   gtp_stackname names;
   gtp_wbuf key;
-  uint64_t *per;   /* counts per stack-table index of the current gen */
+  uint64_t *per; /* counts per stack-table index of the current gen */
   size_t per_cap;
   const gtp_gen *g;
   stack_row *rows; /* open addressing by key */
@@ -60,8 +60,7 @@ void stat_stacks_free(stat_stacks *s) {
 static void count_stack(void *ctx, const gtp_event *ev) {
   stat_stacks *s = ctx;
   if (!ev || (ev->type != GTP_EV_REGION_BEGIN_STACK &&
-              ev->type != GTP_EV_INSTANT_STACK &&
-              ev->type != GTP_EV_LOG_STACK))
+              ev->type != GTP_EV_INSTANT_STACK && ev->type != GTP_EV_LOG_STACK))
     return;
   const gtp_stack_ent *st = gtp_gen_stack(s->g, ev->args[1]);
   if (st)

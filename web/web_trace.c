@@ -821,9 +821,9 @@ enum MHD_Result web_trace(web_req *r) {
   const char *fmt = web_arg(r, "format");
   if (fmt && strcmp(fmt, "go") == 0)
     return web_gotrace(r); /* a Go session as a Go trace: web_gotrace.c */
-  static const char *const allowed[] = {
-      "session", "service", "host", "from", "to", "last", "format", "symbols",
-      NULL};
+  static const char *const allowed[] = {"session", "service", "host",
+                                        "from",    "to",      "last",
+                                        "format",  "symbols", NULL};
   if (web_args_check(r, allowed))
     return r->ret;
   web_server *w = r->w;

@@ -47,8 +47,8 @@ static void gen_with_modules(gtp_gen *g) {
   memset(g, 0, sizeof *g);
   memset(mods, 0, sizeof mods);
   /* Out of order on purpose: the index sorts them. */
-  mods[0] = (gtp_module){{"/lib/libc.so.6", 14}, 0x7f0000000000ull, 0x200000,
-                         NULL, 0};
+  mods[0] = (gtp_module){
+      {"/lib/libc.so.6", 14}, 0x7f0000000000ull, 0x200000, NULL, 0};
   mods[1] = (gtp_module){{"/usr/bin/checkout", 17}, 0x400000, 0x10000, bid, 4};
   mods[2] = (gtp_module){{"", 0}, 0x500000, 0x1000, bid, 4}; /* no path */
   g->modules = mods;

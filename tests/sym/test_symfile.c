@@ -89,8 +89,7 @@ static void refused(const symfile_rules *r, const char *path, size_t len,
   assert_int_equal(symfile_open_host(r, path, len, &fd, &size, &got), -1);
   assert_int_equal(fd, -1);
   if (!got || !strstr(got, why))
-    fail_msg("%s: refused for \"%s\", want \"%s\"", path, got ? got : "?",
-             why);
+    fail_msg("%s: refused for \"%s\", want \"%s\"", path, got ? got : "?", why);
 }
 
 static void hostile_module_paths_are_refused(void **state) {
