@@ -138,12 +138,9 @@ const char cli_help_stat[] =
     "OPTIONS\n"
     "    --json            one JSON object: "
     "{\"sessions\":[...],\"totals\":{...},\n"
-    "                      \"stacks\":{\"events\":N,\"distinct\":N,"
-    "\"other\":N,\n"
-    "                      \"top\":[{\"events\":N,\"frames\":[...]}]}} "
-    "(nanosecond\n"
-    "                      times as strings, beside RFC 3339)\n" HELP_SYMBOLS
-        HELP_TAIL "    gentrace stat trace.gentrace\n"
+    "                      \"stacks\":{...}} (nanosecond times as strings,\n"
+    "                      beside RFC 3339; stacks.top lists the top "
+    "stacks)\n" HELP_SYMBOLS HELP_TAIL "    gentrace stat trace.gentrace\n"
     "    gentrace stat --json trace.gentrace | python3 -m json.tool\n";
 
 const char cli_help_convert[] =
