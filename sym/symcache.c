@@ -167,6 +167,41 @@ static void trim(symcache *c, sc_ent *keep) {
   }
 }
 
+/* Lock held. 0, or minus the first invariant broken. */
+static int check_locked(const symcache *c) {
+  uint64_t mods = 0, absent = 0, bytes = 0, listed = 0, hashed = 0;
+  for (const sc_ent *e = c->head; e; e = e->next) {
+    listed++;
+    if (e->present ? !e->dwfl : e->dwfl != NULL)
+      return -1;
+    mods += e->present != 0;
+    absent += e->present == 0;
+    bytes += e->present ? e->bytes : 0;
+    const sc_ent *b = c->buckets[e->hash & (SYMCACHE_BUCKETS - 1)];
+    while (b && b != e)
+      b = b->hnext;
+    if (!b)
+      return -1;
+  }
+  for (size_t i = 0; i < SYMCACHE_BUCKETS; i++)
+    for (const sc_ent *e = c->buckets[i]; e; e = e->hnext)
+      hashed++;
+  if (hashed != listed || mods != c->nmods || absent != c->nabsent ||
+      bytes != c->bytes)
+    return -1;
+  if (c->nmods > c->max_modules || c->bytes > c->max_bytes ||
+      c->nabsent > SYMCACHE_ABSENT_MAX)
+    return -2;
+  return 0;
+}
+
+int symcache_check_invariants(symcache *c) {
+  pthread_mutex_lock(&c->mu);
+  int rc = check_locked(c);
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
 /* ---------------------------------------------------------- loading */
 
 /* libdwfl asks for the debug info of a module whose file has none: the
@@ -412,6 +447,7 @@ int symcache_resolve(symcache *c, const gtp_module *m, uint64_t off,
     }
     lru_push(c, e);
     trim(c, e);
+    GTP_ASSERT(check_locked(c) == 0);
   } else {
     lru_unlink(c, e);
     lru_push(c, e);

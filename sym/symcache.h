@@ -63,6 +63,10 @@ void symcache_free(symcache *c); /* NULL is fine */
 int symcache_resolve(symcache *c, const gtp_module *m, uint64_t off,
                      symcache_budget *b, gtp_wbuf *out);
 void symcache_get_stats(symcache *c, symcache_stats *st);
+/* 0, or minus the first invariant of symcache.c broken (the cache's
+ * counts, table and list agree; the caps hold). Checked after every
+ * insertion in debug builds. */
+int symcache_check_invariants(symcache *c);
 /* Prometheus text for the stats (metric names gentrace_symbols_*). */
 void symcache_metrics(symcache *c, gtp_wbuf *out);
 

@@ -99,6 +99,7 @@ static void build_id_mismatch_and_no_build_id_give_nothing(void **state) {
   assert_int_equal(st.mismatch_total, 1);
   assert_int_equal(st.absent, 1);
   assert_int_equal(st.modules, 0);
+  assert_int_equal(symcache_check_invariants(c), 0);
   /* Remembered as absent: no second look at the file. */
   free(resolve(c, &s.m, pc, &b, &rc));
   symcache_get_stats(c, &st);
@@ -157,6 +158,7 @@ static void lru_keeps_at_most_max_modules(void **state) {
   assert_int_equal(st.loaded_total, 2);
   assert_int_equal(st.modules, 1);
   assert_int_equal(st.evicted_total, 1);
+  assert_int_equal(symcache_check_invariants(c), 0);
   /* The first is opened again when asked for. */
   free(resolve(c, &self.m, pc, &b, &rc));
   assert_int_equal(rc, 1);
