@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +340,48 @@ static const char *dwarf_function(Dwfl_Module *mod, Dwarf_Addr addr) {
   return name;
 }
 
+/* dir/file (file alone when absolute or dir is NULL) with "." and
+ * "name/.." segments removed lexically, into out: the compiler's
+ * "/build/../src/x.c" reads "/src/x.c". A name that does not fit is kept
+ * as it was. */
+static const char *clean_path(const char *dir, const char *file, char *out,
+                              size_t cap) {
+  char joined[2 * PATH_MAX];
+  int n = dir && file[0] != '/'
+              ? snprintf(joined, sizeof joined, "%s/%s", dir, file)
+              : snprintf(joined, sizeof joined, "%s", file);
+  if (n < 0 || (size_t)n >= sizeof joined || (size_t)n >= cap)
+    return file;
+  size_t len = 0, keep = 0; /* keep: the ".." prefix nothing can pop */
+  int abs = joined[0] == '/';
+  if (abs)
+    out[len++] = '/', keep = 1;
+  for (char *seg = joined; *seg;) {
+    size_t sl = strcspn(seg, "/");
+    int dotdot = sl == 2 && seg[0] == '.' && seg[1] == '.';
+    if (sl == 0 || (sl == 1 && seg[0] == '.') || (dotdot && abs && len <= 1)) {
+      /* nothing ("/.." is "/") */
+    } else if (dotdot && len > keep) {
+      while (len > keep && out[len - 1] != '/')
+        len--; /* drop the last name ... */
+      if (len > keep)
+        len--; /* ... and its slash */
+    } else {
+      if (len > 0 && out[len - 1] != '/')
+        out[len++] = '/';
+      memcpy(out + len, seg, sl);
+      len += sl;
+      if (dotdot)
+        keep = len; /* a relative path's leading ".." stays */
+    }
+    seg += sl + (seg[sl] == '/');
+  }
+  if (len == 0)
+    out[len++] = '.';
+  out[len] = '\0';
+  return out;
+}
+
 static int describe(sc_ent *e, uint64_t off, gtp_wbuf *out) {
   Dwarf_Addr addr = e->min_vaddr + off - (off > 0);
   const char *fn = dwarf_function(e->mod, addr);
@@ -349,13 +392,14 @@ static int describe(sc_ent *e, uint64_t off, gtp_wbuf *out) {
   Dwfl_Line *l = dwfl_module_getsrc(e->mod, addr);
   int line = 0;
   const char *file = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
-  /* A relative file name is relative to the compilation directory. */
-  const char *dir = file && file[0] != '/' ? dwfl_line_comp_dir(l) : NULL;
-  if (file && line > 0 && dir && dir[0])
-    gtp_wbuf_printf(out, "%s (%s/%s:%d)", fn, dir, file, line);
-  else if (file && line > 0)
-    gtp_wbuf_printf(out, "%s (%s:%d)", fn, file, line);
-  else
+  if (file && line > 0) {
+    /* A relative file name is relative to the compilation directory. */
+    const char *dir = file[0] != '/' ? dwfl_line_comp_dir(l) : NULL;
+    char path[PATH_MAX];
+    gtp_wbuf_printf(
+        out, "%s (%s:%d)", fn,
+        clean_path(dir && dir[0] ? dir : NULL, file, path, sizeof path), line);
+  } else
     gtp_wbuf_printf(out, "%s", fn);
   return out->err == -ENOMEM ? -ENOMEM : 1;
 }

@@ -72,7 +72,9 @@ static void names_own_function_and_call_line(void **state) {
   if (strncmp(name, "probe_site (", 12) || !strstr(name, want) ||
       name[strlen(name) - 1] != ')')
     fail_msg("got \"%s\", want probe_site (.../%s", name, want);
-  assert_true(strstr(name, " (/") != NULL); /* a full path */
+  assert_true(strstr(name, " (/") != NULL); /* a full path, */
+  assert_null(strstr(name, "/../"));          /* cleaned */
+  assert_null(strstr(name, "/./"));
   free(name);
   symcache_stats st;
   symcache_get_stats(c, &st);
