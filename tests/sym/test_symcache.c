@@ -73,7 +73,7 @@ static void names_own_function_and_call_line(void **state) {
       name[strlen(name) - 1] != ')')
     fail_msg("got \"%s\", want probe_site (.../%s", name, want);
   assert_true(strstr(name, " (/") != NULL); /* a full path, */
-  assert_null(strstr(name, "/../"));          /* cleaned */
+  assert_null(strstr(name, "/../"));        /* cleaned */
   assert_null(strstr(name, "/./"));
   free(name);
   symcache_stats st;
