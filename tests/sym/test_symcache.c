@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -226,6 +227,75 @@ static void request_names_each_frame_once(void **state) {
   symcache_free(c);
 }
 
+/* Downloads symbolize side by side: each thread its own request over one
+ * cache that holds a single module, so every other lookup evicts what
+ * another thread just loaded. Every name must still be right (run under
+ * TSan in CI). */
+typedef struct racer {
+  symcache *c;
+  const self_module *self, *lib;
+  uintptr_t pc, lib_pc;
+  const char *want; /* the probe's name */
+  int bad;
+} racer;
+
+static void *race(void *arg) {
+  racer *r = arg;
+  for (int i = 0; i < 40 && !r->bad; i++) {
+    symreq *q = symreq_new(r->c); /* a new request: no name cached */
+    if (!q) {
+      r->bad = 1;
+      break;
+    }
+    const gtp_symbolizer *sym = symreq_symbolizer(q);
+    gtp_wbuf out;
+    gtp_wbuf_init(&out, 0);
+    int rc = sym->resolve(sym->ctx, &r->self->m, r->pc - r->self->m.base, &out);
+    gtp_wbuf_put(&out, "", 1);
+    if (rc != 1 || strcmp((char *)out.data, r->want))
+      r->bad = 1;
+    gtp_wbuf_reset(&out);
+    rc = sym->resolve(sym->ctx, &r->lib->m, r->lib_pc - r->lib->m.base, &out);
+    if (rc < 0)
+      r->bad = 1;
+    gtp_wbuf_fini(&out);
+    symreq_free(q);
+  }
+  return NULL;
+}
+
+static void concurrent_requests_share_one_cache(void **state) {
+  (void)state;
+  self_module self, lib;
+  assert_int_equal(self_module_get(&self, ""), 0);
+  if (self_module_get(&lib, "libcmocka") != 0)
+    skip();
+  int line;
+  uintptr_t pc = probe_site(&line);
+  symcache *c = cache_new(NULL, "yes", 1);
+  symcache_budget b = plenty();
+  int rc;
+  char *want = resolve(c, &self.m, pc, &b, &rc);
+  assert_int_equal(rc, 1);
+  racer r[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    r[i] = (racer){
+        c, &self, &lib, pc, (uintptr_t)&_cmocka_run_group_tests + 1, want, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, race, &r[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(r[i].bad, 0);
+  }
+  symcache_stats st;
+  symcache_get_stats(c, &st);
+  assert_true(st.evicted_total > 0);
+  assert_int_equal(symcache_check_invariants(c), 0);
+  free(want);
+  symcache_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(names_own_function_and_call_line),
@@ -234,6 +304,7 @@ int main(void) {
       cmocka_unit_test(lru_keeps_at_most_max_modules),
       cmocka_unit_test(budget_stops_loads_and_lookups),
       cmocka_unit_test(request_names_each_frame_once),
+      cmocka_unit_test(concurrent_requests_share_one_cache),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
