@@ -391,27 +391,29 @@ static int add_log(sum_build *sb, size_t si) {
   return 0;
 }
 
+/* -1, 0 or 1 as a < b, a == b, a > b, for the qsort comparators below
+ * (any integer type: no subtraction that could overflow). */
+#define SUM_CMP(a, b) ((a) < (b) ? -1 : (a) > (b))
+
 static int cmp_batch(const void *a, const void *b) {
   const batch_ref *x = a, *y = b;
-  if (x->thread != y->thread)
-    return x->thread < y->thread ? -1 : 1;
-  return x->order < y->order ? -1 : x->order > y->order;
+  int c = SUM_CMP(x->thread, y->thread);
+  return c ? c : SUM_CMP(x->order, y->order);
 }
 
 static int cmp_task(const void *a, const void *b) {
   const task_mark *x = a, *y = b;
-  if (x->task != y->task)
-    return x->task < y->task ? -1 : 1;
-  if (x->ticks != y->ticks)
-    return x->ticks < y->ticks ? -1 : 1;
-  return x->order < y->order ? -1 : x->order > y->order;
+  int c = SUM_CMP(x->task, y->task);
+  if (c == 0)
+    c = SUM_CMP(x->ticks, y->ticks);
+  return c ? c : SUM_CMP(x->order, y->order);
 }
 
+/* Longest first, then earliest. */
 static int cmp_span_desc(const void *a, const void *b) {
   const gtp_sum_span *x = a, *y = b;
-  if (x->dur_ns != y->dur_ns)
-    return x->dur_ns > y->dur_ns ? -1 : 1;
-  return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+  int c = SUM_CMP(y->dur_ns, x->dur_ns);
+  return c ? c : SUM_CMP(x->start_ns, y->start_ns);
 }
 
 /* Walks the batches of one generation in thread order. */
