@@ -108,6 +108,17 @@ uint64_t gtp_sum_quantile(const uint64_t hist[GTP_SUM_BUCKETS], double q,
   return max_ns;
 }
 
+/* Counts one span of d ns in n's totals (saturating) and histogram. */
+static void name_add(gtp_sum_name *n, uint64_t d) {
+  n->count++;
+  n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
+  if (d > n->max_ns)
+    n->max_ns = d;
+  if (d < n->min_ns)
+    n->min_ns = d;
+  n->hist[gtp_sum_bucket(d)]++;
+}
+
 /* ------------------------------------------------------------ carrying */
 
 /* Adds one span of (kind, name) to s: its name's statistics, and spans[]. */
@@ -136,13 +147,7 @@ static int carry_add(gtp_summary *s, uint8_t kind, gtp_str name,
     return -ENOMEM;
   s->spans = ns;
   gtp_sum_name *n = &s->names[ni];
-  n->count++;
-  n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
-  if (d > n->max_ns)
-    n->max_ns = d;
-  if (d < n->min_ns)
-    n->min_ns = d;
-  n->hist[gtp_sum_bucket(d)]++;
+  name_add(n, d);
   gtp_sum_span *sp = &s->spans[s->nspans++];
   sp->name = (uint32_t)ni;
   sp->thread = thread;
@@ -288,13 +293,7 @@ static int add_span(sum_build *sb, uint8_t kind, size_t si, uint64_t thread,
   uint32_t ni = map[si] - 1;
   gtp_sum_name *n = &o->names[ni];
   uint64_t d = dur_of(sb, t0, t1);
-  n->count++;
-  n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
-  if (d > n->max_ns)
-    n->max_ns = d;
-  if (d < n->min_ns)
-    n->min_ns = d;
-  n->hist[gtp_sum_bucket(d)]++;
+  name_add(n, d);
   if (d < sb->floor_ns)
     return 0;
   if (grow((void **)&o->spans, &sb->cap_spans, o->nspans + 1,
