@@ -123,12 +123,15 @@ static int parse_scope(web_req *r, store_reader *sr, const char **service,
   return 0;
 }
 
-/* Borrows a reader, which search and summary need on SQLite, and parses
- * the scope (service=, session=): the SQLite reader, or NULL after
- * answering (the reader given back). *rd: what to give back later. */
-static store_reader *reader_and_scope(web_req *r, storage_reader **rd,
-                                      const char **service, char sid[33],
-                                      const char **session) {
+/* Borrows a reader (search and summary need it on SQLite), parses the
+ * scope (service=, session=) and opens the answer in j:
+ * {"from":...,"to":...,"<key>":[ . Returns the SQLite reader (*rd: what
+ * to give back), or NULL after answering (the reader given back, j
+ * untouched). */
+static store_reader *open_answer(web_req *r, storage_reader **rd,
+                                 const char **service, char sid[33],
+                                 const char **session, int64_t from_ns,
+                                 int64_t to_ns, const char *key, json *j) {
   *rd = web_reader_get(r);
   if (!*rd)
     return NULL;
@@ -144,18 +147,13 @@ static store_reader *reader_and_scope(web_req *r, storage_reader **rd,
     web_reader_put(r, *rd);
     return NULL;
   }
-  return sr;
-}
-
-/* Opens the answer: {"from":...,"to":...,"<key>":[ */
-static void begin_answer(json *j, int64_t from_ns, int64_t to_ns,
-                         const char *key) {
   json_init(j, 0);
   json_obj_begin(j);
   web_put_time(j, "from", from_ns);
   web_put_time(j, "to", to_ns);
   json_key(j, key);
   json_arr_begin(j);
+  return sr;
 }
 
 static const char *kind_name(int kind) {
@@ -243,11 +241,11 @@ enum MHD_Result web_search(web_req *r) {
   q.limit = (uint32_t)limit;
   storage_reader *rd;
   char sid[33];
-  store_reader *sr = reader_and_scope(r, &rd, &q.service, sid, &q.session);
+  json j;
+  store_reader *sr = open_answer(r, &rd, &q.service, sid, &q.session, q.from_ns,
+                                 q.to_ns, "spans", &j);
   if (!sr)
     return r->ret;
-  json j;
-  begin_answer(&j, q.from_ns, q.to_ns, "spans");
   int64_t next_seq = 0;
   uint64_t next_skip = 0;
   int rc = store_search_spans(sr, &q, span_row, &j, &next_seq, &next_skip);
@@ -330,11 +328,11 @@ enum MHD_Result web_summary(web_req *r) {
     return r->ret;
   storage_reader *rd;
   char sid[33];
-  store_reader *sr = reader_and_scope(r, &rd, &q.service, sid, &q.session);
+  json j;
+  store_reader *sr = open_answer(r, &rd, &q.service, sid, &q.session, q.from_ns,
+                                 q.to_ns, "names", &j);
   if (!sr)
     return r->ret;
-  json j;
-  begin_answer(&j, q.from_ns, q.to_ns, "names");
   uint64_t pending = 0;
   int rc = store_search_summary(sr, &q, stats_row, &j, &pending);
   web_reader_put(r, rd);
