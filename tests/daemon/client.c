@@ -673,3 +673,38 @@ int64_t gtd_metric(gtd *d, const char *name) {
   free(m);
   return v;
 }
+
+/* ------------------------------------------------------ /proc of a pid */
+
+long gtd_proc_kib(pid_t pid, const char *field) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long kib = -1;
+  size_t fl = strlen(field);
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, field, fl) == 0 && line[fl] == ':')
+      kib = strtol(line + fl + 1, NULL, 10);
+  fclose(f);
+  return kib;
+}
+
+double gtd_proc_cpu_s(pid_t pid) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  char *ok = fgets(line, sizeof line, f);
+  fclose(f);
+  char *p = ok != NULL ? strrchr(line, ')') : NULL;
+  unsigned long ut, st;
+  /* Fields after "(comm)": state is 3rd, utime 14th, stime 15th. */
+  if (p == NULL ||
+      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+             &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}

@@ -122,4 +122,12 @@ int64_t gtd_metric(gtd *d, const char *name);
 /* 1 if the log contains s. */
 int gtd_log_has(gtd *d, const char *s);
 
+/* ------------------------------------------------------ /proc of a pid */
+
+/* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), -1 if missing. */
+long gtd_proc_kib(pid_t pid, const char *field);
+/* CPU seconds (user + system, every thread) pid has used so far, < 0 if
+ * unknown. */
+double gtd_proc_cpu_s(pid_t pid);
+
 #endif

@@ -559,20 +559,6 @@ static int64_t honest_latency(honest *h, int n) {
   return t[n / 2];
 }
 
-static int64_t rss_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  int64_t v = -1;
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "VmRSS: %" SCNd64, &v) == 1)
-      break;
-  fclose(f);
-  return v;
-}
-
 static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
     void **st) {
   (void)st;
@@ -586,7 +572,7 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
   honest h = {0};
   honest_open(&h, &d, 6);
   int64_t before = honest_latency(&h, 31);
-  int64_t rss0 = rss_kib(d.pid);
+  int64_t rss0 = (int64_t)gtd_proc_kib(d.pid, "VmRSS");
 
   enum { THREADS = 2, PER = 51000 };
   pthread_t th[THREADS];
@@ -617,7 +603,7 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
   int64_t untracked =
       gtd_metric(&d, "gentrace_sessions_unstored_untracked_total");
   int64_t indexed = gtd_metric(&d, "gentrace_sessions_indexed");
-  int64_t rss1 = rss_kib(d.pid);
+  int64_t rss1 = (int64_t)gtd_proc_kib(d.pid, "VmRSS");
   print_message("flood: %u sessions in %.1f s; tracked %" PRId64
                 " untracked %" PRId64 " indexed %" PRId64
                 " rss %" PRId64 " -> %" PRId64 " KiB\n",
