@@ -80,13 +80,7 @@ static void stop(flood *f) {
 static int stalled_open(gtc *c, unsigned i, uint16_t port) {
   char src[32];
   snprintf(src, sizeof src, "127.0.1.%u", 1 + i % 250);
-  if (gtc_connect_from(c, src, port) < 0)
-    return -1;
-  static uint8_t frame[GTP_FRAME_HEADER_SIZE + (64u << 10)];
-  gtp_frame_header_put(frame, GTP_FR_HELLO, 64u << 10);
-  memset(frame + GTP_FRAME_HEADER_SIZE, 'h', 64u << 10);
-  (void)send(c->fd, frame, sizeof frame - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  return 0;
+  return gtc_stall_hello(c, src, port);
 }
 
 /* Keeps stalled_n stalled peers open: every one the daemon closes is

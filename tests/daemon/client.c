@@ -654,22 +654,24 @@ char *gtd_http_get(gtd *d, const char *path, int *status) {
   return buf;
 }
 
+int64_t gtd_metric_in(const char *text, const char *name) {
+  size_t nl = strlen(name);
+  for (const char *l = text; l != NULL && *l;) {
+    if (strncmp(l, name, nl) == 0 && l[nl] == ' ')
+      return strtoll(l + nl + 1, NULL, 10);
+    l = strchr(l, '\n');
+    if (l != NULL)
+      l++;
+  }
+  return -1;
+}
+
 int64_t gtd_metric(gtd *d, const char *name) {
   int status;
   char *m = gtd_http_get(d, "/metrics", &status);
   if (m == NULL)
     return -1;
-  int64_t v = -1;
-  size_t nl = strlen(name);
-  for (char *l = m; l != NULL && *l;) {
-    if (strncmp(l, name, nl) == 0 && l[nl] == ' ') {
-      v = strtoll(l + nl + 1, NULL, 10);
-      break;
-    }
-    l = strchr(l, '\n');
-    if (l != NULL)
-      l++;
-  }
+  int64_t v = gtd_metric_in(m, name);
   free(m);
   return v;
 }
@@ -707,4 +709,21 @@ double gtd_proc_cpu_s(pid_t pid) {
              &st) != 2)
     return -1;
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* ------------------------------------------------------------ attackers */
+
+int gtc_stall_hello(gtc *c, const char *src, uint16_t port) {
+  int rc = gtc_connect_from(c, src, port);
+  if (rc < 0)
+    return rc;
+  size_t n = GTP_FRAME_HEADER_SIZE + (64u << 10);
+  uint8_t *frame = malloc(n);
+  if (frame == NULL)
+    return -ENOMEM;
+  gtp_frame_header_put(frame, GTP_FR_HELLO, 64u << 10);
+  memset(frame + GTP_FRAME_HEADER_SIZE, 'h', 64u << 10);
+  (void)send(c->fd, frame, n - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  free(frame);
+  return 0;
 }

@@ -71,13 +71,7 @@ static const char *const budget_env[] = {"GENTRACED_BUDGET_CHECK=1", NULL};
 static int stalled_open(gtc *c, unsigned i, uint16_t port) {
   char src[32];
   snprintf(src, sizeof src, "127.0.1.%u", 1 + i % 200);
-  if (gtc_connect_from(c, src, port) < 0)
-    return -1;
-  static uint8_t frame[GTP_FRAME_HEADER_SIZE + (64u << 10)];
-  gtp_frame_header_put(frame, GTP_FR_HELLO, 64u << 10);
-  memset(frame + GTP_FRAME_HEADER_SIZE, 'h', 64u << 10);
-  (void)send(c->fd, frame, sizeof frame - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  return 0;
+  return gtc_stall_hello(c, src, port);
 }
 
 typedef struct opener {
