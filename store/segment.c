@@ -618,6 +618,27 @@ static int seg_id_ok(const char *id) {
 
 void segment_close(segment_store *s);
 
+/* Frees what segment_open made, once the threads are gone (or never
+ * ran): the uploader's S3 handle, the strings, the queue, the locks. */
+static void segment_free(segment_store *s) {
+  s3_close(s->up);
+  free(s->prefix);
+  free(s->q);
+  free(s->daemon_id);
+  free(s->catalog);
+  free(s->objects);
+  free(s->endpoint);
+  free(s->region);
+  free(s->akey);
+  free(s->skey);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->q_cond);
+  pthread_cond_destroy(&s->up_cond);
+  pthread_cond_destroy(&s->room);
+  pthread_cond_destroy(&s->wake);
+  free(s);
+}
+
 int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
                  segment_store **out, char **cause) {
   *out = NULL;
@@ -733,21 +754,7 @@ fail_cat:
   pg_cat_close(s->cat);
 fail_s3:
 fail_alloc:
-  s3_close(s->up);
-  free(s->prefix);
-  free(s->daemon_id);
-  free(s->catalog);
-  free(s->objects);
-  free(s->endpoint);
-  free(s->region);
-  free(s->akey);
-  free(s->skey);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->up_cond);
-  pthread_cond_destroy(&s->room);
-  pthread_cond_destroy(&s->wake);
-  free(s);
+  segment_free(s);
   return rc;
 }
 
@@ -764,22 +771,7 @@ void segment_close(segment_store *s) {
   pthread_join(s->uploader, NULL);
   seg_flush_rejected(s);
   pg_cat_close(s->cat);
-  s3_close(s->up);
-  free(s->prefix);
-  free(s->q);
-  free(s->daemon_id);
-  free(s->catalog);
-  free(s->objects);
-  free(s->endpoint);
-  free(s->region);
-  free(s->akey);
-  free(s->skey);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->up_cond);
-  pthread_cond_destroy(&s->room);
-  pthread_cond_destroy(&s->wake);
-  free(s);
+  segment_free(s);
 }
 
 int segment_submit(segment_store *s, store_gen *g) {
