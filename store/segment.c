@@ -464,6 +464,18 @@ static void seg_flush_rejected(segment_store *s) {
   }
 }
 
+/* After one attempt of an upload step (rc, *cause): reports the health,
+ * and says whether to stop trying: 1 when it succeeded or the store is
+ * closing (seg_backoff), 0 after waiting out the backoff (*cause freed). */
+static int seg_attempt_over(segment_store *s, int rc, char **cause, int *ms) {
+  seg_health(s, rc, *cause);
+  if (rc == 0)
+    return 1;
+  free(*cause);
+  *cause = NULL;
+  return seg_backoff(s, ms);
+}
+
 static void seg_upload(segment_store *s, seg *sg) {
   int64_t t0 = mono_ns();
   char key[256];
@@ -478,12 +490,7 @@ static void seg_upload(segment_store *s, seg *sg) {
   char *cause = NULL;
   while (rc == 0) {
     rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
-    seg_health(s, rc, cause);
-    if (rc == 0)
-      break;
-    free(cause);
-    cause = NULL;
-    if (seg_backoff(s, &ms))
+    if (seg_attempt_over(s, rc, &cause, &ms))
       break;
     rc = 0;
   }
@@ -501,12 +508,7 @@ static void seg_upload(segment_store *s, seg *sg) {
       /* Same key on every attempt (invariant 3). */
       rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg, sg->n,
                                  &cause);
-      seg_health(s, rc, cause);
-      if (rc == 0)
-        break;
-      free(cause);
-      cause = NULL;
-      if (seg_backoff(s, &ms))
+      if (seg_attempt_over(s, rc, &cause, &ms))
         break;
     }
   }

@@ -150,6 +150,19 @@ static int reply(rh *h, uint64_t *gen, int *code) {
   return gtc_read_reply(&h->cli, gen, code, GTC_TIMEOUT_MS);
 }
 
+/* Ends generation e.gen, which must then be stored and ACKed: after the
+ * store committed it (the loop runs the completion), the client reads its
+ * ACK. */
+static void end_and_expect_ack(rh *h, const gtp_gen_end *e, uint64_t nth) {
+  assert_int_equal(gen_end(h, e), 0);
+  assert_int_equal(h->c->ngens, 0); /* handed to the store */
+  pump_until(h, &h->ing->ctr.committed, nth);
+  uint64_t gen;
+  int code;
+  assert_int_equal(reply(h, &gen, &code), 1);
+  assert_int_equal(gen, e->gen);
+}
+
 /* ---------------------------------------------------------------- tests */
 
 static void
@@ -165,13 +178,7 @@ test_reasm__records_in_order_store_the_generation_exactly(void **st) {
     assert_int_equal(batch(&h, &g, 1, i), 0);
   assert_int_equal(h.c->ngens, 1);
   assert_true(h.c->buffered > 0);
-  assert_int_equal(gen_end(&h, &g.end), 0);
-  assert_int_equal(h.c->ngens, 0); /* handed to the store */
-  pump_until(&h, &h.ing->ctr.committed, 1);
-  uint64_t gen;
-  int code;
-  assert_int_equal(reply(&h, &gen, &code), 1);
-  assert_int_equal(gen, 1);
+  end_and_expect_ack(&h, &g.end, 1);
   assert_int_equal(h.c->buffered, 0); /* the completion gave it all back */
   /* Stored: GEN_START from HELLO + the records + GEN_END, as the fixture
    * builds the whole generation. */
@@ -218,10 +225,7 @@ test_reasm__wrong_manifest_is_refused_with_its_gen_and_the_conn_goes_on(
   /* The same generation, right this time, is stored. */
   for (size_t i = 0; i < g.nrec; i++)
     assert_int_equal(batch(&h, &g, 1, i), 0);
-  assert_int_equal(gen_end(&h, &g.end), 0);
-  pump_until(&h, &h.ing->ctr.committed, 1);
-  assert_int_equal(reply(&h, &gen, &code), 1);
-  assert_int_equal(gen, 1);
+  end_and_expect_ack(&h, &g.end, 1);
   gtc_gen_fini(&g);
   rh_close(&h);
 }
@@ -337,12 +341,7 @@ static void test_reasm__staged_frame_is_appended_once_whole(void **st) {
     staged = 1;
   }
   assert_true(staged);
-  assert_int_equal(gen_end(&h, &g.end), 0);
-  pump_until(&h, &h.ing->ctr.committed, 1);
-  uint64_t gen;
-  int code;
-  assert_int_equal(reply(&h, &gen, &code), 1);
-  assert_int_equal(gen, 1);
+  end_and_expect_ack(&h, &g.end, 1);
   gtc_gen_fini(&g);
   rh_close(&h);
 }
