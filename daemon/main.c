@@ -282,12 +282,13 @@ int main(int argc, char **argv) {
   scfg.zstd_level = 1;
   scfg.log = store_log;
   /* Group commit: a fleet's small generations share transactions (up to
-   * 2048 of them, or 20 ms of waiting; store.c invariant 13). A store that
+   * 2048 of them, or --commit-linger of waiting, default 20 ms; store.c
+   * invariant 13; millisecond resolution). A store that
    * fell behind catches up in large transactions: their pages saturate
    * (every session's row and index pages), so each generation costs less
    * the more there are. */
   scfg.batch_max = 2048;
-  scfg.linger_ms = 20;
+  scfg.linger_ms = (uint32_t)(c.commit_linger_ns / 1000000); /* --commit-linger */
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   /* No pins: retention never waits for HTTP readers (a download whose
    * remaining generations were deleted ends early, docs/HTTP.md). */
