@@ -30,7 +30,8 @@ typedef struct conf {
   int64_t retain_ns;      /* 0 = keep forever */
   uint64_t max_db_size;   /* bytes, 0 = unlimited */
   int sync_full;          /* --sync full */
-  int64_t commit_linger_ns; /* --commit-linger: group commit wait, 0 = off */
+  /* --commit-linger: the group commit's wait, 0 = none. */
+  int64_t commit_linger_ns;
   uint64_t max_window_bytes;
   uint64_t max_connections;
   uint64_t max_conns_per_ip;

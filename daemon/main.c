@@ -288,7 +288,8 @@ int main(int argc, char **argv) {
    * (every session's row and index pages), so each generation costs less
    * the more there are. */
   scfg.batch_max = 2048;
-  scfg.linger_ms = (uint32_t)(c.commit_linger_ns / 1000000); /* --commit-linger */
+  scfg.linger_ms =
+      (uint32_t)(c.commit_linger_ns / 1000000); /* --commit-linger */
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   /* No pins: retention never waits for HTTP readers (a download whose
    * remaining generations were deleted ends early, docs/HTTP.md). */
