@@ -32,6 +32,8 @@ typedef struct conf {
   int sync_full;          /* --sync full */
   /* --commit-linger: the group commit's wait, 0 = none. */
   int64_t commit_linger_ns;
+  /* --store-priority: nice steps the storage threads run below the rest. */
+  uint64_t store_nice_boost;
   uint64_t max_window_bytes;
   uint64_t max_connections;
   uint64_t max_conns_per_ip;

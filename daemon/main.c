@@ -30,6 +30,7 @@
 #include "gtp_error.h"
 #include "ingest.h"
 #include "log.h"
+#include "rlimits.h"
 #include "secret.h"
 #include "storage.h"
 #include "tls_conn.h"
@@ -229,6 +230,16 @@ int main(int argc, char **argv) {
   memset(&d, 0, sizeof d);
   d.loop = uv_default_loop();
 
+  /* One descriptor per agent, plus the database, HTTP and a margin. */
+  {
+    uint64_t want = c.max_connections + c.http_max_connections + 64;
+    uint64_t soft = 0, hard = 0;
+    if (rlimits_raise_nofile(want, &soft, &hard) == 0 && soft < want)
+      log_warn("open files limit below what the connection limits need",
+               "nofile=%" PRIu64 " hard=%" PRIu64 " wanted=%" PRIu64, soft,
+               hard, want);
+  }
+
   ingest_config icfg;
   ingest_config_init(&icfg);
   icfg.host = c.agent_listen.host;
@@ -307,7 +318,16 @@ int main(int argc, char **argv) {
   stcfg.shared.max_bytes = c.segment_max_bytes;
   stcfg.shared.zstd_level = 1;
   stcfg.shared.test_commit_delay_ms = (uint32_t)c.test_store_delay_ms;
-  if ((rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
+  /* The storage threads are created with the boost (they inherit this
+   * thread's nice value); the loop and HTTP threads keep the default. */
+  int nice_saved = 0;
+  if (rlimits_nice_begin((int)c.store_nice_boost, &nice_saved) < 0)
+    log_info("storage threads keep the default priority",
+             "wanted_boost=%d reason=\"not allowed here\"",
+             (int)c.store_nice_boost);
+  rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause);
+  rlimits_nice_end(nice_saved);
+  if (rc < 0) {
     status = die(c.catalog || c.objects ? "cannot open the shared store"
                                         : "cannot open the database",
                  rc, cause);
