@@ -30,7 +30,7 @@
  * page size current at open (4 KiB), so with 64 KiB pages the default
  * became 500 pages = 32 MiB, and the daemon's RSS crept up by one
  * committed payload per generation until it got there (soak). */
-#define STORE_CACHE_KIB 2048
+#define STORE_CACHE_KIB 8192
 
 static const char *const store_sql[ST_COUNT_] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
