@@ -168,23 +168,6 @@ static void sleep_ms(unsigned ms) {
 
 /* ------------------------------------------------------ /proc of a pid */
 
-static double cpu_s(pid_t pid) {
-  char path[64], line[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return -1;
-  char *ok = fgets(line, sizeof line, f);
-  fclose(f);
-  char *p = ok != NULL ? strrchr(line, ')') : NULL;
-  unsigned long ut, st;
-  if (p == NULL ||
-      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-             &st) != 2)
-    return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* CPU seconds of each thread of pid (tids ascending, so the main thread,
  * which runs gentraced's loop, comes first), into tid[]/cpu[]; returns the
  * count. */
@@ -895,7 +878,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
       sleep_ms(20);
   sleep_ms(500); /* the WELCOME burst settles before the CPU is read */
   r->rss_kib = (double)rss_kib(sv.pid);
-  double cpu0 = cpu_s(sv.pid);
+  double cpu0 = gtd_cpu_seconds(sv.pid);
   double io0 = io_written(sv.pid);
   int tid0[MAX_THREADS], tid1[MAX_THREADS];
   double tc0[MAX_THREADS], tc1[MAX_THREADS];
@@ -906,7 +889,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
   for (unsigned k = 0; k < o->procs; k++)
     while (!sh->w[k].done)
       sleep_ms(20);
-  double cpu1 = cpu_s(sv.pid);
+  double cpu1 = gtd_cpu_seconds(sv.pid);
   r->io_bytes = io_written(sv.pid) - io0;
   int64_t t1 = now_ns();
   int nt1 = thread_cpu(sv.pid, tid1, tc1, tn1);

@@ -673,3 +673,21 @@ int64_t gtd_metric(gtd *d, const char *name) {
   free(m);
   return v;
 }
+
+double gtd_cpu_seconds(pid_t pid) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  char *ok = fgets(line, sizeof line, f);
+  fclose(f);
+  /* The command name may hold spaces: fields count from its ')'. */
+  char *p = ok != NULL ? strrchr(line, ')') : NULL;
+  unsigned long ut, st;
+  if (p == NULL ||
+      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+             &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}

@@ -121,5 +121,8 @@ char *gtd_http_get(gtd *d, const char *path, int *status);
 int64_t gtd_metric(gtd *d, const char *name);
 /* 1 if the log contains s. */
 int gtd_log_has(gtd *d, const char *s);
+/* CPU seconds (user + system, every thread) process pid has used so far,
+ * from /proc/PID/stat; -1 if unknown. */
+double gtd_cpu_seconds(pid_t pid);
 
 #endif
