@@ -14,7 +14,8 @@
  *
  *   bench_download [MiB]     (default 256)
  *
- * Five rounds, each downloading from gentraced, nginx and iperf3 back to
+ * Five rounds (BENCH_D1_ROUNDS=1..5 for fewer), each downloading from
+ * gentraced, nginx and iperf3 back to
  * back; the BENCH lines give the median per-round ratio, which holds up on a
  * machine whose load swings (the figures alone do not).
  */
@@ -296,6 +297,8 @@ static double median(double *v, int n) {
 }
 
 #define ROUNDS 5
+/* Rounds actually run: BENCH_D1_ROUNDS (1..5; bench/quick runs REPS). */
+static int rounds = ROUNDS;
 
 /* Median over rounds of gentraced/baseline, each round measuring both back
  * to back, so load swings on a shared machine hit both sides alike. */
@@ -359,7 +362,7 @@ static void bench_line_bar(const char *id, const double *ours,
                            const double *base, const char *name, double bar) {
   double r[ROUNDS], o[ROUNDS], b[ROUNDS];
   int n = 0;
-  for (int i = 0; i < ROUNDS; i++)
+  for (int i = 0; i < rounds; i++)
     if (base[i] > 0 && ours[i] > 0) {
       r[n] = ours[i] / base[i];
       o[n] = ours[i];
@@ -367,11 +370,11 @@ static void bench_line_bar(const char *id, const double *ours,
       n++;
     }
   if (n == 0) {
-    for (int i = 0; i < ROUNDS; i++)
+    for (int i = 0; i < rounds; i++)
       o[i] = ours[i];
     printf("BENCH id=%s value=%.0f unit=MB/s baseline=%s:missing ratio=0 "
            "bar=%.2f pass=0\n",
-           id, median(o, ROUNDS), name, bar);
+           id, median(o, rounds), name, bar);
     return;
   }
   double ratio = median(r, n);
@@ -423,7 +426,7 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
     return 1;
   }
   double plain[ROUNDS], tls[ROUNDS];
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     plain[i] = curl_once(plain_url, NULL, NULL);
     /* curl_once quotes its URL: pass the option outside the quotes. */
     char c2[1024];
@@ -448,6 +451,9 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
 
 int main(int argc, char **argv) {
   unsigned mib = argc > 1 ? (unsigned)atoi(argv[1]) : 256;
+  const char *er = getenv("BENCH_D1_ROUNDS");
+  if (er != NULL && atoi(er) >= 1 && atoi(er) <= ROUNDS)
+    rounds = atoi(er);
   if (mib == 0)
     mib = 256;
   char dir[] = "/tmp/gt-bench-web-XXXXXX";
@@ -555,7 +561,7 @@ int main(int argc, char **argv) {
   }
   double ours[ROUNDS], nginx[ROUNDS] = {0}, iperf[ROUNDS] = {0};
   double load0 = loadavg1();
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     ours[i] = curl_once(url, NULL, NULL);
     if (ngx > 0)
       nginx[i] = curl_once(nurl, NULL, NULL);
@@ -572,7 +578,7 @@ int main(int argc, char **argv) {
    * sending the plain file. */
   double zs[ROUNDS] = {0}, gz[ROUNDS] = {0};
   uint64_t zwire = 0, gwire = 0;
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     double t = curl_enc_secs(url, "zstd", &zwire);
     zs[i] = t > 0 ? (double)got / t / 1e6 : 0;
     t = curl_enc_secs(url, "gzip", &gwire);
@@ -592,7 +598,7 @@ int main(int argc, char **argv) {
   char curl_chrome[300];
   snprintf(curl_chrome, sizeof curl_chrome, "%s&format=chrome", url);
   double chrome_http[ROUNDS], chrome_mem[ROUNDS];
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     chrome_http[i] = curl_once(curl_chrome, NULL, NULL);
     chrome_mem[i] = chrome_convert_once(file);
     fprintf(stderr,
