@@ -92,7 +92,7 @@ static const opt opts[] = {
     {"store-priority", OPT_UINT, O(store_nice_boost), 0, 20, "N",
      "Run the storage threads N nice steps above the loop and HTTP threads, "
      "where the host allows it (root, or LimitNICE): ACKs wait for their "
-     "commits; 0 = off (default 5)."},
+     "commits (default 0: off)."},
     {"max-window-bytes", OPT_SIZE, O(max_window_bytes), 1, 0, "SIZE",
      "Largest trace window one HTTP request may download (default 1G)."},
     {"log", OPT_STR, O(log), 0, 0, "FILE",
@@ -214,7 +214,6 @@ void conf_init(conf *c) {
   c->db = strdup("./gentrace.db");
   c->max_window_bytes = 1ull << 30;
   c->commit_linger_ns = 20ll * 1000000;
-  c->store_nice_boost = 5;
   c->max_connections = 16384;
   c->max_conns_per_ip = 256;
   c->max_conn_buffer = 64ull << 20;

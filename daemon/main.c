@@ -326,7 +326,7 @@ int main(int argc, char **argv) {
              "wanted_boost=%d reason=\"not allowed here\"",
              (int)c.store_nice_boost);
   rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause);
-  rlimits_nice_end(nice_saved);
+  rlimits_nice_end((int)c.store_nice_boost, nice_saved);
   if (rc < 0) {
     status = die(c.catalog || c.objects ? "cannot open the shared store"
                                         : "cannot open the database",

@@ -7,8 +7,9 @@
  * a raise of the soft limit to the hard one needs no privilege. The storage
  * thread is the latency-critical one (an ACK waits for its COMMIT): on a
  * busy host it was runnable but waiting for a CPU most of the time at
- * 10,000 agents (bench/RESULTS.md, fleet section), so it is created with
- * a lower nice value than the loop and HTTP threads when the host allows.
+ * 10,000 agents (bench/RESULTS.md, fleet section), so an operator may
+ * have it created with a lower nice value than the loop and HTTP threads
+ * (--store-priority, off by default: a seccomp filter may forbid the call).
  *
  * Invariants:
  *   1. Nothing here fails start-up: a limit that cannot be raised is
@@ -57,20 +58,23 @@ static pid_t self_tid(void) {
 }
 
 int rlimits_nice_begin(int boost, int *saved) {
+  *saved = 0;
+  if (boost <= 0)
+    return 0; /* no system call at all (a seccomp filter may forbid them) */
   errno = 0;
   int now = getpriority(PRIO_PROCESS, (id_t)self_tid());
   if (now == -1 && errno != 0)
     return -errno;
   *saved = now;
-  if (boost <= 0)
-    return 0;
   int want = now - boost < -20 ? -20 : now - boost;
   if (setpriority(PRIO_PROCESS, (id_t)self_tid(), want) != 0)
     return -errno;
   return 0;
 }
 
-void rlimits_nice_end(int saved) {
+void rlimits_nice_end(int boost, int saved) {
+  if (boost <= 0)
+    return;
   /* Raising the nice value back never needs a privilege. */
   (void)setpriority(PRIO_PROCESS, (id_t)self_tid(), saved);
 }

@@ -50,12 +50,13 @@ static void test_rlimits_nice__only_threads_created_inside(void **state) {
   (void)state;
   int mine = rlimits_nice_of(0), saved = 99;
   int rc = rlimits_nice_begin(3, &saved);
-  assert_int_equal(saved, mine);
+  if (rc == 0)
+    assert_int_equal(saved, mine);
   int child = 99;
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, report_nice, &child), 0);
   pthread_join(t, NULL);
-  rlimits_nice_end(saved);
+  rlimits_nice_end(3, saved);
   if (rc == 0)
     assert_int_equal(child, mine - 3 < -20 ? -20 : mine - 3);
   else
@@ -68,7 +69,8 @@ static void test_rlimits_nice__only_threads_created_inside(void **state) {
   /* boost 0 changes nothing. */
   assert_int_equal(rlimits_nice_begin(0, &saved), 0);
   assert_int_equal(rlimits_nice_of(0), mine);
-  rlimits_nice_end(saved);
+  rlimits_nice_end(0, saved);
+  assert_int_equal(rlimits_nice_of(0), mine);
 }
 
 int main(void) {
