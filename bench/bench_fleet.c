@@ -229,12 +229,15 @@ typedef struct server {
   int is_gentraced;
 } server;
 
-static int server_start(server *sv, int gentraced) {
+static int server_start(server *sv, int gentraced, unsigned agents) {
   memset(sv, 0, sizeof *sv);
   sv->is_gentraced = gentraced;
   if (gentraced) {
     sv->name = "gentraced";
-    const char *args[] = {NULL};
+    /* Room for every agent past the default 16,384 (S1 up to the fd cap). */
+    char maxc[32];
+    snprintf(maxc, sizeof maxc, "%u", agents + 256);
+    const char *args[] = {"--max-connections", maxc, NULL};
     if (gtd_init(&sv->d) < 0 || gtd_start(&sv->d, args, NULL) < 0)
       return -1;
     sv->pid = sv->d.pid;
@@ -816,7 +819,7 @@ static void verify_store(const opts *o, server *sv, const shared *sh,
 static int run_load(const opts *o, int gentraced, result *r) {
   memset(r, 0, sizeof *r);
   server sv;
-  if (server_start(&sv, gentraced) < 0) {
+  if (server_start(&sv, gentraced, o->agents) < 0) {
     fprintf(stderr, "bench_fleet: %s did not start\n",
             gentraced ? "gentraced" : "bare_server");
     return -1;

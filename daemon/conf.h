@@ -30,6 +30,10 @@ typedef struct conf {
   int64_t retain_ns;      /* 0 = keep forever */
   uint64_t max_db_size;   /* bytes, 0 = unlimited */
   int sync_full;          /* --sync full */
+  /* --commit-linger: the group commit's wait, 0 = none. */
+  int64_t commit_linger_ns;
+  /* --store-priority: nice steps the storage threads run below the rest. */
+  uint64_t store_nice_boost;
   uint64_t max_window_bytes;
   uint64_t max_connections;
   uint64_t max_conns_per_ip;
