@@ -171,7 +171,7 @@ static void
 test_store_summary__regions_across_the_edge_are_carried(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
-  open_with(f, &c);
+  open_store(f, &c);
   enum { SESSIONS = 1500 };
   for (unsigned i = 0; i < SESSIONS; i++)
     submit_wait(f, region_gen(i, 1, 1));
