@@ -9,7 +9,10 @@
  * sends it in every HELLO. Who holds the binding, in order:
  *   1. the session's live connection (conn.key_hash), else
  *   2. the store's session index (bound at the first store_submit of the
- *      session, persisted as sessions.key_hash at its first commit), else
+ *      session, persisted as sessions.key_hash at its first commit; on the
+ *      shared store the catalog's committed binding, and a commit whose
+ *      key lost to one another daemon committed first is refused with
+ *      AUTH in its transaction, store/pg_cat.c invariant 5), else
  *   3. nobody: the session has no connection and nothing stored or in
  *      flight, so there is nothing to protect and the HELLO binds its key.
  * Case 3 keeps no state for sessions that store nothing: a throwaway HELLO
@@ -194,6 +197,24 @@ int session_auth_gen_check(conn *c, const gtp_gen *g, const gtp_gen_end *e,
 
 void session_auth_store_refused(conn *c, const store_gen *g) {
   ingest *ing = c->ing;
+  if (g->result == GTP_E_AUTH) {
+    /* The shared store bound the session to another key at commit
+     * (another daemon admitted it first): nothing of this generation is
+     * stored, and nothing is noted on the winner's session row. The
+     * connection goes as a HELLO refusal would (invariant 1); the agent's
+     * next HELLO meets the committed binding. */
+    count(ing, TR_AUTH);
+    CTR_ADD(ing, rejected, 1);
+    CTR_ADD(ing, rejected_events, g->end.events);
+    char hex[33];
+    gtp_session_hex(g->session, hex);
+    log_warn("session key refused at commit",
+             "conn=%" PRIu64 " session=%s gen=%" PRIu64, c->id, hex, g->gen);
+    ingest_conn_close(c, GTP_E_AUTH, 0, 0,
+                      "session belongs to another key (bound by another "
+                      "daemon's commit)");
+    return;
+  }
   int conflict = g->result == GTP_E_CONFLICT;
   count(ing, conflict ? TR_CONFLICT : TR_LEDGER);
   CTR_ADD(ing, rejected, 1);

@@ -58,7 +58,9 @@ int session_auth_gen_check(struct conn *c, const gtp_gen *g,
 
 /* A completion the store refused (GTP_E_CONFLICT or GTP_E_TOOBIG): counts
  * and logs it, adds its events to the session's rejected count and sends
- * ERROR(code, gen) if the connection is still up. */
+ * ERROR(code, gen) if the connection is still up. GTP_E_AUTH (the shared
+ * store bound the session to another key at commit): counts it and closes
+ * the connection with ERROR(AUTH), noting nothing on the session. */
 void session_auth_store_refused(struct conn *c, const struct store_gen *g);
 
 /* Appends the refusal counters and the session bookkeeping gauges to b. */

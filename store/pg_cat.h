@@ -31,7 +31,9 @@ typedef struct pg_cat_gen {
   /* Filled by pg_cat_commit_segment on success: */
   int result;  /* 0 new, 1 already cataloged with the same CRC
                   (a resend), GTP_E_CONFLICT: cataloged with
-                  another CRC (refused) */
+                  another CRC (refused), GTP_E_AUTH: the session
+                  is bound to another key hash (refused, nothing
+                  of it stored; the first key committed wins) */
   int64_t seq; /* feed cursor of a new row, 0 for a resend */
 } pg_cat_gen;
 
