@@ -67,31 +67,40 @@ static int hash_equal(const uint8_t *a, const uint8_t *b) {
   return gtp_ct_equal(a, STORE_KEY_HASH_SIZE, b, STORE_KEY_HASH_SIZE);
 }
 
-int session_auth_hello(conn *c, const gtp_hello *h, conn *live) {
-  ingest *ing = c->ing;
+void session_auth_key(conn *c, const gtp_hello *h) {
+  memcpy(c->session, h->session, sizeof c->session); /* not in the map yet */
   gtp_sha256(h->session_key, sizeof h->session_key, c->key_hash);
+}
+
+int session_auth_hello(conn *c, const gtp_hello *h, conn *live) {
+  session_auth_key(c, h);
   uint8_t bound[STORE_KEY_HASH_SIZE];
+  int k = 0;
+  if (live == NULL && c->ing->store != NULL)
+    k = storage_session_key(c->ing->store, h->session, bound);
+  return session_auth_decide(c, live, k, bound);
+}
+
+int session_auth_decide(conn *c, conn *live, int key_rc,
+                        const uint8_t *key) {
+  ingest *ing = c->ing;
   const uint8_t *want = NULL;
   if (live != NULL)
     want = live->key_hash;
-  else if (ing->store != NULL) {
+  else if (key_rc < 0) {
     /* The shared store looks the key up in its catalog: while that is
      * unreachable, refuse for now rather than admit an unchecked key. */
-    int k = storage_session_key(ing->store, h->session, bound);
-    if (k < 0) {
-      ingest_conn_close(c, GTP_E_UNAVAIL, 0, 0,
-                        "the store cannot check this session's key now; "
-                        "retry later");
-      return -1;
-    }
-    if (k > 0)
-      want = bound;
-  }
+    ingest_conn_close(c, GTP_E_UNAVAIL, 0, 0,
+                      "the store cannot check this session's key now; "
+                      "retry later");
+    return -1;
+  } else if (key_rc > 0)
+    want = key;
   if (want == NULL || hash_equal(want, c->key_hash))
     return 0;
   count(ing, TR_AUTH);
   char hex[33];
-  gtp_session_hex(h->session, hex);
+  gtp_session_hex(c->session, hex);
   uint64_t sec = uv_now(ing->loop) / 1000;
   if (sec != auth_log_sec) {
     auth_log_sec = sec;

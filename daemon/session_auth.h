@@ -40,6 +40,14 @@ enum trust_id {
  * (may be NULL) or the key bound in the store. 0 = accepted; else c was
  * closed with ERROR(AUTH), nothing else changed, and -1 is returned. */
 int session_auth_hello(struct conn *c, const gtp_hello *h, struct conn *live);
+/* The same in two steps, for a lookup run off the loop (hello_lookup.h):
+ * session_auth_key records the HELLO's session id and key hash in c;
+ * session_auth_decide checks them against `live` (may be NULL) or the
+ * store's answer (key_rc 1: key bound, 0: none, < 0: cannot check now,
+ * refused with ERROR(UNAVAIL)). Same result as session_auth_hello. */
+void session_auth_key(struct conn *c, const gtp_hello *h);
+int session_auth_decide(struct conn *c, struct conn *live, int key_rc,
+                        const uint8_t *key);
 
 /* HELLO that did not decode because of its text (h->bad_field set): counts
  * it and closes c with ERROR(CORRUPT) naming the field. Returns -1. */

@@ -107,6 +107,7 @@ static const pg_stmt cat_stmts[] = {
     {"session_key",
      "SELECT encode(key_hash, 'hex') FROM gt_sessions WHERE session = $1"},
     {"last_gen", "SELECT last_gen FROM gt_sessions WHERE session = $1"},
+    {"hello", "SELECT key_hash, last_gen FROM gt_hello($1)"},
     {"rejected",
      "UPDATE gt_sessions SET rejected = rejected + $2::bigint,"
      " rejected_events = rejected_events + $3::bigint WHERE session = $1"},
@@ -650,6 +651,30 @@ int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
     const char *v =
         PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
     rc = key_parse(v, hash);
+    PQclear(r);
+  }
+  pg_put(c->pool, k);
+  return rc;
+}
+
+int pg_cat_hello(pg_cat *c, const uint8_t session[16], pg_cat_hello_row *out,
+                 char **cause) {
+  memset(out, 0, sizeof *out);
+  PGconn *k;
+  int rc = pg_get(c->pool, &k, cause);
+  if (rc < 0)
+    return rc;
+  char hex[33];
+  hex16(session, hex);
+  const char *p[] = {hex};
+  PGresult *r = pg_exec(k, "hello", 1, p, &rc, cause);
+  if (r) {
+    if (PQntuples(r) == 1) {
+      out->has_key =
+          !PQgetisnull(r, 0, 0) && key_parse(PQgetvalue(r, 0, 0), out->key);
+      out->has_last = !PQgetisnull(r, 0, 1);
+      out->last_gen = (uint64_t)val_i(r, 0, 1);
+    }
     PQclear(r);
   }
   pg_put(c->pool, k);

@@ -63,6 +63,16 @@ int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,
 int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
                        uint8_t hash[STORE_KEY_HASH_SIZE], char **cause);
 
+/* A HELLO's lookup in one round trip (gt_hello): the bound key hash and
+ * the last cataloged gen, each with its flag. 0 or a negative code. */
+typedef struct pg_cat_hello_row {
+  int has_key, has_last;
+  uint8_t key[STORE_KEY_HASH_SIZE];
+  uint64_t last_gen;
+} pg_cat_hello_row;
+int pg_cat_hello(pg_cat *c, const uint8_t session[16], pg_cat_hello_row *out,
+                 char **cause);
+
 /* Adds to a session's daemon-side rejected counts (no-op when unknown). */
 int pg_cat_note_rejected(pg_cat *c, const uint8_t session[16], uint64_t gens,
                          uint64_t events, char **cause);

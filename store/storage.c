@@ -38,6 +38,7 @@ struct storage {
   segment_store *seg;
   shared_retain *retain; /* shared: cluster retention and pins */
   pg_cat *rcat;          /* shared: the readers' catalog pool */
+  pg_cat *hcat;          /* shared: HELLO lookups' pool (storage_hello) */
   gencache *cache;       /* shared: decompressed generations by seq */
   s3_config s3cfg;       /* shared: what each reader's S3 client opens */
   char *objects, *endpoint, *region, *akey, *skey;
@@ -140,6 +141,10 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   rc = pg_cat_open(cfg->catalog, 4, &st->rcat, cause);
   if (rc < 0)
     goto fail;
+  /* As many as libuv's default thread pool runs lookups at once. */
+  rc = pg_cat_open(cfg->catalog, 4, &st->hcat, cause);
+  if (rc < 0)
+    goto fail;
   shared_retain_config rcfg = {.cat = st->rcat,
                                .s3 = &st->s3cfg,
                                .daemon_id = segment_daemon_id(st->seg),
@@ -187,6 +192,7 @@ void storage_close(storage *st) {
   if (st->seg)
     segment_close(st->seg);
   pg_cat_close(st->rcat);
+  pg_cat_close(st->hcat);
   gencache_free(st->cache);
   free(st->describe);
   free(st->path);
@@ -223,6 +229,36 @@ int storage_session_key(storage *st, const uint8_t session[16],
   if (!st->sq)
     return 0;
   return store_session_key(st->sq, session, hash);
+}
+
+void storage_hello(storage *st, const uint8_t session[16],
+                   storage_hello_answer *out) {
+  memset(out, 0, sizeof *out);
+  if (!st->shared) {
+    out->key_rc = storage_session_key(st, session, out->key);
+    out->has_last = storage_last_gen(st, session, &out->last_gen) == 1;
+    return;
+  }
+  /* While the store is known to be down: refuse unchecked keys at once
+   * (the agent retries) rather than wait for a connect timeout. */
+  char why[8];
+  if (segment_health(st->seg, why, sizeof why) < 0) {
+    out->key_rc = GTP_E_UNAVAIL;
+    return;
+  }
+  pg_cat_hello_row h;
+  char *cause = NULL;
+  int rc = pg_cat_hello(st->hcat, session, &h, &cause);
+  free(cause);
+  if (rc < 0) {
+    out->key_rc = GTP_E_UNAVAIL;
+    return;
+  }
+  out->key_rc = h.has_key;
+  if (h.has_key)
+    memcpy(out->key, h.key, sizeof out->key);
+  out->has_last = h.has_last;
+  out->last_gen = h.last_gen;
 }
 
 void storage_note_rejected(storage *st, const uint8_t session[16],

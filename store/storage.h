@@ -13,8 +13,8 @@
  * committed generations; seq values are each backend's own commit order.
  *
  * Thread: open/close on the main thread; the rest from any thread, except
- * storage_last_gen, which may wait for the catalog on the shared backend
- * (call it off the event loop).
+ * storage_last_gen, storage_session_key and storage_hello, which may wait
+ * for the catalog on the shared backend (call them off the event loop).
  */
 #ifndef STORAGE_H
 #define STORAGE_H
@@ -60,6 +60,19 @@ int storage_last_gen(storage *st, const uint8_t session[16], uint64_t *gen);
  * GTP_E_UNAVAIL (catalog unreachable: refuse the HELLO for now). */
 int storage_session_key(storage *st, const uint8_t session[16],
                         uint8_t hash[STORE_KEY_HASH_SIZE]);
+/* Both of a HELLO's lookups (storage_session_key's and storage_last_gen's
+ * answers) at once. On the shared backend one catalog round trip on a
+ * pool of its own (so slow lookups never hold the writer's connections):
+ * it may wait for the network, so the daemon calls it on libuv's thread
+ * pool, never on its loop. */
+typedef struct storage_hello_answer {
+  int key_rc; /* 1 bound (key set), 0 none, GTP_E_UNAVAIL cannot check now */
+  uint8_t key[STORE_KEY_HASH_SIZE];
+  int has_last;
+  uint64_t last_gen;
+} storage_hello_answer;
+void storage_hello(storage *st, const uint8_t session[16],
+                   storage_hello_answer *out);
 void storage_note_rejected(storage *st, const uint8_t session[16],
                            uint64_t events);
 void storage_stats_get(storage *st, store_stats *out);
