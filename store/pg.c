@@ -140,9 +140,28 @@ int pg_cmd(PGconn *c, const char *sql, char **cause) {
   return rc;
 }
 
+static PGresult *pg_result(PGconn *c, PGresult *r, const char *name, int *rc,
+                           char **cause);
+
 PGresult *pg_exec(PGconn *c, const char *name, int nparams,
                   const char *const *params, int *rc, char **cause) {
-  PGresult *r = PQexecPrepared(c, name, nparams, params, NULL, NULL, 0);
+  return pg_result(
+      c, PQexecPrepared(c, name, nparams, params, NULL, NULL, 0), name, rc,
+      cause);
+}
+
+PGresult *pg_exec_sql(PGconn *c, const char *sql, int nparams,
+                      const char *const *params, int *rc, char **cause) {
+  char name[48];
+  snprintf(name, sizeof name, "%.40s", sql);
+  return pg_result(
+      c, PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0), name, rc,
+      cause);
+}
+
+/* pg_exec's outcome: r when it succeeded, else NULL with *rc and *cause. */
+static PGresult *pg_result(PGconn *c, PGresult *r, const char *name, int *rc,
+                           char **cause) {
   ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
     *rc = 0;

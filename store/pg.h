@@ -49,6 +49,10 @@ void pg_put(pg *p, PGconn *c);
  * or unique failure, GTP_E_INTERNAL for anything else. */
 PGresult *pg_exec(PGconn *c, const char *name, int nparams,
                   const char *const *params, int *rc, char **cause);
+/* The same for SQL text run once in a while (not worth a prepared
+ * statement on every connection). */
+PGresult *pg_exec_sql(PGconn *c, const char *sql, int nparams,
+                      const char *const *params, int *rc, char **cause);
 /* Runs plain SQL without parameters (BEGIN, COMMIT, ...); 0 or a code. */
 int pg_cmd(PGconn *c, const char *sql, char **cause);
 

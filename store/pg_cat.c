@@ -39,12 +39,17 @@
 
 #include "gtp_error.h"
 #include "pg.h"
+#include "text.h"
 #include "pg_schema.h"
 
 struct pg_cat {
   pg *pool;
   unsigned test_delay_ms; /* written before use by the test only */
 };
+
+pg *pg_cat_pool(pg_cat *c) {
+  return c->pool;
+}
 
 void pg_cat_set_test_delay(pg_cat *c, unsigned ms) {
   c->test_delay_ms = ms;
@@ -66,6 +71,7 @@ static const pg_stmt cat_stmts[] = {
      "INSERT INTO gt_segments(object, bytes, daemon, created_ns, live_gens)"
      " VALUES($1, $2, $3, " NOW_NS ", 0)"
      " ON CONFLICT(object) DO NOTHING RETURNING id"},
+    {"seg_owner", "SELECT daemon FROM gt_segments WHERE object = $1"},
     {"seg_live",
      "UPDATE gt_segments SET live_gens = $2::bigint, dead_ns = CASE WHEN"
      " $2::bigint = 0 THEN " NOW_NS " END WHERE id = $1"},
@@ -116,7 +122,10 @@ static const pg_stmt cat_stmts[] = {
      " s.pid, s.process_start_ns, s.first_seen_ns, s.last_seen_ns, s.gens,"
      " (SELECT min(gen) FROM gt_generations WHERE session_id = s.id),"
      " (SELECT max(gen) FROM gt_generations WHERE session_id = s.id),"
-     " s.events, s.bytes, s.lost, s.rejected FROM gt_sessions s"
+     " s.events, s.bytes, s.lost, s.rejected,"
+     " EXISTS (SELECT 1 FROM gt_conns k JOIN gt_daemons d ON"
+     " d.daemon = k.daemon WHERE k.session = s.session AND d.lease_ns > "
+     NOW_NS ") FROM gt_sessions s"
      " WHERE ($1::text IS NULL OR s.service = $1)"
      " AND ($2::text IS NULL OR s.host = $2)"
      " AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM json_each(s.tags) j"
@@ -322,9 +331,24 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
   }
   if (PQntuples(r) == 0) {
     /* This object was cataloged by an earlier attempt whose COMMIT reply
-     * was lost: every generation in it is already there. */
+     * was lost: every generation in it is already there. Unless the orphan
+     * sweep took it for a dead daemon's and deleted it (this daemon lost
+     * the catalog for longer than its lease): then nothing is stored and
+     * the caller must upload again under a new name. */
+    PQclear(r);
+    const char *q[] = {object};
+    if (!(r = pg_exec(k, "seg_owner", 1, q, &rc, cause)))
+      goto rollback;
+    int swept = PQntuples(r) == 1 &&
+                strcmp(PQgetvalue(r, 0, 0), PG_ORPHAN_OWNER) == 0;
     PQclear(r);
     r = NULL;
+    if (swept) {
+      rc = gtp_causef(cause, GTP_E_NOTFOUND,
+                      "segment %s was swept as an orphan; upload again",
+                      object);
+      goto rollback;
+    }
     rc = pg_cmd(k, "COMMIT", cause);
     if (rc < 0)
       goto out;
@@ -760,6 +784,7 @@ static int session_row(const PGresult *r, int i, void *cb, void *ctx) {
       .bytes = (uint64_t)val_i(r, i, 13),
       .lost = (uint64_t)val_i(r, i, 14),
       .rejected_gens = (uint64_t)val_i(r, i, 15),
+      .connected_any = PQgetvalue(r, i, 16)[0] == 't',
   };
   return ((store_session_cb)cb)(ctx, &s);
 }

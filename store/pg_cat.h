@@ -44,10 +44,15 @@ typedef struct pg_cat_gen {
  * a segment whose every generation was a resend is cataloged dead at once
  * (its object is deleted later). Committing the same object again (a retry
  * after a lost COMMIT reply) reports every generation as a resend.
- * Returns 0, or a negative code with *cause: nothing was committed then. */
+ * Returns 0, or a negative code with *cause: nothing was committed then;
+ * GTP_E_NOTFOUND: the orphan sweep deleted this object meanwhile (it took
+ * this daemon for dead), so upload the segment again under a new name. */
 int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                           const char *daemon, pg_cat_gen *gens, size_t n,
                           char **cause);
+
+/* The connection pool, for the catalog's other modules (pg_live.c). */
+struct pg *pg_cat_pool(pg_cat *c);
 
 /* Test hook: sleep ms between inserting the generations (seqs taken) and
  * COMMIT, to show a late commit cannot be skipped by the feed. */

@@ -39,6 +39,9 @@
 /* pg_advisory_xact_lock keys: "gtmigr" and "gtretn" as numbers. */
 #define PG_LOCK_MIGRATE "6774629465"
 #define PG_LOCK_RETAIN "6774726574"
+/* gt_segments.daemon of a row the orphan sweep wrote for an object nobody
+ * cataloged (daemon ids cannot hold parentheses). */
+#define PG_ORPHAN_OWNER "(orphan)"
 
 #define PG_MIGRATION_1                                                         \
   "CREATE TABLE gt_counter(id int PRIMARY KEY CHECK (id = 1),"                 \

@@ -28,7 +28,9 @@
  *      generations could take seqs out of order.
  *   3. A retried commit MUST reuse the same object name, otherwise a COMMIT
  *      whose reply was lost would catalog the generations twice; with the
- *      same name pg_cat reports them as resends.
+ *      same name pg_cat reports them as resends. The one exception: the
+ *      orphan sweep deleted the object (pg_cat answers GTP_E_NOTFOUND),
+ *      then the segment is put again under a new name.
  *   4. segment_submit and segment_note_rejected MUST only take the lock
  *      (never wait for the network), otherwise the daemon's loop would
  *      stall while a store is down.
@@ -470,12 +472,16 @@ static void seg_upload(segment_store *s, seg *sg) {
   pthread_mutex_lock(&s->lock);
   uint64_t no = ++s->seg_counter;
   pthread_mutex_unlock(&s->lock);
-  /* Unique across daemons (daemon id) and restarts (wall clock). */
-  snprintf(key, sizeof key, "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
-           s->prefix, s->daemon_id, real_ns(), no);
   int rc = seg_footer(sg);
   int ms = SEG_BACKOFF_MIN_MS;
   char *cause = NULL;
+  pg_cat_gen *cg = NULL;
+  if (rc == 0 && !(cg = calloc(sg->n, sizeof *cg)))
+    rc = -ENOMEM;
+again:
+  /* Unique across daemons (daemon id) and restarts (wall clock). */
+  snprintf(key, sizeof key, "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
+           s->prefix, s->daemon_id, real_ns(), no);
   while (rc == 0) {
     rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
     seg_health(s, rc, cause);
@@ -487,9 +493,6 @@ static void seg_upload(segment_store *s, seg *sg) {
       break;
     rc = 0;
   }
-  pg_cat_gen *cg = NULL;
-  if (rc == 0 && !(cg = calloc(sg->n, sizeof *cg)))
-    rc = -ENOMEM;
   if (rc == 0) {
     for (size_t i = 0; i < sg->n; i++)
       cg[i] = (pg_cat_gen){.g = sg->gens[i],
@@ -501,6 +504,22 @@ static void seg_upload(segment_store *s, seg *sg) {
       /* Same key on every attempt (invariant 3). */
       rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg, sg->n,
                                  &cause);
+      if (rc == GTP_E_NOTFOUND) {
+        /* The orphan sweep deleted the object while this daemon could not
+         * reach the catalog: put it again under a new name. */
+        seg_log(s, "warn",
+                "msg=\"segment swept as an orphan before its commit; "
+                "uploading again\" object=\"%s\"",
+                key);
+        free(cause);
+        cause = NULL;
+        rc = 0;
+        ms = SEG_BACKOFF_MIN_MS;
+        pthread_mutex_lock(&s->lock);
+        no = ++s->seg_counter;
+        pthread_mutex_unlock(&s->lock);
+        goto again;
+      }
       seg_health(s, rc, cause);
       if (rc == 0)
         break;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -27,6 +28,7 @@
 #include "gtp_error.h"
 #include "pg_cat.h"
 #include "s3.h"
+#include "shared_live.h"
 #include "shared_retain.h"
 #include "store_schema.h"
 
@@ -37,6 +39,7 @@ struct storage {
   store *sq;
   segment_store *seg;
   shared_retain *retain; /* shared: cluster retention and pins */
+  shared_live *live;     /* shared: lease and connected sessions */
   pg_cat *rcat;          /* shared: the readers' catalog pool */
   pg_cat *hcat;          /* shared: HELLO lookups' pool (storage_hello) */
   gencache *cache;       /* shared: decompressed generations by seq */
@@ -50,6 +53,12 @@ struct storage_reader {
   s3 *s3;           /* shared */
   ZSTD_DCtx *dctx;
 };
+
+static int64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 static char *dup_or_null(const char *v) {
   return v ? strdup(v) : NULL;
@@ -80,6 +89,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   if (!st)
     return -ENOMEM;
   int rc;
+  char *prefix = NULL;
   if (!has_cat) {
     st->path = dup_or_null(cfg->sqlite.path);
     st->describe = dup_or_null(cfg->sqlite.path);
@@ -90,6 +100,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
     return 0;
   }
   st->shared = 1;
+  /* Before any object of this run is named (the orphan sweep compares). */
+  int64_t started_ns = real_ns();
   segment_config sc = cfg->shared;
   sc.catalog = cfg->catalog;
   sc.s3.url = cfg->objects;
@@ -110,6 +122,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
       goto fail;
     free(st->objects);
     st->objects = s3_root_url(probe);
+    prefix = strdup(s3_prefix(probe));
     s3_close(probe);
   }
   st->s3cfg = sc.s3;
@@ -131,7 +144,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
       st->describe = NULL;
   }
   st->cache = gencache_new(cfg->cache_bytes ? cfg->cache_bytes : 64ull << 20);
-  if (!st->objects || !st->describe || !st->cache) {
+  if (!st->objects || !st->describe || !st->cache || !prefix) {
     rc = -ENOMEM;
     goto fail;
   }
@@ -153,14 +166,27 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
                                .max_bytes = cfg->sqlite.max_db_bytes,
                                .tick_ms = cfg->retain_tick_ms,
                                .grace_ms = cfg->retain_grace_ms,
+                               .prefix = prefix,
+                               .orphan_grace_ms = cfg->orphan_grace_ms,
                                .log = sc.log,
                                .log_ctx = sc.log_ctx};
   rc = shared_retain_start(&rcfg, &st->retain, cause);
   if (rc < 0)
     goto fail;
+  shared_live_config lcfg = {.cat = st->rcat,
+                             .daemon_id = segment_daemon_id(st->seg),
+                             .started_ns = started_ns,
+                             .tick_ms = cfg->live_tick_ms,
+                             .log = sc.log,
+                             .log_ctx = sc.log_ctx};
+  rc = shared_live_start(&lcfg, &st->live, cause);
+  if (rc < 0)
+    goto fail;
+  free(prefix);
   *out = st;
   return 0;
 fail:
+  free(prefix);
   storage_close(st);
   return rc;
 }
@@ -186,6 +212,7 @@ int storage_open_sqlite_readonly(const char *path, storage **out,
 void storage_close(storage *st) {
   if (!st)
     return;
+  shared_live_stop(st->live);
   shared_retain_stop(st->retain);
   if (st->sq)
     store_close(st->sq);
@@ -259,6 +286,11 @@ void storage_hello(storage *st, const uint8_t session[16],
     memcpy(out->key, h.key, sizeof out->key);
   out->has_last = h.has_last;
   out->last_gen = h.last_gen;
+}
+
+void storage_session_live(storage *st, const uint8_t session[16], int on) {
+  if (st->shared)
+    shared_live_set(st->live, session, on);
 }
 
 void storage_note_rejected(storage *st, const uint8_t session[16],

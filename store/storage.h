@@ -39,6 +39,8 @@ typedef struct storage_config {
    * limits, sqlite.pins this daemon's download pins): */
   uint32_t retain_tick_ms;  /* 0 = 5000 */
   uint32_t retain_grace_ms; /* dead segment objects kept; 0 = 60000 */
+  uint32_t orphan_grace_ms; /* uncataloged objects kept; 0 = 600000 */
+  uint32_t live_tick_ms;    /* connections published; 0 = 1000 */
 } storage_config;
 
 /* Opens the configured backend. Only one of catalog/objects, or a shared
@@ -73,6 +75,10 @@ typedef struct storage_hello_answer {
 } storage_hello_answer;
 void storage_hello(storage *st, const uint8_t session[16],
                    storage_hello_answer *out);
+/* A session connected to this daemon (on 1) or left (on 0): on the shared
+ * backend published to the catalog within a tick, so /v1/agents on every
+ * daemon says `connected` alike. Only takes a lock. */
+void storage_session_live(storage *st, const uint8_t session[16], int on);
 void storage_note_rejected(storage *st, const uint8_t session[16],
                            uint64_t events);
 void storage_stats_get(storage *st, store_stats *out);
