@@ -111,6 +111,8 @@ typedef struct conn {
   int self_paused; /* over max-conn-buffer */
   int in_session_map;
   int write_overflow; /* replies over WRITE_QUEUE_MAX: closing */
+  int hello_wait;     /* HELLO's store lookup in flight (ingest_hello.c):
+                         not reading, holds a reference */
   uint64_t id;
   uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
   char peer[64];
@@ -200,6 +202,7 @@ struct ingest {
   int global_paused;
   int disk_full;
   pending *probe; /* the generation testing whether the disk has room */
+  uint64_t lookups; /* HELLO lookups on the thread pool (hello_lookup.h) */
   uint64_t last_probe_ms;
   /* Disk-full log damping: while small generations still fit in the last
    * free pages, ingest pauses and resumes every second; one error line per
