@@ -176,6 +176,11 @@ static const opt opts[] = {
      "ACKs wait for it (default 2s)."},
     {"segment-max-size", OPT_SIZE, O(segment_max_bytes), 65536, 1ull << 30,
      "SIZE", "Shared store: close a segment at this size (default 32M)."},
+    {"orphan-grace", OPT_DURATION, O(orphan_grace_ns), 1000000000,
+     86400000000000ull, "DURATION",
+     "Shared store: delete segment objects nobody cataloged (a daemon "
+     "killed between upload and commit) this long after their upload, once "
+     "their daemon is gone (default 10m)."},
     {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
      NULL},
 };

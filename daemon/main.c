@@ -305,6 +305,7 @@ int main(int argc, char **argv) {
   stcfg.shared.max_bytes = c.segment_max_bytes;
   stcfg.shared.zstd_level = 1;
   stcfg.shared.test_commit_delay_ms = (uint32_t)c.test_store_delay_ms;
+  stcfg.orphan_grace_ms = (uint32_t)(c.orphan_grace_ns / 1000000);
   if ((rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
     status = die(c.catalog || c.objects ? "cannot open the shared store"
                                         : "cannot open the database",

@@ -28,6 +28,7 @@ typedef struct gc_ent {
 struct gencache {
   pthread_mutex_t lock;
   uint64_t max, bytes; /* protected by lock, invariant 1 */
+  uint64_t hits, misses; /* protected by lock */
   gc_ent *table[GC_BUCKETS];
   gc_ent *head, *tail;
 };
@@ -95,9 +96,11 @@ int gencache_get(gencache *c, int64_t seq, gtp_wbuf *out) {
   while (e && e->seq != seq)
     e = e->next_hash;
   if (!e) {
+    c->misses++;
     pthread_mutex_unlock(&c->lock);
     return 0;
   }
+  c->hits++;
   gc_unlink(c, e);
   gc_push_front(c, e);
   gtp_wbuf_put(out, e->data, e->len);
@@ -145,4 +148,11 @@ uint64_t gencache_bytes(gencache *c) {
   uint64_t b = c->bytes;
   pthread_mutex_unlock(&c->lock);
   return b;
+}
+
+void gencache_counts(gencache *c, uint64_t *hits, uint64_t *misses) {
+  pthread_mutex_lock(&c->lock);
+  *hits = c->hits;
+  *misses = c->misses;
+  pthread_mutex_unlock(&c->lock);
 }

@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gtp_error.h"
 
@@ -337,6 +338,46 @@ enum {
 static const char *const s3_verb[] = {"PUT", "GET",  "HEAD", "DELETE",
                                       "PUT", "HEAD", "GET"};
 
+/* Requests by kind (put, get, head, delete, list), process-wide. */
+static uint64_t s3_n[S3_OPS], s3_err[S3_OPS], s3_bytes[S3_OPS], s3_ns[S3_OPS];
+
+static int s3_kind(int op) {
+  return op == S3_PUT          ? S3_OP_PUT
+         : op == S3_GET        ? S3_OP_GET
+         : op == S3_DELETE     ? S3_OP_DELETE
+         : op == S3_LIST       ? S3_OP_LIST
+                               : S3_OP_HEAD;
+}
+
+static int64_t s3_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Counts one finished request: rc < 0 or a status outside 2xx (404 of a
+ * DELETE is success) is an error. */
+static void s3_count(int op, int rc, long status, uint64_t bytes, int64_t t0) {
+  int k = s3_kind(op);
+  int bad = rc < 0 || ((status < 200 || status > 299) &&
+                       !(op == S3_DELETE && status == 404));
+  __atomic_add_fetch(&s3_n[k], 1, __ATOMIC_RELAXED);
+  if (bad)
+    __atomic_add_fetch(&s3_err[k], 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s3_bytes[k], bytes, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s3_ns[k], (uint64_t)(s3_mono_ns() - t0),
+                     __ATOMIC_RELAXED);
+}
+
+void s3_stats_get(s3_stats out[S3_OPS]) {
+  for (int k = 0; k < S3_OPS; k++) {
+    out[k].requests = __atomic_load_n(&s3_n[k], __ATOMIC_RELAXED);
+    out[k].errors = __atomic_load_n(&s3_err[k], __ATOMIC_RELAXED);
+    out[k].bytes = __atomic_load_n(&s3_bytes[k], __ATOMIC_RELAXED);
+    out[k].ns = __atomic_load_n(&s3_ns[k], __ATOMIC_RELAXED);
+  }
+}
+
 /* Runs one request. key NULL: the bucket itself. Fills *status. */
 static int s3_request(s3 *c, int op, const char *key, s3_io *io,
                       const char *range, long *status, uint64_t *clen,
@@ -408,7 +449,12 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
     break;
   }
 
+  int64_t t0 = s3_mono_ns();
   CURLcode cc = curl_easy_perform(k);
+  if (cc == CURLE_OK)
+    curl_easy_getinfo(k, CURLINFO_RESPONSE_CODE, status);
+  s3_count(op, cc == CURLE_OK ? 0 : -1, *status,
+           op == S3_PUT ? io->up_len : io->len, t0);
   const char *what = key ? key : "(bucket)";
   if (cc != CURLE_OK) {
     if (cc == CURLE_WRITE_ERROR && io->overflow) {
@@ -423,7 +469,6 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
     }
     goto done;
   }
-  curl_easy_getinfo(k, CURLINFO_RESPONSE_CODE, status);
   if (clen) {
     curl_off_t cl = -1;
     curl_easy_getinfo(k, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);

@@ -79,4 +79,13 @@ int s3_delete(s3 *c, const char *key, char **cause);
 typedef int (*s3_list_fn)(void *ctx, const char *key, uint64_t size);
 int s3_list(s3 *c, const char *prefix, s3_list_fn fn, void *ctx, char **cause);
 
+/* Requests so far, process-wide, by kind (metrics). */
+enum { S3_OP_PUT, S3_OP_GET, S3_OP_HEAD, S3_OP_DELETE, S3_OP_LIST, S3_OPS };
+typedef struct s3_stats {
+  uint64_t requests, errors; /* errors: unreachable, or not 2xx */
+  uint64_t bytes;            /* bodies sent (PUT) or received */
+  uint64_t ns;               /* time in requests */
+} s3_stats;
+void s3_stats_get(s3_stats out[S3_OPS]);
+
 #endif /* S3_H */

@@ -196,6 +196,8 @@ static uint64_t get_u64(const uint8_t *p) {
 /* Bytes of segment buffers alive (open + closed, not yet freed), for
  * segment_scratch_bytes; process-wide, like the buffers' allocator. */
 static uint64_t seg_scratch;
+/* Segments built and not yet freed (open, closed or uploading). */
+static uint64_t seg_alive;
 
 static int seg_reserve(seg *g, size_t more) {
   if (g->len + more <= g->cap)
@@ -289,6 +291,7 @@ int segment_index_parse(const uint8_t *obj, size_t len, segment_entry **out,
 static void seg_free(seg *g) {
   if (!g)
     return;
+  __atomic_sub_fetch(&seg_alive, 1, __ATOMIC_RELAXED);
   __atomic_sub_fetch(&seg_scratch, g->cap, __ATOMIC_RELAXED);
   free(g->buf);
   free(g->ix);
@@ -388,8 +391,10 @@ static void *packer_main(void *arg) {
       s->qhead = (s->qhead + 1) % s->qcap;
       s->qn--;
       pthread_mutex_unlock(&s->lock);
-      if (!cur && (cur = calloc(1, sizeof *cur)))
+      if (!cur && (cur = calloc(1, sizeof *cur))) {
         cur->deadline_ns = mono_ns() + age_ns;
+        __atomic_add_fetch(&seg_alive, 1, __ATOMIC_RELAXED);
+      }
       if (!cur || !cctx || seg_add(s, cur, cctx, g) < 0) {
         /* Out of memory: this generation fails (the agent resends). */
         g->result = -ENOMEM;
@@ -905,4 +910,8 @@ const char *segment_daemon_id(const segment_store *s) {
 uint64_t segment_scratch_bytes(segment_store *s) {
   (void)s;
   return __atomic_load_n(&seg_scratch, __ATOMIC_RELAXED);
+}
+
+uint64_t segment_alive(void) {
+  return __atomic_load_n(&seg_alive, __ATOMIC_RELAXED);
 }

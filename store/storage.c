@@ -17,6 +17,7 @@
 #include "storage.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 
 #include "gencache.h"
 #include "gtp_error.h"
+#include "pg.h"
 #include "pg_cat.h"
 #include "s3.h"
 #include "shared_live.h"
@@ -517,4 +519,129 @@ int storage_read_payload_by_gen(storage_reader *r, const char *session,
   rc = shared_fetch(r, &loc, out);
   free(loc.object);
   return rc;
+}
+
+/* ---- /metrics of the shared store ---- */
+
+static void m_head(gtp_wbuf *b, const char *name, const char *type,
+                   const char *help) {
+  gtp_wbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void m_pool(gtp_wbuf *b, const char *name, pg_cat *c) {
+  if (!c)
+    return;
+  pg_stats p;
+  pg_stats_get(pg_cat_pool(c), &p);
+  gtp_wbuf_printf(b,
+                  "gentrace_shared_pg_pool_size{pool=\"%s\"} %" PRIu64 "\n"
+                  "gentrace_shared_pg_pool_in_use{pool=\"%s\"} %" PRIu64 "\n"
+                  "gentrace_shared_pg_pool_waits_total{pool=\"%s\"} %" PRIu64
+                  "\n"
+                  "gentrace_shared_pg_pool_wait_seconds_total{pool=\"%s\"} "
+                  "%.6f\n",
+                  name, p.size, name, p.in_use, name, p.waits, name,
+                  (double)p.wait_ns / 1e9);
+}
+
+void storage_metrics(storage *st, gtp_wbuf *b) {
+  if (!st->shared)
+    return;
+  m_head(b, "gentrace_shared_pg_pool_size", "gauge",
+         "PostgreSQL connections each catalog pool may open (writer: "
+         "segment commits; readers: HTTP reads, connections; hello: HELLO "
+         "lookups).");
+  m_head(b, "gentrace_shared_pg_pool_in_use", "gauge",
+         "Catalog connections lent out now.");
+  m_head(b, "gentrace_shared_pg_pool_waits_total", "counter",
+         "Times a catalog call waited for a free connection.");
+  m_head(b, "gentrace_shared_pg_pool_wait_seconds_total", "counter",
+         "Time catalog calls waited for a free connection.");
+  m_pool(b, "writer", segment_catalog(st->seg));
+  m_pool(b, "readers", st->rcat);
+  m_pool(b, "hello", st->hcat);
+  uint64_t e[3];
+  pg_stats_errors(e);
+  m_head(b, "gentrace_shared_pg_errors_total", "counter",
+         "Catalog statements that failed, by kind (unavailable: server "
+         "unreachable; conflict: serialization, deadlock or unique; other).");
+  gtp_wbuf_printf(b,
+                  "gentrace_shared_pg_errors_total{kind=\"unavailable\"} "
+                  "%" PRIu64 "\n"
+                  "gentrace_shared_pg_errors_total{kind=\"conflict\"} %" PRIu64
+                  "\n"
+                  "gentrace_shared_pg_errors_total{kind=\"other\"} %" PRIu64
+                  "\n",
+                  e[0], e[1], e[2]);
+  static const char *const ops[S3_OPS] = {"put", "get", "head", "delete",
+                                          "list"};
+  s3_stats s[S3_OPS];
+  s3_stats_get(s);
+  m_head(b, "gentrace_shared_s3_requests_total", "counter",
+         "S3 requests by operation.");
+  m_head(b, "gentrace_shared_s3_errors_total", "counter",
+         "S3 requests that failed (unreachable, or not 2xx) by operation.");
+  m_head(b, "gentrace_shared_s3_bytes_total", "counter",
+         "S3 body bytes sent (put) or received, by operation.");
+  m_head(b, "gentrace_shared_s3_seconds_total", "counter",
+         "Time in S3 requests by operation (latency = this / requests).");
+  for (int k = 0; k < S3_OPS; k++)
+    gtp_wbuf_printf(
+        b,
+        "gentrace_shared_s3_requests_total{op=\"%s\"} %" PRIu64 "\n"
+        "gentrace_shared_s3_errors_total{op=\"%s\"} %" PRIu64 "\n"
+        "gentrace_shared_s3_bytes_total{op=\"%s\"} %" PRIu64 "\n"
+        "gentrace_shared_s3_seconds_total{op=\"%s\"} %.6f\n",
+        ops[k], s[k].requests, ops[k], s[k].errors, ops[k], s[k].bytes, ops[k],
+        (double)s[k].ns / 1e9);
+  uint64_t hits, misses;
+  gencache_counts(st->cache, &hits, &misses);
+  m_head(b, "gentrace_shared_cache_hits_total", "counter",
+         "Generations read from the readers' cache.");
+  gtp_wbuf_printf(b, "gentrace_shared_cache_hits_total %" PRIu64 "\n", hits);
+  m_head(b, "gentrace_shared_cache_misses_total", "counter",
+         "Generations fetched from S3 (not in the readers' cache).");
+  gtp_wbuf_printf(b, "gentrace_shared_cache_misses_total %" PRIu64 "\n",
+                  misses);
+  m_head(b, "gentrace_shared_cache_bytes", "gauge",
+         "Decompressed generations held in the readers' cache.");
+  gtp_wbuf_printf(b, "gentrace_shared_cache_bytes %" PRIu64 "\n",
+                  gencache_bytes(st->cache));
+  m_head(b, "gentrace_shared_segments_open", "gauge",
+         "Segments being filled, waiting for upload or uploading now.");
+  gtp_wbuf_printf(b, "gentrace_shared_segments_open %" PRIu64 "\n",
+                  segment_alive());
+  shared_retain_stats r;
+  shared_retain_stats_get(st->retain, &r);
+  m_head(b, "gentrace_shared_retention_passes_total", "counter",
+         "Cluster retention passes run by this daemon.");
+  gtp_wbuf_printf(b, "gentrace_shared_retention_passes_total %" PRIu64 "\n",
+                  r.passes);
+  m_head(b, "gentrace_shared_dead_objects_deleted_total", "counter",
+         "Segment objects deleted after their last generation was.");
+  gtp_wbuf_printf(b, "gentrace_shared_dead_objects_deleted_total %" PRIu64 "\n",
+                  r.deleted_objects);
+  m_head(b, "gentrace_shared_orphan_sweeps_total", "counter",
+         "Orphan sweeps run by this daemon.");
+  gtp_wbuf_printf(b, "gentrace_shared_orphan_sweeps_total %" PRIu64 "\n",
+                  r.orphan_sweeps);
+  m_head(b, "gentrace_shared_orphan_sweep_errors_total", "counter",
+         "Orphan sweeps that failed (retried at the next one).");
+  gtp_wbuf_printf(b, "gentrace_shared_orphan_sweep_errors_total %" PRIu64 "\n",
+                  r.orphan_errors);
+  m_head(b, "gentrace_shared_orphans_swept_total", "counter",
+         "Segment objects nobody cataloged (their daemon died between upload "
+         "and commit) deleted by this daemon.");
+  gtp_wbuf_printf(b, "gentrace_shared_orphans_swept_total %" PRIu64 "\n",
+                  r.orphans_swept);
+  shared_live_stats l;
+  shared_live_stats_get(st->live, &l);
+  m_head(b, "gentrace_shared_connections_published", "gauge",
+         "Sessions connected here, as published to the catalog.");
+  gtp_wbuf_printf(b, "gentrace_shared_connections_published %" PRIu64 "\n",
+                  l.sessions);
+  m_head(b, "gentrace_shared_lease_errors_total", "counter",
+         "Failed renewals of this daemon's lease or connection list.");
+  gtp_wbuf_printf(b, "gentrace_shared_lease_errors_total %" PRIu64 "\n",
+                  l.errors);
 }

@@ -88,6 +88,11 @@ uint64_t storage_scratch_bytes(storage *st);
  * cannot be written (ingest is not ACKed then). */
 int storage_health(storage *st, char *reason, size_t cap);
 
+/* Appends the shared store's Prometheus lines (catalog pools and errors,
+ * S3 requests, cache, segments, retention, orphans, lease) to b; nothing
+ * on SQLite (its lines come from store_stats). */
+void storage_metrics(storage *st, gtp_wbuf *b);
+
 typedef struct storage_reader storage_reader;
 int storage_reader_open(storage *st, storage_reader **out, char **cause);
 void storage_reader_close(storage_reader *r);
