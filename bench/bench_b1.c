@@ -10,6 +10,13 @@
  * GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB set the
  * agent's buffer pool, generation period and spool (defaults 8, 1000, 64).
  *
+ * With BENCH_B1_SHARED=1 and the environment of scripts/cluster-up (make
+ * bench-b1-shared), the same search runs again against a gentraced on the
+ * shared store (PostgreSQL catalog + S3 segments, --segment-max-age from
+ * BENCH_B1_SEGMENT_AGE, default the daemon's 2s), counted in the catalog,
+ * and a second line `BENCH id=B1-shared` gives its rate beside this run's
+ * SQLite rate.
+ *
  * The baseline is lttng-relayd's highest zero-loss rate on the same
  * workload (two integers per event); pass it as LTTNG_RATE (events/s) from
  * a measurement in the same run (measured on this machine: about 6.5 M/s with one thread,
@@ -19,6 +26,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -138,6 +146,31 @@ static int64_t stored_events(const char *db, const char *service,
   return v;
 }
 
+/* The same counts from the shared store's catalog. */
+static int64_t stored_events_pg(const char *uri, const char *service,
+                                int64_t *lost) {
+  *lost = -1;
+  PGconn *c = PQconnectdb(uri);
+  const char *p[] = {service};
+  PGresult *r = PQexecParams(
+      c,
+      "SELECT coalesce(sum(g.events),0), coalesce(sum(g.dropped+g.evicted+"
+      "g.rejected),0) FROM gt_generations g JOIN gt_sessions s"
+      " ON s.id = g.session_id WHERE s.service = $1",
+      1, NULL, p, NULL, NULL, 0);
+  int64_t v = -1;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+    v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    *lost = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+  }
+  PQclear(r);
+  PQfinish(c);
+  return v;
+}
+
+/* The shared run's catalog (NULL: the SQLite run). */
+static const char *b1_catalog;
+
 /* 1 = zero loss at rate, 0 = loss, < 0 = error. */
 static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
                      double seconds, int idx) {
@@ -161,7 +194,8 @@ static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
   if (n <= 0 || sscanf(buf, "%llu %llu", &written, &dropped) != 2)
     return -1;
   int64_t lost;
-  int64_t stored = stored_events(d->db, service, &lost);
+  int64_t stored = b1_catalog ? stored_events_pg(b1_catalog, service, &lost)
+                              : stored_events(d->db, service, &lost);
   int ok = dropped == 0 && lost == 0 && stored == (int64_t)written;
   fprintf(stderr,
           "bench: B1 rate %.2f M/s: written %llu stored %lld dropped %llu "
@@ -171,6 +205,9 @@ static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
   return ok;
 }
 
+static double b1_search(const char *catalog, unsigned threads,
+                        double seconds);
+
 int main(int argc, char **argv) {
   unsigned threads = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
   double seconds = argc > 2 ? atof(argv[2]) : 3;
@@ -179,13 +216,62 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]\n");
     return 2;
   }
+  double good = b1_search(NULL, threads, seconds);
+  if (good < 0)
+    return 1;
+  if (lttng > 0)
+    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:%.2f "
+           "ratio=%.2f bar=1.00 pass=%d\n",
+           good / 1e6, lttng / 1e6, good / lttng, good >= lttng);
+  else
+    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:n/a "
+           "ratio=n/a bar=1.00 pass=0\n",
+           good / 1e6);
+  const char *sh = getenv("BENCH_B1_SHARED");
+  if (sh && strcmp(sh, "1") == 0) {
+    const char *cat = getenv("GENTRACE_CATALOG"),
+               *obj = getenv("GENTRACE_OBJECTS");
+    if (!cat || !obj) {
+      fprintf(stderr, "bench: BENCH_B1_SHARED needs scripts/cluster-up's "
+                      "environment (make bench-b1-shared)\n");
+      return 1;
+    }
+    double g2 = b1_search(cat, threads, seconds);
+    if (g2 < 0)
+      return 1;
+    printf("BENCH id=B1-shared value=%.2f unit=Mevents/s(zero-loss,%uthread)"
+           " baseline=sqlite:%.2f ratio=%.2f bar=0.50 pass=%d\n",
+           g2 / 1e6, threads, good / 1e6, good > 0 ? g2 / good : 0,
+           good > 0 && g2 >= good / 2);
+  }
+  return 0;
+}
+
+/* The zero-loss search on a fresh gentraced (catalog NULL: SQLite, else
+ * the shared store on catalog and $GENTRACE_OBJECTS). Highest good rate,
+ * or -1 when the daemon did not start. */
+static double b1_search(const char *catalog, unsigned threads,
+                        double seconds) {
   /* gentraced on port 0 through tests/daemon/client.c, stopped by PID. */
   gtd d;
-  char addr[64];
-  if (gtd_init(&d) < 0 || gtd_start(&d, NULL, NULL) < 0) {
+  char addr[64], obj[256];
+  const char *age = getenv("BENCH_B1_SEGMENT_AGE");
+  snprintf(obj, sizeof obj, "%s/b1-%ld", catalog ? getenv("GENTRACE_OBJECTS")
+                                                 : "",
+           (long)getpid());
+  const char *shared[] = {"--catalog",
+                          catalog,
+                          "--objects",
+                          obj,
+                          "--segment-max-age",
+                          age ? age : "2s",
+                          NULL};
+  b1_catalog = catalog;
+  if (gtd_init(&d) < 0 || gtd_start(&d, catalog ? shared : NULL, NULL) < 0) {
     fprintf(stderr, "bench: gentraced did not start\n");
-    return 1;
+    return -1;
   }
+  fprintf(stderr, "bench: B1 on %s\n", catalog ? "the shared store" : "SQLite");
   snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
   double good = 0, bad = 0, rate = 1e6;
   int idx = 0;
@@ -212,13 +298,5 @@ int main(int argc, char **argv) {
   }
   gtd_stop(&d);
   gtd_cleanup(&d);
-  if (lttng > 0)
-    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:%.2f "
-           "ratio=%.2f bar=1.00 pass=%d\n",
-           good / 1e6, lttng / 1e6, good / lttng, good >= lttng);
-  else
-    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:n/a "
-           "ratio=n/a bar=1.00 pass=0\n",
-           good / 1e6);
-  return 0;
+  return good;
 }
