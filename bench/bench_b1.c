@@ -15,7 +15,7 @@
  * shared store (PostgreSQL catalog + S3 segments, --segment-max-age from
  * BENCH_B1_SEGMENT_AGE, default the daemon's 2s), counted in the catalog,
  * and a second line `BENCH id=B1-shared` gives its rate beside this run's
- * SQLite rate.
+ * SQLite rate (BENCH_B1_SHARED=only: the shared run alone, for profiles).
  *
  * The baseline is lttng-relayd's highest zero-loss rate on the same
  * workload (two integers per event); pass it as LTTNG_RATE (events/s) from
@@ -175,7 +175,7 @@ static const char *b1_catalog;
 static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
                      double seconds, int idx) {
   char service[64];
-  snprintf(service, sizeof service, "b1-%d", idx);
+  snprintf(service, sizeof service, "b1-%ld-%d", (long)getpid(), idx);
   int p[2];
   if (pipe(p) < 0)
     return -1;
@@ -216,10 +216,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]\n");
     return 2;
   }
-  double good = b1_search(NULL, threads, seconds);
+  /* BENCH_B1_SHARED=only: the shared run alone (profiling it). */
+  const char *sh = getenv("BENCH_B1_SHARED");
+  int only = sh && strcmp(sh, "only") == 0;
+  double good = only ? 0 : b1_search(NULL, threads, seconds);
   if (good < 0)
     return 1;
-  if (lttng > 0)
+  if (only)
+    ;
+  else if (lttng > 0)
     printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:%.2f "
            "ratio=%.2f bar=1.00 pass=%d\n",
            good / 1e6, lttng / 1e6, good / lttng, good >= lttng);
@@ -227,8 +232,7 @@ int main(int argc, char **argv) {
     printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:n/a "
            "ratio=n/a bar=1.00 pass=0\n",
            good / 1e6);
-  const char *sh = getenv("BENCH_B1_SHARED");
-  if (sh && strcmp(sh, "1") == 0) {
+  if (sh && (strcmp(sh, "1") == 0 || only)) {
     const char *cat = getenv("GENTRACE_CATALOG"),
                *obj = getenv("GENTRACE_OBJECTS");
     if (!cat || !obj) {
