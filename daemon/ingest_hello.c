@@ -132,7 +132,7 @@ int ingest_hello(conn *c, const gtp_frame *f) {
   gtp_wbuf_fini(&tj);
   budget_ident_set(c); /* held while c lives: counted (budget.c) */
   if (shared) {
-    c->hello_wait = 1; /* stops reading (ingest_conn_update_reading) */
+    c->hello_wait = 1; /* stops reading (see ing->update_reading) */
     c->refs++;
     ing->lookups++;
     if (hello_lookup_start(ing->loop, ing->store, c->session, hello_answered,
@@ -201,8 +201,8 @@ static void hello_answered(void *arg, const storage_hello_answer *a) {
     else if (session_auth_decide(c, ingest_sess_find(ing, c->session),
                                  a->key_rc, a->key) == 0 &&
              hello_welcome(c, a->has_last, a->last_gen) == 0) {
-      ingest_conn_update_reading(c); /* reads on */
-      ingest_update_pause(ing);
+      ing->update_reading(c); /* reads on */
+      ing->update_pause(ing);
     }
   }
   ingest_conn_unref(c);

@@ -210,6 +210,11 @@ struct ingest {
    * ingest_conn.c calling up into the frame loop. */
   uv_alloc_cb read_alloc;
   uv_read_cb read_cb;
+  /* The same for a HELLO whose lookup came back (ingest_hello.c): reading
+   * starts again by the limits, without ingest_hello.c calling up into
+   * the frame loop that calls it. */
+  void (*update_reading)(struct conn *c);
+  void (*update_pause)(struct ingest *ing);
   uint8_t *rbuf;
   int rbuf_busy;
   /* Generation buffers (genpool.c): budget_used() + pool.bytes <=
