@@ -65,7 +65,7 @@ typedef struct conf {
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
   int64_t orphan_grace_ns; /* 0: the store's default (10 minutes) */
-  uint64_t cli_mask_; /* internal: options set on the command line */
+  uint64_t cli_mask_;      /* internal: options set on the command line */
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

@@ -27,7 +27,7 @@ typedef struct gc_ent {
 
 struct gencache {
   pthread_mutex_t lock;
-  uint64_t max, bytes; /* protected by lock, invariant 1 */
+  uint64_t max, bytes;   /* protected by lock, invariant 1 */
   uint64_t hits, misses; /* protected by lock */
   gc_ent *table[GC_BUCKETS];
   gc_ent *head, *tail;

@@ -150,18 +150,17 @@ static PGresult *pg_result(PGconn *c, PGresult *r, const char *name, int *rc,
 
 PGresult *pg_exec(PGconn *c, const char *name, int nparams,
                   const char *const *params, int *rc, char **cause) {
-  return pg_result(
-      c, PQexecPrepared(c, name, nparams, params, NULL, NULL, 0), name, rc,
-      cause);
+  return pg_result(c, PQexecPrepared(c, name, nparams, params, NULL, NULL, 0),
+                   name, rc, cause);
 }
 
 PGresult *pg_exec_sql(PGconn *c, const char *sql, int nparams,
                       const char *const *params, int *rc, char **cause) {
   char name[48];
   snprintf(name, sizeof name, "%.40s", sql);
-  return pg_result(
-      c, PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0), name, rc,
-      cause);
+  return pg_result(c,
+                   PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0),
+                   name, rc, cause);
 }
 
 /* pg_exec's outcome: r when it succeeded, else NULL with *rc and *cause. */
@@ -181,9 +180,9 @@ static PGresult *pg_result(PGconn *c, PGresult *r, const char *name, int *rc,
   else if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01") ||
                      !strcmp(state, "23505")))
     code = GTP_E_CONFLICT;
-  __atomic_add_fetch(&pg_err[code == GTP_E_UNAVAIL   ? 0
-                            : code == GTP_E_CONFLICT ? 1
-                                                     : 2],
+  __atomic_add_fetch(&pg_err[code == GTP_E_UNAVAIL    ? 0
+                             : code == GTP_E_CONFLICT ? 1
+                                                      : 2],
                      1, __ATOMIC_RELAXED);
   *rc = pg_fail(cause, code, "PostgreSQL catalog: %s: %s", name,
                 pg_msg(c, m, sizeof m));

@@ -59,8 +59,8 @@ int pg_cmd(PGconn *c, const char *sql, char **cause);
 
 /* A pool's use, for /metrics. */
 typedef struct pg_stats {
-  uint64_t size, open, in_use;     /* connections: allowed, open, lent now */
-  uint64_t waits, wait_ns;         /* pg_get calls that waited, and how long */
+  uint64_t size, open, in_use; /* connections: allowed, open, lent now */
+  uint64_t waits, wait_ns;     /* pg_get calls that waited, and how long */
   uint64_t connects, connect_errors; /* connections opened after the first */
 } pg_stats;
 void pg_stats_get(pg *p, pg_stats *out);

@@ -124,8 +124,8 @@ static const pg_stmt cat_stmts[] = {
      " (SELECT max(gen) FROM gt_generations WHERE session_id = s.id),"
      " s.events, s.bytes, s.lost, s.rejected,"
      " EXISTS (SELECT 1 FROM gt_conns k JOIN gt_daemons d ON"
-     " d.daemon = k.daemon WHERE k.session = s.session AND d.lease_ns > "
-     NOW_NS ") FROM gt_sessions s"
+     " d.daemon = k.daemon WHERE k.session = s.session AND d.lease_ns > " NOW_NS
+     ") FROM gt_sessions s"
      " WHERE ($1::text IS NULL OR s.service = $1)"
      " AND ($2::text IS NULL OR s.host = $2)"
      " AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM json_each(s.tags) j"
@@ -339,14 +339,14 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     const char *q[] = {object};
     if (!(r = pg_exec(k, "seg_owner", 1, q, &rc, cause)))
       goto rollback;
-    int swept = PQntuples(r) == 1 &&
-                strcmp(PQgetvalue(r, 0, 0), PG_ORPHAN_OWNER) == 0;
+    int swept =
+        PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), PG_ORPHAN_OWNER) == 0;
     PQclear(r);
     r = NULL;
     if (swept) {
-      rc = gtp_causef(cause, GTP_E_NOTFOUND,
-                      "segment %s was swept as an orphan; upload again",
-                      object);
+      rc =
+          gtp_causef(cause, GTP_E_NOTFOUND,
+                     "segment %s was swept as an orphan; upload again", object);
       goto rollback;
     }
     rc = pg_cmd(k, "COMMIT", cause);
@@ -402,8 +402,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
       goto rollback;
     int64_t id = val_i(r, 0, 0);
     uint8_t bound[STORE_KEY_HASH_SIZE];
-    int has_bound = key_parse(PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1),
-                              bound);
+    int has_bound =
+        key_parse(PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1), bound);
     PQclear(r);
     r = NULL;
     /* Invariant 5: the row lock taken by the upsert is held to COMMIT, so

@@ -61,8 +61,8 @@ int pg_live_lease(pg_cat *c, const char *daemon, int64_t started_ns,
               3, p, cause);
 }
 
-int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33],
-                  size_t n, char **cause) {
+int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33], size_t n,
+                  char **cause) {
   /* One text[] literal: the ids are hex digits, nothing to quote. */
   char *arr = malloc(n * 33 + 3);
   if (!arr)

@@ -24,8 +24,8 @@ int pg_live_lease(pg_cat *c, const char *daemon, int64_t started_ns,
                   int64_t lease_ms, char **cause);
 /* Replaces daemon's connected sessions by sessions[0..n) (32 hex digits
  * each), in one transaction. */
-int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33],
-                  size_t n, char **cause);
+int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33], size_t n,
+                  char **cause);
 /* Removes daemon's lease and connections (clean shutdown). */
 int pg_live_leave(pg_cat *c, const char *daemon, char **cause);
 

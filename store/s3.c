@@ -259,7 +259,7 @@ typedef struct s3_io {
   size_t up_len, up_off;
   uint8_t *buf; /* download sink (malloc'd, grows) */
   size_t len, cap, max;
-  int overflow; /* the server sent more than max */
+  int overflow;      /* the server sent more than max */
   const char *query; /* S3_LIST: the canonical query string */
 } s3_io;
 
@@ -342,11 +342,11 @@ static const char *const s3_verb[] = {"PUT", "GET",  "HEAD", "DELETE",
 static uint64_t s3_n[S3_OPS], s3_err[S3_OPS], s3_bytes[S3_OPS], s3_ns[S3_OPS];
 
 static int s3_kind(int op) {
-  return op == S3_PUT          ? S3_OP_PUT
-         : op == S3_GET        ? S3_OP_GET
-         : op == S3_DELETE     ? S3_OP_DELETE
-         : op == S3_LIST       ? S3_OP_LIST
-                               : S3_OP_HEAD;
+  return op == S3_PUT      ? S3_OP_PUT
+         : op == S3_GET    ? S3_OP_GET
+         : op == S3_DELETE ? S3_OP_DELETE
+         : op == S3_LIST   ? S3_OP_LIST
+                           : S3_OP_HEAD;
 }
 
 static int64_t s3_mono_ns(void) {
@@ -664,8 +664,7 @@ static int s3_xml_next(const char **p, const char *e, const char *tag,
   return 1;
 }
 
-int s3_list(s3 *c, const char *prefix, s3_list_fn fn, void *ctx,
-            char **cause) {
+int s3_list(s3 *c, const char *prefix, s3_list_fn fn, void *ctx, char **cause) {
   if (cause)
     *cause = NULL;
   char full[S3_KEY_MAX + 1];

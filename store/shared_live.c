@@ -122,8 +122,8 @@ int shared_live_sync(shared_live *l) {
   }
   pthread_mutex_unlock(&l->lock);
   if (rc == 0 && dirty)
-    rc = ids ? pg_live_conns(l->cfg.cat, l->daemon_id, ids, n, &cause)
-             : -ENOMEM;
+    rc =
+        ids ? pg_live_conns(l->cfg.cat, l->daemon_id, ids, n, &cause) : -ENOMEM;
   pthread_mutex_lock(&l->lock);
   if (rc < 0) {
     l->st.errors++;

@@ -31,9 +31,9 @@ typedef struct shared_live_config {
 } shared_live_config;
 
 typedef struct shared_live_stats {
-  uint64_t sessions;     /* connected now */
-  uint64_t writes;       /* set written to the catalog */
-  uint64_t errors;       /* catalog calls that failed */
+  uint64_t sessions; /* connected now */
+  uint64_t writes;   /* set written to the catalog */
+  uint64_t errors;   /* catalog calls that failed */
 } shared_live_stats;
 
 /* Takes the lease at once (so an unreachable catalog is an error now) and

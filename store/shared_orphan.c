@@ -80,8 +80,8 @@ static int flush(sweep *w) {
   for (size_t i = 0; rc == 0 && i < w->n; i++) {
     if (!objs[i].orphan)
       continue;
-    int m = pg_live_orphan_mark(w->cat, objs[i].object, w->batch[i].size,
-                                w->cause);
+    int m =
+        pg_live_orphan_mark(w->cat, objs[i].object, w->batch[i].size, w->cause);
     if (m < 0) {
       rc = m;
       break;

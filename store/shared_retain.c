@@ -203,8 +203,8 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
   /* The first orphan sweep waits a grace period: daemons killed before
    * this one started get theirs swept then. */
   r->orphan_last_ns = real_ns();
-  int rc = r->daemon_id && r->prefix ? s3_open(cfg->s3, &r->s3, cause)
-                                     : -ENOMEM;
+  int rc =
+      r->daemon_id && r->prefix ? s3_open(cfg->s3, &r->s3, cause) : -ENOMEM;
   if (rc == 0) {
     /* The catalog's keys are bucket-relative: delete from the root. */
     s3_config root = *cfg->s3;

@@ -565,14 +565,13 @@ void storage_metrics(storage *st, gtp_wbuf *b) {
   m_head(b, "gentrace_shared_pg_errors_total", "counter",
          "Catalog statements that failed, by kind (unavailable: server "
          "unreachable; conflict: serialization, deadlock or unique; other).");
-  gtp_wbuf_printf(b,
-                  "gentrace_shared_pg_errors_total{kind=\"unavailable\"} "
-                  "%" PRIu64 "\n"
-                  "gentrace_shared_pg_errors_total{kind=\"conflict\"} %" PRIu64
-                  "\n"
-                  "gentrace_shared_pg_errors_total{kind=\"other\"} %" PRIu64
-                  "\n",
-                  e[0], e[1], e[2]);
+  gtp_wbuf_printf(
+      b,
+      "gentrace_shared_pg_errors_total{kind=\"unavailable\"} "
+      "%" PRIu64 "\n"
+      "gentrace_shared_pg_errors_total{kind=\"conflict\"} %" PRIu64 "\n"
+      "gentrace_shared_pg_errors_total{kind=\"other\"} %" PRIu64 "\n",
+      e[0], e[1], e[2]);
   static const char *const ops[S3_OPS] = {"put", "get", "head", "delete",
                                           "list"};
   s3_stats s[S3_OPS];
@@ -586,14 +585,13 @@ void storage_metrics(storage *st, gtp_wbuf *b) {
   m_head(b, "gentrace_shared_s3_seconds_total", "counter",
          "Time in S3 requests by operation (latency = this / requests).");
   for (int k = 0; k < S3_OPS; k++)
-    gtp_wbuf_printf(
-        b,
-        "gentrace_shared_s3_requests_total{op=\"%s\"} %" PRIu64 "\n"
-        "gentrace_shared_s3_errors_total{op=\"%s\"} %" PRIu64 "\n"
-        "gentrace_shared_s3_bytes_total{op=\"%s\"} %" PRIu64 "\n"
-        "gentrace_shared_s3_seconds_total{op=\"%s\"} %.6f\n",
-        ops[k], s[k].requests, ops[k], s[k].errors, ops[k], s[k].bytes, ops[k],
-        (double)s[k].ns / 1e9);
+    gtp_wbuf_printf(b,
+                    "gentrace_shared_s3_requests_total{op=\"%s\"} %" PRIu64 "\n"
+                    "gentrace_shared_s3_errors_total{op=\"%s\"} %" PRIu64 "\n"
+                    "gentrace_shared_s3_bytes_total{op=\"%s\"} %" PRIu64 "\n"
+                    "gentrace_shared_s3_seconds_total{op=\"%s\"} %.6f\n",
+                    ops[k], s[k].requests, ops[k], s[k].errors, ops[k],
+                    s[k].bytes, ops[k], (double)s[k].ns / 1e9);
   uint64_t hits, misses;
   gencache_counts(st->cache, &hits, &misses);
   m_head(b, "gentrace_shared_cache_hits_total", "counter",

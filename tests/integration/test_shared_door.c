@@ -53,8 +53,8 @@ static int teardown(void **state) {
 /* A fresh catalog database and object prefix. */
 static void fresh(store_loc *l, const char *name) {
   assert_int_equal(fixture_db(name, l->cat, sizeof l->cat), 0);
-  snprintf(l->obj, sizeof l->obj, "%s/%s-%ld", getenv("GENTRACE_OBJECTS"),
-           name, (long)getpid());
+  snprintf(l->obj, sizeof l->obj, "%s/%s-%ld", getenv("GENTRACE_OBJECTS"), name,
+           (long)getpid());
 }
 
 /* Starts a daemon in slot i: shared (l) or SQLite (l NULL). */
@@ -140,7 +140,7 @@ static void hello(gtc *c, gtd *d, const gtf_spec *s) {
 /* ---- a slow catalog stalls no other agent ---- */
 
 #define HELLO_FN                                                               \
-  "CREATE OR REPLACE FUNCTION gt_hello(s text) RETURNS TABLE(key_hash text,"  \
+  "CREATE OR REPLACE FUNCTION gt_hello(s text) RETURNS TABLE(key_hash text,"   \
   " last_gen bigint) LANGUAGE plpgsql VOLATILE AS $$ BEGIN %s RETURN QUERY"    \
   " SELECT encode(x.key_hash, 'hex'), x.last_gen FROM gt_sessions x"           \
   " WHERE x.session = s; END $$"
@@ -288,7 +288,7 @@ static void door_run(gtd *d, int out[DOOR_STEPS]) {
   gtc c;
   gtf_spec s;
   int code, n = 0;
-#define STEP(rc) out[n++] = (rc) * 100000 + ((rc) == 2 ? -code : 0)
+#define STEP(rc) out[n++] = (rc)*100000 + ((rc) == 2 ? -code : 0)
   spec(&s, 9, 1);
   hello(&c, d, &s);
   code = 0;
@@ -332,8 +332,8 @@ static void door_run(gtd *d, int out[DOOR_STEPS]) {
 #undef STEP
 }
 
-static void test_shared_door__door_checks_answer_alike_on_both_backends(
-    void **state) {
+static void
+test_shared_door__door_checks_answer_alike_on_both_backends(void **state) {
   store_loc l;
   fresh(&l, "door_alike");
   const char *lim[] = {"--max-gen-size", "64K", NULL};
@@ -342,10 +342,16 @@ static void test_shared_door__door_checks_answer_alike_on_both_backends(
   stop(0);
   door_run(start(0, &l, lim), sh);
   stop(0);
-  const int want[DOOR_STEPS] = {
-      100000, 200000 - GTP_E_TOOBIG, 200000 - GTP_E_CORRUPT,
-      200000 - GTP_E_TOOBIG, 100000, 200000 - GTP_E_CONFLICT, 100000,
-      GTP_E_AUTH, 0, 4};
+  const int want[DOOR_STEPS] = {100000,
+                                200000 - GTP_E_TOOBIG,
+                                200000 - GTP_E_CORRUPT,
+                                200000 - GTP_E_TOOBIG,
+                                100000,
+                                200000 - GTP_E_CONFLICT,
+                                100000,
+                                GTP_E_AUTH,
+                                0,
+                                4};
   for (int i = 0; i < DOOR_STEPS; i++) {
     if (sq[i] != want[i] || sh[i] != want[i])
       fail_msg("step %d: sqlite %d shared %d want %d", i, sq[i], sh[i],
@@ -408,8 +414,7 @@ static int object_exists(const char *key) {
   return rc == 0;
 }
 
-static void
-test_shared_door__orphan_of_a_daemon_killed_before_commit_is_swept(
+static void test_shared_door__orphan_of_a_daemon_killed_before_commit_is_swept(
     void **state) {
   store_loc l;
   fresh(&l, "door_orphan");
@@ -438,8 +443,9 @@ test_shared_door__orphan_of_a_daemon_killed_before_commit_is_swept(
   running[0] = NULL;
   gtc_close(&c);
   char q[800];
-  snprintf(q, sizeof q, "SELECT count(*) FROM gt_segments WHERE object LIKE"
-                        " '%%segments/%s/%%'",
+  snprintf(q, sizeof q,
+           "SELECT count(*) FROM gt_segments WHERE object LIKE"
+           " '%%segments/%s/%%'",
            dead);
   assert_int_equal(fixture_sql_int(l.cat, q), 0); /* an orphan */
 

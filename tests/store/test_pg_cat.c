@@ -411,8 +411,8 @@ test_pg_cat__two_keys_racing_for_one_session_exactly_one_wins(void **state) {
       pg_cat_set_test_delay(r[d].cat, 150);
       snprintf(r[d].object, sizeof r[d].object, "seg/race%d-%d", round, d);
       for (int i = 0; i < 3; i++) {
-        r[d].g[i] = fixture_gen(sid, d ? "loser?" : "winner?",
-                                (uint64_t)i + 1, 400 + i, 20);
+        r[d].g[i] = fixture_gen(sid, d ? "loser?" : "winner?", (uint64_t)i + 1,
+                                400 + i, 20);
         keyed(r[d].g[i], (uint8_t)(0xa0 + d));
       }
     }

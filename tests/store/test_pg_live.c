@@ -52,17 +52,23 @@ test_pg_live__orphans_are_uncataloged_objects_nobody_can_commit(void **state) {
   OK(pg_live_lease(c, "d-gone", 0, -1000, &cause));     /* lease ran out */
   assert_int_equal(commit_one(c, "p/segments/d-live/2000-1.gts", 0x31, 1), 0);
   pg_live_obj o[] = {
-      {.object = "p/segments/d-live/2000-1.gts", .daemon = "d-live",
+      {.object = "p/segments/d-live/2000-1.gts",
+       .daemon = "d-live",
        .put_ns = 2000}, /* cataloged */
-      {.object = "p/segments/d-live/2001-2.gts", .daemon = "d-live",
+      {.object = "p/segments/d-live/2001-2.gts",
+       .daemon = "d-live",
        .put_ns = 2001}, /* its daemon may still commit it */
-      {.object = "p/segments/d-again/4000-1.gts", .daemon = "d-again",
+      {.object = "p/segments/d-again/4000-1.gts",
+       .daemon = "d-again",
        .put_ns = 4000}, /* from the run before the restart */
-      {.object = "p/segments/d-again/6000-1.gts", .daemon = "d-again",
+      {.object = "p/segments/d-again/6000-1.gts",
+       .daemon = "d-again",
        .put_ns = 6000}, /* of the current run */
-      {.object = "p/segments/d-gone/100-1.gts", .daemon = "d-gone",
+      {.object = "p/segments/d-gone/100-1.gts",
+       .daemon = "d-gone",
        .put_ns = 100},
-      {.object = "p/segments/d-never/1-1.gts", .daemon = "d-never",
+      {.object = "p/segments/d-never/1-1.gts",
+       .daemon = "d-never",
        .put_ns = 1},
   };
   const int want[] = {0, 0, 1, 0, 1, 1};
@@ -73,8 +79,7 @@ test_pg_live__orphans_are_uncataloged_objects_nobody_can_commit(void **state) {
   pg_cat_close(c);
 }
 
-static void
-test_pg_live__a_swept_object_fails_its_late_commit(void **state) {
+static void test_pg_live__a_swept_object_fails_its_late_commit(void **state) {
   pg_cat *c = open_cat();
   char *cause = NULL;
   const char *obj = "p/segments/d-cut/3000-1.gts";
@@ -89,9 +94,8 @@ test_pg_live__a_swept_object_fails_its_late_commit(void **state) {
   /* The same generation under a new name stores. */
   assert_int_equal(commit_one(c, "p/segments/d-cut/3001-2.gts", 0x32, 1), 0);
   /* A cataloged object is never marked. */
-  assert_int_equal(pg_live_orphan_mark(c, "p/segments/d-cut/3001-2.gts", 1,
-                                       &cause),
-                   0);
+  assert_int_equal(
+      pg_live_orphan_mark(c, "p/segments/d-cut/3001-2.gts", 1, &cause), 0);
   /* The swept row is dead, kept a day, so the dead sweep leaves it now. */
   assert_true(fixture_sql_int(db, "SELECT count(*) FROM gt_segments WHERE"
                                   " daemon = '(orphan)' AND live_gens = 0 AND"
