@@ -23,6 +23,13 @@
  * GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB set the
  * agent's buffer pool, generation period and spool (defaults 8, 1000, 64).
  *
+ * With BENCH_B1_SHARED=1 and the environment of scripts/cluster-up (make
+ * bench-b1-shared), the same search runs again against a gentraced on the
+ * shared store (PostgreSQL catalog + S3 segments, --segment-max-age from
+ * BENCH_B1_SEGMENT_AGE, default the daemon's 2s), counted in the catalog,
+ * and a line `BENCH id=<ID>-shared` gives its rate beside this run's
+ * SQLite rate (BENCH_B1_SHARED=only: the shared run alone, for profiles).
+ *
  * The baseline is lttng-relayd's highest zero-loss rate on the same
  * workload (two integers per event), passed with --lttng from a
  * measurement in the same run (bench/quick measures it), or the line says
@@ -33,6 +40,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -159,6 +167,31 @@ static int64_t stored_events(const char *db, const char *service,
   return v;
 }
 
+/* The same counts from the shared store's catalog. */
+static int64_t stored_events_pg(const char *uri, const char *service,
+                                int64_t *lost) {
+  *lost = -1;
+  PGconn *c = PQconnectdb(uri);
+  const char *p[] = {service};
+  PGresult *r = PQexecParams(
+      c,
+      "SELECT coalesce(sum(g.events),0), coalesce(sum(g.dropped+g.evicted+"
+      "g.rejected),0) FROM gt_generations g JOIN gt_sessions s"
+      " ON s.id = g.session_id WHERE s.service = $1",
+      1, NULL, p, NULL, NULL, 0);
+  int64_t v = -1;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+    v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    *lost = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+  }
+  PQclear(r);
+  PQfinish(c);
+  return v;
+}
+
+/* The shared run's catalog (NULL: the SQLite run). */
+static const char *b1_catalog;
+
 typedef struct b1opts {
   unsigned agents, threads;
   double seconds, lttng;
@@ -175,7 +208,7 @@ enum { T_ERR = -1, T_LOSS = 0, T_OK = 1, T_AGENT = 2 };
 static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
                      int idx, double *cpu) {
   char service[64];
-  snprintf(service, sizeof service, "b1-%d", idx);
+  snprintf(service, sizeof service, "b1-%ld-%d", (long)getpid(), idx);
   int p[2];
   if (pipe(p) < 0)
     return T_ERR;
@@ -219,7 +252,8 @@ static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
   if (lines != o->agents)
     return T_ERR;
   int64_t lost;
-  int64_t stored = stored_events(d->db, service, &lost);
+  int64_t stored = b1_catalog ? stored_events_pg(b1_catalog, service, &lost)
+                              : stored_events(d->db, service, &lost);
   *cpu = gtd_proc_cpu_s(d->pid) - cpu0;
   int ok = dropped == 0 && lost == 0 && stored == (int64_t)written;
   /* Every thread emits its share; one that cannot keep the pace takes
@@ -315,6 +349,94 @@ static void profile_trial(gtd *d, const char *addr, double rate,
   printf("\n");
 }
 
+typedef struct b1result {
+  double good, bad, good_cpu; /* rates (events/s), daemon CPU s at good */
+  int limit;                  /* T_LOSS or T_AGENT */
+} b1result;
+
+/* The ladder and the search on a fresh gentraced (catalog NULL: SQLite,
+ * else the shared store on catalog and $GENTRACE_OBJECTS). 0, or -1 when
+ * the daemon did not start or a trial failed to run. */
+static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
+  /* gentraced on port 0 through tests/daemon/client.c, stopped by PID; every
+   * agent connects from 127.0.0.1, so the per-address limit goes up. */
+  gtd d;
+  char addr[64];
+  char obj[256];
+  const char *age = getenv("BENCH_B1_SEGMENT_AGE");
+  snprintf(obj, sizeof obj, "%s/b1-%ld",
+           catalog ? getenv("GENTRACE_OBJECTS") : "", (long)getpid());
+  const char *sqlite_args[] = {"--max-conns-per-ip", "100000", NULL};
+  const char *shared_args[] = {"--max-conns-per-ip",
+                               "100000",
+                               "--catalog",
+                               catalog,
+                               "--objects",
+                               obj,
+                               "--segment-max-age",
+                               age ? age : "2s",
+                               NULL};
+  b1_catalog = catalog;
+  if (gtd_init(&d) < 0 ||
+      gtd_start(&d, catalog ? shared_args : sqlite_args, NULL) < 0) {
+    fprintf(stderr, "bench_b1: gentraced did not start\n");
+    return -1;
+  }
+  fprintf(stderr, "bench_b1: on %s\n", catalog ? "the shared store" : "SQLite");
+  snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
+  /* Start at 1 M/s in all for a few agents; a fleet of many starts at 100
+   * events/s each, so the ladder finds where the host runs out of CPU. */
+  double good = 0, bad = 0, rate = o->agents <= 8 ? 1e6 : o->agents * 100.0;
+  double good_cpu = 0, cpu = 0;
+  int idx = 0, limit = T_OK, err = 0;
+  for (;;) {
+    int r = run_trial(&d, addr, rate, o, idx++, &cpu);
+    if (r == T_ERR) {
+      err = 1;
+      break;
+    }
+    if (r == T_LOSS) {
+      bad = rate;
+      limit = T_LOSS;
+      break;
+    }
+    good = rate;
+    good_cpu = cpu;
+    if (r == T_AGENT) {
+      limit = T_AGENT;
+      break;
+    }
+    rate *= 2;
+  }
+  for (int i = 0; i < 3 && bad > 0 && !err; i++) {
+    double mid = (good + bad) / 2;
+    int r = run_trial(&d, addr, mid, o, idx++, &cpu);
+    if (r == T_ERR) {
+      err = 1;
+      break;
+    }
+    if (r == T_LOSS) {
+      bad = mid;
+    } else {
+      good = mid;
+      good_cpu = cpu;
+    }
+  }
+  if (o->profile && good > 0 && !err)
+    profile_trial(&d, addr, good, o, idx++);
+  gtd_stop(&d);
+  gtd_cleanup(&d);
+  if (err) {
+    fprintf(stderr, "bench_b1: a trial failed to run\n");
+    return -1;
+  }
+  out->good = good;
+  out->bad = bad;
+  out->good_cpu = good_cpu;
+  out->limit = limit;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   b1opts o = {1, 2, 3, 0, 0, "B1"};
   if (argc > 1 && strncmp(argv[1], "--", 2) != 0) {
@@ -352,62 +474,25 @@ int main(int argc, char **argv) {
                     "S] [--lttng RATE] [--profile] [--id NAME]\n");
     return 2;
   }
-  /* gentraced on port 0 through tests/daemon/client.c, stopped by PID; every
-   * agent connects from 127.0.0.1, so the per-address limit goes up. */
-  gtd d;
-  char addr[64];
-  const char *args[] = {"--max-conns-per-ip", "100000", NULL};
-  if (gtd_init(&d) < 0 || gtd_start(&d, args, NULL) < 0) {
-    fprintf(stderr, "bench_b1: gentraced did not start\n");
+  /* BENCH_B1_SHARED=only: the shared run alone (profiling it). */
+  const char *sh = getenv("BENCH_B1_SHARED");
+  int only = sh != NULL && strcmp(sh, "only") == 0;
+  int shared = only || (sh != NULL && strcmp(sh, "1") == 0);
+  const char *cat = getenv("GENTRACE_CATALOG");
+  if (shared && (cat == NULL || getenv("GENTRACE_OBJECTS") == NULL)) {
+    fprintf(stderr, "bench_b1: BENCH_B1_SHARED needs scripts/cluster-up's "
+                    "environment (make bench-b1-shared)\n");
     return 1;
   }
-  snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
-  /* Start at 1 M/s in all for a few agents; a fleet of many starts at 100
-   * events/s each, so the ladder finds where the host runs out of CPU. */
-  double good = 0, bad = 0, rate = o.agents <= 8 ? 1e6 : o.agents * 100.0;
-  double good_cpu = 0, cpu = 0;
-  int idx = 0, limit = T_OK, err = 0;
-  for (;;) {
-    int r = run_trial(&d, addr, rate, &o, idx++, &cpu);
-    if (r == T_ERR) {
-      err = 1;
-      break;
-    }
-    if (r == T_LOSS) {
-      bad = rate;
-      limit = T_LOSS;
-      break;
-    }
-    good = rate;
-    good_cpu = cpu;
-    if (r == T_AGENT) {
-      limit = T_AGENT;
-      break;
-    }
-    rate *= 2;
-  }
-  for (int i = 0; i < 3 && bad > 0 && !err; i++) {
-    double mid = (good + bad) / 2;
-    int r = run_trial(&d, addr, mid, &o, idx++, &cpu);
-    if (r == T_ERR) {
-      err = 1;
-      break;
-    }
-    if (r == T_LOSS) {
-      bad = mid;
-    } else {
-      good = mid;
-      good_cpu = cpu;
-    }
-  }
-  if (o.profile && good > 0 && !err)
-    profile_trial(&d, addr, good, &o, idx++);
-  gtd_stop(&d);
-  gtd_cleanup(&d);
-  if (err) {
-    fprintf(stderr, "bench_b1: a trial failed to run\n");
+  b1result res = {0}, res2 = {0};
+  if (!only && b1_search(&o, NULL, &res) < 0)
     return 1;
-  }
+  if (shared && b1_search(&o, cat, &res2) < 0)
+    return 1;
+  if (only)
+    res = res2;
+  double good = res.good, bad = res.bad, good_cpu = res.good_cpu;
+  int limit = res.limit;
   char unit[128];
   snprintf(unit, sizeof unit, "events/s(zero-loss,agents=%u,threads=%u,%s)",
            o.agents, o.threads,
@@ -427,5 +512,11 @@ int main(int argc, char **argv) {
   printf("BENCH id=%s_cpu value=%.3f unit=daemon-cpu-s/Mevents(agents=%u,"
          "threads=%u,at=%.0f/s) baseline=none:0 ratio=1 bar=none pass=1\n",
          o.id, ev > 0 ? good_cpu / (ev / 1e6) : 0, o.agents, o.threads, good);
+  if (shared && !only)
+    printf("BENCH id=%s-shared value=%.0f unit=events/s(zero-loss,agents=%u,"
+           "threads=%u) baseline=sqlite:%.0f ratio=%.2f bar=0.50 pass=%d\n",
+           o.id, res2.good, o.agents, o.threads, res.good,
+           res.good > 0 ? res2.good / res.good : 0,
+           res.good > 0 && res2.good >= res.good / 2);
   return 0;
 }

@@ -185,6 +185,11 @@ static const opt opts[] = {
      "ACKs wait for it (default 2s)."},
     {"segment-max-size", OPT_SIZE, O(segment_max_bytes), 65536, 1ull << 30,
      "SIZE", "Shared store: close a segment at this size (default 32M)."},
+    {"orphan-grace", OPT_DURATION, O(orphan_grace_ns), 1000000000,
+     86400000000000ull, "DURATION",
+     "Shared store: delete segment objects nobody cataloged (a daemon "
+     "killed between upload and commit) this long after their upload, once "
+     "their daemon is gone (default 10m)."},
     {"symbols", OPT_STR, O(symbols), 0, 0, "DIR",
      "Debug files for stack symbols, in build-id layout: "
      "DIR/.build-id/XX/REST (binary) and .debug (default: none)."},

@@ -68,6 +68,7 @@ typedef struct conf {
   char *daemon_id; /* names this daemon's segment objects */
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
+  int64_t orphan_grace_ns; /* 0: the store's default (10 minutes) */
   char *symbols;           /* --symbols DIR (build-id tree); owned */
   char *symbols_from_host; /* --symbols-from-host yes|no|DIRS; owned */
   uint64_t symbols_cache;  /* --symbols-cache bytes, 0 = default */

@@ -66,6 +66,9 @@ void ingest_sess_insert(conn *c) {
   *head = c;
   c->in_session_map = 1;
   pthread_mutex_unlock(&ing->sess_lock);
+  /* Shared store: other daemons' /v1/agents learn it within a tick. */
+  if (ing->store != NULL)
+    storage_session_live(ing->store, c->session, 1);
 }
 
 static void sess_remove(conn *c) {
@@ -82,6 +85,8 @@ static void sess_remove(conn *c) {
   }
   c->in_session_map = 0;
   pthread_mutex_unlock(&ing->sess_lock);
+  if (ing->store != NULL)
+    storage_session_live(ing->store, c->session, 0);
 }
 
 /* ------------------------------------------------------------------ writes */
@@ -328,8 +333,8 @@ void ingest_drain_check(ingest *ing) {
     if (c->state != CONN_CLOSING)
       ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon shutting down");
   }
-  if (ing->nconns > 0)
-    return; /* ingest_conn_closed calls back here */
+  if (ing->nconns > 0 || ing->lookups > 0)
+    return; /* ingest_conn_closed and the lookups call back here */
   ing->stop_called = 1;
   if (ing->stop_cb != NULL)
     ing->stop_cb(ing->stop_arg);

@@ -325,6 +325,7 @@ int main(int argc, char **argv) {
     log_info("storage threads keep the default priority",
              "wanted_boost=%d reason=\"not allowed here\"",
              (int)c.store_nice_boost);
+  stcfg.orphan_grace_ms = (uint32_t)(c.orphan_grace_ns / 1000000);
   rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause);
   rlimits_nice_end((int)c.store_nice_boost, nice_saved);
   if (rc < 0) {

@@ -28,7 +28,8 @@ typedef struct gc_ent {
 
 struct gencache {
   pthread_mutex_t lock;
-  uint64_t max, bytes; /* protected by lock, invariant 1 */
+  uint64_t max, bytes;   /* protected by lock, invariant 1 */
+  uint64_t hits, misses; /* protected by lock */
   gc_ent *table[GC_BUCKETS];
   gtp_lru lru;
 };
@@ -74,9 +75,11 @@ int gencache_get(gencache *c, int64_t seq, gtp_wbuf *out) {
   while (e && e->seq != seq)
     e = e->next_hash;
   if (!e) {
+    c->misses++;
     pthread_mutex_unlock(&c->lock);
     return 0;
   }
+  c->hits++;
   gtp_lru_unlink(&c->lru, &e->lru);
   gtp_lru_push(&c->lru, &e->lru);
   gtp_wbuf_put(out, e->data, e->len);
@@ -124,4 +127,11 @@ uint64_t gencache_bytes(gencache *c) {
   uint64_t b = c->bytes;
   pthread_mutex_unlock(&c->lock);
   return b;
+}
+
+void gencache_counts(gencache *c, uint64_t *hits, uint64_t *misses) {
+  pthread_mutex_lock(&c->lock);
+  *hits = c->hits;
+  *misses = c->misses;
+  pthread_mutex_unlock(&c->lock);
 }

@@ -50,9 +50,11 @@ static int agent_row(void *cls, const store_session_row *s) {
   web_put_time(j, "started", s->started_ns);
   web_put_time(j, "first_seen", s->first_seen_ns);
   web_put_time(j, "last_seen", s->last_seen_ns);
+  /* Here, or (shared store) on any daemon whose lease runs. */
   json_key(j, "connected");
-  json_bool(j, a->w->cfg.connected &&
-                   a->w->cfg.connected(a->w->cfg.ctx, s->session) == 1);
+  json_bool(j, s->connected_any ||
+                   (a->w->cfg.connected &&
+                    a->w->cfg.connected(a->w->cfg.ctx, s->session) == 1));
   json_kv_u64(j, "generations", s->generations);
   json_key(j, "first_gen");
   if (s->has_gens)
