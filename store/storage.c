@@ -25,6 +25,7 @@
 
 #include "gencache.h"
 #include "gtp_error.h"
+#include "hold.h"
 #include "pg_cat.h"
 #include "s3.h"
 #include "shared_retain.h"
@@ -37,6 +38,7 @@ struct storage {
   store *sq;
   segment_store *seg;
   shared_retain *retain; /* shared: cluster retention and pins */
+  hold *holds;           /* retention pins (either backend; not read-only) */
   pg_cat *rcat;          /* shared: the readers' catalog pool */
   gencache *cache;       /* shared: decompressed generations by seq */
   s3_config s3cfg;       /* shared: what each reader's S3 client opens */
@@ -83,6 +85,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
     st->path = dup_or_null(cfg->sqlite.path);
     st->describe = dup_or_null(cfg->sqlite.path);
     rc = store_open(&cfg->sqlite, done, ctx, &st->sq, cause);
+    if (rc == 0) /* after store_open: it creates or migrates the table */
+      rc = hold_open_sqlite(cfg->sqlite.path, &st->holds, cause);
     if (rc < 0)
       goto fail;
     *out = st;
@@ -138,6 +142,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   if (rc < 0)
     goto fail;
   rc = pg_cat_open(cfg->catalog, 4, &st->rcat, cause);
+  if (rc == 0)
+    rc = hold_open_pg(cfg->catalog, &st->holds, cause);
   if (rc < 0)
     goto fail;
   shared_retain_config rcfg = {.cat = st->rcat,
@@ -182,6 +188,7 @@ void storage_close(storage *st) {
   if (!st)
     return;
   shared_retain_stop(st->retain);
+  hold_close(st->holds);
   if (st->sq)
     store_close(st->sq);
   if (st->seg)
@@ -196,6 +203,10 @@ void storage_close(storage *st) {
   free(st->akey);
   free(st->skey);
   free(st);
+}
+
+hold *storage_holds(storage *st) {
+  return st->holds;
 }
 
 int storage_is_shared(const storage *st) {
