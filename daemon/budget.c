@@ -57,7 +57,7 @@
  *  5. Partial work is bounded before it is allocated where possible: before
  *     HELLO a frame may announce at most BUDGET_HELLO_FRAME_MAX (decoder
  *     limit set by ingest.c), and a read takes at most what fits the
- *     budget (on_alloc), so the overshoot past the budget between two
+ *     budget (ingest_read_alloc), so the overshoot past the budget between two
  *     passes is one read plus one frame's reservation.
  */
 #include "config.h"

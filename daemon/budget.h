@@ -48,7 +48,7 @@ uint64_t budget_gen_queue(conn *c, opengen *g, uint64_t extra);
 void budget_dequeue(conn *c, uint64_t bytes);
 
 /* Counts c's identity (service, host, agent version, tags, tags JSON)
- * once on_hello has built it; budget_ident_drop when it is freed. */
+ * once ingest_hello has built it; budget_ident_drop when it is freed. */
 void budget_ident_set(conn *c);
 void budget_ident_drop(conn *c);
 /* Bytes of the identity strings a store_gen copies from c. */
@@ -63,9 +63,9 @@ uint64_t budget_ident_copy_bytes(const conn *c);
 void budget_enforce(ingest *ing);
 
 /* --max-conns-per-ip, at accept: counts c against its peer address
- * (c->ip_held; on_closed releases it) and returns 1, or says ERROR(LIMIT)
- * (best effort, nothing queued), counts and logs (rate-limited) the
- * refusal and returns 0: the caller closes c. */
+ * (c->ip_held; ingest_conn_closed releases it) and returns 1, or says
+ * ERROR(LIMIT) (best effort, nothing queued), counts and logs (rate-limited)
+ * the refusal and returns 0: the caller closes c. */
 int budget_admit_ip(ingest *ing, conn *c);
 
 #endif

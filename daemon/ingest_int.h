@@ -1,5 +1,7 @@
-/* ingest_int.h: the private state of daemon/ingest.c, shared with its
- * helpers reasm.c (reassembly, validation) and ingest_metrics.c (/metrics).
+/* ingest_int.h: the private state of daemon/ingest.c, shared with the
+ * other files of the ingest (ingest_conn.c, ingest_read.c, ingest_hello.c,
+ * ingest_commit.c), reasm.c (reassembly, validation) and ingest_metrics.c
+ * (/metrics).
  * Not for any other file: the invariants live in ingest.c's header comment.
  */
 #ifndef INGEST_INT_H
@@ -219,6 +221,11 @@ struct ingest {
   void *stop_arg;
   int stop_called;
   int handles_open;
+  /* The frame loop's read callbacks (ingest_read.c), set by ingest_new, so
+   * that ingest_conn_close can keep a closing connection read without
+   * ingest_conn.c calling up into the frame loop. */
+  uv_alloc_cb read_alloc;
+  uv_read_cb read_cb;
   uint8_t *rbuf;
   int rbuf_busy;
   genbuf pool[GENBUF_POOL_MAX]; /* invariant 8; bytes in pool_bytes */
@@ -263,6 +270,43 @@ void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
 /* tls_conn.c's ends of a TLS connection, handed to it as tls_conn_ops. */
 void ingest_conn_input(conn *c, const uint8_t *p, size_t n);
 void ingest_conn_write_raw(conn *c, const void *p, size_t n);
+
+/* ingest_conn.c: a connection's primitives (below every other file of the
+ * ingest; calls none of them). ingest_conn_dequeue stops counting a
+ * generation that left the store queue; ingest_conn_account_decoder
+ * re-reads the decoder's partial frame into the accounts; ingest_conn_send
+ * queues whole frames (copied); ingest_conn_unref drops a reference
+ * (invariant 4) and frees c at the last; ingest_conn_closed is the
+ * uv_close callback of a connection's handle; ingest_drain_check ends a
+ * stop once everything submitted was ACKed. */
+void ingest_conn_dequeue(conn *c, const pending *pd);
+void ingest_conn_account_decoder(conn *c);
+conn *ingest_sess_find(ingest *ing, const uint8_t s[16]);
+void ingest_sess_insert(conn *c);
+void ingest_conn_send(conn *c, const gtp_wbuf *b);
+void ingest_send_ack(conn *c, uint64_t gen);
+void ingest_conn_unref(conn *c);
+void ingest_conn_closed(uv_handle_t *h);
+void ingest_drain_check(ingest *ing);
+
+/* ingest_hello.c: the first frame of a connection; 0, or < 0 once the
+ * connection was closed. */
+int ingest_hello(conn *c, const gtp_frame *f);
+
+/* ingest_read.c: the frame loop. ingest_read_alloc and ingest_read_cb are
+ * the libuv read callbacks (ing->read_alloc, ing->read_cb);
+ * ingest_conn_update_reading starts or stops reading on c and
+ * ingest_update_pause the whole daemon, by the limits (invariant 5). */
+void ingest_read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+void ingest_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+void ingest_conn_update_reading(conn *c);
+void ingest_update_pause(ingest *ing);
+
+/* ingest_commit.c: completions from the store. ingest_commit_async is the
+ * uv_async callback that applies them; ingest_retry_pop takes the oldest
+ * generation parked for a full disk (NULL: none). */
+void ingest_commit_async(uv_async_t *a);
+pending *ingest_retry_pop(ingest *ing);
 
 /* reasm.c: generation reassembly and validation (PROTOCOL.md section 6).
  * reasm_batch/reasm_gen_end return 0, or < 0 once the connection was

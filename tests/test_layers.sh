@@ -29,9 +29,8 @@ ALLOWED = {
 # this wave and are to be split after it (issue 18): listed so the check
 # holds everything else, not because the cycle is fine.
 CYCLE_ALLOW = {
-    ("daemon/ingest.c", "daemon/reasm.c"),
-    ("daemon/ingest.c", "daemon/session_auth.c"),  # HELLO v2, this wave
-    ("daemon/budget.c", "daemon/ingest.c"),  # memory budget, this wave
+    ("daemon/ingest_conn.c", "daemon/reasm.c"),
+    ("daemon/budget.c", "daemon/ingest_conn.c"),  # memory budget, this wave
     ("web/web.c", "web/web_feed.c"),
     ("web/web.c", "web/web_list.c"),
     ("web/web.c", "web/web_trace.c"),
