@@ -82,8 +82,8 @@ static const opt opts[] = {
     {"max-pinned-bytes", OPT_SIZE, O(max_pinned_bytes), 0, 0, "SIZE",
      "Stored bytes retention pins may hold in all; a pin over it gets 507 "
      "(default: a quarter of --max-db-size; no cap without one)."},
-    {"pin-max-ttl", OPT_DURATION, O(pin_max_ttl_ns), 1000000000, 0,
-     "DURATION", "Longest life of a retention pin (default 90d; a pin's "
+    {"pin-max-ttl", OPT_DURATION, O(pin_max_ttl_ns), 1000000000, 0, "DURATION",
+     "Longest life of a retention pin (default 90d; a pin's "
      "own ttl defaults to 7d)."},
     {"cors-origin", OPT_LIST, O(cors_origins), 0, 0, "ORIGIN",
      "Let web pages from ORIGIN read the HTTP API, e.g. "

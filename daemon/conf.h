@@ -65,11 +65,11 @@ typedef struct conf {
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
   /* Retention pins (POST /v1/pins). */
-  char *admin_token;          /* NULL = pins cannot be written; owned */
-  char *admin_token_file;     /* --admin-token-file; owned */
-  uint64_t max_pinned_bytes;  /* 0 = 25% of max_db_size (or no cap) */
-  int64_t pin_max_ttl_ns;     /* default 90d */
-  uint64_t cli_mask_; /* internal: options set on the command line */
+  char *admin_token;         /* NULL = pins cannot be written; owned */
+  char *admin_token_file;    /* --admin-token-file; owned */
+  uint64_t max_pinned_bytes; /* 0 = 25% of max_db_size (or no cap) */
+  int64_t pin_max_ttl_ns;    /* default 90d */
+  uint64_t cli_mask_;        /* internal: options set on the command line */
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

@@ -348,10 +348,10 @@ int main(int argc, char **argv) {
   wcfg.admin_token = c.admin_token;
   /* Pins may hold a quarter of --max-db-size unless told otherwise, so
    * retention always has room to work with. */
-  wcfg.max_pinned_bytes = conf_from_cli(&c, "max-pinned-bytes") ||
-                                  c.max_pinned_bytes != 0
-                              ? c.max_pinned_bytes
-                              : c.max_db_size / 4;
+  wcfg.max_pinned_bytes =
+      conf_from_cli(&c, "max-pinned-bytes") || c.max_pinned_bytes != 0
+          ? c.max_pinned_bytes
+          : c.max_db_size / 4;
   wcfg.pin_max_ttl_ns = c.pin_max_ttl_ns;
   web_server *web = NULL;
   if ((rc = web_start(&wcfg, &web, &http_port, &cause)) < 0) {

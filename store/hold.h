@@ -38,8 +38,8 @@ typedef struct hold hold;
 #define HOLD_REASON_MAX 512
 
 typedef struct hold_req {
-  const char *service; /* exactly one of service and session */
-  const char *session; /* 32 lowercase hex digits */
+  const char *service;    /* exactly one of service and session */
+  const char *session;    /* 32 lowercase hex digits */
   int64_t from_ns, to_ns; /* from < to */
   const char *reason;     /* valid UTF-8, <= HOLD_REASON_MAX bytes */
   int64_t created_ns, expires_ns;
@@ -62,7 +62,7 @@ typedef struct hold_added {
   uint64_t bytes;        /* the new pin's bytes */
   uint64_t total_before; /* every live pin's bytes, counted once */
   uint64_t total_after;
-  uint64_t count;        /* live pins before this one */
+  uint64_t count; /* live pins before this one */
 } hold_added;
 
 /* Opens the pin store of an SQLite database (the store must have created or
@@ -76,8 +76,7 @@ void hold_close(hold *h);
  * counted once each, above max_bytes, or when HOLD_MAX_PINS are live.
  * Expired pins are removed first. 0 with *out filled, or a negative code
  * (GTP_E_UNAVAIL: the catalog cannot be reached). */
-int hold_add(hold *h, const hold_req *req, uint64_t max_bytes,
-             hold_added *out);
+int hold_add(hold *h, const hold_req *req, uint64_t max_bytes, hold_added *out);
 /* Live pins, newest first. */
 int hold_list(hold *h, int64_t now_ns, hold_cb cb, void *ctx);
 /* Deletes a pin: 0, or GTP_E_NOTFOUND when no live pin has that id. */

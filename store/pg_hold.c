@@ -35,8 +35,7 @@
   " AND g.start_ns < " P ".to_ns AND g.start_ns >= " P ".from_ns - " SPAN      \
   " AND g.end_ns > " P ".from_ns"
 
-#define SPAN_SQL                                                               \
-  "(SELECT value::bigint FROM gt_meta WHERE key = 'max_span_ns')"
+#define SPAN_SQL "(SELECT value::bigint FROM gt_meta WHERE key = 'max_span_ns')"
 
 static const pg_stmt hold_stmts[] = {
     {"hold_lock", "SELECT pg_advisory_xact_lock(" PG_LOCK_RETAIN ")"},
@@ -47,8 +46,9 @@ static const pg_stmt hold_stmts[] = {
     {"hold_total",
      "SELECT coalesce(sum(stored_bytes), 0)::bigint FROM gt_generations"
      " WHERE seq IN (SELECT g.seq FROM gt_retention_pins hp,"
-     " LATERAL (SELECT g.seq" HELD_BY("hp", SPAN_SQL) ") g"
-     " WHERE hp.expires_ns > $1)"},
+     " LATERAL (SELECT g.seq" HELD_BY("hp",
+                                      SPAN_SQL) ") g"
+                                                " WHERE hp.expires_ns > $1)"},
     {"hold_insert",
      "INSERT INTO gt_retention_pins(service, session, from_ns, to_ns, reason,"
      " created_ns, expires_ns) VALUES($1, $2, $3, $4, $5, $6, $7)"
@@ -56,8 +56,9 @@ static const pg_stmt hold_stmts[] = {
     {"hold_list",
      "SELECT p.id, p.service, p.session, p.from_ns, p.to_ns, p.reason,"
      " p.created_ns, p.expires_ns, (SELECT coalesce(sum(g.stored_bytes),"
-     " 0)::bigint" HELD_BY("p", SPAN_SQL) ") FROM gt_retention_pins p"
-     " WHERE p.expires_ns > $1 ORDER BY p.id DESC"},
+     " 0)::bigint" HELD_BY(
+         "p", SPAN_SQL) ") FROM gt_retention_pins p"
+                        " WHERE p.expires_ns > $1 ORDER BY p.id DESC"},
     {"hold_delete",
      "DELETE FROM gt_retention_pins WHERE id = $1 AND expires_ns > $2"},
 };

@@ -87,6 +87,11 @@
  *      (bench/bench_fleet.c). Sessions committed before move their row
       forward by cached id (sidc, store thread only, filled only after
       COMMIT like the index, invariant 4), not by the upsert.
+ *  14. Retention MUST never delete a generation a live retention pin holds
+ *      (hold.h): every retention DELETE carries STORE_HOLD_FREE_SQL with
+ *      one `now` bound to both the payload and the generation DELETE of a
+ *      transaction, otherwise a pin expiring between the two would leave a
+ *      generation without its bytes.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag

@@ -82,8 +82,8 @@ static const char *const hold_sql[HQ_N_] = {
 
 struct store_hold {
   pthread_mutex_t lock;
-  sqlite3 *db;                /* protected by lock (invariant 2) */
-  sqlite3_stmt *st[HQ_N_];    /* protected by lock */
+  sqlite3 *db;             /* protected by lock (invariant 2) */
+  sqlite3_stmt *st[HQ_N_]; /* protected by lock */
 };
 
 int store_hold_open(const char *path, store_hold **out, char **cause) {

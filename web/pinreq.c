@@ -218,9 +218,9 @@ int pinreq_parse(const char *body, size_t len, int64_t now_ns,
       seen[m] = 2;
       continue;
     }
-    if (c != '"' && (c == '{' || c == '[' || c == 't' || c == 'f' ||
-                     m == M_SERVICE || m == M_SESSION || m == M_REASON ||
-                     m == M_TTL))
+    if (c != '"' &&
+        (c == '{' || c == '[' || c == 't' || c == 'f' || m == M_SERVICE ||
+         m == M_SESSION || m == M_REASON || m == M_TTL))
       return bad(why, cap, "%s: must be a string", names[m]);
     int r;
     if (c != '"')
@@ -248,13 +248,15 @@ int pinreq_parse(const char *body, size_t len, int64_t now_ns,
   if (has_svc && (out->service[0] == 0 ||
                   !gtp_utf8_valid(out->service, strlen(out->service),
                                   GTP_UTF8_NO_NUL | GTP_UTF8_NO_CTRL)))
-    return bad(why, cap, "service: must be a non-empty name without "
-                         "control characters");
+    return bad(why, cap,
+               "service: must be a non-empty name without "
+               "control characters");
   if (has_ses && !session_hex(text[M_SESSION], out->session))
     return bad(why, cap, "session: not a session id (32 hex digits)");
   if (seen[M_FROM] != 1 || seen[M_TO] != 1)
-    return bad(why, cap, "%s: required (a time: RFC 3339, now-1h, "
-                         "1732400000s or unix ns)",
+    return bad(why, cap,
+               "%s: required (a time: RFC 3339, now-1h, "
+               "1732400000s or unix ns)",
                seen[M_FROM] != 1 ? "from" : "to");
   if (time_of("from", text[M_FROM], now_ns, &out->from_ns, why, cap) < 0 ||
       time_of("to", text[M_TO], now_ns, &out->to_ns, why, cap) < 0)
@@ -262,8 +264,9 @@ int pinreq_parse(const char *body, size_t len, int64_t now_ns,
   if (out->from_ns >= out->to_ns)
     return bad(why, cap, "from: must be before to (the window is [from, to))");
   if (seen[M_REASON] != 1)
-    return bad(why, cap, "reason: required (why this window is kept, at "
-                         "most %d bytes)",
+    return bad(why, cap,
+               "reason: required (why this window is kept, at "
+               "most %d bytes)",
                (int)sizeof out->reason - 1);
   out->ttl_ns = PINREQ_TTL_DEFAULT_NS;
   if (seen[M_TTL] == 1 &&

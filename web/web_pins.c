@@ -169,8 +169,8 @@ static enum MHD_Result pin_create(web_req *r, hold *h, const pin_body *b) {
       .to_ns = q.to_ns,
       .reason = q.reason,
       .created_ns = r->now_ns,
-      .expires_ns = r->now_ns > INT64_MAX - q.ttl_ns ? INT64_MAX
-                                                     : r->now_ns + q.ttl_ns,
+      .expires_ns =
+          r->now_ns > INT64_MAX - q.ttl_ns ? INT64_MAX : r->now_ns + q.ttl_ns,
   };
   hold_added a;
   int rc = hold_add(h, &hr, w->max_pinned_bytes, &a);
@@ -180,21 +180,18 @@ static enum MHD_Result pin_create(web_req *r, hold *h, const pin_body *b) {
                        "%d pins are live, the most allowed; delete one "
                        "(DELETE /v1/pins/ID) first",
                        HOLD_MAX_PINS);
-    return web_error(r, 507, "pin_limit",
-                     "pinning this window would make pins hold %" PRIu64
-                     " bytes, over --max-pinned-bytes %" PRIu64
-                     " (pins hold %" PRIu64
-                     " now; this window %" PRIu64
-                     "); pin a smaller window or delete a pin",
-                     a.total_after, w->max_pinned_bytes, a.total_before,
-                     a.bytes);
+    return web_error(
+        r, 507, "pin_limit",
+        "pinning this window would make pins hold %" PRIu64
+        " bytes, over --max-pinned-bytes %" PRIu64 " (pins hold %" PRIu64
+        " now; this window %" PRIu64 "); pin a smaller window or delete a pin",
+        a.total_after, w->max_pinned_bytes, a.total_before, a.bytes);
   }
   if (rc < 0)
     return web_error(r, web_rc_status(rc), web_rc_code(rc),
                      "cannot store the pin: %s", gtp_strerror(rc));
-  hold_row row = {a.id,       hr.service, hr.session,    hr.from_ns,
-                  hr.to_ns,   hr.reason,  hr.created_ns, hr.expires_ns,
-                  a.bytes};
+  hold_row row = {a.id,      hr.service,    hr.session,    hr.from_ns, hr.to_ns,
+                  hr.reason, hr.created_ns, hr.expires_ns, a.bytes};
   json j;
   json_init(&j, 0);
   put_pin(&j, &row);
@@ -231,8 +228,9 @@ static enum MHD_Result pin_delete(web_req *r, hold *h) {
       id = id * 10 + (*p - '0');
   }
   if (!ok || id <= 0)
-    return web_error(r, 404, "not_found", "no pin %.40s (ids are positive "
-                                          "integers)",
+    return web_error(r, 404, "not_found",
+                     "no pin %.40s (ids are positive "
+                     "integers)",
                      s);
   int rc = hold_delete(h, id, r->now_ns);
   if (rc == GTP_E_NOTFOUND)

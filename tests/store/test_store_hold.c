@@ -98,9 +98,8 @@ test_store_hold__age_retention_keeps_only_pinned_windows(void **state) {
   /* Pinned before anything is stored: a pin is a window, not a row set.
    * keep's generations 3, 4, 5 overlap [start of 3, start of 6); 2 ends
    * at from and 6 starts at to, so neither is held. */
-  assert_int_equal(add(f, "keep", NULL, t0 + 3 * NS, t0 + 6 * NS, 3600 * NS, 0,
-                       &a),
-                   0);
+  assert_int_equal(
+      add(f, "keep", NULL, t0 + 3 * NS, t0 + 6 * NS, 3600 * NS, 0, &a), 0);
   assert_int_equal(a.id, 1);
   /* A session pin: only generation 8 of session 11 ("drop"). */
   assert_int_equal(add(f, NULL, drop_hex, t0 + 8 * NS + 1, t0 + 9 * NS - 1,
@@ -128,9 +127,9 @@ test_store_hold__age_retention_keeps_only_pinned_windows(void **state) {
   uint64_t n, bytes;
   assert_int_equal(hold_totals(f->h, sf_now_ns(), &n, &bytes), 0);
   assert_int_equal(n, 2);
-  assert_int_equal((int64_t)bytes,
-                   sf_sql_int(f->dir.db,
-                              "SELECT sum(stored_bytes) FROM generations"));
+  assert_int_equal(
+      (int64_t)bytes,
+      sf_sql_int(f->dir.db, "SELECT sum(stored_bytes) FROM generations"));
 
   /* Deleting the pins gives the rows back to retention. */
   assert_int_equal(hold_delete(f->h, 1, sf_now_ns()), 0);
@@ -143,8 +142,7 @@ test_store_hold__age_retention_keeps_only_pinned_windows(void **state) {
   assert_true(sf_integrity_ok(f->dir.db));
 }
 
-static void
-test_store_hold__size_retention_skips_pinned_oldest(void **state) {
+static void test_store_hold__size_retention_skips_pinned_oldest(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   c.max_db_bytes = 5u << 19; /* 2.5 MiB: 1 MiB of schema, ~15 gens */
@@ -192,27 +190,26 @@ static void test_store_hold__cap_refuses_and_changes_nothing(void **state) {
   for (uint64_t g = 0; g < 10; g++)
     submit(f, 10, "big", g, t0 + (int64_t)g * NS, 10000);
   assert_int_equal(sf_done_wait(&f->done, 10), 10);
-  int64_t all = sf_sql_int(f->dir.db,
-                           "SELECT sum(stored_bytes) FROM generations");
+  int64_t all =
+      sf_sql_int(f->dir.db, "SELECT sum(stored_bytes) FROM generations");
   assert_true(all > 50000);
   hold_added a;
-  assert_int_equal(add(f, "big", NULL, t0, t0 + 10 * NS, 3600 * NS,
-                       (uint64_t)all / 2, &a),
-                   GTP_E_TOOBIG);
+  assert_int_equal(
+      add(f, "big", NULL, t0, t0 + 10 * NS, 3600 * NS, (uint64_t)all / 2, &a),
+      GTP_E_TOOBIG);
   assert_int_equal((int64_t)a.total_after, all);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM retention_pins"),
                    0);
   /* At the cap exactly it fits; a second pin over the same rows adds no
    * bytes (each generation counts once), so it fits too. */
-  assert_int_equal(add(f, "big", NULL, t0, t0 + 10 * NS, 3600 * NS,
-                       (uint64_t)all, &a),
-                   0);
+  assert_int_equal(
+      add(f, "big", NULL, t0, t0 + 10 * NS, 3600 * NS, (uint64_t)all, &a), 0);
   assert_int_equal((int64_t)a.bytes, all);
   char hex[33];
   sf_session_hex(10, hex);
-  assert_int_equal(add(f, NULL, hex, t0 + 2 * NS, t0 + 4 * NS, 3600 * NS,
-                       (uint64_t)all, &a),
-                   0);
+  assert_int_equal(
+      add(f, NULL, hex, t0 + 2 * NS, t0 + 4 * NS, 3600 * NS, (uint64_t)all, &a),
+      0);
   assert_int_equal((int64_t)a.total_after, all);
   assert_true(a.bytes > 0 && (int64_t)a.bytes < all);
   uint64_t n, bytes;
@@ -222,9 +219,9 @@ static void test_store_hold__cap_refuses_and_changes_nothing(void **state) {
   /* A pin on other rows would go over: refused, nothing changes. */
   submit(f, 12, "other", 0, t0, 10000);
   assert_int_equal(sf_done_wait(&f->done, 11), 11);
-  assert_int_equal(add(f, "other", NULL, t0, t0 + 10 * NS, 3600 * NS,
-                       (uint64_t)all, &a),
-                   GTP_E_TOOBIG);
+  assert_int_equal(
+      add(f, "other", NULL, t0, t0 + 10 * NS, 3600 * NS, (uint64_t)all, &a),
+      GTP_E_TOOBIG);
   assert_int_equal(a.total_before, (uint64_t)all);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM retention_pins"),
                    2);
@@ -300,8 +297,7 @@ int main(void) {
           test_store_hold__age_retention_keeps_only_pinned_windows, setup,
           teardown),
       cmocka_unit_test_setup_teardown(
-          test_store_hold__size_retention_skips_pinned_oldest, setup,
-          teardown),
+          test_store_hold__size_retention_skips_pinned_oldest, setup, teardown),
       cmocka_unit_test_setup_teardown(
           test_store_hold__cap_refuses_and_changes_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(
