@@ -12,9 +12,18 @@
  *
  * The baseline is lttng-relayd's highest zero-loss rate on the same
  * workload (two integers per event); pass it as LTTNG_RATE (events/s) from
- * a measurement in the same run (measured on this machine: about 6.5 M/s with one thread,
- * 11-13 M/s with two), or leave it out and the line says baseline=n/a.
- * This process starts gentraced on 127.0.0.1 port 0 and stops it by PID.
+ * a measurement in the same run (measured on this machine: about 6.5 M/s with
+ * one thread, 11-13 M/s with two), or leave it out and the line says
+ * baseline=n/a. This process starts gentraced on 127.0.0.1 port 0 and stops it
+ * by PID.
+ *
+ * BENCH_B1_SUMMARY=ab: instead, what summarizing at commit costs (issue 17,
+ * goal <= 5% of B1), in one run: B1 is searched ROUNDS times (default 2,
+ * BENCH_B1_ROUNDS) with gentraced summarizing and as often without
+ * (GENTRACE_BENCH_NO_SUMMARY), alternating, best of each kept; then one
+ * trial of each at half the lower edge measures gentraced's CPU time per
+ * stored event (/proc/PID/stat). Prints B1_summary (edge with / without)
+ * and B1_summary_cpu (daemon CPU per event with / without).
  */
 #include "config.h"
 
@@ -138,6 +147,25 @@ static int64_t stored_events(const char *db, const char *service,
   return v;
 }
 
+/* CPU time (user + system) of a process so far, in ns; -1 unknown. */
+static double proc_cpu_ns(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  unsigned long long ut = 0, st = 0;
+  if (!p ||
+      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+             &ut, &st) != 2)
+    return -1;
+  return (double)(ut + st) * 1e9 / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* 1 = zero loss at rate, 0 = loss, < 0 = error. */
 static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
                      double seconds, int idx) {
@@ -171,24 +199,31 @@ static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
   return ok;
 }
 
-int main(int argc, char **argv) {
-  unsigned threads = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
-  double seconds = argc > 2 ? atof(argv[2]) : 3;
-  double lttng = argc > 3 ? atof(argv[3]) : 0;
-  if (threads < 1 || threads > 64 || seconds <= 0) {
-    fprintf(stderr, "usage: bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]\n");
-    return 2;
-  }
+/* The B1 search on one gentraced started with env (may be NULL): the
+ * highest zero-loss rate, or < 0 when the daemon did not start. With
+ * cpu_rate > 0, also one trial at that rate first, its daemon CPU per
+ * stored event in *cpu_ns (ns). */
+static double b1_edge(const char *const *env, unsigned threads, double seconds,
+                      double cpu_rate, double *cpu_ns) {
   /* gentraced on port 0 through tests/daemon/client.c, stopped by PID. */
   gtd d;
   char addr[64];
-  if (gtd_init(&d) < 0 || gtd_start(&d, NULL, NULL) < 0) {
+  if (gtd_init(&d) < 0 || gtd_start(&d, NULL, env) < 0) {
     fprintf(stderr, "bench: gentraced did not start\n");
-    return 1;
+    return -1;
   }
   snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
   double good = 0, bad = 0, rate = 1e6;
   int idx = 0;
+  if (cpu_rate > 0) {
+    double c0 = proc_cpu_ns(d.pid);
+    int r = run_trial(&d, addr, cpu_rate, threads, seconds, idx++);
+    double c1 = proc_cpu_ns(d.pid);
+    *cpu_ns = r == 1 && c0 >= 0 ? (c1 - c0) / (cpu_rate * seconds) : -1;
+    gtd_stop(&d);
+    gtd_cleanup(&d);
+    return 0;
+  }
   while (rate <= 512e6) {
     int r = run_trial(&d, addr, rate, threads, seconds, idx++);
     if (r < 0)
@@ -212,6 +247,58 @@ int main(int argc, char **argv) {
   }
   gtd_stop(&d);
   gtd_cleanup(&d);
+  return good;
+}
+
+/* BENCH_B1_SUMMARY=ab (see the header). */
+static int summary_ab(unsigned threads, double seconds) {
+  static const char *const off[] = {"GENTRACE_BENCH_NO_SUMMARY=1", NULL};
+  const char *r = getenv("BENCH_B1_ROUNDS");
+  int rounds = r ? atoi(r) : 2;
+  double with = 0, without = 0;
+  for (int i = 0; i < rounds; i++) {
+    double a = b1_edge(NULL, threads, seconds, 0, NULL);
+    double b = b1_edge(off, threads, seconds, 0, NULL);
+    if (a < 0 || b < 0)
+      return 1;
+    fprintf(stderr, "bench: round %d: B1 %.2f M/s summarizing, %.2f M/s not\n",
+            i + 1, a / 1e6, b / 1e6);
+    with = a > with ? a : with;
+    without = b > without ? b : without;
+  }
+  double ratio = without > 0 ? with / without : 0;
+  printf("BENCH id=B1_summary value=%.2f unit=Mevents/s "
+         "baseline=B1_no_summary:%.2f ratio=%.3f bar=0.95 pass=%d\n",
+         with / 1e6, without / 1e6, ratio, ratio >= 0.95);
+  double rate = (with < without ? with : without) / 2, cw = -1, co = -1;
+  if (rate > 0) {
+    b1_edge(NULL, threads, seconds, rate, &cw);
+    b1_edge(off, threads, seconds, rate, &co);
+  }
+  printf("BENCH id=B1_summary_cpu value=%.1f unit=ns/event "
+         "baseline=no_summary:%.1f ratio=%.3f bar=1.05 pass=%d\n",
+         cw, co, co > 0 ? cw / co : 0, co > 0 && cw > 0 && cw <= 1.05 * co);
+  fprintf(stderr,
+          "bench: daemon CPU at %.2f M/s: %.1f ns/event summarizing, "
+          "%.1f ns/event not\n",
+          rate / 1e6, cw, co);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  unsigned threads = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
+  double seconds = argc > 2 ? atof(argv[2]) : 3;
+  double lttng = argc > 3 ? atof(argv[3]) : 0;
+  if (threads < 1 || threads > 64 || seconds <= 0) {
+    fprintf(stderr, "usage: bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]\n");
+    return 2;
+  }
+  const char *ab = getenv("BENCH_B1_SUMMARY");
+  if (ab && strcmp(ab, "ab") == 0)
+    return summary_ab(threads, seconds);
+  double good = b1_edge(NULL, threads, seconds, 0, NULL);
+  if (good < 0)
+    return 1;
   if (lttng > 0)
     printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:%.2f "
            "ratio=%.2f bar=1.00 pass=%d\n",

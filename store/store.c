@@ -103,8 +103,10 @@
  * environment variables GENTRACE_TEST_NOROW_TTL_MS and GENTRACE_TEST_NOROW_MAX
  * shorten and lower the no-row bounds (store_index.h); the
  * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
- * on the write connection so tests can make the database "full" at will.
- * Neither is meant for production.
+ * on the write connection so tests can make the database "full" at will;
+ * GENTRACE_BENCH_NO_SUMMARY (set) commits without summaries, for
+ * bench_b1's same-run measure of what summarizing costs.
+ * None is meant for production.
  */
 #include "config.h" /* _GNU_SOURCE: vasprintf */
 
@@ -163,6 +165,7 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   if (!s)
     goto fail_alloc;
   s->cfg = *cfg;
+  s->no_summary = getenv("GENTRACE_BENCH_NO_SUMMARY") != NULL;
   s->path = strdup(cfg->path);
   if (asprintf(&s->wal_path, "%s-wal", cfg->path) < 0)
     s->wal_path = NULL;
