@@ -315,6 +315,13 @@ typedef struct gtp_gen {
  * *consumed = bytes of the generation. Allocates the tables (bounded by the
  * input size); on error nothing stays allocated. */
 int gtp_gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed);
+/* The same without decoding each event of each batch (framing, manifest,
+ * CRC and tables are checked as above): for a caller that decodes every
+ * event itself with gtp_event_next, which checks each one, so a bad event
+ * is still an error, only later. The store's summaries of generations the
+ * daemon already parsed whole use it (one walk over the events, not two). */
+int gtp_gen_parse_lazy(const uint8_t *p, size_t len, gtp_gen *g,
+                       size_t *consumed);
 void gtp_gen_fini(gtp_gen *g);
 
 /* Lookups; an unknown id gives {NULL, 0} / -GTP_E_NOTFOUND. */
