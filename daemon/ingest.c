@@ -25,9 +25,9 @@
  * file calls and which calls none of them; ingest_read.c the frame loop
  * and the read pauses; ingest_hello.c the handshake; ingest_commit.c the
  * completions from the store and the disk-full retries. reasm.c holds
- * reassembly and validation (BATCH, GEN_END) and the generation buffers
- * (the pool, the filler thread: invariants 8-10), ingest_metrics.c the
- * /metrics text; ingest_int.h their shared state.
+ * reassembly and validation (BATCH, GEN_END), genpool.c the generation
+ * buffers (the pool, the filler thread: invariants 8 and 10),
+ * ingest_metrics.c the /metrics text; ingest_int.h their shared state.
  *
  * Invariants:
  *  1. Only the loop thread MUST touch conns, opengens and the retry list;
@@ -59,18 +59,18 @@
  *     frames), so an idle connection holds no read buffer (S1: 10,000 idle
  *     agents in 256 MiB); the one exception is a staged frame (9), whose
  *     buffer is its generation's.
- *  8. Generation buffers the store is done with (and those of refused or
- *     dropped generations) go to a pool of at most GENBUF_POOL_MAX buffers
- *     and max-buffer/8 bytes, reused for the next generations (a fresh
- *     buffer costs a page fault per 4 KiB written). Pooled bytes
- *     (ing.pool_bytes, not part of buffered: they hold nothing for agents)
- *     MUST keep budget_used() + pool_bytes <= max-buffer (budget.c): a
- *     buffer enters the pool only if it fits, and ingest_update_pause
- *     frees pooled (then prepared, 10) buffers before deciding to pause
- *     while the sum is over, otherwise the pool would add to the memory
- *     the limit bounds or hold agents back. A buffer MUST enter the pool only
- * after the store handed its generation back (done callback), otherwise the
- * store would read a buffer being refilled.
+ *  8. Generations are assembled in buffers of the pool (genpool.c), and
+ *     buffers the store is done with (and those of refused or dropped
+ *     generations) go back to it. Its bytes (ing.pool.bytes: idle buffers
+ *     and those the filler prepares, not part of buffered: they hold
+ *     nothing for agents) MUST keep budget_used() + pool bytes <=
+ *     max-buffer (budget.c): every genpool call gets budget_used(), a
+ *     buffer is kept only while not paused, and ingest_update_pause trims
+ *     the pool before deciding to pause while the sum is over, otherwise
+ *     the pool would add to the memory the limit bounds or hold agents
+ *     back. A buffer MUST go back only after the store handed its
+ *     generation back (done callback), otherwise the store would read a
+ *     buffer being refilled (genpool.c invariant 5).
  *  9. A BATCH frame of at least STAGE_MIN bytes that starts at a frame
  *     boundary but does not lie whole in a read is staged: its records are
  *     read straight into its generation's buffer past buf.len (no decoder
@@ -82,17 +82,11 @@
  *     set, every read MUST go into the staged frame's remaining bytes
  *     (exactly those, so no next frame lands there) and its bytes MUST be
  *     counted in buffered (5); ingest_conn_close and ingest_stop MUST call
- *     reasm_stage_abort before they free the generations, otherwise a read
- *     would write into a freed buffer.
+ *     ingest_conn_drop_gens, which forgets it before it frees the
+ *     generations, otherwise a read would write into a freed buffer.
  * 10. When the pool has no buffer for a new generation (the store is
- *     behind, or at the start), the loop asks the filler thread to prepare
- *     the next ones (GENBUF_FILL_MAX at most, of the size just needed):
- *     it mallocs them and faults their pages in off the loop, which then
- *     only copies. A slot's size MUST be counted in ing.pool_bytes from the
- *     ask until the loop takes or frees it (bounded by invariant 8, except
- *     one being prepared, which a trim cannot stop), and a slot MUST change
- *     hands only under fill_lock (the filler owns it only while BUSY),
- *     otherwise a buffer could be handed out twice or freed while faulted in.
+ *     behind, or at the start), its filler thread prepares the next ones
+ *     off the loop, which then only copies (genpool.c invariants 1-4).
  */
 #include "config.h"
 
@@ -323,7 +317,7 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   ing->done_tail = &ing->done_head;
   pthread_mutex_init(&ing->done_lock, NULL);
   pthread_mutex_init(&ing->sess_lock, NULL);
-  genbuf_start(ing);
+  genpool_init(&ing->pool, ing->cfg.max_buffer);
   snprintf(ing->host, sizeof ing->host, "%s",
            cfg->host != NULL ? cfg->host : "127.0.0.1");
 
@@ -407,13 +401,7 @@ void ingest_stop(ingest *ing, uint64_t drain_ms, void (*done)(void *arg),
       c->state = CONN_DRAINING;
     } else if (c->state == CONN_ACTIVE) {
       c->state = CONN_DRAINING;
-      reasm_stage_abort(c); /* invariant 9 */
-      while (c->gens != NULL) {
-        opengen *g = c->gens;
-        c->gens = g->next;
-        reasm_free(c, g);
-      }
-      c->ngens = 0;
+      ingest_conn_drop_gens(c); /* invariants 2 and 9 */
     }
     if (c->reading) {
       uv_read_stop((uv_stream_t *)&c->tcp);
@@ -455,7 +443,7 @@ void ingest_free(ingest *ing) {
     ingest_conn_unref(pd->c);
     free(pd);
   }
-  genbuf_stop(ing); /* after the loop: no genbuf call can race it */
+  genpool_fini(&ing->pool); /* after the loop: no genpool call races it */
   pthread_mutex_destroy(&ing->done_lock);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);

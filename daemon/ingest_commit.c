@@ -123,7 +123,8 @@ static void complete(ingest *ing, pending *pd) {
   }
   ingest_conn_dequeue(c, pd);
   /* The store is done with the payload (invariant 8). */
-  genbuf_release(ing, g->payload, pd->cap);
+  genpool_release(&ing->pool, budget_used(ing), !ing->global_paused, g->payload,
+                  pd->cap);
   g->payload = NULL;
   if (g->result == GTP_E_CONFLICT || g->result == GTP_E_TOOBIG) {
     session_auth_store_refused(c, g); /* final for the generation */

@@ -28,18 +28,6 @@
 
 /* ------------------------------------------------------- buffer accounting */
 
-void ingest_conn_account(conn *c, int64_t delta) {
-  ingest *ing = c->ing;
-  if (ing->budget_checks && delta < 0 &&
-      ((uint64_t)-delta > c->buffered || (uint64_t)-delta > ing->buffered)) {
-    fprintf(stderr, "gentraced: buffered bytes would go negative\n");
-    abort(); /* budget.c invariant 1, checked in tests */
-  }
-  c->buffered = (uint64_t)((int64_t)c->buffered + delta);
-  ing->buffered = (uint64_t)((int64_t)ing->buffered + delta);
-  CTR_SET(ing, buffered, ing->buffered);
-}
-
 /* A generation left the store queue (committed, failed or dropped): what
  * was counted for it (pd->held: its buffer and identity copies) stops
  * counting. */
@@ -182,6 +170,27 @@ static void send_goodbye(conn *c, int code, const char *reason) {
 
 /* --------------------------------------------------------------- lifecycle */
 
+void ingest_conn_free_gen(conn *c, opengen *g) {
+  budget_gen_drop(c, g);
+  genpool_release(&c->ing->pool, budget_used(c->ing), !c->ing->global_paused,
+                  g->buf.data, g->buf.cap);
+  g->buf.data = NULL;
+  free(g);
+}
+
+void ingest_conn_drop_gens(conn *c) {
+  /* Invariant 9: a staged frame is forgotten before its generation goes,
+   * or the next read would land in a freed buffer. */
+  c->stage = NULL;
+  c->stage_have = c->stage_len = 0;
+  while (c->gens != NULL) {
+    opengen *g = c->gens;
+    c->gens = g->next;
+    ingest_conn_free_gen(c, g);
+  }
+  c->ngens = 0;
+}
+
 static void conn_free_identity(conn *c) {
   free(c->service);
   free(c->host);
@@ -260,13 +269,7 @@ void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
   c->state = CONN_CLOSING;
   c->closing_ms = uv_now(ing->loop);
   sess_remove(c);
-  reasm_stage_abort(c); /* invariant 9: before its generation goes */
-  while (c->gens != NULL) {
-    opengen *g = c->gens;
-    c->gens = g->next;
-    reasm_free(c, g);
-  }
-  c->ngens = 0;
+  ingest_conn_drop_gens(c); /* invariants 2 and 9 */
   gtp_frame_decoder_fini(&c->dec);
   ingest_conn_account_decoder(c);
   /* Keep reading (and discarding) until the handle closes: closing a socket

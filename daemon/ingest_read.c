@@ -230,7 +230,7 @@ void ingest_conn_update_reading(conn *c) {
 void ingest_update_pause(ingest *ing) {
   int want;
   /* Idle pooled buffers give way to bytes held for agents (invariant 8). */
-  genbuf_pool_trim(ing);
+  genpool_trim(&ing->pool, budget_used(ing));
   /* Partial work that pausing cannot release is shed (budget.c). */
   budget_enforce(ing);
   /* As per connection: pause only while queued bytes will drain. */
