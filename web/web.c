@@ -79,51 +79,6 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 
 /* ---------------------------------------------------------------- auth */
 
-/* The client's address as text, for log lines. */
-static void peer_name(struct MHD_Connection *conn, char *out, size_t cap) {
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  snprintf(out, cap, "unknown");
-  if (!ci || !ci->client_addr)
-    return;
-  socklen_t len = ci->client_addr->sa_family == AF_INET6
-                      ? sizeof(struct sockaddr_in6)
-                      : sizeof(struct sockaddr_in);
-  if (getnameinfo(ci->client_addr, len, out, (socklen_t)cap, NULL, 0,
-                  NI_NUMERICHOST) != 0)
-    snprintf(out, cap, "unknown");
-}
-
-/* Counts a failed read token and logs it, at most once per
- * WEB_AUTH_LOG_EVERY_NS (a guessing client must not flood the log); the
- * line says how many were not logged since. Never logs the token. */
-void web_auth_refused(web_req *r, int sent, const char *which) {
-  web_server *w = r->w;
-  atomic_fetch_add_explicit(&w->auth_failures[sent ? 1 : 0], 1,
-                            memory_order_relaxed);
-  int64_t now = httptime_now_ns();
-  uint64_t suppressed = 0;
-  int log = 0;
-  pthread_mutex_lock(&w->auth_log_lock);
-  if (now >= w->auth_log_next_ns) {
-    log = 1;
-    suppressed = w->auth_log_suppressed;
-    w->auth_log_suppressed = 0;
-    w->auth_log_next_ns = now + WEB_AUTH_LOG_EVERY_NS;
-  } else {
-    w->auth_log_suppressed++;
-  }
-  pthread_mutex_unlock(&w->auth_log_lock);
-  if (!log)
-    return;
-  char peer[64];
-  peer_name(r->conn, peer, sizeof peer);
-  web_log(w, 1,
-          "msg=\"http %s token refused\" peer=%s reason=%s "
-          "not_logged_since_last=%" PRIu64,
-          which, peer, sent ? "wrong" : "missing", suppressed);
-}
-
 static int authorized(web_req *r) {
   web_server *w = r->w;
   if (!w->read_token)

@@ -173,7 +173,7 @@ enum MHD_Result web_pins_write(web_req *r, const char *method,
 void web_pins_body_free(void *con_cls);
 void web_pins_metrics(web_server *w, gtp_wbuf *b);
 /* Counts a refused token (which: "read" or "admin") and logs it, rate
- * limited, never the token itself (web.c). */
+ * limited, never the token itself (web_req.c). */
 void web_auth_refused(web_req *r, int sent, const char *which);
 /* web_search.c */
 enum MHD_Result web_search(web_req *r);
