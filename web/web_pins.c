@@ -17,8 +17,10 @@
  *      buffer bodies or learn the token from timings.
  *   2. A write MUST be refused whole on any error (bad body, cap, storage):
  *      the catalog changes only by hold_add's committed transaction.
- *   3. The body buffer MUST stay within WEB_PIN_BODY_MAX: a larger body is
- *      drained and dropped, then answered 413.
+ *   3. The body buffer MUST stay within WEB_PIN_BODY_MAX: a body announced
+ *      larger (Content-Length) is answered 413 before it is read; one that
+ *      grows larger is drained (at most WEB_PIN_DRAIN_MAX more) and
+ *      answered 413, or its connection closed.
  */
 #include "config.h"
 
@@ -39,9 +41,15 @@
  * written with \u escapes. */
 #define WEB_PIN_BODY_MAX (16u << 10)
 
+/* A body past the cap is drained up to this much (so its client reads the
+ * 413), then the connection is closed: a client streaming without end
+ * must not hold a connection's thread. */
+#define WEB_PIN_DRAIN_MAX (1u << 20)
+
 typedef struct pin_body {
   char *buf;
   size_t len;
+  size_t drained; /* bytes past the cap, thrown away */
   int too_big;
 } pin_body;
 
@@ -257,6 +265,13 @@ enum MHD_Result web_pins_write(web_req *r, const char *method,
       return r->ret;
     if (strcmp(method, "DELETE") == 0)
       return pin_delete(r, h);
+    const char *cl =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > WEB_PIN_BODY_MAX)
+      return web_error(r, 413, "too_large",
+                       "body larger than %u bytes; a pin is a small JSON "
+                       "object",
+                       WEB_PIN_BODY_MAX);
     b = calloc(1, sizeof *b);
     if (!b)
       return web_error(r, 500, "internal", "out of memory");
@@ -273,6 +288,9 @@ enum MHD_Result web_pins_write(web_req *r, const char *method,
       b->len += *upload_size;
     } else {
       b->too_big = 1;
+      b->drained += *upload_size;
+      if (b->drained > WEB_PIN_DRAIN_MAX)
+        return MHD_NO; /* invariant 3: close the connection */
     }
     *upload_size = 0;
     return MHD_YES;
