@@ -95,7 +95,7 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
         resp, "Access-Control-Expose-Headers",
         "X-Gentrace-Generations, X-Gentrace-Sessions, X-Gentrace-Lost-Events, "
         "X-Gentrace-Start, X-Gentrace-End, X-Gentrace-Start-Ns, "
-        "X-Gentrace-End-Ns, Content-Disposition, Retry-After");
+        "X-Gentrace-End-Ns, Content-Disposition, Retry-After, Location");
   }
   /* The answer depends on Origin once CORS is on: caches must know. */
   if (r->w->cors)
