@@ -85,7 +85,7 @@ static size_t str_size(size_t n) {
 
 /* Indexed by type; the order of fields follows gtp_event_info. Append only,
  * in step with enum gtp_event_type (FORMAT.md lists the same table). */
-static const gtp_event_info event_info[GTP_EV_COUNT_] = {
+const gtp_event_info gtp_event_infos[GTP_EV_COUNT_] = {
     [GTP_EV_REGION_BEGIN] = {"region_begin", 1, 0, 0x1, 0, 0},
     [GTP_EV_REGION_END] = {"region_end", 0, 0, 0, 0, 0},
     [GTP_EV_INSTANT] = {"instant", 1, 0, 0x1, 0, 0},
@@ -103,7 +103,7 @@ static const gtp_event_info event_info[GTP_EV_COUNT_] = {
 const gtp_event_info *gtp_event_info_get(uint8_t type) {
   if (type == 0 || type >= GTP_EV_COUNT_)
     return NULL;
-  return &event_info[type];
+  return &gtp_event_infos[type];
 }
 
 /* ----------------------------------------------------------- file header */
@@ -346,48 +346,7 @@ void gtp_event_iter_init(gtp_event_iter *it, const gtp_batch *b) {
 }
 
 int gtp_event_next(gtp_event_iter *it, gtp_event *ev) {
-  if (it->left == 0)
-    return it->p == it->end ? 0 : GTP_E_MANIFEST;
-  if (it->p == it->end)
-    return GTP_E_MANIFEST;
-  rd r = {it->p, it->end};
-  uint64_t delta;
-  int rc;
-  uint8_t type = *r.p++;
-  const gtp_event_info *info = gtp_event_info_get(type);
-  if (!info)
-    return GTP_E_UNKNOWN;
-  if ((rc = get_uv(&r, &delta)) < 0)
-    return rc;
-  if (delta > UINT64_MAX - it->ticks)
-    return GTP_E_CORRUPT; /* time would wrap */
-  /* Field by field rather than memset: this runs once per event of every
-   * summary and conversion (the args past nargs read as 0 as before). */
-  ev->type = type;
-  ev->ticks = it->ticks + delta;
-  ev->msg = NULL;
-  ev->msg_len = 0;
-  _Static_assert(GTP_EVENT_ARGS_MAX == 3, "zero every arg below");
-  ev->args[0] = ev->args[1] = ev->args[2] = 0;
-  for (unsigned i = 0; i < info->nargs; i++) {
-    uint64_t v;
-    if ((rc = get_uv(&r, &v)) < 0)
-      return rc;
-    ev->args[i] = (info->signed_mask >> i & 1) ? (uint64_t)gtp_unzigzag(v) : v;
-  }
-  if (info->has_message) {
-    uint64_t n;
-    const uint8_t *m;
-    if ((rc = get_uv_max(&r, GTP_LOG_MAX, &n)) < 0 ||
-        (rc = get_bytes(&r, (size_t)n, &m)) < 0)
-      return rc;
-    ev->msg = m;
-    ev->msg_len = (size_t)n;
-  }
-  it->p = r.p;
-  it->ticks = ev->ticks;
-  it->left--;
-  return 1;
+  return gtp_event_next_inline(it, ev);
 }
 
 int gtp_event_encode(uint8_t *out, const gtp_event *ev, uint64_t prev_ticks) {
@@ -709,7 +668,7 @@ static int batch_validate(const gtp_batch *b) {
     uint8_t type = *p++;
     if (type == 0 || type >= GTP_EV_COUNT_)
       return 0;
-    const gtp_event_info *info = &event_info[type];
+    const gtp_event_info *info = &gtp_event_infos[type];
     if ((rc = val_uv(&p, end, &v)) < 0)
       return rc;
     if (v > UINT64_MAX - ticks)

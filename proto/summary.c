@@ -454,7 +454,7 @@ static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
     gtp_event_iter_init(&it, &b);
     gtp_event ev;
     int r;
-    while (rc == 0 && (r = gtp_event_next(&it, &ev)) == 1) {
+    while (rc == 0 && (r = gtp_event_next_inline(&it, &ev)) == 1) {
       switch (ev.type) {
       case GTP_EV_REGION_BEGIN:
       case GTP_EV_REGION_BEGIN_STACK:
