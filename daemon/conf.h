@@ -69,6 +69,9 @@ typedef struct conf {
   char *admin_token_file;    /* --admin-token-file; owned */
   uint64_t max_pinned_bytes; /* 0 = 25% of max_db_size (or no cap) */
   int64_t pin_max_ttl_ns;    /* default 90d */
+  char *symbols;             /* --symbols DIR (build-id tree); owned */
+  char *symbols_from_host;   /* --symbols-from-host yes|no|DIRS; owned */
+  uint64_t symbols_cache;    /* --symbols-cache bytes, 0 = default */
   uint64_t cli_mask_;        /* internal: options set on the command line */
 } conf;
 

@@ -353,6 +353,9 @@ int main(int argc, char **argv) {
           ? c.max_pinned_bytes
           : c.max_db_size / 4;
   wcfg.pin_max_ttl_ns = c.pin_max_ttl_ns;
+  wcfg.symbols_dir = c.symbols;
+  wcfg.symbols_from_host = c.symbols_from_host;
+  wcfg.symbols_max_bytes = c.symbols_cache;
   web_server *web = NULL;
   if ((rc = web_start(&wcfg, &web, &http_port, &cause)) < 0) {
     status = die("cannot start HTTP", rc, cause);
