@@ -464,6 +464,18 @@ static void seg_flush_rejected(segment_store *s) {
   }
 }
 
+/* After one attempt of an upload step (rc, *cause): reports the health,
+ * and says whether to stop trying: 1 when it succeeded or the store is
+ * closing (seg_backoff), 0 after waiting out the backoff (*cause freed). */
+static int seg_attempt_over(segment_store *s, int rc, char **cause, int *ms) {
+  seg_health(s, rc, *cause);
+  if (rc == 0)
+    return 1;
+  free(*cause);
+  *cause = NULL;
+  return seg_backoff(s, ms);
+}
+
 static void seg_upload(segment_store *s, seg *sg) {
   int64_t t0 = mono_ns();
   char key[256];
@@ -478,12 +490,7 @@ static void seg_upload(segment_store *s, seg *sg) {
   char *cause = NULL;
   while (rc == 0) {
     rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
-    seg_health(s, rc, cause);
-    if (rc == 0)
-      break;
-    free(cause);
-    cause = NULL;
-    if (seg_backoff(s, &ms))
+    if (seg_attempt_over(s, rc, &cause, &ms))
       break;
     rc = 0;
   }
@@ -501,12 +508,7 @@ static void seg_upload(segment_store *s, seg *sg) {
       /* Same key on every attempt (invariant 3). */
       rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg, sg->n,
                                  &cause);
-      seg_health(s, rc, cause);
-      if (rc == 0)
-        break;
-      free(cause);
-      cause = NULL;
-      if (seg_backoff(s, &ms))
+      if (seg_attempt_over(s, rc, &cause, &ms))
         break;
     }
   }
@@ -617,6 +619,27 @@ static int seg_id_ok(const char *id) {
 }
 
 void segment_close(segment_store *s);
+
+/* Frees what segment_open made, once the threads are gone (or never
+ * ran): the uploader's S3 handle, the strings, the queue, the locks. */
+static void segment_free(segment_store *s) {
+  s3_close(s->up);
+  free(s->prefix);
+  free(s->q);
+  free(s->daemon_id);
+  free(s->catalog);
+  free(s->objects);
+  free(s->endpoint);
+  free(s->region);
+  free(s->akey);
+  free(s->skey);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->q_cond);
+  pthread_cond_destroy(&s->up_cond);
+  pthread_cond_destroy(&s->room);
+  pthread_cond_destroy(&s->wake);
+  free(s);
+}
 
 int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
                  segment_store **out, char **cause) {
@@ -733,21 +756,7 @@ fail_cat:
   pg_cat_close(s->cat);
 fail_s3:
 fail_alloc:
-  s3_close(s->up);
-  free(s->prefix);
-  free(s->daemon_id);
-  free(s->catalog);
-  free(s->objects);
-  free(s->endpoint);
-  free(s->region);
-  free(s->akey);
-  free(s->skey);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->up_cond);
-  pthread_cond_destroy(&s->room);
-  pthread_cond_destroy(&s->wake);
-  free(s);
+  segment_free(s);
   return rc;
 }
 
@@ -764,22 +773,7 @@ void segment_close(segment_store *s) {
   pthread_join(s->uploader, NULL);
   seg_flush_rejected(s);
   pg_cat_close(s->cat);
-  s3_close(s->up);
-  free(s->prefix);
-  free(s->q);
-  free(s->daemon_id);
-  free(s->catalog);
-  free(s->objects);
-  free(s->endpoint);
-  free(s->region);
-  free(s->akey);
-  free(s->skey);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->up_cond);
-  pthread_cond_destroy(&s->room);
-  pthread_cond_destroy(&s->wake);
-  free(s);
+  segment_free(s);
 }
 
 int segment_submit(segment_store *s, store_gen *g) {

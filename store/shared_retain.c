@@ -140,6 +140,16 @@ static void *retain_main(void *arg) {
   return NULL;
 }
 
+/* Undoes what start set up once the thread is gone (or never ran). */
+static void retain_free(shared_retain *r) {
+  s3_close(r->s3);
+  pthread_mutex_destroy(&r->lock);
+  pthread_mutex_destroy(&r->run_lock);
+  pthread_cond_destroy(&r->cond);
+  free(r->daemon_id);
+  free(r);
+}
+
 int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
                         char **cause) {
   *out = NULL;
@@ -176,12 +186,7 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
   pthread_cond_init(&r->cond, &ca);
   pthread_condattr_destroy(&ca);
   if (pthread_create(&r->thread, NULL, retain_main, r) != 0) {
-    s3_close(r->s3);
-    pthread_mutex_destroy(&r->lock);
-    pthread_mutex_destroy(&r->run_lock);
-    pthread_cond_destroy(&r->cond);
-    free(r->daemon_id);
-    free(r);
+    retain_free(r);
     return -EAGAIN;
   }
   *out = r;
@@ -200,12 +205,7 @@ void shared_retain_stop(shared_retain *r) {
   char *cause = NULL;
   pg_cat_pin_publish(r->cfg.cat, r->daemon_id, INT64_MAX, 0, &cause);
   free(cause);
-  s3_close(r->s3);
-  pthread_mutex_destroy(&r->lock);
-  pthread_mutex_destroy(&r->run_lock);
-  pthread_cond_destroy(&r->cond);
-  free(r->daemon_id);
-  free(r);
+  retain_free(r);
 }
 
 void shared_retain_stats_get(shared_retain *r, shared_retain_stats *out) {

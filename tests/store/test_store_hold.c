@@ -12,44 +12,25 @@
 
 #include "gtp_error.h"
 #include "hold.h"
-#include "store_fixture.h"
+#include "store_fx.h"
 
 #define NS 1000000000LL
 
-typedef struct fx {
-  sf_dir dir;
-  sf_done done;
-  store *s;
-  hold *h;
-} fx;
+/* The store of the test (store_fx.h) and the pin store beside it. */
+static hold *h_;
 
-static int setup(void **state) {
-  fx *f = calloc(1, sizeof *f);
-  if (!f)
-    return -1;
-  sf_dir_make(&f->dir);
-  sf_done_init(&f->done);
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fx *f = *state;
-  hold_close(f->h);
-  store_close(f->s);
-  sf_done_fini(&f->done);
-  sf_dir_remove(&f->dir);
-  free(f);
-  return 0;
+static int teardown_hold(void **state) {
+  hold_close(h_);
+  h_ = NULL;
+  return teardown(state);
 }
 
 static void open_both(fx *f, store_config *c) {
   char *cause = NULL;
-  int rc = store_open(c, sf_done_cb, &f->done, &f->s, &cause);
-  if (rc == 0)
-    rc = hold_open_sqlite(f->dir.db, &f->h, &cause);
+  open_store(f, c);
+  int rc = hold_open_sqlite(f->dir.db, &h_, &cause);
   if (rc != 0)
-    fail_msg("open: %d %s", rc, cause ? cause : "");
+    fail_msg("hold_open_sqlite: %d %s", rc, cause ? cause : "");
   free(cause);
 }
 
@@ -63,7 +44,7 @@ static int add(fx *f, const char *service, const char *session, int64_t from,
                 .reason = "test",
                 .created_ns = now,
                 .expires_ns = now + ttl_ns};
-  return hold_add(f->h, &q, max, a);
+  return hold_add(h_, &q, max, a);
 }
 
 static int64_t gens_of(fx *f, const char *service) {
@@ -125,16 +106,16 @@ test_store_hold__age_retention_keeps_only_pinned_windows(void **state) {
   assert_int_equal(gens_of(f, "drop"), 1);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM payloads"), 4);
   uint64_t n, bytes;
-  assert_int_equal(hold_totals(f->h, sf_now_ns(), &n, &bytes), 0);
+  assert_int_equal(hold_totals(h_, sf_now_ns(), &n, &bytes), 0);
   assert_int_equal(n, 2);
   assert_int_equal(
       (int64_t)bytes,
       sf_sql_int(f->dir.db, "SELECT sum(stored_bytes) FROM generations"));
 
   /* Deleting the pins gives the rows back to retention. */
-  assert_int_equal(hold_delete(f->h, 1, sf_now_ns()), 0);
-  assert_int_equal(hold_delete(f->h, 1, sf_now_ns()), GTP_E_NOTFOUND);
-  assert_int_equal(hold_delete(f->h, 2, sf_now_ns()), 0);
+  assert_int_equal(hold_delete(h_, 1, sf_now_ns()), 0);
+  assert_int_equal(hold_delete(h_, 1, sf_now_ns()), GTP_E_NOTFOUND);
+  assert_int_equal(hold_delete(h_, 2, sf_now_ns()), 0);
   assert_true(SF_WAIT_STATS(f->s, st, 5000, st.retention_deleted_gens >= 20));
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM generations"),
                    0);
@@ -213,7 +194,7 @@ static void test_store_hold__cap_refuses_and_changes_nothing(void **state) {
   assert_int_equal((int64_t)a.total_after, all);
   assert_true(a.bytes > 0 && (int64_t)a.bytes < all);
   uint64_t n, bytes;
-  assert_int_equal(hold_totals(f->h, sf_now_ns(), &n, &bytes), 0);
+  assert_int_equal(hold_totals(h_, sf_now_ns(), &n, &bytes), 0);
   assert_int_equal(n, 2);
   assert_int_equal((int64_t)bytes, all);
   /* A pin on other rows would go over: refused, nothing changes. */
@@ -252,17 +233,17 @@ static void test_store_hold__list_newest_first_and_expiry(void **state) {
   assert_int_equal(add(f, "b", NULL, t0, t0 + NS, 300000000LL, 0, &a), 0);
   assert_int_equal(add(f, "c", NULL, t0, t0 + NS, 3600 * NS, 0, &a), 0);
   listed l = {0};
-  assert_int_equal(hold_list(f->h, sf_now_ns(), collect, &l), 0);
+  assert_int_equal(hold_list(h_, sf_now_ns(), collect, &l), 0);
   assert_int_equal(l.n, 3);
   assert_int_equal(l.ids[0], 3);
   assert_int_equal(l.ids[2], 1);
   sf_sleep_ms(400); /* b expired */
   memset(&l, 0, sizeof l);
-  assert_int_equal(hold_list(f->h, sf_now_ns(), collect, &l), 0);
+  assert_int_equal(hold_list(h_, sf_now_ns(), collect, &l), 0);
   assert_int_equal(l.n, 2);
   assert_int_equal(l.ids[0], 3);
   assert_int_equal(l.ids[1], 1);
-  assert_int_equal(hold_delete(f->h, 2, sf_now_ns()), GTP_E_NOTFOUND);
+  assert_int_equal(hold_delete(h_, 2, sf_now_ns()), GTP_E_NOTFOUND);
   /* The next pin removes the expired row; ids are never reused. */
   assert_int_equal(add(f, "d", NULL, t0, t0 + NS, 3600 * NS, 0, &a), 0);
   assert_int_equal(a.id, 4);
@@ -274,8 +255,8 @@ static void test_store_hold__schema_4_database_is_migrated(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   open_both(f, &c);
-  hold_close(f->h);
-  f->h = NULL;
+  hold_close(h_);
+  h_ = NULL;
   store_close(f->s);
   f->s = NULL;
   assert_int_equal(sf_sql_exec(f->dir.db,
@@ -295,15 +276,17 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
           test_store_hold__age_retention_keeps_only_pinned_windows, setup,
-          teardown),
+          teardown_hold),
       cmocka_unit_test_setup_teardown(
-          test_store_hold__size_retention_skips_pinned_oldest, setup, teardown),
+          test_store_hold__size_retention_skips_pinned_oldest, setup,
+          teardown_hold),
       cmocka_unit_test_setup_teardown(
-          test_store_hold__cap_refuses_and_changes_nothing, setup, teardown),
+          test_store_hold__cap_refuses_and_changes_nothing, setup,
+          teardown_hold),
       cmocka_unit_test_setup_teardown(
-          test_store_hold__list_newest_first_and_expiry, setup, teardown),
+          test_store_hold__list_newest_first_and_expiry, setup, teardown_hold),
       cmocka_unit_test_setup_teardown(
-          test_store_hold__schema_4_database_is_migrated, setup, teardown),
+          test_store_hold__schema_4_database_is_migrated, setup, teardown_hold),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,44 +9,8 @@
 #include <cmocka.h>
 
 #include "store_fixture.h"
+#include "store_fx.h"
 #include "store_schema.h"
-
-typedef struct fx {
-  sf_dir dir;
-  sf_done done;
-  store_pins *pins;
-  store *s;
-} fx;
-
-static int setup(void **state) {
-  fx *f = calloc(1, sizeof *f);
-  if (!f)
-    return -1;
-  sf_dir_make(&f->dir);
-  sf_done_init(&f->done);
-  f->pins = store_pins_new();
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fx *f = *state;
-  store_close(f->s);
-  sf_done_fini(&f->done);
-  store_pins_free(f->pins);
-  sf_dir_remove(&f->dir);
-  free(f);
-  return 0;
-}
-
-static void open_with(fx *f, store_config *c) {
-  char *cause = NULL;
-  c->pins = f->pins;
-  int rc = store_open(c, sf_done_cb, &f->done, &f->s, &cause);
-  if (rc != 0)
-    fail_msg("store_open: %d %s", rc, cause ? cause : "");
-  free(cause);
-}
 
 static void submit_n(fx *f, unsigned session, uint64_t first, uint64_t n) {
   size_t before = f->done.n;
@@ -68,7 +32,7 @@ static void
 test_store_summary__commit_writes_rows_with_the_generation(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
-  open_with(f, &c);
+  open_store(f, &c);
   submit_n(f, 3, 1, 5);
   assert_int_equal(q(f, "SELECT count(*) FROM generations"), 5);
   assert_int_equal(q(f, "SELECT count(*) FROM sum_gens WHERE status = 0"), 5);
@@ -95,7 +59,7 @@ static void test_store_summary__retention_deletes_the_summary(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   c.retain_ns = 3600LL * 1000000000LL; /* the fixture's 2026-01-01 is older */
-  open_with(f, &c);
+  open_store(f, &c);
   submit_n(f, 3, 1, 4);
   store_stats st;
   assert_true(SF_WAIT_STATS(f->s, st, 10000, st.retention_deleted_gens >= 4));
@@ -111,7 +75,7 @@ static void test_store_summary__retention_deletes_the_summary(void **state) {
 static void test_store_summary__schema_3_is_backfilled(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
-  open_with(f, &c);
+  open_store(f, &c);
   submit_n(f, 5, 1, 300); /* more than one tick's worth */
   store_close(f->s);
   f->s = NULL;
@@ -123,7 +87,7 @@ static void test_store_summary__schema_3_is_backfilled(void **state) {
                   "UPDATE meta SET value = '3' WHERE key = 'schema_version'"),
       SQLITE_OK);
   f->done.n = 0;
-  open_with(f, &c);
+  open_store(f, &c);
   assert_int_equal(q(f, "SELECT value FROM meta WHERE key = 'schema_version'"),
                    STORE_SCHEMA_VERSION);
   store_stats st;
