@@ -72,6 +72,19 @@ static const opt opts[] = {
     {"read-token-file", OPT_STR, O(read_token_file), 0, 0, "FILE",
      "Read the HTTP read token from FILE (as --token-file). "
      "Environment: GENTRACED_READ_TOKEN."},
+    {"admin-token", OPT_STR, O(admin_token), 0, 0, "TOKEN",
+     "Bearer token for retention pins (POST and DELETE /v1/pins); without "
+     "one pins cannot be written. Visible in the process list: prefer "
+     "--admin-token-file or GENTRACED_ADMIN_TOKEN."},
+    {"admin-token-file", OPT_STR, O(admin_token_file), 0, 0, "FILE",
+     "Read the admin token from FILE (as --token-file). "
+     "Environment: GENTRACED_ADMIN_TOKEN."},
+    {"max-pinned-bytes", OPT_SIZE, O(max_pinned_bytes), 0, 0, "SIZE",
+     "Stored bytes retention pins may hold in all; a pin over it gets 507 "
+     "(default: a quarter of --max-db-size; no cap without one)."},
+    {"pin-max-ttl", OPT_DURATION, O(pin_max_ttl_ns), 1000000000, 0, "DURATION",
+     "Longest life of a retention pin (default 90d; a pin's "
+     "own ttl defaults to 7d)."},
     {"cors-origin", OPT_LIST, O(cors_origins), 0, 0, "ORIGIN",
      "Let web pages from ORIGIN read the HTTP API, e.g. "
      "https://ui.perfetto.dev (repeat or separate with commas; * = any "
@@ -245,6 +258,7 @@ void conf_init(conf *c) {
   c->http_threads = 4;
   c->http_max_downloads = 16;
   c->http_send_timeout_ns = 120ll * 1000000000;
+  c->pin_max_ttl_ns = 90ll * 86400 * 1000000000;
 }
 
 void conf_fini(conf *c) {
@@ -259,6 +273,8 @@ void conf_fini(conf *c) {
   free(c->http_tls_client_ca);
   free(c->token_file);
   free(c->read_token_file);
+  free(c->admin_token);
+  free(c->admin_token_file);
   free(c->cors_origins);
   free(c->symbols);
   free(c->symbols_from_host);
@@ -699,10 +715,10 @@ const char *conf_usage(void) {
         "    than 0 is refused: write its unit).\n"
         "\n"
         "ENVIRONMENT\n"
-        "    GENTRACED_TOKEN, GENTRACED_READ_TOKEN\n"
-        "        The agent and read tokens, when neither the flag nor the\n"
-        "        file is given; unlike flags, not visible in the process "
-        "list.\n"
+        "    GENTRACED_TOKEN, GENTRACED_READ_TOKEN, GENTRACED_ADMIN_TOKEN\n"
+        "        The agent, read and admin tokens, when neither the flag\n"
+        "        nor the file is given; unlike flags, not visible in the\n"
+        "        process list.\n"
         "\n"
         "CONFIG FILE\n"
         "    One `key = value` per line, keys are the flag names without\n"

@@ -69,10 +69,15 @@ typedef struct conf {
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
   int64_t orphan_grace_ns; /* 0: the store's default (10 minutes) */
-  char *symbols;           /* --symbols DIR (build-id tree); owned */
-  char *symbols_from_host; /* --symbols-from-host yes|no|DIRS; owned */
-  uint64_t symbols_cache;  /* --symbols-cache bytes, 0 = default */
-  uint64_t cli_mask_;      /* internal: options set on the command line */
+  /* Retention pins (POST /v1/pins). */
+  char *admin_token;         /* NULL = pins cannot be written; owned */
+  char *admin_token_file;    /* --admin-token-file; owned */
+  uint64_t max_pinned_bytes; /* 0 = 25% of max_db_size (or no cap) */
+  int64_t pin_max_ttl_ns;    /* default 90d */
+  char *symbols;             /* --symbols DIR (build-id tree); owned */
+  char *symbols_from_host;   /* --symbols-from-host yes|no|DIRS; owned */
+  uint64_t symbols_cache;    /* --symbols-cache bytes, 0 = default */
+  uint64_t cli_mask_;        /* internal: options set on the command line */
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

@@ -183,8 +183,10 @@ int main(int argc, char **argv) {
   {
     /* A token written in a config file others can read is no secret. */
     struct stat st;
-    int from_file = (c.token != NULL && !conf_from_cli(&c, "token")) ||
-                    (c.read_token != NULL && !conf_from_cli(&c, "read-token"));
+    int from_file =
+        (c.token != NULL && !conf_from_cli(&c, "token")) ||
+        (c.read_token != NULL && !conf_from_cli(&c, "read-token")) ||
+        (c.admin_token != NULL && !conf_from_cli(&c, "admin-token"));
     if (from_file && c.config != NULL && stat(c.config, &st) == 0 &&
         (st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
       char q[600];
@@ -201,11 +203,12 @@ int main(int argc, char **argv) {
     conf_fini(&c);
     return 2;
   }
-  if (conf_from_cli(&c, "token") || conf_from_cli(&c, "read-token"))
+  if (conf_from_cli(&c, "token") || conf_from_cli(&c, "read-token") ||
+      conf_from_cli(&c, "admin-token"))
     log_warn("token on the command line",
              "hint=\"visible in the process list to every local user; use "
-             "--token-file/--read-token-file or GENTRACED_TOKEN/"
-             "GENTRACED_READ_TOKEN\"");
+             "--token-file/--read-token-file/--admin-token-file or "
+             "GENTRACED_TOKEN/GENTRACED_READ_TOKEN/GENTRACED_ADMIN_TOKEN\"");
   if (c.http_max_long_polls != 0 &&
       c.http_max_long_polls >= c.http_max_connections) {
     fprintf(stderr,
@@ -365,6 +368,14 @@ int main(int argc, char **argv) {
   wcfg.tls_cert = d.tls != NULL ? c.tls_cert : NULL;
   wcfg.tls_key = d.tls != NULL ? c.tls_key : NULL;
   wcfg.tls_client_ca = c.http_tls_client_ca;
+  wcfg.admin_token = c.admin_token;
+  /* Pins may hold a quarter of --max-db-size unless told otherwise, so
+   * retention always has room to work with. */
+  wcfg.max_pinned_bytes =
+      conf_from_cli(&c, "max-pinned-bytes") || c.max_pinned_bytes != 0
+          ? c.max_pinned_bytes
+          : c.max_db_size / 4;
+  wcfg.pin_max_ttl_ns = c.pin_max_ttl_ns;
   wcfg.symbols_dir = c.symbols;
   wcfg.symbols_from_host = c.symbols_from_host;
   wcfg.symbols_max_bytes = c.symbols_cache;

@@ -136,8 +136,12 @@ int secret_resolve(conf *c, char **cause) {
                        "GENTRACED_TOKEN", cause);
   if (rc < 0)
     return rc;
-  return resolve_one(&c->read_token, "read-token", c->read_token_file,
-                     "read-token-file", "GENTRACED_READ_TOKEN", cause);
+  rc = resolve_one(&c->read_token, "read-token", c->read_token_file,
+                   "read-token-file", "GENTRACED_READ_TOKEN", cause);
+  if (rc < 0)
+    return rc;
+  return resolve_one(&c->admin_token, "admin-token", c->admin_token_file,
+                     "admin-token-file", "GENTRACED_ADMIN_TOKEN", cause);
 }
 
 int secret_private_files(const char *db_path, char **cause) {

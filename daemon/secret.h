@@ -6,7 +6,8 @@
  * --token-file FILE / --read-token-file FILE (a file only its owner, and
  * optionally its group, can read) and the environment variables
  * GENTRACED_TOKEN / GENTRACED_READ_TOKEN (/proc/PID/environ is private to
- * the process's user).
+ * the process's user). The admin token (retention pins) has the same three
+ * sources: --admin-token, --admin-token-file, GENTRACED_ADMIN_TOKEN.
  *
  * Thread: main thread only, before anything starts.
  */
@@ -15,12 +16,11 @@
 
 #include "conf.h"
 
-/* Settles c->token and c->read_token from their sources: the flag (or
- * config key), the file, the environment, in that order of precedence; a
- * flag and a file for the same token together are an error. The
- * environment variables are removed once read, so child processes never
- * inherit them. 0, or a negative code with *cause (malloc'd) naming the
- * source and the problem. */
+/* Settles c->token, c->read_token and c->admin_token from their sources: the
+ * flag (or config key), the file, the environment, in that order of precedence;
+ * a flag and a file for the same token together are an error. The environment
+ * variables are removed once read, so child processes never inherit them. 0, or
+ * a negative code with *cause (malloc'd) naming the source and the problem. */
 int secret_resolve(conf *c, char **cause);
 
 /* Reads a token file: one line, surrounding blanks and the newline

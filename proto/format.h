@@ -37,6 +37,7 @@
 
 #include "gtp_error.h"
 #include "text.h"
+#include "varint.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -239,6 +240,54 @@ void gtp_event_iter_init(gtp_event_iter *it, const gtp_batch *b);
  * GTP_E_MANIFEST if the count and the bytes disagree). */
 int gtp_event_next(gtp_event_iter *it, gtp_event *ev);
 
+/* gtp_event_next itself, inline, for the hot loops that decode every event
+ * of a generation (the summary at commit): the same checks and results. */
+extern const gtp_event_info gtp_event_infos[GTP_EV_COUNT_];
+static inline int gtp_event_next_inline(gtp_event_iter *it, gtp_event *ev) {
+  if (it->left == 0)
+    return it->p == it->end ? 0 : GTP_E_MANIFEST;
+  if (it->p == it->end)
+    return GTP_E_MANIFEST;
+  const uint8_t *p = it->p, *end = it->end;
+  uint8_t type = *p++;
+  if (type == 0 || type >= GTP_EV_COUNT_)
+    return GTP_E_UNKNOWN;
+  const gtp_event_info *info = &gtp_event_infos[type];
+  uint64_t delta;
+  int rc;
+  if ((rc = gtp_uvarint_get(&p, end, &delta)) < 0)
+    return rc;
+  if (delta > UINT64_MAX - it->ticks)
+    return GTP_E_CORRUPT; /* time would wrap */
+  ev->type = type;
+  ev->ticks = it->ticks + delta;
+  ev->msg = NULL;
+  ev->msg_len = 0;
+  ev->args[0] = ev->args[1] = ev->args[2] = 0;
+  for (unsigned i = 0; i < info->nargs; i++) {
+    uint64_t v;
+    if ((rc = gtp_uvarint_get(&p, end, &v)) < 0)
+      return rc;
+    ev->args[i] = (info->signed_mask >> i & 1) ? (uint64_t)gtp_unzigzag(v) : v;
+  }
+  if (info->has_message) {
+    uint64_t n;
+    if ((rc = gtp_uvarint_get(&p, end, &n)) < 0)
+      return rc;
+    if (n > GTP_LOG_MAX)
+      return GTP_E_TOOBIG;
+    if ((size_t)(end - p) < n)
+      return GTP_E_TRUNC;
+    ev->msg = p;
+    ev->msg_len = (size_t)n;
+    p += n;
+  }
+  it->p = p;
+  it->ticks = ev->ticks;
+  it->left--;
+  return 1;
+}
+
 /* Encodes ev (type, ticks, args, msg) at out with delta from prev_ticks
  * (ev->ticks must be >= prev_ticks). out needs GTP_EVENT_MAX + msg_len bytes.
  * Returns bytes written, or GTP_E_UNKNOWN / GTP_E_TOOBIG (message too long). */
@@ -315,6 +364,13 @@ typedef struct gtp_gen {
  * *consumed = bytes of the generation. Allocates the tables (bounded by the
  * input size); on error nothing stays allocated. */
 int gtp_gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed);
+/* The same without decoding each event of each batch (framing, manifest,
+ * CRC and tables are checked as above): for a caller that decodes every
+ * event itself with gtp_event_next, which checks each one, so a bad event
+ * is still an error, only later. The store's summaries of generations the
+ * daemon already parsed whole use it (one walk over the events, not two). */
+int gtp_gen_parse_lazy(const uint8_t *p, size_t len, gtp_gen *g,
+                       size_t *consumed);
 void gtp_gen_fini(gtp_gen *g);
 
 /* Lookups; an unknown id gives {NULL, 0} / -GTP_E_NOTFOUND. */

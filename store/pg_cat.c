@@ -181,14 +181,17 @@ static const pg_stmt cat_stmts[] = {
     /* end < cutoff implies start < cutoff: the start_ns index finds them. */
     {"retain_age",
      "DELETE FROM gt_generations WHERE seq IN (SELECT seq FROM gt_generations"
-     " WHERE start_ns < $1 AND end_ns < $1 AND seq < $2 LIMIT $3)"},
+     " WHERE start_ns < $1 AND end_ns < $1 AND seq < $2"
+     " AND NOT gt_held(session_id, start_ns, end_ns) LIMIT $3)"},
     {"stored_total",
      "SELECT coalesce(sum(stored_bytes), 0)::bigint FROM gt_generations"},
-    /* The oldest rows (below the pin) whose running total reaches excess. */
+    /* The oldest rows (below the pin, held by no retention pin) whose
+     * running total reaches excess. */
     {"retain_size",
      "DELETE FROM gt_generations WHERE seq IN (SELECT seq FROM"
      " (SELECT seq, sum(stored_bytes) OVER (ORDER BY seq) - stored_bytes"
-     " AS before FROM gt_generations WHERE seq < $2 ORDER BY seq LIMIT $3) x"
+     " AS before FROM gt_generations WHERE seq < $2"
+     " AND NOT gt_held(session_id, start_ns, end_ns) ORDER BY seq LIMIT $3) x"
      " WHERE before < $1)"},
     {"dead_list",
      "SELECT id, object FROM gt_segments WHERE dead_ns IS NOT NULL"

@@ -32,9 +32,12 @@
  *   gt_pins        low-water marks of running downloads on every daemon,
  *                  with an expiry the daemon renews (a daemon that dies
  *                  stops pinning).
+ *   gt_retention_pins  operators' retention pins (v2, pg_hold_schema.h).
  */
 #ifndef PG_SCHEMA_H
 #define PG_SCHEMA_H
+
+#include "pg_hold_schema.h"
 
 /* pg_advisory_xact_lock keys: "gtmigr" and "gtretn" as numbers. */
 #define PG_LOCK_MIGRATE "6774629465"
@@ -138,6 +141,6 @@
 
 /* Index i holds the migration from version i to i + 1. */
 #define PG_MIGRATIONS                                                          \
-  { PG_MIGRATION_1, PG_MIGRATION_DAEMONS }
+  { PG_MIGRATION_1, PG_MIGRATION_DAEMONS, PG_MIGRATION_HOLDS }
 
 #endif /* PG_SCHEMA_H */

@@ -10,6 +10,10 @@
  *   2. A pass MUST skip seqs at or above the lowest unexpired pin of any
  *      daemon, otherwise a download running on another daemon would find
  *      holes in the window it promised.
+ *      It MUST also skip every generation a live retention pin holds
+ *      (gt_held in each DELETE of pg_cat_retain; pg_hold_schema.h),
+ *      otherwise a window an operator pinned on one daemon would be
+ *      deleted by the pass of another.
  *   3. This daemon's pin MUST be published before its retention pass, so a
  *      local download is protected even when this daemon holds the lock.
  */

@@ -27,6 +27,7 @@
 
 #include "gencache.h"
 #include "gtp_error.h"
+#include "hold.h"
 #include "pg.h"
 #include "pg_cat.h"
 #include "s3.h"
@@ -42,6 +43,7 @@ struct storage {
   segment_store *seg;
   shared_retain *retain; /* shared: cluster retention and pins */
   shared_live *live;     /* shared: lease and connected sessions */
+  hold *holds;           /* retention pins (either backend; not read-only) */
   pg_cat *rcat;          /* shared: the readers' catalog pool */
   pg_cat *hcat;          /* shared: HELLO lookups' pool (storage_hello) */
   gencache *cache;       /* shared: decompressed generations by seq */
@@ -96,6 +98,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
     st->path = dup_or_null(cfg->sqlite.path);
     st->describe = dup_or_null(cfg->sqlite.path);
     rc = store_open(&cfg->sqlite, done, ctx, &st->sq, cause);
+    if (rc == 0) /* after store_open: it creates or migrates the table */
+      rc = hold_open_sqlite(cfg->sqlite.path, &st->holds, cause);
     if (rc < 0)
       goto fail;
     *out = st;
@@ -154,6 +158,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   if (rc < 0)
     goto fail;
   rc = pg_cat_open(cfg->catalog, 4, &st->rcat, cause);
+  if (rc == 0)
+    rc = hold_open_pg(cfg->catalog, &st->holds, cause);
   if (rc < 0)
     goto fail;
   /* As many as libuv's default thread pool runs lookups at once. */
@@ -216,6 +222,7 @@ void storage_close(storage *st) {
     return;
   shared_live_stop(st->live);
   shared_retain_stop(st->retain);
+  hold_close(st->holds);
   if (st->sq)
     store_close(st->sq);
   if (st->seg)
@@ -231,6 +238,10 @@ void storage_close(storage *st) {
   free(st->akey);
   free(st->skey);
   free(st);
+}
+
+hold *storage_holds(storage *st) {
+  return st->holds;
 }
 
 int storage_is_shared(const storage *st) {

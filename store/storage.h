@@ -51,6 +51,9 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
  * database another process writes (web/ tests, tools). */
 int storage_open_sqlite_readonly(const char *path, storage **out, char **cause);
 void storage_close(storage *st);
+/* The retention pins of this store (hold.h), NULL on a read-only storage.
+ * Borrowed until storage_close. */
+struct hold *storage_holds(storage *st);
 /* 1 when the shared backend runs. */
 int storage_is_shared(const storage *st);
 /* A short description for logs: the db path, or "catalog=... objects=...". */

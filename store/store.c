@@ -87,6 +87,11 @@
  *      (bench/bench_fleet.c). Sessions committed before move their row
       forward by cached id (sidc, store thread only, filled only after
       COMMIT like the index, invariant 4), not by the upsert.
+ *  14. Retention MUST never delete a generation a live retention pin holds
+ *      (hold.h): every retention DELETE carries STORE_HOLD_FREE_SQL with
+ *      one `now` bound to both the payload and the generation DELETE of a
+ *      transaction, otherwise a pin expiring between the two would leave a
+ *      generation without its bytes.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -98,8 +103,10 @@
  * environment variables GENTRACE_TEST_NOROW_TTL_MS and GENTRACE_TEST_NOROW_MAX
  * shorten and lower the no-row bounds (store_index.h); the
  * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
- * on the write connection so tests can make the database "full" at will.
- * Neither is meant for production.
+ * on the write connection so tests can make the database "full" at will;
+ * GENTRACE_BENCH_NO_SUMMARY (set) commits without summaries, for
+ * bench_b1's same-run measure of what summarizing costs.
+ * None is meant for production.
  */
 #include "config.h" /* _GNU_SOURCE: vasprintf */
 
@@ -185,6 +192,7 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   if (!s)
     goto fail_alloc;
   s->cfg = *cfg;
+  s->no_summary = getenv("GENTRACE_BENCH_NO_SUMMARY") != NULL;
   s->path = strdup(cfg->path);
   if (asprintf(&s->wal_path, "%s-wal", cfg->path) < 0)
     s->wal_path = NULL;

@@ -54,7 +54,7 @@ void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it) {
   it->zlen = g->len;
   it->codec = STORE_CODEC_NONE;
   /* The summary is computed here, off the store thread, like compression. */
-  it->sum = store_sum_build(g->payload, g->len);
+  it->sum = s->no_summary ? NULL : store_sum_build(g->payload, g->len);
   __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
                      __ATOMIC_RELAXED);
   if (g->len < STORE_ZSTD_MIN)
@@ -238,7 +238,7 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_clear_bindings(st);
   /* Small generations skip the compressors (store_submit's fast path):
    * their summary is made here, cheap at that size. */
-  if (it->sum == NULL) {
+  if (it->sum == NULL && !s->no_summary) {
     it->sum = store_sum_build(g->payload, g->len);
     __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
                        __ATOMIC_RELAXED);

@@ -100,7 +100,8 @@ static int64_t delete_chunk(store *s, sqlite3_stmt *pay, sqlite3_stmt *gen) {
 static uint64_t retain_by_age(store *s) {
   if (s->cfg.retain_ns <= 0)
     return 0;
-  int64_t cutoff = now_ns(CLOCK_REALTIME) - s->cfg.retain_ns;
+  int64_t now = now_ns(CLOCK_REALTIME);
+  int64_t cutoff = now - s->cfg.retain_ns;
   uint64_t total = 0;
   for (;;) {
     int64_t pin = store_pins_min(s->cfg.pins);
@@ -111,6 +112,8 @@ static uint64_t retain_by_age(store *s) {
       sqlite3_bind_int64(both[i], 1, cutoff);
       sqlite3_bind_int64(both[i], 2, pin);
       sqlite3_bind_int64(both[i], 3, STORE_DELETE_CHUNK);
+      sqlite3_bind_int64(both[i], 4,
+                         now); /* one instant (store.c invariant 14) */
     }
     int64_t n = delete_chunk(s, p, g);
     if (n <= 0)
@@ -165,9 +168,12 @@ static uint64_t retain_by_size(store *s) {
   for (int round = 0; round < 64 && size > target; round++) {
     uint64_t excess = size - target, acc = 0;
     int64_t pin = store_pins_min(s->cfg.pins), cut = 0;
+    int64_t now =
+        now_ns(CLOCK_REALTIME); /* one instant (store.c invariant 14) */
     sqlite3_stmt *st = s->st[ST_SIZE_SCAN];
     sqlite3_bind_int64(st, 1, pin);
     sqlite3_bind_int64(st, 2, STORE_DELETE_CHUNK);
+    sqlite3_bind_int64(st, 3, now);
     while (acc < excess && sqlite3_step(st) == SQLITE_ROW) {
       cut = sqlite3_column_int64(st, 0);
       /* A row costs a little beyond its blob: count it, or tiny
@@ -179,6 +185,8 @@ static uint64_t retain_by_size(store *s) {
       break; /* nothing deletable: all pinned, or the database is empty */
     sqlite3_bind_int64(s->st[ST_SIZE_DEL_PAYLOADS], 1, cut);
     sqlite3_bind_int64(s->st[ST_SIZE_DEL_GENS], 1, cut);
+    sqlite3_bind_int64(s->st[ST_SIZE_DEL_PAYLOADS], 2, now);
+    sqlite3_bind_int64(s->st[ST_SIZE_DEL_GENS], 2, now);
     int64_t n =
         delete_chunk(s, s->st[ST_SIZE_DEL_PAYLOADS], s->st[ST_SIZE_DEL_GENS]);
     if (n < 0)

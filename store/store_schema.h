@@ -24,11 +24,15 @@
  *   payloads     seq -> the generation's bytes (GEN_START + body + GEN_END),
  *                compressed with `codec`; apart from generations so listing
  *                and window queries never page through blobs.
+ *   retention_pins  (v5) operators' pins (store/hold.h): a service or a
+ *                session, a window [from_ns, to_ns), a reason, created and
+ *                expires (unix ns). Retention never deletes a generation a
+ *                live pin holds (STORE_HOLD_FREE_SQL).
  */
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -63,7 +67,7 @@
   STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
   "CREATE TABLE IF NOT EXISTS payloads("                                       \
   " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_TRIGGERS_SQL   \
-  STORE_SCHEMA_SUMMARY_SQL
+  STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_HOLDS_SQL
 
 /* The longest span of any kept row in O(log n) (max() walks this index):
  * window queries bound their scan from below by from - max span, so the
@@ -161,10 +165,39 @@
   STORE_SCHEMA_SUMMARY_SQL                                                     \
   "UPDATE meta SET value = '4' WHERE key = 'schema_version';"
 
+/* Retention pins (v5; store/store_hold.c writes them). AUTOINCREMENT so an
+ * id, once deleted, never names another pin. */
+#define STORE_SCHEMA_HOLDS_SQL                                                 \
+  "CREATE TABLE IF NOT EXISTS retention_pins("                                 \
+  " id INTEGER PRIMARY KEY AUTOINCREMENT,"                                     \
+  " service TEXT, session TEXT,"                                               \
+  " from_ns INTEGER NOT NULL, to_ns INTEGER NOT NULL,"                         \
+  " reason TEXT NOT NULL,"                                                     \
+  " created_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,"                 \
+  " CHECK ((service IS NULL) <> (session IS NULL)));"
+
+/* The condition retention adds to every DELETE: the generation row G (an
+ * alias of generations) is held by no live pin at unix ns NOW (a bound
+ * parameter, the same for the payload and the generation DELETE of one
+ * transaction, so a pin expiring between them cannot split a generation
+ * from its bytes). Pins are few (HOLD_MAX_PINS); the session row is found
+ * by primary key. */
+#define STORE_HOLD_FREE_SQL(G, NOW)                                            \
+  " NOT EXISTS (SELECT 1 FROM retention_pins hp JOIN sessions hs"             \
+  " ON hs.id = " G ".session_id WHERE hp.expires_ns > " NOW                   \
+  " AND hp.from_ns < " G ".end_ns AND hp.to_ns > " G ".start_ns"              \
+  " AND (hp.session = hs.session OR hp.service = hs.service))"
+
+/* Migration 4 -> 5: the pins table, empty. */
+#define STORE_MIGRATE_5_SQL                                                    \
+  STORE_SCHEMA_HOLDS_SQL                                                       \
+  "UPDATE meta SET value = '5' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
  * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
  * the session key), generations.crc (the body CRC32C of the GEN_END) and the
- * generations_by_span index; 4 adds the summary tables (sum_*). */
+ * generations_by_span index; 4 adds the summary tables (sum_*); 5 adds
+ * retention_pins. */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

@@ -394,15 +394,30 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   sqlite3_stmt *st;
   /* gt_hist_merge is registered on a connection the first time it is
    * needed (registering again would expire the reader's statements). */
-  static const char *const sql =
-      "SELECT n.kind, n.name, sum(n.count), sum(n.total_ns), min(n.min_ns),"
-      " max(n.max_ns), count(*), gt_hist_merge(n.hist)"
-      " FROM generations g JOIN sessions s ON s.id = g.session_id"
-      " JOIN sum_names n ON n.seq = g.seq"
-      " WHERE (?1 IS NULL OR s.service = ?1) AND (?2 IS NULL OR s.session = ?2)"
-      " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND g.seq >= ?5"
-      " AND n.name >= ?6 AND (?7 IS NULL OR n.name <= ?7)"
-      " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC";
+  /* Without a name, rows come by seq (sum_names_by_seq from the range's
+   * first seq): "+n.name" keeps SQLite off the name key, which read every
+   * row of every generation ever kept; with a service, its sessions and
+   * their generations of the range come first (the service written as a
+   * plain equality, which SQLite can use as a key). 24 h x 100 agents,
+   * bench_search S2, CPU time: the last hour of one service 0.20 -> 0.07 s,
+   * its day 1.5 -> 0.4 s. With a name, its key. */
+#define SUMMARY_SQL(SVC, NAME)                                                 \
+  "SELECT n.kind, n.name, sum(n.count), sum(n.total_ns), min(n.min_ns),"       \
+  " max(n.max_ns), count(*), gt_hist_merge(n.hist)"                            \
+  " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
+  " JOIN sum_names n ON n.seq = g.seq"                                         \
+  " WHERE " SVC " AND (?2 IS NULL OR s.session = ?2)"                          \
+  " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND g.seq >= ?5 AND n.seq >= ?5"    \
+  " AND " NAME " >= ?6 AND (?7 IS NULL OR n.name <= ?7)"                       \
+  " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC"
+#define ANY_SVC "(?1 IS NULL OR s.service = ?1)"
+  const char *sql = q->service
+                        ? (q->name ? SUMMARY_SQL("s.service = ?1", "n.name")
+                                   : SUMMARY_SQL("s.service = ?1", "+n.name"))
+                        : (q->name ? SUMMARY_SQL(ANY_SVC, "n.name")
+                                   : SUMMARY_SQL(ANY_SVC, "+n.name"));
+#undef ANY_SVC
+#undef SUMMARY_SQL
   int err = prep(db, sql, &st);
   if (err) {
     int rc = store_search_register(db);

@@ -77,17 +77,26 @@ static const char *const store_sql[ST_COUNT_] = {
         "UPDATE sessions SET rejected = rejected + ?2,"
         " rejected_events = rejected_events + ?3 WHERE session = ?1",
     /* end < cutoff implies start < cutoff, which lets the start_ns index
-     * find the candidates without scanning every generation. */
+     * find the candidates without scanning every generation. Every DELETE
+     * skips rows a retention pin holds at ?4 (store.c invariant 14). */
     [ST_AGE_DEL_PAYLOADS] =
-        "DELETE FROM payloads WHERE seq IN (SELECT seq FROM generations"
-        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 LIMIT ?3)",
+        "DELETE FROM payloads WHERE seq IN (SELECT seq FROM generations g"
+        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 "
+        "AND" STORE_HOLD_FREE_SQL("g", "?4") " LIMIT ?3)",
     [ST_AGE_DEL_GENS] =
-        "DELETE FROM generations WHERE seq IN (SELECT seq FROM generations"
-        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 LIMIT ?3)",
-    [ST_SIZE_SCAN] = "SELECT seq, stored_bytes FROM generations"
-                     " WHERE seq < ?1 ORDER BY seq LIMIT ?2",
-    [ST_SIZE_DEL_PAYLOADS] = "DELETE FROM payloads WHERE seq <= ?1",
-    [ST_SIZE_DEL_GENS] = "DELETE FROM generations WHERE seq <= ?1",
+        "DELETE FROM generations WHERE seq IN (SELECT seq FROM generations g"
+        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 "
+        "AND" STORE_HOLD_FREE_SQL("g", "?4") " LIMIT ?3)",
+    [ST_SIZE_SCAN] = "SELECT seq, stored_bytes FROM generations g"
+                     " WHERE seq < ?1 AND" STORE_HOLD_FREE_SQL(
+                         "g", "?3") " ORDER BY seq LIMIT ?2",
+    [ST_SIZE_DEL_PAYLOADS] =
+        "DELETE FROM payloads WHERE seq IN (SELECT seq FROM generations g"
+        " WHERE seq <= ?1 AND" STORE_HOLD_FREE_SQL("g", "?2") ")",
+    [ST_SIZE_DEL_GENS] =
+        "DELETE FROM generations WHERE seq IN (SELECT seq"
+        " FROM generations g WHERE seq <= ?1 AND" STORE_HOLD_FREE_SQL("g",
+                                                                      "?2") ")",
 };
 
 int store_setup_load_index(store *s, char **cause) {
@@ -180,7 +189,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '4')");
+                           " ('schema_version', '5')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -190,9 +199,12 @@ int store_setup_schema(store *s, char **cause) {
   }
   /* Migrations: version N-1 -> N steps, each inside this same transaction
    * (a failure leaves the file as it was). migrate[N] takes N-1 to N. */
-  static const char *const migrate[] = {NULL, NULL, STORE_MIGRATE_2_SQL,
+  static const char *const migrate[] = {NULL,
+                                        NULL,
+                                        STORE_MIGRATE_2_SQL,
                                         STORE_MIGRATE_3_SQL,
-                                        STORE_MIGRATE_4_SQL};
+                                        STORE_MIGRATE_4_SQL,
+                                        STORE_MIGRATE_5_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
@@ -220,8 +232,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 4,
-    "store_setup.c writes schema_version 4 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 5,
+    "store_setup.c writes schema_version 5 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {

@@ -39,7 +39,8 @@ store_sum_item *store_sum_build(const uint8_t *payload, size_t len) {
   if (!it)
     return NULL;
   size_t used = 0;
-  int rc = gtp_gen_parse(payload, len, &it->g, &used);
+  /* Lazy: the summary decodes (and so checks) every event itself. */
+  int rc = gtp_gen_parse_lazy(payload, len, &it->g, &used);
   if (rc < 0) {
     memset(&it->g, 0, sizeof it->g); /* nothing of it stays allocated */
     it->status = rc;

@@ -90,6 +90,9 @@ struct store {
   void *done_ctx;
   pthread_t thread, comp_thread[STORE_COMPRESSORS];
   int thread_started, comp_started;
+  /* Benchmarks only (GENTRACE_BENCH_NO_SUMMARY set): commit without
+   * summaries, so bench_b1 can measure what summarizing costs. */
+  int no_summary;
 
   /* Store thread only (invariant 1). */
   sqlite3 *db;

@@ -80,51 +80,6 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 
 /* ---------------------------------------------------------------- auth */
 
-/* The client's address as text, for log lines. */
-static void peer_name(struct MHD_Connection *conn, char *out, size_t cap) {
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  snprintf(out, cap, "unknown");
-  if (!ci || !ci->client_addr)
-    return;
-  socklen_t len = ci->client_addr->sa_family == AF_INET6
-                      ? sizeof(struct sockaddr_in6)
-                      : sizeof(struct sockaddr_in);
-  if (getnameinfo(ci->client_addr, len, out, (socklen_t)cap, NULL, 0,
-                  NI_NUMERICHOST) != 0)
-    snprintf(out, cap, "unknown");
-}
-
-/* Counts a failed read token and logs it, at most once per
- * WEB_AUTH_LOG_EVERY_NS (a guessing client must not flood the log); the
- * line says how many were not logged since. Never logs the token. */
-static void auth_failed(web_req *r, int sent) {
-  web_server *w = r->w;
-  atomic_fetch_add_explicit(&w->auth_failures[sent ? 1 : 0], 1,
-                            memory_order_relaxed);
-  int64_t now = httptime_now_ns();
-  uint64_t suppressed = 0;
-  int log = 0;
-  pthread_mutex_lock(&w->auth_log_lock);
-  if (now >= w->auth_log_next_ns) {
-    log = 1;
-    suppressed = w->auth_log_suppressed;
-    w->auth_log_suppressed = 0;
-    w->auth_log_next_ns = now + WEB_AUTH_LOG_EVERY_NS;
-  } else {
-    w->auth_log_suppressed++;
-  }
-  pthread_mutex_unlock(&w->auth_log_lock);
-  if (!log)
-    return;
-  char peer[64];
-  peer_name(r->conn, peer, sizeof peer);
-  web_log(w, 1,
-          "msg=\"http read token refused\" peer=%s reason=%s "
-          "not_logged_since_last=%" PRIu64,
-          peer, sent ? "wrong" : "missing", suppressed);
-}
-
 static int authorized(web_req *r) {
   web_server *w = r->w;
   if (!w->read_token)
@@ -147,7 +102,7 @@ static int authorized(web_req *r) {
     ok = gtp_ct_equal(t, strlen(t), w->read_token, w->read_token_len);
   }
   if (!ok)
-    auth_failed(r, sent);
+    web_auth_refused(r, sent, "read");
   return ok;
 }
 
@@ -246,6 +201,7 @@ static enum MHD_Result metrics(web_req *r) {
              "counter\ngentrace_http_slow_clients_cut_total %" PRIu64 "\n",
              slowguard_cuts(w->guard));
   web_metrics_bounds(w, &b);
+  web_pins_metrics(w, &b);
   if (b.err) {
     gtp_wbuf_fini(&b);
     return web_error(r, 500, "internal", "metrics too large");
@@ -295,7 +251,7 @@ static void web_metrics_bounds(web_server *w, gtp_wbuf *b) {
              LD_(send_timeouts));
   put_metric(b,
              "# HELP gentrace_http_auth_failures_total Requests refused "
-             "401 for a missing or wrong read token.\n# TYPE "
+             "401 for a missing or wrong read or admin token.\n# TYPE "
              "gentrace_http_auth_failures_total counter\n"
              "gentrace_http_auth_failures_total{reason=\"missing\"} "
              "%" PRIuFAST64 "\n"
@@ -354,9 +310,9 @@ static enum MHD_Result preflight(web_req *r) {
   if (!resp)
     return MHD_NO;
   MHD_add_response_header(resp, "Access-Control-Allow-Methods",
-                          "GET, HEAD, OPTIONS");
+                          "GET, HEAD, POST, DELETE, OPTIONS");
   MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-                          "Authorization");
+                          "Authorization, Content-Type");
   MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
   MHD_add_response_header(resp, "Allow", "GET, HEAD, OPTIONS");
   return web_queue(r, 204, resp);
@@ -411,6 +367,8 @@ static enum MHD_Result route(web_req *r) {
     return web_search(r);
   if (strcmp(u, "/v1/summary") == 0)
     return web_summary(r);
+  if (strcmp(u, "/v1/pins") == 0 || strcmp(u, "/v1/pins/") == 0)
+    return web_pins_list(r);
   return web_error(r, 404, "not_found", "no such path: %.200s", u);
 }
 
@@ -432,6 +390,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   slowguard_request_done(web_conn_guard(conn));
+  web_pins_body_free(*con_cls);
+  *con_cls = NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
@@ -439,18 +399,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
   web_req r = {.w = cls, .conn = conn, .url = url, .ret = MHD_NO};
+  r.now_ns = httptime_now_ns();
+  if (*con_cls) /* the rest of a pin's body (web_pins.c) */
+    return web_pins_write(&r, method, upload_data, upload_data_size,
+                          con_cls);
   /* The headers are in: from here on the idle timeout, not the headers
    * deadline, watches this connection (long polls, downloads). */
   slowguard_request_began(web_conn_guard(conn));
-  r.now_ns = httptime_now_ns();
-  /* Every method is answered on the first call: GET, HEAD and OPTIONS carry
-   * no body, and a body sent with another method is never read (MHD closes
-   * the connection after the 405). */
+  /* Every method but a pin's POST is answered on the first call: GET, HEAD
+   * and OPTIONS carry no body, and a body sent with another method is
+   * never read (MHD closes the connection after the 405). */
   if (strcmp(method, "OPTIONS") == 0)
     return preflight(&r);
-  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+  int pin_write = web_pins_is_write(method, url);
+  if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && !pin_write)
     return web_error(&r, 405, "method_not_allowed",
-                     "%.16s not allowed; this API is read-only (GET)", method);
+                     "%.16s not allowed; this API is read-only (GET), but "
+                     "for POST /v1/pins and DELETE /v1/pins/ID",
+                     method);
   if (atomic_load_explicit(&r.w->stopping, memory_order_relaxed))
     return web_error(&r, 503, "overloaded", "server is shutting down");
   if (!web_tls_client_ok(r.w->tls, conn))
@@ -459,6 +425,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                      "required");
   if (web_args_text_check(&r))
     return r.ret;
+  if (pin_write)
+    return web_pins_write(&r, method, upload_data, upload_data_size, con_cls);
   return route(&r);
 }
 
@@ -525,6 +493,16 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
     goto fail_strings;
   rc = -ENOMEM;
   w->read_token_len = w->read_token ? strlen(w->read_token) : 0;
+  if (cfg->admin_token && *cfg->admin_token) {
+    w->admin_token = strdup(cfg->admin_token);
+    if (!w->admin_token)
+      goto fail_strings;
+    w->admin_token_len = strlen(w->admin_token);
+  }
+  w->cfg.admin_token = w->admin_token;
+  w->max_pinned_bytes = cfg->max_pinned_bytes;
+  w->pin_max_ttl_ns = cfg->pin_max_ttl_ns > 0 ? cfg->pin_max_ttl_ns
+                                              : 90 * 86400 * INT64_C(1000000000);
   w->cfg.host = w->host;
   w->cfg.db_path = w->db_path;
   w->cfg.read_token = w->read_token;
@@ -662,6 +640,7 @@ fail_pool:
   pthread_mutex_destroy(&w->feed_lock);
   pthread_mutex_destroy(&w->auth_log_lock);
 fail_strings:
+  free(w->admin_token);
   symcache_free(w->syms);
   free(w->cors);
   free(w->host);
@@ -690,6 +669,7 @@ void web_stop(web_server *w) {
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
   pthread_mutex_destroy(&w->auth_log_lock);
+  free(w->admin_token);
   symcache_free(w->syms); /* after MHD: no download uses it any more */
   free(w->cors);
   free(w->host);

@@ -54,6 +54,12 @@ typedef struct web_config {
   /* HTTPS (web_tls.c): PEM files; tls_cert NULL = plain HTTP. With
    * tls_client_ca, clients need a certificate signed by it (403). */
   const char *tls_cert, *tls_key, *tls_client_ca;
+  /* Retention pins (web_pins.c): the token pin writes need (NULL: pins
+   * cannot be written, 403), the cap on pinned bytes (0 = none) and the
+   * longest ttl (0 = 90 days). */
+  const char *admin_token;
+  uint64_t max_pinned_bytes;
+  int64_t pin_max_ttl_ns;
   /* Stack symbols in Chrome/Perfetto exports (sym/, docs/SYMBOLS.md):
    * symbols_dir, a build-id tree (--symbols DIR) or NULL;
    * symbols_from_host, whether (and under which directories) module paths

@@ -14,7 +14,8 @@
 
 /* Status codes counted one by one in /metrics; the rest go to "other". */
 #define WEB_CODES(XX)                                                          \
-  XX(200) XX(204) XX(400) XX(401) XX(404) XX(405) XX(413) XX(500) XX(503)
+  XX(200) XX(201) XX(204) XX(400) XX(401) XX(403) XX(404) XX(405) XX(413)    \
+  XX(500) XX(501) XX(503) XX(507)
 enum {
 #define WEB_CODE_IDX_(c) WEB_CODE_##c,
   WEB_CODES(WEB_CODE_IDX_)
@@ -40,6 +41,10 @@ struct web_server {
   char *host, *db_path, *read_token;
   size_t read_token_len;
   char *cors; /* our copy of cfg.cors_origins, NULL = CORS off */
+  char *admin_token; /* our copy, NULL = pins cannot be written */
+  size_t admin_token_len;
+  uint64_t max_pinned_bytes;
+  int64_t pin_max_ttl_ns;
   unsigned max_downloads, max_long_polls;
   int64_t send_timeout_ns;
   struct MHD_Daemon *mhd;
@@ -163,6 +168,18 @@ enum MHD_Result web_session_gen(web_req *r, const char *session,
 enum MHD_Result web_trace(web_req *r);
 enum MHD_Result web_gotrace(web_req *r); /* web_gotrace.c */
 enum MHD_Result web_feed(web_req *r);
+/* web_pins.c: GET lists (read token, through route); POST and DELETE
+ * (admin token) come straight from on_request with the body pieces. */
+enum MHD_Result web_pins_list(web_req *r);
+int web_pins_is_write(const char *method, const char *url);
+enum MHD_Result web_pins_write(web_req *r, const char *method,
+                               const char *upload, size_t *upload_size,
+                               void **con_cls);
+void web_pins_body_free(void *con_cls);
+void web_pins_metrics(web_server *w, gtp_wbuf *b);
+/* Counts a refused token (which: "read" or "admin") and logs it, rate
+ * limited, never the token itself (web_req.c). */
+void web_auth_refused(web_req *r, int sent, const char *which);
 /* web_search.c */
 enum MHD_Result web_search(web_req *r);
 enum MHD_Result web_summary(web_req *r);

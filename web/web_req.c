@@ -2,18 +2,21 @@
  * (web.c's design note and invariants 1, 2, 5 and 6): the log line, the
  * answers (CORS, held bytes, JSON errors), the query parameters (checked
  * whole, then parsed by the project's one time and duration grammar), the
- * download slots, the pooled readers, and the slow-client guard of a
- * connection.
+ * download slots, the pooled readers, the slow-client guard of a
+ * connection, and the count and log line of a refused token.
  *
  * Below both web.c (routing, auth, lifecycle) and the endpoint files
- * (web_list.c, web_trace.c, web_feed.c, web_gotrace.c, web_search.c): they
+ * (web_list.c, web_trace.c, web_feed.c, web_gotrace.c, web_search.c,
+ * web_pins.c): they
  * all call it and it calls none of them, so no two files of web/ call
  * each other.
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +95,7 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
         resp, "Access-Control-Expose-Headers",
         "X-Gentrace-Generations, X-Gentrace-Sessions, X-Gentrace-Lost-Events, "
         "X-Gentrace-Start, X-Gentrace-End, X-Gentrace-Start-Ns, "
-        "X-Gentrace-End-Ns, Content-Disposition, Retry-After");
+        "X-Gentrace-End-Ns, Content-Disposition, Retry-After, Location");
   }
   /* The answer depends on Origin once CORS is on: caches must know. */
   if (r->w->cors)
@@ -446,4 +449,51 @@ slowguard_conn *web_conn_guard(struct MHD_Connection *conn) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return ci ? (slowguard_conn *)ci->socket_context : NULL;
+}
+
+/* ---------------------------------------------------------------- auth */
+
+/* The client's address as text, for log lines. */
+static void peer_name(struct MHD_Connection *conn, char *out, size_t cap) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  snprintf(out, cap, "unknown");
+  if (!ci || !ci->client_addr)
+    return;
+  socklen_t len = ci->client_addr->sa_family == AF_INET6
+                      ? sizeof(struct sockaddr_in6)
+                      : sizeof(struct sockaddr_in);
+  if (getnameinfo(ci->client_addr, len, out, (socklen_t)cap, NULL, 0,
+                  NI_NUMERICHOST) != 0)
+    snprintf(out, cap, "unknown");
+}
+
+/* Counts a refused read or admin token and logs it, at most once per
+ * WEB_AUTH_LOG_EVERY_NS (a guessing client must not flood the log); the
+ * line says how many were not logged since. Never logs the token. */
+void web_auth_refused(web_req *r, int sent, const char *which) {
+  web_server *w = r->w;
+  atomic_fetch_add_explicit(&w->auth_failures[sent ? 1 : 0], 1,
+                            memory_order_relaxed);
+  int64_t now = httptime_now_ns();
+  uint64_t suppressed = 0;
+  int log = 0;
+  pthread_mutex_lock(&w->auth_log_lock);
+  if (now >= w->auth_log_next_ns) {
+    log = 1;
+    suppressed = w->auth_log_suppressed;
+    w->auth_log_suppressed = 0;
+    w->auth_log_next_ns = now + WEB_AUTH_LOG_EVERY_NS;
+  } else {
+    w->auth_log_suppressed++;
+  }
+  pthread_mutex_unlock(&w->auth_log_lock);
+  if (!log)
+    return;
+  char peer[64];
+  peer_name(r->conn, peer, sizeof peer);
+  web_log(w, 1,
+          "msg=\"http %s token refused\" peer=%s reason=%s "
+          "not_logged_since_last=%" PRIu64,
+          which, peer, sent ? "wrong" : "missing", suppressed);
 }

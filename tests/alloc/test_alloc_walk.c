@@ -6,7 +6,7 @@
  * is one it absorbs (the agent dropping an event), and leave nothing
  * allocated. Covered: agent start and stop, the frame decoder, the
  * generation decoder, reassembly's buffer path, the Chrome writer, store
- * open and web start.
+ * open, web start, and the retention pin store (open, add, list).
  */
 #include "config.h"
 
@@ -31,6 +31,7 @@
 #include "frame.h"
 #include "gen_fixture.h"
 #include "gentrace.h"
+#include "hold.h"
 #include "store.h"
 #include "store_pin.h"
 #include "web.h"
@@ -289,6 +290,51 @@ static void test_alloc_walk__web_start(void **state) {
   walk("web start", op_web_start, path);
 }
 
+static int list_cb(void *ctx, const hold_row *row) {
+  (void)ctx;
+  (void)row;
+  return 0;
+}
+
+static int op_hold(void *ctx, const char **why) {
+  hold *h = NULL;
+  char *cause = NULL;
+  int rc = hold_open_sqlite(ctx, &h, &cause);
+  if (rc < 0) {
+    *why = cause || rc == -ENOMEM ? "hold_open_sqlite failed" : NULL;
+    free(cause);
+    return rc;
+  }
+  hold_req q = {.service = "svc",
+                .from_ns = 1,
+                .to_ns = 2,
+                .reason = "walk",
+                .created_ns = 10,
+                .expires_ns = 20};
+  hold_added a;
+  rc = hold_add(h, &q, 0, &a);
+  if (rc == 0)
+    rc = hold_list(h, 10, list_cb, NULL);
+  if (rc == 0)
+    rc = hold_delete(h, a.id, 10);
+  hold_close(h);
+  *why = "pin store call failed";
+  return rc;
+}
+
+static void test_alloc_walk__hold(void **state) {
+  (void)state;
+  char path[128];
+  snprintf(path, sizeof path, "%s/hold.db", dir);
+  store_config cfg = {0};
+  cfg.path = path;
+  store *s;
+  char *cause = NULL;
+  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
+  store_close(s);
+  walk("pin store", op_hold, path);
+}
+
 /* ------------------------------------------------------------ agent */
 
 static char agent_addr[32];
@@ -395,6 +441,7 @@ int main(void) {
       cmocka_unit_test(test_alloc_walk__chrome_writer),
       cmocka_unit_test(test_alloc_walk__store_open),
       cmocka_unit_test(test_alloc_walk__web_start),
+      cmocka_unit_test(test_alloc_walk__hold),
       cmocka_unit_test(test_alloc_walk__agent_start_stop),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -358,6 +358,43 @@ static void test_gen_parse__bad_event_stream_in_a_batch_fails(void **state) {
   gtp_wbuf_fini(&body);
 }
 
+/* gtp_gen_parse_lazy leaves the events to their decoder: the same bad
+ * stream parses, and gtp_event_next still refuses it (the summary's walk
+ * turns that into the generation's status). */
+static void test_gen_parse__lazy_leaves_bad_events_to_event_next(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf body, out;
+  gtp_gen g;
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  const uint8_t ev[] = {GTP_EV_INSTANT, 1, 1, GTP_EV_COUNTER, 1};
+  assert_int_equal(gtp_put_batch(&body, 10, 1, 0, 2, ev, sizeof(ev)), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(gtp_gen_parse_lazy(out.data, out.len, &g, NULL), 0);
+  size_t cur = 0;
+  gtp_batch bt;
+  assert_int_equal(gtp_gen_next_batch(&g, &cur, &bt), 1);
+  gtp_event_iter it;
+  gtp_event e;
+  gtp_event_iter_init(&it, &bt);
+  assert_int_equal(gtp_event_next(&it, &e), 1);
+  assert_int_equal(gtp_event_next(&it, &e), GTP_E_TRUNC);
+  gtp_gen_fini(&g);
+  /* Everything but decoding the events is still checked: a changed event
+   * byte fails the body's CRC. */
+  uint8_t *at = NULL;
+  for (size_t i = 0; !at && i + sizeof ev <= out.len; i++)
+    if (memcmp(out.data + i, ev, sizeof ev) == 0)
+      at = out.data + i;
+  assert_non_null(at);
+  at[2] ^= 0x01;
+  assert_int_equal(gtp_gen_parse_lazy(out.data, out.len, &g, NULL), GTP_E_CRC);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+}
+
 /* gtp_gen_parse validates batches with its own fast walk; it must accept
  * exactly the batches gtp_event_next decodes (an unknown type aside). Random
  * short event streams, mostly well-formed, decide it. */
@@ -522,6 +559,7 @@ int main(void) {
       cmocka_unit_test(
           test_gen_parse__unknown_record_and_event_types_are_tolerated),
       cmocka_unit_test(test_gen_parse__bad_event_stream_in_a_batch_fails),
+      cmocka_unit_test(test_gen_parse__lazy_leaves_bad_events_to_event_next),
       cmocka_unit_test(test_gen_parse__batch_check_agrees_with_event_next),
       cmocka_unit_test(test_gen_parse__structure_errors),
       cmocka_unit_test(test_manifest__check_tells_crc_from_counts),
