@@ -37,8 +37,9 @@ type genClock struct{ startMono, startReal, endMono, endReal uint64 }
 type goGen struct {
 	num        uint64
 	chunks     [][]byte
-	size       int // Go bytes
-	mem        int // chunk capacities: what the spool counts
+	crcs       []uint32 // CRC-32C of each chunk, kept as it is filled
+	size       int      // Go bytes
+	mem        int      // chunk capacities: what the spool counts
 	clock      genClock
 	ledgerOnly bool // no Go bytes: carries a ledger nothing else could
 
