@@ -5,7 +5,8 @@
  * Owns: the split of ing.buffered by kind (frame_bytes, open_bytes,
  * queued_bytes, ident_bytes), the age of each connection's partial work,
  * and the shedding of partial work and identities when pausing cannot keep
- * the budget.
+ * the budget (budget_shed.c: it closes connections, so it sits above
+ * ingest_conn.c, while the accounting here sits below it).
  *
  * Policy. The bytes held for agents are of three sorts:
  *  - queued generations drain by themselves (the store writes them), so
@@ -39,7 +40,7 @@
  *     connections' identities (kept apart from buffered, which is what
  *     --max-conn-buffer and gentrace_buffered_bytes have always meant:
  *     generation data); every change goes through the functions
- *     here (and ingest_conn_account), otherwise a byte held is a byte
+ *     here, otherwise a byte held is a byte
  *     unbounded. GENTRACED_BUDGET_CHECK=1 recomputes all of it on every
  *     pass and aborts on a mismatch; the tests run with it.
  *  2. Bytes MUST be counted at what is allocated, not what was received:
@@ -57,7 +58,7 @@
  *  5. Partial work is bounded before it is allocated where possible: before
  *     HELLO a frame may announce at most BUDGET_HELLO_FRAME_MAX (decoder
  *     limit set by ingest.c), and a read takes at most what fits the
- *     budget (on_alloc), so the overshoot past the budget between two
+ *     budget (ingest_read_alloc), so the overshoot past the budget between two
  *     passes is one read plus one frame's reservation.
  */
 #include "config.h"
@@ -73,9 +74,20 @@
 #include "iplimit.h"
 #include "log.h"
 
-#define SHED_LOG_MS 10000 /* at most one "shed" line per this */
-
 /* ------------------------------------------------------------- accounting */
+
+/* The one place buffered changes (invariant 1): c's and the daemon's. */
+static void conn_account(conn *c, int64_t delta) {
+  ingest *ing = c->ing;
+  if (ing->budget_checks && delta < 0 &&
+      ((uint64_t)-delta > c->buffered || (uint64_t)-delta > ing->buffered)) {
+    fprintf(stderr, "gentraced: buffered bytes would go negative\n");
+    abort(); /* invariant 1, checked in tests */
+  }
+  c->buffered = (uint64_t)((int64_t)c->buffered + delta);
+  ing->buffered = (uint64_t)((int64_t)ing->buffered + delta);
+  CTR_SET(ing, buffered, ing->buffered);
+}
 
 uint64_t budget_used(const ingest *ing) {
   return ing->buffered + ing->ident_bytes + ing->reply_bytes + ing->tls_bytes +
@@ -103,14 +115,14 @@ void budget_decoder_sync(conn *c) {
   c->dec_buffered = (size_t)now;
   ing->frame_bytes = (uint64_t)((int64_t)ing->frame_bytes + d);
   CTR_SET(ing, budget_frames, ing->frame_bytes);
-  ingest_conn_account(c, d);
+  conn_account(c, d);
 }
 
 static void open_account(conn *c, int64_t d) {
   ingest *ing = c->ing;
   ing->open_bytes = (uint64_t)((int64_t)ing->open_bytes + d);
   CTR_SET(ing, budget_open, ing->open_bytes);
-  ingest_conn_account(c, d);
+  conn_account(c, d);
 }
 
 void budget_gen_sync(conn *c, opengen *g) {
@@ -141,7 +153,7 @@ uint64_t budget_gen_queue(conn *c, opengen *g, uint64_t extra) {
   CTR_SET(ing, budget_queued, ing->queued_bytes);
   c->queued_bytes += q;
   g->held = 0;
-  ingest_conn_account(c, (int64_t)extra);
+  conn_account(c, (int64_t)extra);
   return q;
 }
 
@@ -188,7 +200,7 @@ void budget_dequeue(conn *c, uint64_t bytes) {
   c->queued_bytes -= bytes;
   ing->queued_bytes -= bytes;
   CTR_SET(ing, budget_queued, ing->queued_bytes);
-  ingest_conn_account(c, -(int64_t)bytes);
+  conn_account(c, -(int64_t)bytes);
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -204,7 +216,7 @@ static void check_fail(const char *what, uint64_t got, uint64_t want) {
 /* Invariant 1, recomputed from the connections. Conns no longer listed
  * (closed, waiting for their store completions) hold only queued bytes and
  * their identity. */
-static void budget_verify(ingest *ing) {
+void budget_verify(ingest *ing) {
   uint64_t frames = 0, open = 0, listed = 0, listed_q = 0, listed_i = 0;
   for (conn *c = ing->conns; c != NULL; c = c->next) {
     uint64_t dec = budget_decoder_bytes(&c->dec), gens = 0;
@@ -242,114 +254,6 @@ static void budget_verify(ingest *ing) {
   if (listed_i > ing->ident_bytes)
     check_fail("identity bytes of closed connections", listed_i,
                ing->ident_bytes);
-}
-
-/* ------------------------------------------------------------- shedding */
-
-/* When c's partial work began (its oldest partial frame or open
- * generation), or UINT64_MAX if it holds none. */
-static uint64_t partial_since(const conn *c) {
-  uint64_t t = UINT64_MAX;
-  if (c->dec_buffered > 0)
-    t = c->dec_since_ms;
-  for (const opengen *g = c->gens; g != NULL; g = g->next)
-    if (g->held > 0 && g->since_ms < t)
-      t = g->since_ms;
-  return t;
-}
-
-static uint64_t partial_of(const conn *c) {
-  return c->buffered - c->queued_bytes;
-}
-
-/* Closes v to keep the budget (invariant 3: ERROR without a gen, so the
- * agent requeues and resends). One log line per SHED_LOG_MS for a burst;
- * the close itself stays quiet. */
-static void shed(ingest *ing, conn *v, const char *what) {
-  uint64_t bytes = partial_of(v) + v->ident_bytes;
-  uint64_t now = uv_now(ing->loop);
-  CTR_ADD(ing, shed_conns, 1);
-  CTR_ADD(ing, shed_bytes, bytes);
-  CTR_ADD(ing, limit_hits[LIM_BUFFER_SHED], 1);
-  if (ing->shed_log_ms == 0 || now - ing->shed_log_ms >= SHED_LOG_MS) {
-    uint64_t since = partial_since(v);
-    log_warn("memory budget full, partial work shed",
-             "conn=%" PRIu64 " peer=%s what=%s bytes=%" PRIu64
-             " age_ms=%" PRIu64 " partial=%" PRIu64 " identities=%" PRIu64
-             " max_buffer=%" PRIu64 " shed_not_logged=%" PRIu64,
-             v->id, v->peer, what, bytes, since <= now ? now - since : 0,
-             ing->frame_bytes + ing->open_bytes, ing->ident_bytes,
-             ing->cfg.max_buffer, ing->shed_quiet);
-    ing->shed_log_ms = now;
-    ing->shed_quiet = 0;
-  } else {
-    ing->shed_quiet++;
-  }
-  ingest_send_error(v, GTP_E_LIMIT, 0, 0,
-                    "daemon memory budget (--max-buffer) full; reconnect "
-                    "and resend");
-  ingest_conn_close(v, 0, 0, 0, NULL);
-}
-
-static int sheddable(const conn *c) {
-  return c->state == CONN_HANDSHAKE || c->state == CONN_ACTIVE;
-}
-
-void budget_enforce(ingest *ing) {
-  uint64_t max = ing->cfg.max_buffer;
-  if (ing->stopping)
-    goto check;
-  /* Nothing to shed while the totals are within bounds: the sheddable
-   * identities summed below are part of ident_bytes. Without this early
-   * exit every pass walked every connection (it runs after each batch of
-   * store completions): 72% of the loop's CPU with 10,000 agents
-   * (bench_fleet, perf). */
-  if (ing->ident_bytes <= max / 4 &&
-      ing->frame_bytes + ing->open_bytes + ing->ident_bytes <= max)
-    goto check;
-  /* Identities: a quarter of the budget, the largest goes first. Those of
-   * closing connections are freed once their close completes (seconds):
-   * shedding more cannot free them sooner, so they are not counted here. */
-  uint64_t ident = 0;
-  for (conn *c = ing->conns; c != NULL; c = c->next)
-    if (sheddable(c))
-      ident += c->ident_bytes;
-  while (ident > max / 4) {
-    conn *v = NULL;
-    for (conn *c = ing->conns; c != NULL; c = c->next)
-      if (sheddable(c) && c->ident_bytes > 0 &&
-          (v == NULL || c->ident_bytes > v->ident_bytes))
-        v = c;
-    if (v == NULL)
-      break;
-    ident -= v->ident_bytes;
-    shed(ing, v, "identity");
-  }
-  /* Partial work: the oldest goes first, down to 3/4 of the budget. */
-  if (ing->frame_bytes + ing->open_bytes + ident > max) {
-    uint64_t target = max / 4 * 3;
-    while (ing->frame_bytes + ing->open_bytes + ident > target) {
-      conn *v = NULL;
-      uint64_t vt = UINT64_MAX;
-      for (conn *c = ing->conns; c != NULL; c = c->next) {
-        if (!sheddable(c))
-          continue;
-        uint64_t t = partial_since(c);
-        if (t < vt || (t == vt && v != NULL && t != UINT64_MAX &&
-                       partial_of(c) > partial_of(v))) {
-          v = c;
-          vt = t;
-        }
-      }
-      if (v == NULL || vt == UINT64_MAX)
-        break;
-      ident -= v->ident_bytes;
-      shed(ing, v, "partial");
-    }
-  }
-check:
-  if (ing->budget_checks)
-    budget_verify(ing);
 }
 
 /* ------------------------------------------------------------ addresses */

@@ -6,7 +6,7 @@
  * generations in reassembly (counted at their buffer's capacity), and
  * generations queued at the store or waiting for disk space (the same
  * buffers, handed over). Idle pooled buffers are counted beside them
- * (ing.pool_bytes, reasm.c). See budget.c for the policy and invariants.
+ * (ing.pool.bytes, genpool.c). See budget.c for the policy and invariants.
  *
  * Thread: loop thread only.
  */
@@ -48,24 +48,27 @@ uint64_t budget_gen_queue(conn *c, opengen *g, uint64_t extra);
 void budget_dequeue(conn *c, uint64_t bytes);
 
 /* Counts c's identity (service, host, agent version, tags, tags JSON)
- * once on_hello has built it; budget_ident_drop when it is freed. */
+ * once ingest_hello has built it; budget_ident_drop when it is freed. */
 void budget_ident_set(conn *c);
 void budget_ident_drop(conn *c);
 /* Bytes of the identity strings a store_gen copies from c. */
 uint64_t budget_ident_copy_bytes(const conn *c);
 
-/* Sheds identities over a quarter of --max-buffer (the largest first) and
- * partial work, the oldest first, while what only reading can complete
- * (with the identities) is over --max-buffer (pausing cannot release
+/* budget_shed.c: sheds identities over a quarter of --max-buffer (the largest
+ * first) and partial work, the oldest first, while what only reading can
+ * complete (with the identities) is over --max-buffer (pausing cannot release
  * it). Then, if
  * GENTRACED_BUDGET_CHECK=1, verifies every account (aborts on a mismatch:
  * tests run with it). Called by ingest_update_pause. */
 void budget_enforce(ingest *ing);
+/* Recomputes every account from the connections (invariant 1) and aborts
+ * on a mismatch; budget_enforce calls it when GENTRACED_BUDGET_CHECK=1. */
+void budget_verify(ingest *ing);
 
 /* --max-conns-per-ip, at accept: counts c against its peer address
- * (c->ip_held; on_closed releases it) and returns 1, or says ERROR(LIMIT)
- * (best effort, nothing queued), counts and logs (rate-limited) the
- * refusal and returns 0: the caller closes c. */
+ * (c->ip_held; ingest_conn_closed releases it) and returns 1, or says
+ * ERROR(LIMIT) (best effort, nothing queued), counts and logs (rate-limited)
+ * the refusal and returns 0: the caller closes c. */
 int budget_admit_ip(ingest *ing, conn *c);
 
 #endif

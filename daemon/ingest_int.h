@@ -1,5 +1,7 @@
-/* ingest_int.h: the private state of daemon/ingest.c, shared with its
- * helpers reasm.c (reassembly, validation) and ingest_metrics.c (/metrics).
+/* ingest_int.h: the private state of daemon/ingest.c, shared with the
+ * other files of the ingest (ingest_conn.c, ingest_read.c, ingest_hello.c,
+ * ingest_commit.c), reasm.c (reassembly, validation) and ingest_metrics.c
+ * (/metrics).
  * Not for any other file: the invariants live in ingest.c's header comment.
  */
 #ifndef INGEST_INT_H
@@ -13,6 +15,7 @@
 #include "check.h"
 #include "format.h"
 #include "frame.h"
+#include "genpool.h"
 #include "ingest.h"
 #include "session_auth.h"
 #include "storage.h"
@@ -26,10 +29,7 @@
 #define DISKFULL_PROBE_MS 1000
 #define DISKFULL_LOG_MS 60000
 #define TOKEN_LOG_MS 10000
-#define GENBUF_POOL_MAX 8     /* idle generation buffers kept (invariant 8) */
 #define STAGE_MIN (16u << 10) /* BATCH payloads read in place (inv. 9) */
-#define GENBUF_FILL_MAX 2     /* buffers the filler prepares ahead (inv. 10) */
-#define GENBUF_SMALL (64u << 10) /* smaller: plain malloc (inv. 8, 10) */
 
 enum conn_state {
   CONN_HANDSHAKE,
@@ -77,22 +77,6 @@ typedef struct pending {
   size_t cap; /* capacity of g->payload, for the buffer pool */
   uint64_t held; /* bytes counted as queued: cap + identity copies */
 } pending;
-
-/* An idle generation buffer (malloc'd, cap bytes) kept for reuse. */
-typedef struct genbuf {
-  uint8_t *data;
-  size_t cap;
-} genbuf;
-
-/* One buffer the filler thread prepares (invariant 10 of ingest.c):
- * EMPTY -loop asks-> ASKED -filler-> BUSY -filler-> READY -loop takes->
- * EMPTY; the loop may also cancel ASKED or free READY (back to EMPTY). */
-enum fill_state { FILL_EMPTY, FILL_ASKED, FILL_BUSY, FILL_READY };
-typedef struct fillslot {
-  enum fill_state state;
-  size_t size;   /* bytes asked for; counted in pool_bytes until taken */
-  uint8_t *data; /* READY: malloc'd, size bytes, pages mapped */
-} fillslot;
 
 typedef struct tls_conn tls_conn;
 
@@ -154,7 +138,6 @@ typedef struct counters {
   uint64_t limit_hits[LIM_COUNT_];
   uint64_t disk_full, disk_full_total;
   uint64_t heartbeats_sent;
-  uint64_t pool_bytes, pool_reused, prepared_used, prepared_ready;
   uint64_t staged_frames;
   /* budget.c: what buffered is made of, and the limits biting. */
   uint64_t budget_frames, budget_open, budget_queued, budget_ident;
@@ -219,23 +202,20 @@ struct ingest {
   void *stop_arg;
   int stop_called;
   int handles_open;
+  /* The frame loop's read callbacks (ingest_read.c), set by ingest_new, so
+   * that ingest_conn_close can keep a closing connection read without
+   * ingest_conn.c calling up into the frame loop. */
+  uv_alloc_cb read_alloc;
+  uv_read_cb read_cb;
   uint8_t *rbuf;
   int rbuf_busy;
-  genbuf pool[GENBUF_POOL_MAX]; /* invariant 8; bytes in pool_bytes */
-  unsigned npool;
-  uint64_t pool_bytes; /* buffered + pool_bytes <= max_buffer (inv. 8) */
-  int filler_running;  /* the filler thread was started */
-  pthread_t filler;
+  /* Generation buffers (genpool.c): budget_used() + pool.bytes <=
+   * max_buffer (invariant 8). Loop thread, but for its own filler. */
+  genpool pool;
 
   /* Protected by done_lock: completions from the store thread. */
   pthread_mutex_t done_lock;
   pending *done_head, **done_tail;
-
-  /* Protected by fill_lock: buffers the filler thread prepares. */
-  pthread_mutex_t fill_lock;
-  pthread_cond_t fill_cond;
-  fillslot fill[GENBUF_FILL_MAX];
-  int fill_stop;
 
   /* Protected by sess_lock: live sessions, read by HTTP threads. */
   pthread_mutex_t sess_lock;
@@ -255,7 +235,6 @@ struct ingest {
 /* Allocators that die loudly naming their caller (proto/check.h). */
 #define ingest_xcalloc(n, size) GTP_XCALLOC((n), (size))
 #define ingest_xstrndup(s, n) GTP_XSTRNDUP((s), (n))
-void ingest_conn_account(conn *c, int64_t delta);
 void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
 void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
@@ -264,12 +243,54 @@ void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
 void ingest_conn_input(conn *c, const uint8_t *p, size_t n);
 void ingest_conn_write_raw(conn *c, const void *p, size_t n);
 
+/* ingest_conn.c: a connection's primitives (below every other file of the
+ * ingest; calls none of them). ingest_conn_dequeue stops counting a
+ * generation that left the store queue; ingest_conn_account_decoder
+ * re-reads the decoder's partial frame into the accounts; ingest_conn_send
+ * queues whole frames (copied); ingest_conn_unref drops a reference
+ * (invariant 4) and frees c at the last; ingest_conn_closed is the
+ * uv_close callback of a connection's handle; ingest_drain_check ends a
+ * stop once everything submitted was ACKed. */
+void ingest_conn_dequeue(conn *c, const pending *pd);
+void ingest_conn_account_decoder(conn *c);
+conn *ingest_sess_find(ingest *ing, const uint8_t s[16]);
+void ingest_sess_insert(conn *c);
+void ingest_conn_send(conn *c, const gtp_wbuf *b);
+void ingest_send_ack(conn *c, uint64_t gen);
+void ingest_conn_unref(conn *c);
+void ingest_conn_closed(uv_handle_t *h);
+void ingest_drain_check(ingest *ing);
+/* ingest_conn.c: the open generations of c. ingest_conn_free_gen frees g
+ * (unlinked by the caller): its bytes stop counting and its buffer goes
+ * back to the pool. ingest_conn_drop_gens forgets a staged frame and frees
+ * every open generation (invariants 2 and 9). */
+void ingest_conn_free_gen(conn *c, opengen *g);
+void ingest_conn_drop_gens(conn *c);
+
+/* ingest_hello.c: the first frame of a connection; 0, or < 0 once the
+ * connection was closed. */
+int ingest_hello(conn *c, const gtp_frame *f);
+
+/* ingest_read.c: the frame loop. ingest_read_alloc and ingest_read_cb are
+ * the libuv read callbacks (ing->read_alloc, ing->read_cb);
+ * ingest_conn_update_reading starts or stops reading on c and
+ * ingest_update_pause the whole daemon, by the limits (invariant 5). */
+void ingest_read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+void ingest_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+void ingest_conn_update_reading(conn *c);
+void ingest_update_pause(ingest *ing);
+
+/* ingest_commit.c: completions from the store. ingest_commit_async is the
+ * uv_async callback that applies them; ingest_retry_pop takes the oldest
+ * generation parked for a full disk (NULL: none). */
+void ingest_commit_async(uv_async_t *a);
+pending *ingest_retry_pop(ingest *ing);
+
 /* reasm.c: generation reassembly and validation (PROTOCOL.md section 6).
  * reasm_batch/reasm_gen_end return 0, or < 0 once the connection was
  * closed (invariant 6 of ingest.c). */
 int reasm_batch(conn *c, const gtp_frame *f);
 int reasm_gen_end(conn *c, const gtp_frame *f);
-void reasm_free(conn *c, opengen *g);
 
 /* reasm.c: reading a large BATCH frame straight into its generation's
  * buffer (invariant 9 of ingest.c). reasm_stage_begin looks at the unread
@@ -278,25 +299,9 @@ void reasm_free(conn *c, opengen *g);
  * place, sets c->stage and returns 1 (all n bytes used); else 0 and
  * nothing changed. reasm_stage_read takes nread bytes the kernel wrote in
  * place and, once the frame is whole, checks and appends it; 0, or < 0
- * once the connection was closed. reasm_stage_abort forgets a staged frame
- * (before its generation is freed). */
+ * once the connection was closed. ingest_conn_drop_gens forgets a staged
+ * frame (before it frees the generations). */
 int reasm_stage_begin(conn *c, const uint8_t *p, size_t n);
 int reasm_stage_read(conn *c, size_t nread);
-void reasm_stage_abort(conn *c);
-
-/* reasm.c: the pool of idle generation buffers and the filler thread that
- * prepares new ones (invariants 8 and 10 of ingest.c). genbuf_start
- * starts the filler (ingest_new; without it, buffers are made on the loop);
- * genbuf_stop joins it and frees every pooled or prepared buffer
- * (ingest_free). genbuf_alloc returns a buffer of at least want bytes
- * (pooled, prepared or new, its first `touch` bytes faulted in) and its
- * capacity in *cap; genbuf_release keeps data for reuse or frees it;
- * genbuf_pool_trim frees pooled and prepared buffers until buffered +
- * pool_bytes <= max_buffer. Loop thread, except the filler itself. */
-void genbuf_start(ingest *ing);
-void genbuf_stop(ingest *ing);
-uint8_t *genbuf_alloc(ingest *ing, size_t want, size_t touch, size_t *cap);
-void genbuf_release(ingest *ing, uint8_t *data, size_t cap);
-void genbuf_pool_trim(ingest *ing);
 
 #endif

@@ -47,6 +47,8 @@ static void metric_f(gtp_wbuf *b, const char *name, const char *type,
 
 #define C(f) CTR_GET(ing, f)
 void ingest_metrics(ingest *ing, gtp_wbuf *b) {
+  genpool_stats gp;
+  genpool_stats_get(&ing->pool, &gp);
   metric(b, "gentrace_agent_connections", "gauge",
          "Agent connections open now.", NULL, C(connections));
   metric(b, "gentrace_agent_connections_total", "counter",
@@ -66,15 +68,15 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
   metric(b, "gentrace_ingest_buffer_pool_bytes", "gauge",
          "Idle generation buffers kept for reuse (with buffered bytes, under "
          "--max-buffer).",
-         NULL, C(pool_bytes));
+         NULL, gp.bytes);
   metric(b, "gentrace_ingest_buffer_pool_reused_total", "counter",
-         "Generations assembled in a reused buffer.", NULL, C(pool_reused));
+         "Generations assembled in a reused buffer.", NULL, gp.reused);
   metric(b, "gentrace_ingest_buffer_prepared_used_total", "counter",
          "Generations assembled in a buffer prepared off the loop thread.",
-         NULL, C(prepared_used));
+         NULL, gp.prepared_used);
   metric(b, "gentrace_ingest_buffer_prepared_ready", "gauge",
          "Buffers prepared off the loop thread, waiting for a generation.",
-         NULL, C(prepared_ready));
+         NULL, gp.prepared_ready);
   metric(b, "gentrace_ingest_staged_frames_total", "counter",
          "BATCH frames whose rest was read straight into the generation.", NULL,
          C(staged_frames));

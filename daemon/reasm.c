@@ -16,11 +16,9 @@
 #include "config.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "budget.h"
 #include "gtp_error.h"
@@ -28,275 +26,7 @@
 #include "log.h"
 #include "varint.h"
 
-/* ------------------------------------------------------ generation buffers */
-
-/* Faults in the whole pages of [p, p + n) in one call. A generation buffer
- * is written front to back right after this; page by page, each first
- * touch is a trap into the kernel (B2 profile: over half of the loop's time
- * on a fresh buffer), while MADV_POPULATE_WRITE maps the range in one pass
- * without changing its contents. Best effort: older kernels say EINVAL and
- * the pages fault in as before. */
-static void prefault(uint8_t *p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-  uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
-  uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)4095;
-  if (e > a)
-    (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-  (void)p;
-  (void)n;
-#endif
-}
-
-/* Most bytes the pool may hold: a slice of max-buffer, which bounds the
- * pool and the bytes held for agents together (invariant 8). */
-static uint64_t pool_limit(const ingest *ing) {
-  return ing->cfg.max_buffer / 8;
-}
-
-static void pool_account(ingest *ing, int64_t delta) {
-  ing->pool_bytes = (uint64_t)((int64_t)ing->pool_bytes + delta);
-  CTR_SET(ing, pool_bytes, ing->pool_bytes);
-}
-
-static int pool_fits(const ingest *ing, size_t n) {
-  return ing->pool_bytes + n <= pool_limit(ing) &&
-         budget_used(ing) + ing->pool_bytes + n <= ing->cfg.max_buffer;
-}
-
-/* A buffer of cap k serves a want of w without stranding memory on one
- * agent: big enough, not more than four times too big. */
-static int fits_want(size_t k, size_t w) {
-  return k >= w && k / 4 <= w;
-}
-
-/* The filler thread: turns ASKED slots into READY buffers, faulting their
- * pages in off the loop thread (invariant 10). */
-static void *filler_main(void *arg) {
-  ingest *ing = arg;
-  pthread_mutex_lock(&ing->fill_lock);
-  while (!ing->fill_stop) {
-    fillslot *sl = NULL;
-    for (unsigned i = 0; i < GENBUF_FILL_MAX && sl == NULL; i++)
-      if (ing->fill[i].state == FILL_ASKED)
-        sl = &ing->fill[i];
-    if (sl == NULL) {
-      pthread_cond_wait(&ing->fill_cond, &ing->fill_lock);
-      continue;
-    }
-    /* BUSY: the loop leaves the slot alone until it is READY. */
-    sl->state = FILL_BUSY;
-    size_t n = sl->size;
-    pthread_mutex_unlock(&ing->fill_lock);
-    uint8_t *d = malloc(n);
-    if (d == NULL)
-      GTP_OOM(); /* the daemon may die loudly on out-of-memory */
-    prefault(d, n - n / 9);
-    pthread_mutex_lock(&ing->fill_lock);
-    sl->data = d;
-    sl->state = FILL_READY;
-    CTR_ADD(ing, prepared_ready, 1);
-  }
-  pthread_mutex_unlock(&ing->fill_lock);
-  return NULL;
-}
-
-void genbuf_start(ingest *ing) {
-  pthread_mutex_init(&ing->fill_lock, NULL);
-  pthread_cond_init(&ing->fill_cond, NULL);
-  /* Without the thread buffers are simply made on the loop. */
-  ing->filler_running =
-      pthread_create(&ing->filler, NULL, filler_main, ing) == 0;
-}
-
-void genbuf_stop(ingest *ing) {
-  if (ing->filler_running) {
-    pthread_mutex_lock(&ing->fill_lock);
-    ing->fill_stop = 1;
-    pthread_cond_signal(&ing->fill_cond);
-    pthread_mutex_unlock(&ing->fill_lock);
-    pthread_join(ing->filler, NULL); /* no slot is BUSY after this */
-    ing->filler_running = 0;
-  }
-  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
-    fillslot *sl = &ing->fill[i];
-    if (sl->state == FILL_READY)
-      free(sl->data);
-    if (sl->state != FILL_EMPTY)
-      pool_account(ing, -(int64_t)sl->size);
-    *sl = (fillslot){FILL_EMPTY, 0, NULL};
-  }
-  while (ing->npool > 0) {
-    genbuf b = ing->pool[--ing->npool];
-    pool_account(ing, -(int64_t)b.cap);
-    free(b.data);
-  }
-  pthread_cond_destroy(&ing->fill_cond);
-  pthread_mutex_destroy(&ing->fill_lock);
-}
-
-/* Asks the filler for buffers of want bytes in its empty slots, as far as
- * the memory bound allows (invariant 8). A slot holding a size that does
- * not fit want is replaced only when no slot fits it, so agents of
- * different generation sizes share the slots instead of each throwing away
- * what was prepared for the other. Called when the pool had nothing. */
-static void fill_ask(ingest *ing, size_t want) {
-  if (!ing->filler_running)
-    return;
-  uint8_t *drop = NULL;
-  unsigned fit = 0, asked = 0;
-  pthread_mutex_lock(&ing->fill_lock);
-  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
-    fillslot *sl = &ing->fill[i];
-    if (sl->state != FILL_EMPTY && fits_want(sl->size, want))
-      fit++;
-  }
-  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
-    fillslot *sl = &ing->fill[i];
-    if (fit == 0 && drop == NULL &&
-        (sl->state == FILL_READY || sl->state == FILL_ASKED)) {
-      /* Nothing fits: this one goes (BUSY ones finish first). */
-      if (sl->state == FILL_READY) {
-        drop = sl->data;
-        CTR_ADD(ing, prepared_ready, (uint64_t)-1);
-      }
-      pool_account(ing, -(int64_t)sl->size);
-      *sl = (fillslot){FILL_EMPTY, 0, NULL};
-    }
-    if (sl->state == FILL_EMPTY && pool_fits(ing, want)) {
-      *sl = (fillslot){FILL_ASKED, want, NULL};
-      pool_account(ing, (int64_t)want);
-      asked++;
-      fit++;
-    }
-  }
-  if (asked > 0)
-    pthread_cond_signal(&ing->fill_cond);
-  pthread_mutex_unlock(&ing->fill_lock);
-  free(drop);
-}
-
-/* Takes a prepared buffer that fits want, or NULL. */
-static uint8_t *fill_take(ingest *ing, size_t want, size_t *cap) {
-  if (!ing->filler_running)
-    return NULL;
-  uint8_t *d = NULL;
-  pthread_mutex_lock(&ing->fill_lock);
-  for (unsigned i = 0; i < GENBUF_FILL_MAX && d == NULL; i++) {
-    fillslot *sl = &ing->fill[i];
-    if (sl->state == FILL_READY && fits_want(sl->size, want)) {
-      d = sl->data;
-      *cap = sl->size;
-      CTR_ADD(ing, prepared_ready, (uint64_t)-1);
-      pool_account(ing, -(int64_t)sl->size);
-      *sl = (fillslot){FILL_EMPTY, 0, NULL};
-    }
-  }
-  pthread_mutex_unlock(&ing->fill_lock);
-  return d;
-}
-
-uint8_t *genbuf_alloc(ingest *ing, size_t want, size_t touch, size_t *cap) {
-  if (want < GENBUF_SMALL) {
-    /* malloc serves these from pages it has mapped already: the pool and
-     * the filler thread would only add a hand-off per generation (fleet
-     * profile: the filler's wake-ups cost more than the malloc). */
-    uint8_t *d = malloc(want);
-    *cap = d != NULL ? want : 0;
-    return d;
-  }
-  /* Best fit: the smallest pooled buffer that fits want. */
-  unsigned best = ing->npool;
-  for (unsigned i = 0; i < ing->npool; i++) {
-    size_t k = ing->pool[i].cap;
-    if (fits_want(k, want) && (best == ing->npool || k < ing->pool[best].cap))
-      best = i;
-  }
-  if (best < ing->npool) {
-    genbuf b = ing->pool[best];
-    ing->pool[best] = ing->pool[--ing->npool];
-    pool_account(ing, -(int64_t)b.cap);
-    CTR_ADD(ing, pool_reused, 1);
-    *cap = b.cap;
-    return b.data; /* its pages are mapped already */
-  }
-  /* The store has not handed buffers back (it is behind, or this is the
-   * start): a prepared one, else one made here; either way ask the filler
-   * to prepare the next ones. */
-  uint8_t *d = fill_take(ing, want, cap);
-  if (d != NULL) {
-    CTR_ADD(ing, prepared_used, 1);
-  } else {
-    d = malloc(want);
-    if (d == NULL) {
-      *cap = 0;
-      return NULL;
-    }
-    prefault(d, touch < want ? touch : want);
-    *cap = want;
-  }
-  fill_ask(ing, want);
-  return d;
-}
-
-void genbuf_release(ingest *ing, uint8_t *data, size_t cap) {
-  if (data == NULL)
-    return;
-  if (cap < GENBUF_SMALL) {
-    free(data); /* small ones never pool (genbuf_alloc) */
-    return;
-  }
-  /* Keep it only while the pool and the bytes held for agents together
-   * stay under max-buffer (invariant 8). */
-  if (ing->npool < GENBUF_POOL_MAX && !ing->global_paused &&
-      pool_fits(ing, cap)) {
-    ing->pool[ing->npool++] = (genbuf){data, cap};
-    pool_account(ing, (int64_t)cap);
-    return;
-  }
-  free(data);
-}
-
-void genbuf_pool_trim(ingest *ing) {
-  uint64_t used = budget_used(ing);
-  while (ing->npool > 0 && used + ing->pool_bytes > ing->cfg.max_buffer) {
-    genbuf b = ing->pool[--ing->npool];
-    pool_account(ing, -(int64_t)b.cap);
-    free(b.data);
-  }
-  if (!ing->filler_running || used + ing->pool_bytes <= ing->cfg.max_buffer)
-    return;
-  /* Then prepared and asked-for buffers; one being prepared (BUSY) stays
-   * and is dropped by the next trim once READY. */
-  uint8_t *drop[GENBUF_FILL_MAX];
-  unsigned ndrop = 0;
-  pthread_mutex_lock(&ing->fill_lock);
-  for (unsigned i = 0; i < GENBUF_FILL_MAX; i++) {
-    fillslot *sl = &ing->fill[i];
-    if (used + ing->pool_bytes <= ing->cfg.max_buffer)
-      break;
-    if (sl->state == FILL_READY || sl->state == FILL_ASKED) {
-      if (sl->state == FILL_READY) {
-        drop[ndrop++] = sl->data;
-        CTR_ADD(ing, prepared_ready, (uint64_t)-1);
-      }
-      pool_account(ing, -(int64_t)sl->size);
-      *sl = (fillslot){FILL_EMPTY, 0, NULL};
-    }
-  }
-  pthread_mutex_unlock(&ing->fill_lock);
-  for (unsigned i = 0; i < ndrop; i++)
-    free(drop[i]);
-}
-
 /* -------------------------------------------------------------- reassembly */
-
-void reasm_free(conn *c, opengen *g) {
-  budget_gen_drop(c, g);
-  genbuf_release(c->ing, g->buf.data, g->buf.cap);
-  g->buf.data = NULL;
-  free(g);
-}
 
 static opengen *gen_find(conn *c, uint64_t gen) {
   for (opengen *g = c->gens; g != NULL; g = g->next)
@@ -320,7 +50,8 @@ static void gen_unlink(conn *c, opengen *g) {
 static void gen_reject(conn *c, opengen *g, int code, const char *reason) {
   ingest *ing = c->ing;
   budget_gen_drop(c, g);
-  genbuf_release(ing, g->buf.data, g->buf.cap);
+  genpool_release(&ing->pool, budget_used(ing), !ing->global_paused,
+                  g->buf.data, g->buf.cap);
   g->buf.data = NULL;
   gtp_wbuf_init(&g->buf, 1);
   g->rejected = 1;
@@ -394,8 +125,8 @@ int reasm_batch(conn *c, const gtp_frame *f) {
      * else new with the previous generation's bytes faulted in at once. */
     if (c->last_gen_size > 0) {
       size_t cap = 0;
-      uint8_t *d = genbuf_alloc(ing, c->last_gen_size,
-                                c->last_gen_size - c->last_gen_size / 9, &cap);
+      uint8_t *d = genpool_alloc(&ing->pool, budget_used(ing), c->last_gen_size,
+                                 c->last_gen_size - c->last_gen_size / 9, &cap);
       if (d != NULL) {
         g->buf.data = d;
         g->buf.cap = cap;
@@ -529,13 +260,6 @@ int reasm_stage_read(conn *c, size_t nread) {
   return check_open_bytes(c);
 }
 
-void reasm_stage_abort(conn *c) {
-  if (c->stage == NULL)
-    return;
-  c->stage = NULL;
-  c->stage_have = c->stage_len = 0;
-}
-
 int reasm_gen_end(conn *c, const gtp_frame *f) {
   ingest *ing = c->ing;
   gtp_gen_end e;
@@ -561,7 +285,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   if (g->rejected) {
     storage_note_rejected(ing->store, c->session, e.events);
     CTR_ADD(ing, rejected_events, e.events);
-    reasm_free(c, g);
+    ingest_conn_free_gen(c, g);
     return 0;
   }
   /* One validation pass: gtp_gen_parse checks the manifest (counts, bytes,
@@ -594,7 +318,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
              "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
              c->session_hex, e.gen, gtp_errname(rc));
     ingest_send_error(c, rc, 1, e.gen, why);
-    reasm_free(c, g);
+    ingest_conn_free_gen(c, g);
     return c->state == CONN_CLOSING ? -1 : 0;
   }
 

@@ -66,7 +66,7 @@ void tls_conn_start(struct conn *c, const tls_conn_ops *ops); /* accepted */
 void tls_conn_input(struct conn *c, const uint8_t *p, size_t n);
 void tls_conn_send(struct conn *c, const uint8_t *p, size_t n);
 void tls_conn_bye(struct conn *c);  /* before shutdown: close_notify */
-void tls_conn_free(struct conn *c); /* on_closed */
+void tls_conn_free(struct conn *c); /* ingest_conn_closed */
 /* HELLO's service against the certificate: 0, or < 0 once the connection
  * was closed with ERROR(AUTH) (counted, logged). */
 int tls_conn_check_service(struct conn *c, const char *svc, size_t len);

@@ -2,7 +2,7 @@
  * writer (store.c) and the readers (store_read.c, web/).
  *
  * Version rule: bump STORE_SCHEMA_VERSION for any change and add a migration
- * step in store.c (migrate from N-1 to N inside one transaction). A database
+ * step in store_setup.c (migrate from N-1 to N inside one transaction). A database
  * with a newer version than this build is refused with a clear message.
  *
  * Tables:

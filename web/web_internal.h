@@ -94,6 +94,8 @@ typedef struct web_req {
   enum MHD_Result ret; /* result of the response queued by an error path */
 } web_req;
 
+/* ------------------------------------------- web_req.c: every handler's */
+
 /* Log one line (logfmt body after the level): through cfg.log if set, else
  * stderr. */
 void web_log(web_server *w, int level, const char *fmt, ...)
@@ -123,6 +125,9 @@ enum MHD_Result web_error(web_req *r, unsigned status, const char *code,
  * -1 after answering 400 for a bad value. */
 const char *web_arg(web_req *r, const char *name);
 int web_args_check(web_req *r, const char *const *allowed);
+/* Answers 400 (and returns -1) if any query parameter is not clean text
+ * (web.c invariant 5); on_request runs it before any handler. */
+int web_args_text_check(web_req *r);
 int web_arg_time(web_req *r, const char *name, int64_t *out);
 int web_arg_dur(web_req *r, const char *name, int64_t *out);
 int web_arg_u64(web_req *r, const char *name, uint64_t min, uint64_t max,
@@ -138,7 +143,7 @@ slowguard_conn *web_conn_guard(struct MHD_Connection *conn);
 storage_reader *web_reader_get(web_req *r);
 void web_reader_put(web_req *r, storage_reader *sr);
 
-/* Downloads in flight (web.c): every download handler takes a place
+/* Downloads in flight: every download handler takes a place
  * among --http-max-downloads before its listing (web_dl_slot_take answers
  * 503 + Retry-After and returns -1 past the cap) and gives it back exactly
  * once: when its response is freed, or at once if it made none. */

@@ -1,0 +1,150 @@
+/* ingest_hello.c: the handshake of an agent connection (PROTOCOL.md section
+ * 5): version, token, mTLS service and session key checks (session_auth.c),
+ * the identity copied from HELLO, the replacement of a half-open older
+ * connection of the same session, and WELCOME with the last generation
+ * stored. Called by the frame loop (ingest_read.c) for the first frame;
+ * the invariants are ingest.c's.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget.h"
+#include "frame.h"
+#include "gtp_error.h"
+#include "ingest_int.h"
+#include "log.h"
+#include "tls_conn.h"
+
+/* Appends s as a JSON string (quotes included) to b, escaped by the
+ * project's one rule (invalid UTF-8 as \ufffd), so the tags stay valid JSON
+ * and web/ never has to show them as {}. */
+static void json_str(gtp_wbuf *b, const char *s) {
+  gtp_wbuf_put(b, "\"", 1);
+  gtp_json_escape(gtp_wbuf_sink, b, s, strlen(s));
+  gtp_wbuf_put(b, "\"", 1);
+}
+
+int ingest_hello(conn *c, const gtp_frame *f) {
+  ingest *ing = c->ing;
+  gtp_hello h;
+  int rc = gtp_frame_hello_decode(f->payload, f->len, &h);
+  if (rc == GTP_E_CORRUPT && h.bad_field != NULL)
+    return session_auth_bad_text(c, &h);
+  if (rc < 0) {
+    CTR_ADD(ing, protocol_errors, 1);
+    ingest_conn_close(c, rc, 0, 0, "bad HELLO");
+    return -1;
+  }
+  uint32_t lo = h.min_version > GTP_PROTO_VERSION_MIN ? h.min_version
+                                                      : GTP_PROTO_VERSION_MIN;
+  uint32_t hi =
+      h.max_version < GTP_PROTO_VERSION ? h.max_version : GTP_PROTO_VERSION;
+  if (lo > hi) {
+    char r[160];
+    snprintf(r, sizeof r, "daemon speaks versions %u..%u, agent %u..%u%s",
+             GTP_PROTO_VERSION_MIN, GTP_PROTO_VERSION, h.min_version,
+             h.max_version,
+             h.max_version < GTP_PROTO_VERSION_MIN
+                 ? ": agent too old, upgrade it (version 2 adds session keys)"
+                 : "");
+    CTR_ADD(ing, protocol_errors, 1);
+    log_warn("agent refused", "conn=%" PRIu64 " peer=%s error=VERSION", c->id,
+             c->peer);
+    ingest_conn_close(c, GTP_E_VERSION, 0, 0, r);
+    return -1;
+  }
+  if (ing->token != NULL &&
+      !gtp_ct_equal(h.token.ptr, h.token.len, ing->token, ing->token_len)) {
+    CTR_ADD(ing, limit_hits[LIM_TOKEN], 1);
+    uint64_t now = uv_now(ing->loop);
+    if (ing->token_log_ms == 0 || now - ing->token_log_ms >= TOKEN_LOG_MS) {
+      log_warn("agent refused",
+               "conn=%" PRIu64 " peer=%s error=TOKEN "
+               "refusals_not_logged=%" PRIu64,
+               c->id, c->peer, ing->token_quiet);
+      ing->token_log_ms = now;
+      ing->token_quiet = 0;
+    } else {
+      ing->token_quiet++; /* limit_hits{limit="token"} counts every one */
+    }
+    ingest_conn_close(c, GTP_E_TOKEN, 0, 0, "wrong or missing token");
+    return -1;
+  }
+  /* mTLS: the certificate names the services it may claim (tls_conn.c). */
+  if (tls_conn_check_service(c, h.service.ptr, h.service.len) < 0)
+    return -1;
+  /* Before anything of the session is touched (session_auth.c inv. 1). */
+  if (session_auth_hello(c, &h, ingest_sess_find(ing, h.session)) < 0)
+    return -1;
+
+  memcpy(c->session, h.session, 16);
+  gtp_session_hex(c->session, c->session_hex);
+  c->version = hi;
+  c->service = ingest_xstrndup(h.service.ptr, h.service.len);
+  c->host = ingest_xstrndup(h.host.ptr, h.host.len);
+  c->agent_version = ingest_xstrndup(h.agent_version.ptr, h.agent_version.len);
+  c->pid = h.pid;
+  c->process_start_ns = h.process_start_ns;
+  c->ntags = h.ntags;
+  if (h.ntags > 0) {
+    c->tag_keys = ingest_xcalloc(h.ntags, sizeof(char *));
+    c->tag_values = ingest_xcalloc(h.ntags, sizeof(char *));
+  }
+  gtp_wbuf tj;
+  gtp_wbuf_init(&tj, 1u << 20);
+  gtp_wbuf_put(&tj, "{", 1);
+  for (uint32_t i = 0; i < h.ntags; i++) {
+    c->tag_keys[i] = ingest_xstrndup(h.tags[i].key.ptr, h.tags[i].key.len);
+    c->tag_values[i] =
+        ingest_xstrndup(h.tags[i].value.ptr, h.tags[i].value.len);
+    if (i > 0)
+      gtp_wbuf_put(&tj, ",", 1);
+    json_str(&tj, c->tag_keys[i]);
+    gtp_wbuf_put(&tj, ":", 1);
+    json_str(&tj, c->tag_values[i]);
+  }
+  gtp_wbuf_put(&tj, "}", 1);
+  if (tj.err)
+    GTP_OOM();
+  c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
+  gtp_wbuf_fini(&tj);
+  budget_ident_set(c); /* held while c lives: counted (budget.c) */
+
+  /* A session reconnecting while its old connection still looks alive
+   * (half-open TCP after a network change) replaces it. */
+  conn *old = ingest_sess_find(ing, c->session);
+  if (old != NULL) {
+    CTR_ADD(ing, replaced_total, 1);
+    log_info("session replaced",
+             "session=%s old_conn=%" PRIu64 " new_conn=%" PRIu64,
+             c->session_hex, old->id, c->id);
+    ingest_conn_close(old, GTP_E_STATE, 0, 0,
+                      "replaced by a newer connection of this session");
+  }
+  ingest_sess_insert(c);
+  c->state = CONN_ACTIVE;
+  c->dec.max = ing->cfg.max_frame; /* was BUDGET_HELLO_FRAME_MAX */
+  CTR_ADD(ing, handshakes_total, 1);
+
+  gtp_welcome w = {0};
+  w.version = hi;
+  w.has_last = storage_last_gen(ing->store, c->session, &w.last_gen) == 1;
+  w.idle_timeout_ms = ing->cfg.idle_timeout_ms;
+  w.max_gen_bytes = ing->cfg.max_gen_size;
+  uint8_t mem[128];
+  gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
+  gtp_frame_welcome_encode(&b, &w);
+  ingest_conn_send(c, &b);
+  char qs[128], qh[128];
+  log_info("agent connected",
+           "conn=%" PRIu64 " peer=%s session=%s service=%s host=%s pid=%" PRIu64
+           " version=%u last_gen=%s%" PRIu64,
+           c->id, c->peer, c->session_hex, log_quote(qs, sizeof qs, c->service),
+           log_quote(qh, sizeof qh, c->host), c->pid, hi,
+           w.has_last ? "" : "none/", w.last_gen);
+  return c->state == CONN_CLOSING ? -1 : 0;
+}

@@ -1,0 +1,293 @@
+/* store_setup.c: the write connection's setup steps of store_open
+ * (store.c): pragmas, the schema (created, checked or migrated in one
+ * transaction), the prepared statements, and the session index loaded from
+ * the sessions table. Runs on the opening thread, before the store thread
+ * starts (store.c invariant 1 holds from then on). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gtp_error.h"
+#include "store_schema.h"
+#include "store_writer.h"
+
+/* 16 KiB pages for new databases (an existing file keeps its own). Each
+ * commit writes every page it touched whole to the WAL, and a fleet's
+ * small generations touch pages spread over the sessions table and the
+ * two session-keyed generations indexes: with 64 KiB pages, 10,000 agents
+ * on 2 s generations of 190 bytes made the daemon write 6.8 KB per
+ * generation to disk and its ACK p99 passed a second while checkpoints
+ * fell behind; 16 KiB halved the bytes, cut the store thread's CPU by a
+ * quarter and brought ACK p99 to about 100 ms (bench_fleet, bench/
+ * RESULTS.md). Large blobs still span few overflow pages: C1 (1 MiB
+ * generations) was within its run-to-run noise of 64 KiB. */
+#define STORE_PAGE_SIZE 16384
+/* The write connection's page cache, set explicitly once the page size is
+ * known: SQLite turns its default (-2000 KiB) into a page count with the
+ * page size current at open (4 KiB), so with 64 KiB pages the default
+ * became 500 pages = 32 MiB, and the daemon's RSS crept up by one
+ * committed payload per generation until it got there (soak). */
+#define STORE_CACHE_KIB 2048
+
+static const char *const store_sql[ST_COUNT_] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    /* Identity comes from the first HELLO; later rows only move last_seen
+     * and last_gen forward. tags must be valid JSON so readers can filter
+     * with json_each without erroring on one bad row. */
+    [ST_UPSERT_SESSION] =
+        "INSERT INTO sessions(session, service, host, pid, process_start_ns,"
+        " agent_version, tags, first_seen_ns, last_seen_ns, last_gen, key_hash)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6,"
+        " CASE WHEN json_valid(?7) THEN ?7 ELSE '{}' END, ?8, ?8, ?9, ?10)"
+        " ON CONFLICT(session) DO UPDATE SET"
+        " last_seen_ns = max(last_seen_ns, excluded.last_seen_ns),"
+        " last_gen = CASE WHEN last_gen IS NULL OR excluded.last_gen > last_gen"
+        " THEN excluded.last_gen ELSE last_gen END,"
+        " key_hash = coalesce(key_hash, excluded.key_hash)"
+        " RETURNING id, events, lost",
+    /* A session whose row this store committed before (its id cached in
+     * sidc): only last_seen, last_gen (and a key not bound yet) move, by
+     * primary key: no INSERT attempt, conflict and json_valid per
+     * generation (fleet profile: the upsert was 60% of the SQLite work of a
+     * small generation). The session text guards against a row an
+     * operator deleted and whose id was reused. */
+    [ST_TOUCH_SESSION] =
+        "UPDATE sessions SET last_seen_ns = max(last_seen_ns, ?2),"
+        " last_gen = CASE WHEN last_gen IS NULL OR ?3 > last_gen"
+        " THEN ?3 ELSE last_gen END,"
+        " key_hash = coalesce(key_hash, ?5)"
+        " WHERE id = ?1 AND session = ?4 RETURNING events, lost",
+    [ST_INSERT_GEN] =
+        "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
+        " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
+        " codec, committed_ns, crc)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'ok', ?11, ?12, ?13)",
+    [ST_INSERT_PAYLOAD] = "INSERT INTO payloads(seq, data) VALUES(?1, ?2)",
+    [ST_GEN_CRC] =
+        "SELECT crc FROM generations WHERE session_id = ?1 AND gen = ?2",
+    [ST_SET_META] = "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
+    [ST_REJECTED] =
+        "UPDATE sessions SET rejected = rejected + ?2,"
+        " rejected_events = rejected_events + ?3 WHERE session = ?1",
+    /* end < cutoff implies start < cutoff, which lets the start_ns index
+     * find the candidates without scanning every generation. */
+    [ST_AGE_DEL_PAYLOADS] =
+        "DELETE FROM payloads WHERE seq IN (SELECT seq FROM generations"
+        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 LIMIT ?3)",
+    [ST_AGE_DEL_GENS] =
+        "DELETE FROM generations WHERE seq IN (SELECT seq FROM generations"
+        " WHERE start_ns < ?1 AND end_ns < ?1 AND seq < ?2 LIMIT ?3)",
+    [ST_SIZE_SCAN] = "SELECT seq, stored_bytes FROM generations"
+                     " WHERE seq < ?1 ORDER BY seq LIMIT ?2",
+    [ST_SIZE_DEL_PAYLOADS] = "DELETE FROM payloads WHERE seq <= ?1",
+    [ST_SIZE_DEL_GENS] = "DELETE FROM generations WHERE seq <= ?1",
+};
+
+int store_setup_load_index(store *s, char **cause) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(s->db,
+                              "SELECT session, last_gen, key_hash FROM sessions"
+                              " WHERE last_gen NOT NULL OR key_hash NOT NULL",
+                              -1, &st, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_step(st);
+  for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
+    const char *hex = (const char *)sqlite3_column_text(st, 0);
+    uint8_t key[16];
+    if (!hex || gtp_session_parse(hex, key) != 0)
+      continue; /* not ours to judge here; readers show it as is */
+    if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+      store_index_note_gen(s->idx, key, (uint64_t)sqlite3_column_int64(st, 1));
+    if (sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
+      store_index_bind_key(s->idx, key, sqlite3_column_blob(st, 2));
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) {
+    store_set_cause(cause, "%s: loading sessions: %s", s->path,
+                    sqlite3_errmsg(s->db));
+    return store_err(rc);
+  }
+  s->max_span_ns =
+      pragma_int(s->db, "SELECT value FROM meta WHERE key = 'max_span_ns'");
+  if (s->max_span_ns < 0)
+    s->max_span_ns = 0;
+  return 0;
+}
+
+/* Creates the schema on a fresh database, checks or migrates an existing
+ * one. Runs in one IMMEDIATE transaction so two daemons racing on a new file
+ * cannot both create it. */
+int store_setup_schema(store *s, char **cause) {
+  int rc = exec_sql(s->db, "BEGIN IMMEDIATE");
+  if (rc != SQLITE_OK) {
+    store_set_cause(cause, "%s: cannot lock database: %s", s->path,
+                    sqlite3_errmsg(s->db));
+    return store_err(rc);
+  }
+  int64_t ntables = pragma_int(s->db, "SELECT count(*) FROM sqlite_master");
+  int64_t has_meta = pragma_int(
+      s->db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+             " AND name = 'meta'");
+  int err = 0;
+  if (ntables < 0 || has_meta < 0) {
+    rc = sqlite3_errcode(s->db);
+    store_set_cause(cause, "%s: cannot read database: %s", s->path,
+                    sqlite3_errmsg(s->db));
+    err = store_err(rc) ? store_err(rc) : GTP_E_CORRUPT;
+    goto fail;
+  }
+  if (ntables > 0 && !has_meta) {
+    store_set_cause(
+        cause, "%s: not a gentrace database (it has tables but no meta table)",
+        s->path);
+    err = GTP_E_VERSION;
+    goto fail;
+  }
+  int64_t version = 0;
+  if (has_meta) {
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(
+        s->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st,
+        NULL);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+      version = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (version <= 0) {
+      store_set_cause(cause, "%s: not a gentrace database (no schema_version)",
+                      s->path);
+      err = GTP_E_VERSION;
+      goto fail;
+    }
+  }
+  if (version > STORE_SCHEMA_VERSION) {
+    store_set_cause(
+        cause,
+        "%s: database schema version %" PRId64
+        " is newer than this gentraced supports (%d); upgrade gentraced"
+        " or use another --db",
+        s->path, version, STORE_SCHEMA_VERSION);
+    err = GTP_E_VERSION;
+    goto fail;
+  }
+  if (version == 0) {
+    rc = exec_sql(s->db, STORE_SCHEMA_SQL);
+    if (rc == SQLITE_OK)
+      rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
+                           " ('schema_version', '4')");
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: creating schema: %s", s->path,
+                      sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
+  }
+  /* Migrations: version N-1 -> N steps, each inside this same transaction
+   * (a failure leaves the file as it was). migrate[N] takes N-1 to N. */
+  static const char *const migrate[] = {NULL, NULL, STORE_MIGRATE_2_SQL,
+                                        STORE_MIGRATE_3_SQL,
+                                        STORE_MIGRATE_4_SQL};
+  _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
+                 "one migration per schema version");
+  for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
+    rc = exec_sql(s->db, migrate[v + 1]);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause,
+                      "%s: migrating schema %" PRId64 " to %" PRId64 ": %s",
+                      s->path, v, v + 1, sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
+  }
+  rc = exec_sql(s->db, "COMMIT");
+  if (rc != SQLITE_OK) {
+    store_set_cause(cause, "%s: committing schema: %s", s->path,
+                    sqlite3_errmsg(s->db));
+    err = store_err(rc);
+    goto fail;
+  }
+  return 0;
+fail:
+  if (!sqlite3_get_autocommit(s->db))
+    exec_sql(s->db, "ROLLBACK");
+  return err ? err : GTP_E_INTERNAL;
+}
+
+_Static_assert(
+    STORE_SCHEMA_VERSION == 4,
+    "store_setup.c writes schema_version 4 on a fresh database; add a "
+    "migration step and update that insert when bumping");
+
+int store_setup_pragmas(store *s, char **cause) {
+  char sql[256];
+  /* page_size and auto_vacuum only take effect before the first table
+   * exists, so they are set on an empty file only. */
+  if (pragma_int(s->db, "SELECT count(*) FROM sqlite_master") == 0) {
+    snprintf(sql, sizeof sql,
+             "PRAGMA page_size = %d; PRAGMA auto_vacuum = INCREMENTAL;",
+             STORE_PAGE_SIZE);
+    int rc = exec_sql(s->db, sql);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
+      return store_err(rc);
+    }
+  }
+  sqlite3_stmt *st = NULL;
+  int rc =
+      sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+  const char *mode = NULL;
+  if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    mode = (const char *)sqlite3_column_text(st, 0);
+  int wal = mode && strcmp(mode, "wal") == 0;
+  sqlite3_finalize(st);
+  if (!wal) {
+    store_set_cause(
+        cause,
+        "%s: cannot switch to WAL mode (%s); gentraced needs a local "
+        "file system with shared memory",
+        s->path, sqlite3_errmsg(s->db));
+    return GTP_E_INTERNAL;
+  }
+  int64_t page = pragma_int(s->db, "PRAGMA page_size");
+  if (page <= 0)
+    page = 4096;
+  snprintf(sql, sizeof sql,
+           "PRAGMA cache_size = -%d; PRAGMA synchronous = %s;"
+           " PRAGMA journal_size_limit = %llu;"
+           " PRAGMA wal_autocheckpoint = %llu; PRAGMA foreign_keys = OFF;",
+           STORE_CACHE_KIB, s->cfg.sync_full ? "FULL" : "NORMAL",
+           (unsigned long long)STORE_WAL_TARGET,
+           (unsigned long long)(STORE_WAL_TARGET / (uint64_t)page));
+  rc = exec_sql(s->db, sql);
+  if (rc != SQLITE_OK) {
+    store_set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));
+    return store_err(rc);
+  }
+  const char *maxp = getenv("GENTRACE_TEST_MAX_PAGES");
+  if (maxp && *maxp) {
+    char *end = NULL;
+    unsigned long long n = strtoull(maxp, &end, 10);
+    if (*end == '\0' && n > 0) {
+      snprintf(sql, sizeof sql, "PRAGMA max_page_count = %llu", n);
+      exec_sql(s->db, sql);
+    }
+  }
+  return 0;
+}
+
+int store_setup_prepare(store *s, char **cause) {
+  for (int i = 0; i < ST_COUNT_; i++) {
+    int rc = sqlite3_prepare_v3(s->db, store_sql[i], -1,
+                                SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: preparing \"%s\": %s", s->path, store_sql[i],
+                      sqlite3_errmsg(s->db));
+      return store_err(rc) ? store_err(rc) : GTP_E_INTERNAL;
+    }
+  }
+  return 0;
+}
