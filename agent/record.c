@@ -140,16 +140,6 @@ static inline void leave(gt__thread *t) {
   atomic_store_explicit(&t->seq, ++t->seq_local, memory_order_release);
 }
 
-/* leave for the fast paths, with the sequence enter_t left in seq_local
- * read into a register before the event's bytes were written: those are
- * char stores, which may alias anything, so leave() reloads seq_local from
- * memory, and that reload waited for the store enter_t had just made
- * (store-to-load forwarding, ~5 cycles) on every event's critical path. */
-static inline void leave_at(gt__thread *t, uint64_t seq) {
-  t->seq_local = seq + 1;
-  atomic_store_explicit(&t->seq, seq + 1, memory_order_release);
-}
-
 static uint32_t intern_slow(gt__thread *t, uint64_t stamp, const char *s,
                             gt__strcache_ent *e) {
   size_t len = strlen(s);
@@ -390,7 +380,6 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
-  uint64_t seq = t->seq_local; /* odd: inside (see leave_at) */
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
@@ -405,7 +394,7 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
   /* hot_slow is clear: the TSC is on. */
   uint8_t *p = put_head_at(b, type, gt__ticks_tsc());
   put_done(b, put_uv(p, id));
-  leave_at(t, seq);
+  leave(t);
 }
 
 /* One event with one argument, inside t's section (not the named-event
@@ -448,14 +437,13 @@ void gt_region_end(void) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
-  uint64_t seq = t->seq_local; /* odd: inside (see leave_at) */
   gt__buf *b = buf_fast(t, stamp);
   if (UNLIKELY(b == NULL || hot_slow)) {
     region_end_slow(t, stamp);
     return;
   }
   put_done(b, put_head_at(b, GTP_EV_REGION_END, gt__ticks_tsc()));
-  leave_at(t, seq);
+  leave(t);
 }
 
 /* Counter's cold part: registration, a name not in the thread's cache, a
@@ -487,7 +475,6 @@ void gt_counter(const char *name, int64_t value) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
-  uint64_t seq = t->seq_local; /* odd: inside (see leave_at) */
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
@@ -501,7 +488,7 @@ void gt_counter(const char *name, int64_t value) {
   /* hot_slow is clear: the TSC is on. */
   uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, gt__ticks_tsc()), id);
   put_done(b, p + gtp_uvarint_put(p, gtp_zigzag(value)));
-  leave_at(t, seq);
+  leave(t);
 }
 
 /* Log's cold part: registration, a category not in the thread's cache, a
@@ -585,7 +572,6 @@ void gt_log(const char *category, const char *message) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
-  uint64_t seq = t->seq_local; /* odd: inside (see leave_at) */
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && category != NULL && message != NULL)) {
@@ -611,7 +597,7 @@ void gt_log(const char *category, const char *message) {
     return;
   }
   put_done(b, p + 1 + len);
-  leave_at(t, seq);
+  leave(t);
 }
 
 /* The next task id of t: process-unique without a shared counter, the
@@ -668,7 +654,6 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return 0;
-  uint64_t seq = t->seq_local; /* odd: inside (see leave_at) */
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
@@ -681,7 +666,7 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
   uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, gt__ticks_tsc());
   p = put_uv(put_task_id(p, task), parent);
   put_done(b, put_uv(p, id));
-  leave_at(t, seq);
+  leave(t);
   return task;
 }
 
@@ -703,7 +688,6 @@ void gt_task_end(uint64_t task) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
-  uint64_t seq = t->seq_local; /* odd: inside (see leave_at) */
   gt__buf *b = buf_fast(t, stamp);
   if (UNLIKELY(b == NULL || hot_slow)) {
     task_end_slow(t, stamp, task);
@@ -711,7 +695,7 @@ void gt_task_end(uint64_t task) {
   }
   put_done(b,
            put_task_id(put_head_at(b, GTP_EV_TASK_END, gt__ticks_tsc()), task));
-  leave_at(t, seq);
+  leave(t);
 }
 
 void gt_thread_name(const char *name) {
