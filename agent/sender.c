@@ -168,6 +168,12 @@ static void start_connect(gt__sender *s, uint64_t now) {
   s->deadline_ms = now + CONNECT_TIMEOUT_MS;
 }
 
+/* Bytes to write: frames not handed to the socket or TLS yet, or records
+ * the TLS layer batched but could not send yet (tls.c invariant 3). */
+static int out_pending(const gt__sender *s) {
+  return s->out_off < s->out.len || gt__tls_unsent(s->tc);
+}
+
 /* The socket or, with TLS, its session: send/recv semantics. */
 static ssize_t io_send(gt__sender *s, const void *p, size_t n) {
   if (s->tc != NULL)
@@ -274,8 +280,13 @@ static void do_write(gt__sender *s, uint64_t now) {
         drop_conn(s, now, 0, "out of memory");
         return;
       }
-      if (s->out.len == 0)
+      if (s->out.len == 0) {
+        /* Nothing new: records batched by the TLS layer still go out. */
+        if (s->tc != NULL && gt__tls_unsent(s->tc) &&
+            gt__tls_flush(s->tc) < 0 && errno != EINTR)
+          drop_conn(s, now, 0, strerror(errno));
         return;
+      }
     }
     ssize_t n = io_send(s, s->out.data + s->out_off, s->out.len - s->out_off);
     if (n < 0) {
@@ -346,8 +357,7 @@ static void on_frame(gt__sender *s, uint64_t now, const gtp_frame *f) {
      * draws a new id and key) or a peer that took an unused id first. Like
      * TOKEN it cannot succeed at once: counted, logged, backoff. */
     if (e.code == GTP_E_AUTH)
-      __atomic_store_n(&s->auth_refused, s->auth_refused + 1,
-                       __ATOMIC_RELAXED);
+      __atomic_store_n(&s->auth_refused, s->auth_refused + 1, __ATOMIC_RELAXED);
     s->log(GT_LOG_WARN, "gentrace: daemon error %s: %.*s", gtp_errname(e.code),
            (int)e.reason.len, e.reason.ptr);
     drop_conn(s, now, s->state != GT_SEND_STREAMING, "ERROR");
@@ -419,11 +429,11 @@ int gt__sender_poll(gt__sender *s, uint64_t now, struct pollfd *pfd) {
     due = s->deadline_ms;
     break;
   case GT_SEND_HELLO_SENT:
-    pfd->events = POLLIN | (s->out_off < s->out.len ? POLLOUT : 0);
+    pfd->events = POLLIN | (out_pending(s) ? POLLOUT : 0);
     due = s->deadline_ms;
     break;
   case GT_SEND_STREAMING:
-    pfd->events = POLLIN | (s->out_off < s->out.len ? POLLOUT : 0);
+    pfd->events = POLLIN | (out_pending(s) ? POLLOUT : 0);
     due = s->last_tx_ms + s->hb_ms;
     if (s->last_rx_ms + 3 * s->idle_ms < due)
       due = s->last_rx_ms + 3 * s->idle_ms;
@@ -516,5 +526,5 @@ void gt__sender_close(gt__sender *s) {
 }
 
 int gt__sender_drained(const gt__sender *s) {
-  return s->out_off == s->out.len && s->cur == NULL;
+  return !out_pending(s) && s->cur == NULL;
 }

@@ -30,7 +30,13 @@ void gt__tls_end(gt__tls_conn *c);
  * gt__tls_want_write ? POLLOUT : POLLIN), < 0 failed. */
 int gt__tls_handshake(gt__tls_conn *c);
 int gt__tls_want_write(gt__tls_conn *c);
-/* Like send/recv: bytes, 0 (recv: EOF), or -1 with errno (EAGAIN). */
+/* 1 if encrypted bytes wait to be sent (poll for POLLOUT, then
+ * gt__tls_flush: 1 all sent, 0 some left, -1 with errno). */
+int gt__tls_unsent(const gt__tls_conn *c);
+int gt__tls_flush(gt__tls_conn *c);
+/* Like send/recv: bytes, 0 (recv: EOF), or -1 with errno (EAGAIN). A send
+ * encrypts up to 128 KiB of records and writes them with one send; bytes
+ * it took but could not write yet stay queued (gt__tls_unsent). */
 ssize_t gt__tls_send(gt__tls_conn *c, const void *p, size_t n);
 ssize_t gt__tls_recv(gt__tls_conn *c, void *p, size_t n);
 /* Decrypted bytes waiting (read them before polling again). */

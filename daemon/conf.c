@@ -176,6 +176,16 @@ static const opt opts[] = {
      "ACKs wait for it (default 2s)."},
     {"segment-max-size", OPT_SIZE, O(segment_max_bytes), 65536, 1ull << 30,
      "SIZE", "Shared store: close a segment at this size (default 32M)."},
+    {"symbols", OPT_STR, O(symbols), 0, 0, "DIR",
+     "Debug files for stack symbols, in build-id layout: "
+     "DIR/.build-id/XX/REST (binary) and .debug (default: none)."},
+    {"symbols-from-host", OPT_STR, O(symbols_from_host), 0, 0, "yes|no|DIRS",
+     "Read binaries at the paths agents report, when their build id "
+     "matches (regular files only, never /proc, /sys, /dev); DIRS "
+     "(separated by ':') limits it to those trees (default yes)."},
+    {"symbols-cache", OPT_SIZE, O(symbols_cache), 1u << 20, 0, "SIZE",
+     "Bytes of module files the symbol cache keeps open, at most 64 "
+     "modules (default 512M)."},
     {"test-store-delay-ms", OPT_UINT, O(test_store_delay_ms), 0, 600000, NULL,
      NULL},
 };
@@ -235,6 +245,8 @@ void conf_fini(conf *c) {
   free(c->token_file);
   free(c->read_token_file);
   free(c->cors_origins);
+  free(c->symbols);
+  free(c->symbols_from_host);
   free(c->catalog);
   free(c->objects);
   free(c->s3_endpoint);

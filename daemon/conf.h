@@ -64,7 +64,10 @@ typedef struct conf {
   char *daemon_id; /* names this daemon's segment objects */
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
-  uint64_t cli_mask_; /* internal: options set on the command line */
+  char *symbols;           /* --symbols DIR (build-id tree); owned */
+  char *symbols_from_host; /* --symbols-from-host yes|no|DIRS; owned */
+  uint64_t symbols_cache;  /* --symbols-cache bytes, 0 = default */
+  uint64_t cli_mask_;      /* internal: options set on the command line */
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

@@ -200,7 +200,7 @@ static void on_sweep(uv_timer_t *t) {
 
 /* What tls_conn.c calls back (tls_conn.h). */
 static const tls_conn_ops tls_ops = {ingest_conn_input, ingest_conn_write_raw,
-                                     ingest_conn_close};
+                                     ingest_conn_close, reasm_stage_read};
 
 static void free_refused(uv_handle_t *h) {
   free(h->data);

@@ -67,8 +67,10 @@ static int conn_handle_frame(conn *c, const gtp_frame *f) {
 void ingest_read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   conn *c = h->data;
   ingest *ing = c->ing;
-  if (c->stage != NULL) {
-    /* Exactly the staged frame's missing bytes, in place (invariant 9). */
+  if (c->stage != NULL && c->tls == NULL) {
+    /* Exactly the staged frame's missing bytes, in place (invariant 9).
+     * Over TLS the ciphertext goes to the shared buffer and GnuTLS
+     * decrypts into the staged room (tls_conn_input). */
     opengen *g = c->stage;
     *buf = uv_buf_init((char *)g->buf.data + g->buf.len + c->stage_have,
                        (unsigned)(c->stage_len - c->stage_have));
@@ -104,8 +106,8 @@ void ingest_conn_input(conn *c, const uint8_t *p, size_t n) {
   while (n > 0 && c->state != CONN_CLOSING) {
     gtp_frame f;
     size_t used = 0;
-    if (c->tls == NULL && gtp_frame_decoder_buffered(&c->dec) == 0 &&
-        c->dec.err == 0 && reasm_stage_begin(c, p, n)) {
+    if (gtp_frame_decoder_buffered(&c->dec) == 0 && c->dec.err == 0 &&
+        reasm_stage_begin(c, p, n)) {
       /* The rest of this frame is read in place (invariant 9). Feeding
        * nothing releases the decoder's last returned frame. */
       (void)gtp_frame_decoder_feed(&c->dec, NULL, 0, &used, &f);

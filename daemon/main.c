@@ -342,6 +342,9 @@ int main(int argc, char **argv) {
   wcfg.tls_cert = d.tls != NULL ? c.tls_cert : NULL;
   wcfg.tls_key = d.tls != NULL ? c.tls_key : NULL;
   wcfg.tls_client_ca = c.http_tls_client_ca;
+  wcfg.symbols_dir = c.symbols;
+  wcfg.symbols_from_host = c.symbols_from_host;
+  wcfg.symbols_max_bytes = c.symbols_cache;
   web_server *web = NULL;
   if ((rc = web_start(&wcfg, &web, &http_port, &cause)) < 0) {
     status = die("cannot start HTTP", rc, cause);

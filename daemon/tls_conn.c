@@ -26,6 +26,13 @@
  *     MUST be refused before anything of the session is touched (called
  *     before session_auth_hello), otherwise a refused claim could bind a
  *     session key or store a generation.
+ *  5. While a frame is staged (c->stage), plaintext MUST be decrypted into
+ *     the staged room only, and never more than its missing bytes (GnuTLS
+ *     keeps the rest of a record for the next call), otherwise the next
+ *     frame would land inside the generation. This is how large BATCH
+ *     frames skip the plaintext buffer and the decoder's copy over TLS as
+ *     they skip the decoder in plain text: ciphertext is copied once into
+ *     GnuTLS and decrypted once into its final place.
  */
 #include "config.h"
 
@@ -325,6 +332,24 @@ void tls_conn_free(conn *c) {
 
 /* ------------------------------------------------------------- handshake */
 
+static void refuse(conn *c, const char *why, const char *detail);
+
+/* Closes c after telling the peer why in a fatal alert (alert < 0: the
+ * one GnuTLS finds for that error code). Without it a TLS 1.3 client,
+ * whose handshake ended before ours, would see a bare EOF and could not
+ * tell a refused certificate from a daemon going away. The alert goes out
+ * through push before the close, which flushes queued writes. */
+static void refuse_alert(conn *c, int alert, const char *why,
+                         const char *detail) {
+  gnutls_session_t s = c->tls->s;
+  if (alert < 0)
+    (void)gnutls_alert_send_appropriate(s, alert);
+  else
+    (void)gnutls_alert_send(s, GNUTLS_AL_FATAL,
+                            (gnutls_alert_description_t)alert);
+  refuse(c, why, detail);
+}
+
 static void refuse(conn *c, const char *why, const char *detail) {
   char q[256], w[64];
   log_warn("agent TLS refused", "conn=%" PRIu64 " peer=%s reason=%s detail=%s",
@@ -378,7 +403,7 @@ static int handshake(conn *c, tls_conn *t) {
     return 0;
   if (rc < 0) {
     ADD(failed);
-    refuse(c, "handshake", gnutls_strerror(rc));
+    refuse_alert(c, rc, "handshake", gnutls_strerror(rc));
     return -1;
   }
   if (srv->cfg.client_ca_file != NULL) {
@@ -391,23 +416,30 @@ static int handshake(conn *c, tls_conn *t) {
                                                      &out, 0);
       ADD(untrusted);
       ADD(failed);
-      refuse(c, "client certificate",
-             rc < 0             ? gnutls_strerror(rc)
-             : out.data != NULL ? (const char *)out.data
-                                : "untrusted");
+      refuse_alert(
+          c,
+          rc < 0                                         ? rc
+          : (status & GNUTLS_CERT_SIGNER_NOT_FOUND) != 0 ? GNUTLS_A_UNKNOWN_CA
+          : (status & GNUTLS_CERT_EXPIRED) != 0 ? GNUTLS_A_CERTIFICATE_EXPIRED
+                                                : GNUTLS_A_BAD_CERTIFICATE,
+          "client certificate",
+          rc < 0             ? gnutls_strerror(rc)
+          : out.data != NULL ? (const char *)out.data
+                             : "untrusted");
       gnutls_free(out.data);
       return -1;
     }
     if (read_services(c, t) < 0) {
       ADD(failed);
-      refuse(c, "client certificate", "unreadable");
+      refuse_alert(c, GNUTLS_A_BAD_CERTIFICATE, "client certificate",
+                   "unreadable");
       return -1;
     }
     if (t->nsvc == 0 && srv->cfg.require_service_san) {
       ADD(untrusted);
       ADD(failed);
-      refuse(c, "client certificate",
-             "names no service (--tls-require-service-san)");
+      refuse_alert(c, GNUTLS_A_ACCESS_DENIED, "client certificate",
+                   "names no service (--tls-require-service-san)");
       return -1;
     }
   }
@@ -425,10 +457,23 @@ void tls_conn_input(conn *c, const uint8_t *p, size_t n) {
   if (!t->done && handshake(c, t) <= 0)
     goto out;
   while (c->state != CONN_CLOSING) {
-    ssize_t r = gnutls_record_recv(t->s, srv->plain, TLS_PLAIN_BUF);
-    if (r > 0) {
-      t->ops->input(c, srv->plain, (size_t)r);
-      continue;
+    ssize_t r;
+    if (c->stage != NULL) {
+      /* Decrypt straight into the staged frame's room, exactly its missing
+       * bytes (invariant 5; ingest.c invariant 9). */
+      opengen *g = c->stage;
+      r = gnutls_record_recv(t->s, g->buf.data + g->buf.len + c->stage_have,
+                             c->stage_len - c->stage_have);
+      if (r > 0) {
+        (void)t->ops->stage_read(c, (size_t)r);
+        continue;
+      }
+    } else {
+      r = gnutls_record_recv(t->s, srv->plain, TLS_PLAIN_BUF);
+      if (r > 0) {
+        t->ops->input(c, srv->plain, (size_t)r);
+        continue;
+      }
     }
     if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
       break;

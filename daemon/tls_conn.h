@@ -59,6 +59,9 @@ typedef struct tls_conn_ops {
   void (*write_raw)(struct conn *c, const void *p, size_t n);
   void (*close)(struct conn *c, int code, int has_gen, uint64_t gen,
                 const char *reason);
+  /* nread plaintext bytes were decrypted straight into the staged frame's
+   * room (c->stage, ingest.c invariant 9): reasm_stage_read. */
+  int (*stage_read)(struct conn *c, size_t nread);
 } tls_conn_ops;
 
 /* Hooks called by ingest.c for a connection with c->tls set. */

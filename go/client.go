@@ -63,6 +63,8 @@ type client struct {
 	err      error    // the trace stream was corrupt
 	conn     closer   // live connection, for Stop's deadline
 	state    int      // connection state, for Stats
+	tlsFails uint64   // Stats.TLSFailures
+	authRef  uint64   // Stats.AuthRefused
 	maxGen   uint64   // WELCOME max_gen_bytes (0 until known)
 	closing  bool
 	deadline time.Time
@@ -189,6 +191,12 @@ type Stats struct {
 	Rejected    uint64 // refused by gentraced
 	Pending     int    // spooled, not yet acknowledged
 	SpoolBytes  int    // memory held by the spool now
+	// TLSFailures counts connections lost to TLS: a failed handshake, an
+	// untrusted daemon, or a daemon refusing this program's certificate.
+	TLSFailures uint64
+	// AuthRefused counts HELLOs the daemon refused with AUTH (e.g. the
+	// client certificate does not name this service).
+	AuthRefused uint64
 }
 
 // GetStats returns the counters of the running client, or, between Stop
@@ -218,6 +226,8 @@ func (c *client) stats() Stats {
 		Evicted:     c.sp.evicted,
 		Rejected:    c.sp.rejected,
 		SpoolBytes:  c.sp.bytes,
+		TLSFailures: c.tlsFails,
+		AuthRefused: c.authRef,
 	}
 	for _, g := range c.sp.gens {
 		if !g.ledgerOnly {

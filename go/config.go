@@ -1,6 +1,7 @@
 package gentrace
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -47,6 +48,13 @@ type Config struct {
 	// Logf receives the client's rare diagnostics (connection lost,
 	// daemon refusals). nil: the client writes nothing anywhere.
 	Logf func(format string, args ...any)
+	// TLSCA is the CA file (PEM) the daemon's certificate must chain to;
+	// setting it turns TLS on (tls.go). Default: $GENTRACE_TLS_CA.
+	TLSCA string
+	// TLSCert and TLSKey are this program's certificate and key (PEM) for
+	// a daemon that asks for client certificates (mTLS). Default:
+	// $GENTRACE_TLS_CERT and $GENTRACE_TLS_KEY.
+	TLSCert, TLSKey string
 }
 
 // FlightRecorderConfig mirrors runtime/trace.FlightRecorderConfig.
@@ -76,6 +84,7 @@ type resolved struct {
 	flushTimeout time.Duration
 	logf         func(string, ...any)
 	flight       *FlightRecorderConfig
+	tls          *tls.Config // nil: plain TCP
 }
 
 func envInt(name string) (int, bool) {
@@ -175,6 +184,9 @@ func resolve(c Config) (*resolved, error) {
 		return nil, fmt.Errorf("gentrace: %d tags, at most %d besides format and go_version", len(r.tags), tagsMax-2)
 	}
 	sort.Slice(r.tags, func(i, j int) bool { return r.tags[i][0] < r.tags[j][0] })
+	if r.tls, err = tlsSetup(c); err != nil {
+		return nil, err
+	}
 	r.spoolBytes = c.SpoolBytes
 	if r.spoolBytes <= 0 {
 		if mb, ok := envInt("GENTRACE_SPOOL_MB"); ok && mb > 0 {

@@ -62,6 +62,7 @@
 
 #include "goconv.h"
 #include "gotrace.h"
+#include "stackname.h"
 #include "varint.h"
 
 #define GTP__CHROME_BUF (16u << 10)
@@ -123,6 +124,9 @@ struct gtp_chrome {
 
   chrome_pend *pend; /* deferred task ends of the current generation */
   size_t npend, cap_pend;
+
+  gtp_stackname names; /* stack frame names (stackname.h) */
+  gtp_wbuf frame;      /* one frame's name */
 
   size_t len;
   char buf[GTP__CHROME_BUF];
@@ -497,13 +501,24 @@ static void ev_stack(gtp_chrome *c, const gtp_gen *g, uint64_t id) {
   const gtp_stack_ent *st = gtp_gen_stack(g, id);
   if (st) {
     const uint8_t *p = st->frames, *end = st->frames + st->frames_len;
-    for (uint32_t i = 0; i < st->nframes; i++) {
+    for (uint32_t i = 0; i < st->nframes && !c->err; i++) {
       uint64_t pc;
       if (gtp_uvarint_get(&p, end, &pc))
         break;
       if (i)
         ch_put(c, ",", 1);
-      ch_hex(c, pc);
+      if (!c->names.sym) {
+        ch_hex(c, pc);
+        continue;
+      }
+      /* Names come from files and hostile tables: escaped (invariant 5). */
+      gtp_wbuf_reset(&c->frame);
+      int rc = gtp_stackname_frame(&c->names, pc, &c->frame);
+      if (rc < 0) {
+        c->err = rc;
+        break;
+      }
+      ch_str(c, (const char *)c->frame.data, c->frame.len);
     }
   }
   ch_puts(c, "]");
@@ -701,7 +716,13 @@ gtp_chrome *gtp_chrome_new(gtp_sink_fn sink, void *ctx, int64_t window_start_ns,
   c->have_start = window_start_ns != 0;
   c->win_end = window_end_ns;
   c->max_ns = INT64_MIN;
+  gtp_stackname_init(&c->names, NULL);
+  gtp_wbuf_init(&c->frame, 1u << 20);
   return c;
+}
+
+void gtp_chrome_set_symbolizer(gtp_chrome *c, const gtp_symbolizer *sym) {
+  c->names.sym = sym;
 }
 
 int gtp_chrome_begin(gtp_chrome *c) {
@@ -724,6 +745,8 @@ int gtp_chrome_gen(gtp_chrome *c, const gtp_gen *g) {
     c->win_start = gtp_gen_wall_ns(g, g->clock.start_ticks);
     c->have_start = true;
   }
+  if ((rc = gtp_stackname_gen(&c->names, g)) < 0)
+    return c->err = rc;
   bool is_new;
   chrome_session *s = session_get(c, g, &is_new);
   if (!s)
@@ -858,7 +881,18 @@ int gtp_chrome_end(gtp_chrome *c) {
     ch_u64(c, s->lost);
     ch_puts(c, "}");
   }
-  ch_puts(c, "]},\"displayTimeUnit\":\"ns\"}\n");
+  ch_puts(c, "]");
+  if (c->names.sym) {
+    /* How the stack frames were named (docs/SYMBOLS.md). */
+    ch_puts(c, ",\"gentrace_frames\":{\"symbolized\":");
+    ch_u64(c, c->names.named);
+    ch_puts(c, ",\"module_offset\":");
+    ch_u64(c, c->names.module_only);
+    ch_puts(c, ",\"hex\":");
+    ch_u64(c, c->names.hex);
+    ch_puts(c, "}");
+  }
+  ch_puts(c, "},\"displayTimeUnit\":\"ns\"}\n");
   c->state = CH_ENDED;
   return ch_flush(c);
 }
@@ -879,5 +913,7 @@ void gtp_chrome_free(gtp_chrome *c) {
     free(c->tasks[i].name);
   free(c->tasks);
   free(c->pend);
+  gtp_stackname_fini(&c->names);
+  gtp_wbuf_fini(&c->frame);
   free(c);
 }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "stackname.h"
 #include "text.h"
 
 #ifdef __cplusplus
@@ -43,6 +44,10 @@ typedef struct gtp_chrome gtp_chrome; /* opaque */
  * latest event or generation end seen. Returns NULL on ENOMEM. */
 gtp_chrome *gtp_chrome_new(gtp_sink_fn sink, void *ctx, int64_t window_start_ns,
                            int64_t window_end_ns);
+/* Names stack frames through sym (borrowed; outlives the writer) instead
+ * of hex pcs (stackname.h); the metadata then counts how frames were named
+ * ("gentrace_frames"). Call before the first generation. */
+void gtp_chrome_set_symbolizer(gtp_chrome *c, const gtp_symbolizer *sym);
 /* Writes the opening of the document (idempotent; called by the others). */
 int gtp_chrome_begin(gtp_chrome *c);
 /* Writes every event of one parsed generation. Generations of one session

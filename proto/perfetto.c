@@ -22,6 +22,8 @@
 #include "goconv.h"
 #include "gotrace.h"
 #include "gtp_error.h"
+#include "stackname.h"
+#include "varint.h"
 
 /* Field numbers of perfetto/protos (trace_packet.proto, track_event.proto,
  * track_descriptor.proto, debug_annotation.proto). */
@@ -52,6 +54,7 @@ enum {
   DA_INT = 4,
   DA_STRING = 6,
   DA_NAME = 10,
+  DA_ARRAY = 12,
 };
 enum {
   TYPE_SLICE_BEGIN = 1,
@@ -90,6 +93,11 @@ struct gtp_perfetto {
   pf_session *sessions;
   size_t nsessions, cap_sessions;
   gtp_wbuf pkt, msg, sub; /* scratch: packet, its message, a nested one */
+  /* The stack of the event being written (NULL: none): track_event adds it
+   * as a debug annotation "stack", an array of frame names. */
+  const gtp_stack_ent *stack;
+  gtp_stackname names;       /* frame names (stackname.h) */
+  gtp_wbuf ann, elem, frame; /* scratch of the stack annotation */
 };
 
 /* ------------------------------------------------------ protobuf bits */
@@ -283,6 +291,29 @@ static size_t counter_get(gtp_perfetto *p, pf_session *s, gtp_str name) {
 
 /* ------------------------------------------------------------ events */
 
+/* Appends the debug annotation "stack" to p->msg: one string per frame,
+ * innermost first, named as in Chrome JSON (stackname.h). */
+static int put_stack(gtp_perfetto *p, const gtp_stack_ent *st) {
+  gtp_wbuf_reset(&p->ann);
+  put_bytes(&p->ann, DA_NAME, "stack", 5);
+  const uint8_t *q = st->frames, *end = st->frames + st->frames_len;
+  for (uint32_t i = 0; i < st->nframes; i++) {
+    uint64_t pc;
+    if (gtp_uvarint_get(&q, end, &pc))
+      break;
+    gtp_wbuf_reset(&p->frame);
+    int rc = gtp_stackname_frame(&p->names, pc, &p->frame);
+    if (rc < 0)
+      return p->err = rc;
+    gtp_wbuf_reset(&p->elem);
+    put_bytes(&p->elem, DA_STRING, p->frame.data, p->frame.len);
+    put_msg(&p->ann, DA_ARRAY, &p->elem);
+  }
+  put_msg(&p->msg, TE_DEBUG, &p->ann);
+  int err = p->ann.err ? p->ann.err : p->elem.err;
+  return err ? (p->err = err) : 0;
+}
+
 /* Writes one TrackEvent packet; name/ann may be empty. */
 static int track_event(gtp_perfetto *p, int64_t ts, uint64_t track, int type,
                        gtp_str name, const char *cat, const char *ann_name,
@@ -307,6 +338,8 @@ static int track_event(gtp_perfetto *p, int64_t ts, uint64_t track, int type,
                 ann_str.ptr ? ann_str.len : 0);
     put_msg(&p->msg, TE_DEBUG, &p->sub);
   }
+  if (p->stack && put_stack(p, p->stack) < 0)
+    return p->err;
   packet_begin(p, ts);
   put_msg(&p->pkt, P_TRACK_EVENT, &p->msg);
   return emit(p, &p->pkt);
@@ -314,11 +347,12 @@ static int track_event(gtp_perfetto *p, int64_t ts, uint64_t track, int type,
 
 static const gtp_str NONE = {0};
 
+static int write_kind(gtp_perfetto *p, pf_session *s, size_t ti,
+                      const gtp_event *ev, int64_t ts, gtp_str name);
+
 static int write_event(gtp_perfetto *p, const gtp_gen *g, pf_session *s,
                        size_t ti, const gtp_event *ev) {
   int64_t ts = gtp_gen_wall_ns(g, ev->ticks);
-  pf_thread *t = &s->threads[ti];
-  uint64_t tu = thread_uuid(s, ti);
   gtp_str name = NONE;
   switch (ev->type) {
   case GTP_EV_REGION_BEGIN:
@@ -339,6 +373,21 @@ static int write_event(gtp_perfetto *p, const gtp_gen *g, pf_session *s,
   }
   if (!name.ptr)
     name = (gtp_str){"", 0};
+  /* An unknown stack id (hostile input) writes no annotation. */
+  p->stack = NULL;
+  if (ev->type == GTP_EV_REGION_BEGIN_STACK ||
+      ev->type == GTP_EV_INSTANT_STACK || ev->type == GTP_EV_LOG_STACK)
+    p->stack = gtp_gen_stack(g, ev->args[1]);
+  int rc = write_kind(p, s, ti, ev, ts, name);
+  p->stack = NULL;
+  return rc;
+}
+
+/* write_event's body, with p->stack set for the *_STACK kinds. */
+static int write_kind(gtp_perfetto *p, pf_session *s, size_t ti,
+                      const gtp_event *ev, int64_t ts, gtp_str name) {
+  pf_thread *t = &s->threads[ti];
+  uint64_t tu = thread_uuid(s, ti);
   switch (ev->type) {
   case GTP_EV_REGION_BEGIN:
   case GTP_EV_REGION_BEGIN_STACK:
@@ -398,7 +447,15 @@ gtp_perfetto *gtp_perfetto_new(gtp_sink_fn sink, void *ctx) {
   gtp_wbuf_init(&p->pkt, 0);
   gtp_wbuf_init(&p->msg, 0);
   gtp_wbuf_init(&p->sub, 0);
+  gtp_wbuf_init(&p->ann, 0);
+  gtp_wbuf_init(&p->elem, 0);
+  gtp_wbuf_init(&p->frame, 1u << 20);
+  gtp_stackname_init(&p->names, NULL);
   return p;
+}
+
+void gtp_perfetto_set_symbolizer(gtp_perfetto *p, const gtp_symbolizer *sym) {
+  p->names.sym = sym;
 }
 
 /* A generation of a Go session (GOTRACE records): written as its native
@@ -425,6 +482,9 @@ int gtp_perfetto_gen(gtp_perfetto *p, const gtp_gen *g) {
   pf_session *s = session_get(p, g);
   if (!s)
     return p->err ? p->err : -ENOMEM;
+  int src = gtp_stackname_gen(&p->names, g);
+  if (src < 0)
+    return p->err = src;
   size_t cursor = 0;
   gtp_batch b;
   int rc = 0;
@@ -469,5 +529,9 @@ void gtp_perfetto_free(gtp_perfetto *p) {
   gtp_wbuf_fini(&p->pkt);
   gtp_wbuf_fini(&p->msg);
   gtp_wbuf_fini(&p->sub);
+  gtp_wbuf_fini(&p->ann);
+  gtp_wbuf_fini(&p->elem);
+  gtp_wbuf_fini(&p->frame);
+  gtp_stackname_fini(&p->names);
   free(p);
 }

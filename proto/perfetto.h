@@ -11,7 +11,9 @@
  *   INSTANT (a log is named by its category, with a debug annotation
  *   "message"); counters COUNTER on a counter track per (session, name);
  *   LOST markers and generation ledgers INSTANT "gentrace.lost" with a
- *   "count" annotation; tasks INSTANT "task begin/end: name". Timestamps are
+ *   "count" annotation; tasks INSTANT "task begin/end: name"; an event's
+ *   stack as the debug annotation "stack", an array of frame names
+ *   (stackname.h), innermost first. Timestamps are
  *   unix nanoseconds. A Go session's generation (GOTRACE records) is written
  *   in its native form (proto/goconv.h: goroutines as threads). Every packet
  *   is on sequence 1; the first clears incremental state (none is used:
@@ -29,6 +31,7 @@
 
 #include "chrome.h" /* gtp_sink_fn */
 #include "format.h"
+#include "stackname.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +41,8 @@ typedef struct gtp_perfetto gtp_perfetto; /* opaque */
 
 /* Returns NULL on ENOMEM. */
 gtp_perfetto *gtp_perfetto_new(gtp_sink_fn sink, void *ctx);
+/* Names stack frames through sym (borrowed) instead of hex pcs. */
+void gtp_perfetto_set_symbolizer(gtp_perfetto *p, const gtp_symbolizer *sym);
 /* Writes every event of one parsed generation (sessions may interleave). */
 int gtp_perfetto_gen(gtp_perfetto *p, const gtp_gen *g);
 /* Ends the trace (nothing to close in protobuf; flushes). */

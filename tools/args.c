@@ -96,6 +96,14 @@ int cli_parse(const char *cmd, int argc, char **argv, unsigned flags,
       o->now = true;
       continue;
     }
+    if ((flags & CLI_F_SYMBOLS) &&
+        ((r = opt_value(cmd, argc, argv, &i, "--symbols", NULL, &o->symbols)) ||
+         (r = opt_value(cmd, argc, argv, &i, "--symbols-from-host", NULL,
+                        &o->symbols_from_host)))) {
+      if (r < 0)
+        goto fail;
+      continue;
+    }
     if ((flags & CLI_F_JSON) && !strcmp(a, "--json")) {
       o->json = true;
       continue;

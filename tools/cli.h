@@ -133,13 +133,15 @@ typedef struct cli_opts {
   /* import: --service, --addr, --host, --now */
   const char *service, *addr, *host;
   bool now;
+  /* convert, stat: --symbols DIR, --symbols-from-host yes|no|DIRS */
+  const char *symbols, *symbols_from_host;
   bool help;
   int nargs;
   char **args; /* positional arguments (borrowed from argv) */
 } cli_opts;
 
 /* Flags a subcommand accepts beyond -o and --help. */
-enum { CLI_F_TO = 1, CLI_F_JSON = 2, CLI_F_IMPORT = 4 };
+enum { CLI_F_TO = 1, CLI_F_JSON = 2, CLI_F_IMPORT = 4, CLI_F_SYMBOLS = 8 };
 
 /* Parses argv[1..] of a subcommand; "--" ends options, a lone "-" is a
  * positional argument (stdin). On a usage error prints it plus a hint and
@@ -165,6 +167,25 @@ int cmd_convert(int argc, char **argv);
 int convert_go(const cli_input *in, cli_output *o);
 int cmd_cat(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+
+/* Stack symbolization of convert and stat (cli_sym.c): the libdw
+ * symbolizer per --symbols / --symbols-from-host (host files by default),
+ * or NULL after saying why (bad option: exit 2). */
+struct cli_sym;
+struct cli_sym *cli_sym_open(const cli_opts *o, const char *cmd);
+const struct gtp_symbolizer *cli_sym_get(struct cli_sym *s);
+void cli_sym_close(struct cli_sym *s); /* NULL is fine */
+
+/* The top stacks of `gentrace stat` (stat_stacks.c). */
+typedef struct stat_stacks stat_stacks;
+stat_stacks *
+stat_stacks_new(const struct gtp_symbolizer *sym); /* NULL: ENOMEM */
+void stat_stacks_free(stat_stacks *s);
+/* Counts g's events with a stack (data: the input g was parsed from). */
+int stat_stacks_gen(stat_stacks *s, const gtp_gen *g, const uint8_t *data);
+/* Text section (nothing without stacks); JSON member ",\"stacks\":{...}". */
+void stat_stacks_text(const stat_stacks *s, cli_output *o);
+void stat_stacks_json(const stat_stacks *s, cli_output *o);
 
 /* Help texts (help.c). */
 extern const char cli_help_main[], cli_help_dump[], cli_help_stat[],

@@ -1,8 +1,10 @@
-/* cmd_convert.c: `gentrace convert --to chrome|perfetto FILE|-`, through
+/* cmd_convert.c: `gentrace convert --to chrome|perfetto [--symbols DIR]
+ * [--symbols-from-host yes|no|DIRS] FILE|-`, through
  * the one Chrome writer of proto/chrome.c or the Perfetto protobuf writer of
  * proto/perfetto.c (the same bytes the HTTP export sends).
  * The window is the input's own span: ts 0 is the first generation's start,
- * regions still open at the end are closed at the latest time seen.
+ * regions still open at the end are closed at the latest time seen. Stack
+ * frames are named by the libdw symbolizer (cli_sym.c, docs/SYMBOLS.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +36,8 @@ static int convert_gen(void *ctx, const cli_input *in, const gtp_gen *g,
 
 int cmd_convert(int argc, char **argv) {
   cli_opts opt;
-  int started =
-      cli_start("convert", argc, argv, CLI_F_TO, cli_help_convert, 1, 1, &opt);
+  int started = cli_start("convert", argc, argv, CLI_F_TO | CLI_F_SYMBOLS,
+                          cli_help_convert, 1, 1, &opt);
   if (started >= 0)
     return started;
   int to_go = opt.to && strcmp(opt.to, "go") == 0; /* convert_go.c */
@@ -50,6 +52,11 @@ int cmd_convert(int argc, char **argv) {
   int status = CLI_BAD_INPUT, rc;
   cli_input in;
   cli_output *o;
+  struct cli_sym *sym = NULL;
+  if (!to_go && !(sym = cli_sym_open(&opt, "convert"))) {
+    cli_opts_free(&opt);
+    return CLI_USAGE;
+  }
   if (cli_io_open(&opt, &in, &o, true) < 0)
     goto fail_io;
   if (to_go) {
@@ -69,6 +76,10 @@ int cmd_convert(int argc, char **argv) {
     fprintf(stderr, "gentrace: out of memory\n");
     goto done;
   }
+  if (pf)
+    gtp_perfetto_set_symbolizer(pf, cli_sym_get(sym));
+  else
+    gtp_chrome_set_symbolizer(ch, cli_sym_get(sym));
 
   convert_ctx c = {ch, pf, o};
   if (cli_each_gen(&in, convert_gen, &c))
@@ -87,6 +98,7 @@ done:
     status = CLI_BAD_INPUT;
   cli_io_close(&in, o);
 fail_io:
+  cli_sym_close(sym);
   cli_opts_free(&opt);
   return status;
 }

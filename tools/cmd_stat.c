@@ -1,5 +1,6 @@
-/* cmd_stat.c: `gentrace stat [--json] FILE|-`, a summary per session and
- * generation: time span, events by kind, bytes and loss ledger, then totals.
+/* cmd_stat.c: `gentrace stat [--json] [--symbols DIR] FILE|-`, a summary
+ * per session and generation: time span, events by kind, bytes and loss
+ * ledger, then totals, and the top stacks (stat_stacks.c).
  *
  * The summary is gathered first (one small record per generation, sessions
  * in order of first appearance) and printed after the whole input decoded,
@@ -212,7 +213,8 @@ static void json_counts(cli_output *o, const counts *c) {
 }
 
 static void print_json(cli_output *o, sess_stat *ss, size_t n,
-                       const counts *tot, size_t ngens) {
+                       const counts *tot, size_t ngens,
+                       const stat_stacks *stacks) {
   cli_output_puts(o, "{\"sessions\":[");
   for (size_t i = 0; i < n; i++) {
     sess_stat *s = &ss[i];
@@ -240,7 +242,9 @@ static void print_json(cli_output *o, sess_stat *ss, size_t n,
   cli_output_printf(o, "],\n\"totals\":{\"sessions\":%zu,\"generations\":%zu,",
                     n, ngens);
   json_counts(o, tot);
-  cli_output_puts(o, "}}\n");
+  cli_output_puts(o, "}");
+  stat_stacks_json(stacks, o);
+  cli_output_puts(o, "}\n");
 }
 
 /* Everything stat gathers before it prints. */
@@ -248,6 +252,7 @@ typedef struct stat_ctx {
   sess_stat *ss;
   size_t nss, capss, ngens;
   counts tot;
+  stat_stacks *stacks;
 } stat_ctx;
 
 static int stat_gen(void *ctx, const cli_input *in, const gtp_gen *g,
@@ -263,6 +268,8 @@ static int stat_gen(void *ctx, const cli_input *in, const gtp_gen *g,
   const gtp_gen *eg = cli_gen_native(g, &nb, &native, &rc);
   if (eg)
     rc = gen_count(in, eg, &gs.c, err_off);
+  if (eg && rc == 0)
+    rc = stat_stacks_gen(st->stacks, eg, in->data);
   gs.c.bytes = g->size;
   if (eg == &native)
     gtp_gen_fini(&native);
@@ -292,14 +299,23 @@ oom:
 
 int cmd_stat(int argc, char **argv) {
   cli_opts opt;
-  int started =
-      cli_start("stat", argc, argv, CLI_F_JSON, cli_help_stat, 1, 1, &opt);
+  int started = cli_start("stat", argc, argv, CLI_F_JSON | CLI_F_SYMBOLS,
+                          cli_help_stat, 1, 1, &opt);
   if (started >= 0)
     return started;
   int status = CLI_BAD_INPUT;
   stat_ctx st = {0};
   cli_input in;
   cli_output *o;
+  struct cli_sym *sym = cli_sym_open(&opt, "stat");
+  if (!sym) {
+    cli_opts_free(&opt);
+    return CLI_USAGE;
+  }
+  if (!(st.stacks = stat_stacks_new(cli_sym_get(sym)))) {
+    fprintf(stderr, "gentrace: out of memory\n");
+    goto fail_io;
+  }
   if (cli_io_open(&opt, &in, &o, false) < 0)
     goto fail_io;
   if (cli_each_gen(&in, stat_gen, &st))
@@ -308,9 +324,11 @@ int cmd_stat(int argc, char **argv) {
   if (cli_output_open(o, opt.out))
     goto fail_read;
   if (opt.json)
-    print_json(o, st.ss, st.nss, &st.tot, st.ngens);
-  else
+    print_json(o, st.ss, st.nss, &st.tot, st.ngens, st.stacks);
+  else {
     print_text(o, st.ss, st.nss, &st.tot, st.ngens);
+    stat_stacks_text(st.stacks, o);
+  }
   status = cli_output_close(o, true) ? CLI_BAD_INPUT : CLI_OK;
 
 fail_read:
@@ -320,6 +338,8 @@ fail_read:
   free(st.ss);
   cli_io_close(&in, o);
 fail_io:
+  stat_stacks_free(st.stacks);
+  cli_sym_close(sym);
   cli_opts_free(&opt);
   return status;
 }

@@ -15,14 +15,26 @@
   "    -o, --output OUT  write to OUT (atomically) instead of "                \
   "stdout\n" HELP_EXIT
 
+/* --symbols and --symbols-from-host (stat, convert). */
+#define HELP_SYMBOLS                                                           \
+  "    --symbols DIR     debug files in build-id layout: "                     \
+  "DIR/.build-id/XX/REST\n"                                                    \
+  "                      (the binary) and REST.debug; XX/REST is the build\n"  \
+  "                      id in hex\n"                                          \
+  "    --symbols-from-host yes|no|DIRS\n"                                      \
+  "                      read the binaries at the paths the trace names, if\n" \
+  "                      their build id matches (default yes); DIRS: only\n"   \
+  "                      under these directories (separated by ':')\n"
+
 const char cli_help_main[] =
     "NAME\n"
     "    gentrace - read, summarize, convert and merge gentrace trace files\n"
     "\n"
     "SYNOPSIS\n"
     "    gentrace dump [-o OUT] FILE|-\n"
-    "    gentrace stat [--json] [-o OUT] FILE|-\n"
-    "    gentrace convert [--to chrome|perfetto|go] [-o OUT] FILE|-\n"
+    "    gentrace stat [--json] [--symbols DIR] [-o OUT] FILE|-\n"
+    "    gentrace convert [--to chrome|perfetto|go] [--symbols DIR] [-o OUT] "
+    "FILE|-\n"
     "    gentrace cat [-o OUT] FILE...\n"
     "    gentrace import --service NAME [--addr HOST:PORT] [-o OUT] FILE|-\n"
     "    gentrace --help | --version | help COMMAND\n"
@@ -34,13 +46,19 @@ const char cli_help_main[] =
     "\n"
     "    dump      one line per event, tab-separated\n"
     "    stat      per session and generation: span, events by kind, bytes, "
-    "loss\n"
+    "loss;\n"
+    "              the top stacks\n"
     "    convert   Chrome Trace Event JSON or Perfetto protobuf, for Perfetto\n"
     "              (a Go session: --to go, a Go trace for go tool trace)\n"
     "    cat       merge files into one valid file, duplicates removed\n"
     "    import    store a Go execution trace (Go 1.11 to 1.26) in gentraced\n"
     "\n"
     "    Run 'gentrace COMMAND --help' for the details of each.\n"
+    "\n"
+    "    stat and convert name stack frames 'FUNC (FILE:LINE)' from the\n"
+    "    binaries' debug info (elfutils' libdw): the files at the paths the\n"
+    "    trace recorded, when their build id matches, and a --symbols DIR\n"
+    "    tree; a frame they cannot name is 'MODULE+0xOFFSET'.\n"
     "\n"
     "OPTIONS\n"
     "    -o, --output OUT  write to OUT instead of standard output; OUT is\n"
@@ -101,7 +119,9 @@ const char cli_help_stat[] =
     "    gentrace stat - summarize a trace per session and generation\n"
     "\n"
     "SYNOPSIS\n"
-    "    gentrace stat [--json] [-o OUT] FILE|-\n"
+    "    gentrace stat [--json] [--symbols DIR] [--symbols-from-host "
+    "yes|no|DIRS]\n"
+    "                  [-o OUT] FILE|-\n"
     "\n"
     "DESCRIPTION\n"
     "    For each session (in order of first appearance): identity, then one\n"
@@ -110,11 +130,17 @@ const char cli_help_stat[] =
     "    events by kind. Totals over the whole file come last; lost_markers\n"
     "    sums the counts of the LOST events threads wrote.\n"
     "\n"
+    "    Then the top stacks: the 10 stacks with the most events\n"
+    "    (region_begin_stack, instant_stack, log_stack), innermost frame\n"
+    "    first, frames named as by convert (see --symbols); stacks of\n"
+    "    several sessions with the same frame names count as one.\n"
+    "\n"
     "OPTIONS\n"
     "    --json            one JSON object: "
-    "{\"sessions\":[...],\"totals\":{...}}\n"
-    "                      (nanosecond times as strings, beside RFC "
-    "3339)\n" HELP_TAIL "    gentrace stat trace.gentrace\n"
+    "{\"sessions\":[...],\"totals\":{...},\n"
+    "                      \"stacks\":{...}} (nanosecond times as strings,\n"
+    "                      beside RFC 3339; stacks.top lists the top "
+    "stacks)\n" HELP_SYMBOLS HELP_TAIL "    gentrace stat trace.gentrace\n"
     "    gentrace stat --json trace.gentrace | python3 -m json.tool\n";
 
 const char cli_help_convert[] =
@@ -122,7 +148,8 @@ const char cli_help_convert[] =
     "    gentrace convert - convert a trace to Chrome Trace Event JSON\n"
     "\n"
     "SYNOPSIS\n"
-    "    gentrace convert [--to chrome|perfetto|go] [-o OUT] FILE|-\n"
+    "    gentrace convert [--to chrome|perfetto|go] [--symbols DIR]\n"
+    "                     [--symbols-from-host yes|no|DIRS] [-o OUT] FILE|-\n"
     "\n"
     "DESCRIPTION\n"
     "    Writes {\"traceEvents\":[...],\"metadata\":{...}}, which Perfetto\n"
@@ -134,7 +161,10 @@ const char cli_help_convert[] =
     "    id = task id, loss 'i' events named gentrace.lost. ts is in\n"
     "    microseconds from the first generation's start; metadata holds the\n"
     "    absolute start and the session list. The same writer serves\n"
-    "    gentraced's /v1/trace?format=chrome.\n"
+    "    gentraced's /v1/trace?format=chrome. Stacks are args.stack, one\n"
+    "    string per frame, innermost first: 'FUNC (FILE:LINE)', else\n"
+    "    'MODULE+0xOFFSET', else the hex pc (Perfetto: the debug annotation\n"
+    "    'stack').\n"
     "\n"
     "OPTIONS\n"
     "    -t, --to FORMAT   output format: chrome (the default), or perfetto:\n"
@@ -144,7 +174,7 @@ const char cli_help_convert[] =
     "                      same bytes as /v1/trace?format=perfetto; or go:\n"
     "                      one Go session's generations as a Go execution\n"
     "                      trace for 'go tool trace' (--format is a synonym\n"
-    "                      of --to)\n" HELP_TAIL
+    "                      of --to)\n" HELP_SYMBOLS HELP_TAIL
     "    gentrace convert --to chrome -o trace.json trace.gentrace\n"
     "    gentrace convert --to go -o w.trace go-session.gentrace\n"
     "    curl -s 'http://127.0.0.1:7171/v1/trace?service=api&last=10s' |\n"

@@ -48,6 +48,7 @@
 #include "chrome.h"
 #include "gtp_error.h"
 #include "httptime.h"
+#include "symcache.h"
 #include "web_internal.h"
 #include "web_tls.h"
 
@@ -285,6 +286,7 @@ static void web_metrics_bounds(web_server *w, gtp_wbuf *b) {
              "gentrace_http_downloads_ended_early_total counter\n"
              "gentrace_http_downloads_ended_early_total %" PRIuFAST64 "\n",
              LD_(ended_early));
+  symcache_metrics(w->syms, b);
   put_metric(b,
              "# HELP gentrace_http_send_timeouts_total Downloads cut "
              "because the client took longer than --http-send-timeout to "
@@ -517,6 +519,11 @@ int web_start(const web_config *cfg, web_server **out, uint16_t *port,
   if (cfg->cors_origins && *cfg->cors_origins && !w->cors)
     goto fail_strings;
   w->cfg.cors_origins = w->cors;
+  symcache_config scfg = {cfg->symbols_dir, cfg->symbols_from_host,
+                          cfg->symbols_max_modules, cfg->symbols_max_bytes};
+  if ((rc = symcache_new(&scfg, &w->syms, cause)) < 0)
+    goto fail_strings;
+  rc = -ENOMEM;
   w->read_token_len = w->read_token ? strlen(w->read_token) : 0;
   w->cfg.host = w->host;
   w->cfg.db_path = w->db_path;
@@ -655,6 +662,7 @@ fail_pool:
   pthread_mutex_destroy(&w->feed_lock);
   pthread_mutex_destroy(&w->auth_log_lock);
 fail_strings:
+  symcache_free(w->syms);
   free(w->cors);
   free(w->host);
   free(w->db_path);
@@ -682,6 +690,7 @@ void web_stop(web_server *w) {
   pthread_cond_destroy(&w->feed_cond);
   pthread_mutex_destroy(&w->feed_lock);
   pthread_mutex_destroy(&w->auth_log_lock);
+  symcache_free(w->syms); /* after MHD: no download uses it any more */
   free(w->cors);
   free(w->host);
   free(w->db_path);

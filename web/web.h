@@ -54,6 +54,14 @@ typedef struct web_config {
   /* HTTPS (web_tls.c): PEM files; tls_cert NULL = plain HTTP. With
    * tls_client_ca, clients need a certificate signed by it (403). */
   const char *tls_cert, *tls_key, *tls_client_ca;
+  /* Stack symbols in Chrome/Perfetto exports (sym/, docs/SYMBOLS.md):
+   * symbols_dir, a build-id tree (--symbols DIR) or NULL;
+   * symbols_from_host, whether (and under which directories) module paths
+   * on this host may be read: "yes" (NULL too), "no", or directories
+   * separated by ':'; caps of the module cache (0 = 64 modules, 512 MiB). */
+  const char *symbols_dir, *symbols_from_host;
+  unsigned symbols_max_modules;
+  uint64_t symbols_max_bytes;
 } web_config;
 
 /* Fills defaults for everything but db_path. */

@@ -48,6 +48,8 @@ struct web_server {
                       given in the config), else NULL */
   slowguard *guard; /* headers deadline (slowloris) */
   struct web_tls *tls; /* HTTPS credentials (web_tls.c), or NULL */
+  /* Stack symbols (sym/), shared by downloads. */
+  struct symcache *syms;
 
   /* Protected by feed_lock: the feed's wake-up state. */
   pthread_mutex_t feed_lock;

@@ -69,6 +69,7 @@
 #include "dlpipe.h"
 #include "gtp_error.h"
 #include "httptime.h"
+#include "symreq.h"
 #include "web_internal.h"
 
 #include <zstd.h>
@@ -97,6 +98,7 @@ typedef struct dl {
   gtp_wbuf raw; /* chrome: one generation's stored bytes (pump thread) */
   gtp_chrome *ch;
   gtp_perfetto *pft; /* format=perfetto: the pump's writer instead of ch */
+  symreq *sym;       /* chrome/perfetto: names stack frames, or NULL */
   dlpipe *pipe;      /* chrome: JSON from the pump */
   pthread_t pump;    /* valid when pump_started */
   int pump_started;
@@ -347,6 +349,7 @@ static void dl_free(void *cls) {
   }
   gtp_chrome_free(d->ch);
   gtp_perfetto_free(d->pft);
+  symreq_free(d->sym);
   dlpipe_free(d->pipe);
   dlenc_free(d->ez);
   gtp_wbuf_fini(&d->out);
@@ -522,6 +525,17 @@ static dl *dl_new(web_req *r, int chrome, int enc, int64_t *seqs, size_t n,
       d->ch = gtp_chrome_new(pipe_sink, d, span_start, span_end);
     if (!d->ch && !d->pft)
       goto fail_all;
+    /* Stack frames named through the shared symbol cache unless the
+     * request said symbols=no (docs/SYMBOLS.md). */
+    const char *sa = web_arg(r, "symbols");
+    if (!sa || strcmp(sa, "no")) {
+      if (!(d->sym = symreq_new(w->syms)))
+        goto fail_all;
+      if (d->pft)
+        gtp_perfetto_set_symbolizer(d->pft, symreq_symbolizer(d->sym));
+      else
+        gtp_chrome_set_symbolizer(d->ch, symreq_symbolizer(d->sym));
+    }
   } else {
     gtp_put_file_header(&d->out);
     if (d->out.err)
@@ -548,6 +562,7 @@ fail_all:
   dlenc_free(d->ez);
   gtp_chrome_free(d->ch);
   gtp_perfetto_free(d->pft);
+  symreq_free(d->sym);
   dlpipe_free(d->pipe);
   gtp_wbuf_fini(&d->out);
   gtp_wbuf_fini(&d->raw);
@@ -651,6 +666,16 @@ static int parse_format(web_req *r, int *chrome) {
   web_error(r, 400, "bad_parameter",
             "format: expected gentrace, chrome or perfetto (and go on "
             "/v1/trace)");
+  return -1;
+}
+
+/* symbols=yes|no (Chrome and Perfetto: name stack frames, the default, or
+ * keep hex pcs). */
+static int parse_symbols(web_req *r) {
+  const char *s = web_arg(r, "symbols");
+  if (!s || !strcmp(s, "yes") || !strcmp(s, "no"))
+    return 0;
+  web_error(r, 400, "bad_parameter", "symbols: expected yes or no");
   return -1;
 }
 
@@ -796,8 +821,9 @@ enum MHD_Result web_trace(web_req *r) {
   const char *fmt = web_arg(r, "format");
   if (fmt && strcmp(fmt, "go") == 0)
     return web_gotrace(r); /* a Go session as a Go trace: web_gotrace.c */
-  static const char *const allowed[] = {"session", "service", "host",   "from",
-                                        "to",      "last",    "format", NULL};
+  static const char *const allowed[] = {"session", "service", "host",
+                                        "from",    "to",      "last",
+                                        "format",  "symbols", NULL};
   if (web_args_check(r, allowed))
     return r->ret;
   web_server *w = r->w;
@@ -809,7 +835,7 @@ enum MHD_Result web_trace(web_req *r) {
       (has_from = web_arg_time(r, "from", &from)) < 0 ||
       (has_to = web_arg_time(r, "to", &to)) < 0 ||
       (has_last = web_arg_dur(r, "last", &last)) < 0 ||
-      parse_format(r, &chrome) < 0)
+      parse_format(r, &chrome) < 0 || parse_symbols(r) < 0)
     return r->ret;
   const char *service = web_arg(r, "service");
   const char *host = web_arg(r, "host");
@@ -948,11 +974,11 @@ static int one_row(void *cls, const store_gen_row *g) {
 
 enum MHD_Result web_session_gen(web_req *r, const char *session,
                                 const char *gen) {
-  static const char *const allowed[] = {"format", NULL};
+  static const char *const allowed[] = {"format", "symbols", NULL};
   if (web_args_check(r, allowed))
     return r->ret;
   int chrome;
-  if (parse_format(r, &chrome) < 0)
+  if (parse_format(r, &chrome) < 0 || parse_symbols(r) < 0)
     return r->ret;
   uint64_t g = 0;
   const char *p = gen;

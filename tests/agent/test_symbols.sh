@@ -21,6 +21,12 @@ for f in abort exit _exit __assert_fail printf fprintf puts fputs perror \
 		exit 1
 	fi
 done
+# Stack symbolization (libdw, sym/) belongs to the daemon and the CLI: the
+# agent names no frames and must not pull elfutils into its hosts.
+if objdump -p "$so" 2>/dev/null | grep -E 'NEEDED +lib(dw|elf)\.' >/dev/null; then
+	echo "libgentrace.so links libdw/libelf (only sym/ may)"
+	exit 1
+fi
 # The static archive must carry proto inside (self-contained).
 a="$top_builddir/agent/.libs/libgentrace.a"
 nm "$a" | grep -q ' T gtp_manifest_compute' || { echo "libgentrace.a lacks proto"; exit 1; }

@@ -7,8 +7,9 @@ parent_uuid, process, thread, counter). Checks the structure a reader needs
 (every event's track described before it, slices balanced per track, one
 sequence whose first packet clears incremental state) and prints counts as
 JSON: {"slice_begin":N,"slice_end":N,"instant":N,"counter":N,
-"processes":[names],"threads":N,"counter_tracks":[names]}. Exits 1 with a
-message on any violation."""
+"processes":[names],"threads":N,"counter_tracks":[names],
+"stacks":{event name: [frame names of its first "stack" annotation, an
+array of strings]}}. Exits 1 with a message on any violation."""
 import json
 import sys
 
@@ -59,7 +60,7 @@ def signed(v):
 def main():
     data = open(sys.argv[1], "rb").read()
     out = {"slice_begin": 0, "slice_end": 0, "instant": 0, "counter": 0,
-           "processes": [], "threads": 0, "counter_tracks": []}
+           "processes": [], "threads": 0, "counter_tracks": [], "stacks": {}}
     tracks = {}  # uuid -> kind
     depth = {}
     first = True
@@ -128,6 +129,19 @@ def main():
                 signed(te[30][0])
             else:
                 raise ValueError("event type %d" % t)
+            for ann in te.get(4, []):
+                a = {}
+                for af, aw, av in fields(ann):
+                    a.setdefault(af, []).append(av)
+                if a.get(10, [b""])[0] != b"stack":
+                    continue
+                frames = []
+                for el in a.get(12, []):
+                    e = {k: v for k, _, v in fields(el)}
+                    frames.append(e[6].decode())
+                if not frames:
+                    raise ValueError("empty stack annotation")
+                out["stacks"].setdefault(te[23][0].decode(), frames)
             if ts < last_ts.get(uuid, 0) and t in (1, 2):
                 raise ValueError("slices out of order on a track")
             last_ts[uuid] = ts
