@@ -483,7 +483,26 @@ static void test_ingest__idle_agent_gets_heartbeats_then_timeout(void **st) {
       assert_int_equal(rc, -ETIMEDOUT);
     }
   }
-  /* Still connected: a generation is stored and ACKed. */
+  /* The daemon stalls (stopped here, a loaded machine elsewhere) past the
+   * timeout while the agent keeps beating. Woken, it runs its timers before
+   * it reads: the beats waiting in its socket are not silence. */
+  assert_int_equal(kill(d.pid, SIGSTOP), 0);
+  t0 = now_ms();
+  while (now_ms() - t0 < 1000) {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    gtp_frame_heartbeat_encode(&b);
+    int rc = gtc_send_raw(&c, b.data, b.len);
+    gtp_wbuf_fini(&b);
+    if (rc != 0)
+      break;
+    usleep(100000);
+  }
+  assert_int_equal(kill(d.pid, SIGCONT), 0);
+
+  /* Still connected: a generation is stored and ACKed. The silence below
+   * is timed from before the send: the daemon's last read is after it. */
+  t0 = now_ms();
   gtc_gen g;
   assert_int_equal(gtc_gen_build(&g, &s), 0);
   assert_int_equal(gtc_send_gen(&c, &g), 0);
@@ -491,7 +510,6 @@ static void test_ingest__idle_agent_gets_heartbeats_then_timeout(void **st) {
   gtc_gen_fini(&g);
 
   /* Silent now: HEARTBEATs from the daemon (idle/3), then ERROR(TIMEOUT). */
-  t0 = now_ms();
   unsigned daemon_beats = 0;
   int code = 0;
   for (;;) {
