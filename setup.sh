@@ -42,7 +42,7 @@ CONFIGURE_FLAGS=${CONFIGURE_FLAGS:-}
 PKGS="build-essential autoconf automake libtool pkg-config \
 libuv1-dev libmicrohttpd-dev libsqlite3-dev libzstd-dev libcmocka-dev \
 curl sqlite3 python3 clang libclang-rt-14-dev clang-format zlib1g-dev zstd \
-libgnutls28-dev gnutls-bin libdw-dev elfutils \
+libgnutls28-dev gnutls-bin libdw-dev elfutils libnss3-tools \
 libpq-dev libcurl4-openssl-dev libssl-dev postgresql \
 swift swift-proxy swift-object swift-container swift-account memcached golang-1.19-go"
 [ $BENCH = 1 ] && PKGS="$PKGS lttng-tools liblttng-ust-dev babeltrace2 nginx \

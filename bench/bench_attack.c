@@ -40,8 +40,8 @@
 
 #include <sqlite3.h>
 
+#include "agent_child.h"
 #include "client.h"
-#include "gentrace.h"
 
 #define OVERHEAD_MIB 96
 #define OPENERS 12
@@ -56,91 +56,6 @@ static double now_s(void) {
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
   nanosleep(&ts, NULL);
-}
-
-static long hwm_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  long kib = -1;
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (strncmp(line, "VmHWM:", 6) == 0)
-      kib = strtol(line + 6, NULL, 10);
-  fclose(f);
-  return kib;
-}
-
-/* ------------------------------------------------------- the honest agent */
-
-typedef struct emitter {
-  double rate, seconds;
-} emitter;
-
-static void *emit(void *arg) {
-  emitter *w = arg;
-  double t0 = now_s();
-  uint64_t n = 0;
-  for (;;) {
-    double t = now_s();
-    if (t >= t0 + w->seconds)
-      break;
-    uint64_t due = (uint64_t)((t - t0) * w->rate);
-    for (; n < due; n++) {
-      if (n % 3 == 0)
-        gt_region_begin("work");
-      gt_counter("n", (int64_t)n);
-      if (n % 3 == 0)
-        gt_region_end();
-    }
-    sleep_ms(1);
-  }
-  return NULL;
-}
-
-static int honest_child(uint16_t port, double rate, double seconds) {
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
-  gt_config cfg;
-  gt_config_init(&cfg);
-  cfg.addr = addr;
-  cfg.service = "honest";
-  cfg.period_ms = 200;
-  cfg.buffer_mb = 32;
-  cfg.flush_timeout_ms = 30000;
-  if (gt_start(&cfg) != 0)
-    return 1;
-  pthread_t t[2];
-  emitter w = {rate / 2, seconds};
-  for (int i = 0; i < 2; i++)
-    pthread_create(&t[i], NULL, emit, &w);
-  for (int i = 0; i < 2; i++)
-    pthread_join(t[i], NULL);
-  gt_stop();
-  return 0;
-}
-
-/* Events stored for the honest agent, and events its ledger says lost. */
-static void stored(const gtd *d, int64_t *events, int64_t *lost) {
-  sqlite3 *h;
-  sqlite3_stmt *q;
-  *events = *lost = -1;
-  if (sqlite3_open_v2(d->db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-    return;
-  sqlite3_busy_timeout(h, 5000);
-  if (sqlite3_prepare_v2(h,
-                         "SELECT coalesce(sum(g.events), 0),"
-                         " coalesce(sum(g.dropped + g.evicted + g.rejected), 0)"
-                         " FROM generations g JOIN sessions s"
-                         " ON s.id = g.session_id WHERE s.service = 'honest'",
-                         -1, &q, NULL) == SQLITE_OK &&
-      sqlite3_step(q) == SQLITE_ROW) {
-    *events = sqlite3_column_int64(q, 0);
-    *lost = sqlite3_column_int64(q, 1);
-  }
-  sqlite3_finalize(q);
-  sqlite3_close(h);
 }
 
 /* ----------------------------------------------------------------- floods */
@@ -165,13 +80,7 @@ static void stop(flood *f) {
 static int stalled_open(gtc *c, unsigned i, uint16_t port) {
   char src[32];
   snprintf(src, sizeof src, "127.0.1.%u", 1 + i % 250);
-  if (gtc_connect_from(c, src, port) < 0)
-    return -1;
-  static uint8_t frame[GTP_FRAME_HEADER_SIZE + (64u << 10)];
-  gtp_frame_header_put(frame, GTP_FR_HELLO, 64u << 10);
-  memset(frame + GTP_FRAME_HEADER_SIZE, 'h', 64u << 10);
-  (void)send(c->fd, frame, sizeof frame - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  return 0;
+  return gtc_stall_hello(c, src, port);
 }
 
 /* Keeps stalled_n stalled peers open: every one the daemon closes is
@@ -310,15 +219,23 @@ static int run(unsigned floods, double seconds, unsigned budget_mib,
   if (floods != 0)
     sleep_ms(300); /* the flood is in place before the agent starts */
 
+  /* The honest agent (tests/lib/agent_child.c), paced. */
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
+  ac_config hc = {.addr = addr,
+                  .service = "honest",
+                  .rate = offered,
+                  .seconds = seconds,
+                  .threads = 2,
+                  .buffer_mb = 32,
+                  .flush_timeout_ms = 30000,
+                  .pace_ms = 1};
   double t0 = now_s();
-  pid_t pid = fork();
-  if (pid == 0)
-    _exit(honest_child(d.agent_port, offered, seconds));
-  int status = 0;
-  waitpid(pid, &status, 0);
+  ac_child h;
+  int ok = ac_start(&h, &hc) == 0 && ac_wait(&h) >= 0;
   double took = now_s() - t0;
 
-  r->hwm_mib = (double)hwm_kib(d.pid) / 1024;
+  r->hwm_mib = (double)gtd_proc_kib(d.pid, "VmHWM") / 1024;
   r->shed = gtd_metric(&d, "gentrace_ingest_shed_connections_total");
   r->refused =
       gtd_metric(&d, "gentrace_agent_connections_refused_per_ip_total");
@@ -335,13 +252,13 @@ static int run(unsigned floods, double seconds, unsigned budget_mib,
   if (floods & F_CONNS)
     pthread_join(tc, NULL);
   r->opened += fs.opened + fc.opened;
-  int64_t ev;
-  stored(&d, &ev, &r->lost);
+  int64_t ev, gaps;
+  ac_db_sums(d.db, "honest", &ev, &r->lost, &gaps);
   /* Delivered over the agent's whole run, its final flush included. */
   r->rate = took > 0 ? (double)ev / took : 0;
   gtd_stop(&d);
   gtd_cleanup(&d);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+  return ok ? 0 : -1;
 }
 
 int main(int argc, char **argv) {

@@ -1,30 +1,53 @@
 /* bench_b1: B1, the highest paced event rate that reaches committed rows
- * with zero loss: threads of one process call gt_counter at a fixed total
- * rate for a few seconds through the real agent into the real gentraced;
- * a rate passes when nothing was dropped, evicted or rejected and the
- * events stored in SQLite equal the events written. Rates double until one
- * fails, then a binary search narrows the edge.
+ * with zero loss: N agents (processes, each the real libgentrace) with T
+ * threads each call gt_counter at a fixed total rate for a few seconds into
+ * the real gentraced; a rate passes when nothing was dropped, evicted or
+ * rejected and the events stored in SQLite equal the events written. Rates
+ * double until one loses events, then a binary search narrows the edge.
+ * There is no ceiling: the ladder stops only at the first loss, or when the
+ * agents themselves cannot emit the rate (their threads fell behind the
+ * pace: the agents' CPU is the limit, and the line says so).
  *
- *   bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]
+ *   bench_b1 [--agents N] [--threads T] [--seconds S] [--lttng RATE]
+ *            [--profile] [--id NAME]
+ *   bench_b1 THREADS SECONDS [LTTNG_RATE]        (one agent, as before)
+ *
+ * Reported: the highest zero-loss rate and the first lossy one, the
+ * daemon's CPU seconds per million events at the highest zero-loss rate
+ * (utime + stime of /proc/PID/stat over the trial, the agents' flush
+ * included), and with --profile the share of the daemon's samples (perf
+ * record on it during one more trial at that rate) in frame and event
+ * decoding, CRC-32C, reassembly (reasm and copies), compression (zstd),
+ * SQLite and the kernel.
  *
  * GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB set the
  * agent's buffer pool, generation period and spool (defaults 8, 1000, 64).
  *
+ * With BENCH_B1_SHARED=1 and the environment of scripts/cluster-up (make
+ * bench-b1-shared), the same search runs again against a gentraced on the
+ * shared store (PostgreSQL catalog + S3 segments, --segment-max-age from
+ * BENCH_B1_SEGMENT_AGE, default the daemon's 2s), counted in the catalog,
+ * and a line `BENCH id=<ID>-shared` gives its rate beside this run's
+ * SQLite rate (BENCH_B1_SHARED=only: the shared run alone, for profiles).
+ *
  * The baseline is lttng-relayd's highest zero-loss rate on the same
- * workload (two integers per event); pass it as LTTNG_RATE (events/s) from
- * a measurement in the same run (measured on this machine: about 6.5 M/s with one thread,
- * 11-13 M/s with two), or leave it out and the line says baseline=n/a.
- * This process starts gentraced on 127.0.0.1 port 0 and stops it by PID.
+ * workload (two integers per event), passed with --lttng from a
+ * measurement in the same run (bench/quick measures it), or the line says
+ * baseline=lttng-relayd:n/a. This process starts gentraced on 127.0.0.1
+ * port 0 and stops it by PID.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,18 +65,19 @@ typedef struct worker {
   double rate; /* events/s of this thread */
   double seconds;
   uint64_t emitted;
+  double elapsed; /* seconds it took to emit rate * seconds events */
 } worker;
 
 static void *emit(void *arg) {
   worker *w = arg;
-  double t0 = now_s(), end = t0 + w->seconds;
-  uint64_t n = 0;
-  for (;;) {
-    double t = now_s();
-    if (t >= end)
-      break;
-    uint64_t due = (uint64_t)((t - t0) * w->rate);
-    /* Bursts of at most 256 keep the pacing smooth at any rate. */
+  double t0 = now_s();
+  uint64_t total = (uint64_t)(w->rate * w->seconds), n = 0;
+  while (n < total) {
+    uint64_t due = (uint64_t)((now_s() - t0) * w->rate);
+    if (due > total)
+      due = total;
+    /* Bursts of at most 256 keep the pacing smooth at any rate; a thread
+     * that fell behind catches up and takes longer (elapsed). */
     uint64_t k = due > n ? due - n : 0;
     if (k > 256)
       k = 256;
@@ -62,6 +86,7 @@ static void *emit(void *arg) {
     n += k;
   }
   w->emitted = n;
+  w->elapsed = now_s() - t0;
   return NULL;
 }
 
@@ -90,8 +115,12 @@ static int trial_child(const char *addr, const char *service, double rate,
     w[i].seconds = seconds;
     pthread_create(&t[i], NULL, emit, &w[i]);
   }
-  for (unsigned i = 0; i < threads; i++)
+  double elapsed = 0;
+  for (unsigned i = 0; i < threads; i++) {
     pthread_join(t[i], NULL);
+    if (w[i].elapsed > elapsed)
+      elapsed = w[i].elapsed;
+  }
   gt_stats_t st;
   memset(&st, 0, sizeof st);
   /* Written and dropped are final once the threads are done; what the
@@ -99,9 +128,9 @@ static int trial_child(const char *addr, const char *service, double rate,
   gt_stats(&st);
   gt_stop();
   char line[128];
-  int n = snprintf(line, sizeof line, "%llu %llu\n",
+  int n = snprintf(line, sizeof line, "%llu %llu %.3f\n",
                    (unsigned long long)st.events_written,
-                   (unsigned long long)st.events_dropped);
+                   (unsigned long long)st.events_dropped, elapsed);
   if (write(fd, line, (size_t)n) != n)
     return 1;
   return 0;
@@ -138,87 +167,356 @@ static int64_t stored_events(const char *db, const char *service,
   return v;
 }
 
-/* 1 = zero loss at rate, 0 = loss, < 0 = error. */
-static int run_trial(gtd *d, const char *addr, double rate, unsigned threads,
-                     double seconds, int idx) {
-  char service[64];
-  snprintf(service, sizeof service, "b1-%d", idx);
-  int p[2];
-  if (pipe(p) < 0)
-    return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    _exit(trial_child(addr, service, rate, threads, seconds, p[1]));
+/* The same counts from the shared store's catalog. */
+static int64_t stored_events_pg(const char *uri, const char *service,
+                                int64_t *lost) {
+  *lost = -1;
+  PGconn *c = PQconnectdb(uri);
+  const char *p[] = {service};
+  PGresult *r = PQexecParams(
+      c,
+      "SELECT coalesce(sum(g.events),0), coalesce(sum(g.dropped+g.evicted+"
+      "g.rejected),0) FROM gt_generations g JOIN gt_sessions s"
+      " ON s.id = g.session_id WHERE s.service = $1",
+      1, NULL, p, NULL, NULL, 0);
+  int64_t v = -1;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+    v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    *lost = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
   }
-  close(p[1]);
-  char buf[128] = {0};
-  ssize_t n = read(p[0], buf, sizeof buf - 1);
-  close(p[0]);
-  int status;
-  waitpid(pid, &status, 0);
-  unsigned long long written = 0, dropped = 0;
-  if (n <= 0 || sscanf(buf, "%llu %llu", &written, &dropped) != 2)
-    return -1;
-  int64_t lost;
-  int64_t stored = stored_events(d->db, service, &lost);
-  int ok = dropped == 0 && lost == 0 && stored == (int64_t)written;
-  fprintf(stderr,
-          "bench: B1 rate %.2f M/s: written %llu stored %lld dropped %llu "
-          "ledger %lld -> %s\n",
-          rate / 1e6, written, (long long)stored, dropped, (long long)lost,
-          ok ? "zero loss" : "LOSS");
-  return ok;
+  PQclear(r);
+  PQfinish(c);
+  return v;
 }
 
-int main(int argc, char **argv) {
-  unsigned threads = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
-  double seconds = argc > 2 ? atof(argv[2]) : 3;
-  double lttng = argc > 3 ? atof(argv[3]) : 0;
-  if (threads < 1 || threads > 64 || seconds <= 0) {
-    fprintf(stderr, "usage: bench_b1 [THREADS] [SECONDS] [LTTNG_RATE]\n");
-    return 2;
+/* The shared run's catalog (NULL: the SQLite run). */
+static const char *b1_catalog;
+
+typedef struct b1opts {
+  unsigned agents, threads;
+  double seconds, lttng;
+  int profile;
+  const char *id;
+} b1opts;
+
+enum { T_ERR = -1, T_LOSS = 0, T_OK = 1, T_AGENT = 2 };
+
+/* One trial at `rate` events/s in total over o->agents processes: T_OK
+ * (zero loss), T_LOSS, T_AGENT (no loss, but the agents could not emit the
+ * rate: their CPU is the limit) or T_ERR. *cpu: the daemon's CPU seconds
+ * over the trial. */
+static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
+                     int idx, double *cpu) {
+  char service[64];
+  snprintf(service, sizeof service, "b1-%ld-%d", (long)getpid(), idx);
+  int p[2];
+  if (pipe(p) < 0)
+    return T_ERR;
+  double cpu0 = gtd_proc_cpu_s(d->pid);
+  pid_t *kids = calloc(o->agents, sizeof *kids);
+  if (kids == NULL)
+    return T_ERR;
+  for (unsigned a = 0; a < o->agents; a++) {
+    pid_t pid = fork();
+    if (pid < 0)
+      break;
+    kids[a] = pid;
+    if (pid == 0) {
+      close(p[0]);
+      _exit(trial_child(addr, service, rate / o->agents, o->threads, o->seconds,
+                        p[1]));
+    }
   }
-  /* gentraced on port 0 through tests/daemon/client.c, stopped by PID. */
+  close(p[1]);
+  /* Each child writes one short line (atomic in a pipe); EOF once all
+   * have exited. */
+  unsigned long long written = 0, dropped = 0;
+  unsigned lines = 0;
+  FILE *in = fdopen(p[0], "r");
+  unsigned long long w, dr;
+  double el, elapsed = 0;
+  while (in != NULL && fscanf(in, "%llu %llu %lf", &w, &dr, &el) == 3) {
+    written += w;
+    dropped += dr;
+    if (el > elapsed)
+      elapsed = el;
+    lines++;
+  }
+  if (in != NULL)
+    fclose(in);
+  /* By pid: a perf recording (profile_trial) is a child too. */
+  for (unsigned a = 0; a < o->agents; a++)
+    if (kids[a] > 0)
+      waitpid(kids[a], NULL, 0);
+  free(kids);
+  if (lines != o->agents)
+    return T_ERR;
+  int64_t lost;
+  int64_t stored = b1_catalog ? stored_events_pg(b1_catalog, service, &lost)
+                              : stored_events(d->db, service, &lost);
+  *cpu = gtd_proc_cpu_s(d->pid) - cpu0;
+  int ok = dropped == 0 && lost == 0 && stored == (int64_t)written;
+  /* Every thread emits its share; one that cannot keep the pace takes
+   * longer (as bench/quick's trials, 20% late is behind). */
+  int behind = elapsed > 1.2 * o->seconds;
+  fprintf(stderr,
+          "bench_b1: agents=%u threads=%u rate %.2f M/s: written %llu "
+          "stored %lld dropped %llu ledger %lld elapsed %.2fs daemon-cpu "
+          "%.2fs -> %s\n",
+          o->agents, o->threads, rate / 1e6, written, (long long)stored,
+          dropped, (long long)lost, elapsed, *cpu,
+          !ok      ? "LOSS"
+          : behind ? "zero loss, but the agents fell behind the pace"
+                   : "zero loss");
+  return !ok ? T_LOSS : behind ? T_AGENT : T_OK;
+}
+
+/* Share of the daemon's perf samples by part of the ingest path, from
+ * `perf report` over one trial. */
+static void profile_trial(gtd *d, const char *addr, double rate,
+                          const b1opts *o, int idx) {
+  char data[400], cmd[600];
+  snprintf(data, sizeof data, "%s/b1.perf", d->dir);
+  char pidarg[32];
+  snprintf(pidarg, sizeof pidarg, "%d", (int)d->pid);
+  pid_t perf = fork();
+  if (perf == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execlp("perf", "perf", "record", "-F", "997", "-p", pidarg, "-o", data,
+           (char *)NULL);
+    _exit(127);
+  }
+  if (perf < 0)
+    return;
+  /* perf needs a moment to attach (and to install its SIGINT handler). */
+  struct timespec ts = {1, 0};
+  nanosleep(&ts, NULL);
+  double cpu = 0;
+  int r = run_trial(d, addr, rate, o, idx, &cpu);
+  kill(perf, SIGINT);
+  int st = 0;
+  waitpid(perf, &st, 0);
+  struct stat sb;
+  if (r == T_ERR || stat(data, &sb) != 0 || sb.st_size == 0 ||
+      (WIFEXITED(st) && WEXITSTATUS(st) == 127)) {
+    fprintf(stderr, "bench_b1: profile: perf record did not run\n");
+    return;
+  }
+  snprintf(cmd, sizeof cmd,
+           "perf report -i %s --no-children --sort dso,sym --stdio -g none "
+           "2>/dev/null",
+           data);
+  FILE *f = popen(cmd, "r");
+  if (f == NULL)
+    return;
+  static const char *const part[] = {"decode", "crc",    "reassembly", "zstd",
+                                     "sqlite", "kernel", "libc",       "other"};
+  double share[8] = {0}, total = 0;
+  char line[1024];
+  while (fgets(line, sizeof line, f) != NULL) {
+    double pct;
+    if (line[0] == '#' || sscanf(line, " %lf%%", &pct) != 1)
+      continue;
+    int k = 7;
+    if (strstr(line, "[k]"))
+      k = 5;
+    else if (strstr(line, "crc32c") || strstr(line, " crc_"))
+      k = 1;
+    else if (strstr(line, "ZSTD") || strstr(line, "zstd"))
+      k = 3;
+    else if (strstr(line, "sqlite3") || strstr(line, "libsqlite"))
+      k = 4;
+    else if (strstr(line, "reasm") || strstr(line, "genbuf") ||
+             strstr(line, "memmove") || strstr(line, "memcpy"))
+      k = 2;
+    else if (strstr(line, "gtp_") || strstr(line, "decode") ||
+             strstr(line, "varint"))
+      k = 0;
+    else if (strstr(line, "libc"))
+      k = 6;
+    share[k] += pct;
+    total += pct;
+  }
+  pclose(f);
+  if (total <= 0)
+    return;
+  printf("B1_profile agents=%u threads=%u rate=%.0f", o->agents, o->threads,
+         rate);
+  for (int k = 0; k < 8; k++)
+    printf(" %s=%.1f%%", part[k], 100 * share[k] / total);
+  printf("\n");
+}
+
+typedef struct b1result {
+  double good, bad, good_cpu; /* rates (events/s), daemon CPU s at good */
+  int limit;                  /* T_LOSS or T_AGENT */
+} b1result;
+
+/* The ladder and the search on a fresh gentraced (catalog NULL: SQLite,
+ * else the shared store on catalog and $GENTRACE_OBJECTS). 0, or -1 when
+ * the daemon did not start or a trial failed to run. */
+static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
+  /* gentraced on port 0 through tests/daemon/client.c, stopped by PID; every
+   * agent connects from 127.0.0.1, so the per-address limit goes up. */
   gtd d;
   char addr[64];
-  if (gtd_init(&d) < 0 || gtd_start(&d, NULL, NULL) < 0) {
-    fprintf(stderr, "bench: gentraced did not start\n");
-    return 1;
+  char obj[256];
+  const char *age = getenv("BENCH_B1_SEGMENT_AGE");
+  snprintf(obj, sizeof obj, "%s/b1-%ld",
+           catalog ? getenv("GENTRACE_OBJECTS") : "", (long)getpid());
+  const char *sqlite_args[] = {"--max-conns-per-ip", "100000", NULL};
+  const char *shared_args[] = {"--max-conns-per-ip",
+                               "100000",
+                               "--catalog",
+                               catalog,
+                               "--objects",
+                               obj,
+                               "--segment-max-age",
+                               age ? age : "2s",
+                               NULL};
+  b1_catalog = catalog;
+  if (gtd_init(&d) < 0 ||
+      gtd_start(&d, catalog ? shared_args : sqlite_args, NULL) < 0) {
+    fprintf(stderr, "bench_b1: gentraced did not start\n");
+    return -1;
   }
+  fprintf(stderr, "bench_b1: on %s\n", catalog ? "the shared store" : "SQLite");
   snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
-  double good = 0, bad = 0, rate = 1e6;
-  int idx = 0;
-  while (rate <= 512e6) {
-    int r = run_trial(&d, addr, rate, threads, seconds, idx++);
-    if (r < 0)
+  /* Start at 1 M/s in all for a few agents; a fleet of many starts at 100
+   * events/s each, so the ladder finds where the host runs out of CPU. */
+  double good = 0, bad = 0, rate = o->agents <= 8 ? 1e6 : o->agents * 100.0;
+  double good_cpu = 0, cpu = 0;
+  int idx = 0, limit = T_OK, err = 0;
+  for (;;) {
+    int r = run_trial(&d, addr, rate, o, idx++, &cpu);
+    if (r == T_ERR) {
+      err = 1;
       break;
-    if (r == 0) {
+    }
+    if (r == T_LOSS) {
       bad = rate;
+      limit = T_LOSS;
       break;
     }
     good = rate;
+    good_cpu = cpu;
+    if (r == T_AGENT) {
+      limit = T_AGENT;
+      break;
+    }
     rate *= 2;
   }
-  for (int i = 0; i < 3 && bad > 0 && good > 0; i++) {
+  for (int i = 0; i < 3 && bad > 0 && !err; i++) {
     double mid = (good + bad) / 2;
-    int r = run_trial(&d, addr, mid, threads, seconds, idx++);
-    if (r < 0)
+    int r = run_trial(&d, addr, mid, o, idx++, &cpu);
+    if (r == T_ERR) {
+      err = 1;
       break;
-    if (r)
-      good = mid;
-    else
+    }
+    if (r == T_LOSS) {
       bad = mid;
+    } else {
+      good = mid;
+      good_cpu = cpu;
+    }
   }
+  if (o->profile && good > 0 && !err)
+    profile_trial(&d, addr, good, o, idx++);
   gtd_stop(&d);
   gtd_cleanup(&d);
-  if (lttng > 0)
-    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:%.2f "
-           "ratio=%.2f bar=1.00 pass=%d\n",
-           good / 1e6, lttng / 1e6, good / lttng, good >= lttng);
+  if (err) {
+    fprintf(stderr, "bench_b1: a trial failed to run\n");
+    return -1;
+  }
+  out->good = good;
+  out->bad = bad;
+  out->good_cpu = good_cpu;
+  out->limit = limit;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  b1opts o = {1, 2, 3, 0, 0, "B1"};
+  if (argc > 1 && strncmp(argv[1], "--", 2) != 0) {
+    /* bench_b1 THREADS SECONDS [LTTNG_RATE] */
+    o.threads = (unsigned)atoi(argv[1]);
+    o.seconds = argc > 2 ? atof(argv[2]) : 3;
+    o.lttng = argc > 3 ? atof(argv[3]) : 0;
+  } else {
+    for (int i = 1; i < argc; i++) {
+      const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+      if (strcmp(a, "--profile") == 0) {
+        o.profile = 1;
+        continue;
+      }
+      if (strcmp(a, "--agents") == 0)
+        o.agents = (unsigned)atoi(v);
+      else if (strcmp(a, "--threads") == 0)
+        o.threads = (unsigned)atoi(v);
+      else if (strcmp(a, "--seconds") == 0)
+        o.seconds = atof(v);
+      else if (strcmp(a, "--lttng") == 0)
+        o.lttng = atof(v);
+      else if (strcmp(a, "--id") == 0)
+        o.id = v;
+      else {
+        fprintf(stderr, "bench_b1: unknown option %s\n", a);
+        return 2;
+      }
+      i++;
+    }
+  }
+  if (o.threads < 1 || o.threads > 64 || o.agents < 1 || o.agents > 5000 ||
+      o.seconds <= 0) {
+    fprintf(stderr, "usage: bench_b1 [--agents N] [--threads T] [--seconds "
+                    "S] [--lttng RATE] [--profile] [--id NAME]\n");
+    return 2;
+  }
+  /* BENCH_B1_SHARED=only: the shared run alone (profiling it). */
+  const char *sh = getenv("BENCH_B1_SHARED");
+  int only = sh != NULL && strcmp(sh, "only") == 0;
+  int shared = only || (sh != NULL && strcmp(sh, "1") == 0);
+  const char *cat = getenv("GENTRACE_CATALOG");
+  if (shared && (cat == NULL || getenv("GENTRACE_OBJECTS") == NULL)) {
+    fprintf(stderr, "bench_b1: BENCH_B1_SHARED needs scripts/cluster-up's "
+                    "environment (make bench-b1-shared)\n");
+    return 1;
+  }
+  b1result res = {0}, res2 = {0};
+  if (!only && b1_search(&o, NULL, &res) < 0)
+    return 1;
+  if (shared && b1_search(&o, cat, &res2) < 0)
+    return 1;
+  if (only)
+    res = res2;
+  double good = res.good, bad = res.bad, good_cpu = res.good_cpu;
+  int limit = res.limit;
+  char unit[128];
+  snprintf(unit, sizeof unit, "events/s(zero-loss,agents=%u,threads=%u,%s)",
+           o.agents, o.threads,
+           limit == T_AGENT ? "limit=agent-cpu" : "limit=loss");
+  if (o.lttng > 0)
+    printf("BENCH id=%s value=%.0f unit=%s baseline=lttng-relayd:%.0f "
+           "ratio=%.2f bar=>=4 pass=%d\n",
+           o.id, good, unit, o.lttng, good / o.lttng, good >= 4 * o.lttng);
   else
-    printf("BENCH id=B1 value=%.2f unit=Mevents/s baseline=lttng-relayd:n/a "
-           "ratio=n/a bar=1.00 pass=0\n",
-           good / 1e6);
+    printf("BENCH id=%s value=%.0f unit=%s baseline=lttng-relayd:n/a "
+           "ratio=n/a bar=>=4 pass=0\n",
+           o.id, good, unit);
+  printf("BENCH id=%s_lossy value=%.0f unit=events/s(first-lossy,agents=%u,"
+         "threads=%u) baseline=zero-loss:%.0f ratio=%.2f bar=none pass=1\n",
+         o.id, bad, o.agents, o.threads, good, good > 0 ? bad / good : 0);
+  double ev = good * o.seconds;
+  printf("BENCH id=%s_cpu value=%.3f unit=daemon-cpu-s/Mevents(agents=%u,"
+         "threads=%u,at=%.0f/s) baseline=none:0 ratio=1 bar=none pass=1\n",
+         o.id, ev > 0 ? good_cpu / (ev / 1e6) : 0, o.agents, o.threads, good);
+  if (shared && !only)
+    printf("BENCH id=%s-shared value=%.0f unit=events/s(zero-loss,agents=%u,"
+           "threads=%u) baseline=sqlite:%.0f ratio=%.2f bar=0.50 pass=%d\n",
+           o.id, res2.good, o.agents, o.threads, res.good,
+           res.good > 0 ? res2.good / res.good : 0,
+           res.good > 0 && res2.good >= res.good / 2);
   return 0;
 }

@@ -20,9 +20,10 @@
  * default regions and counters (about 73%): D1zstd with the data users
  * will download. tls: D1 over HTTPS beside plain HTTP (d1_tls).
  *
- * Five rounds, each downloading from gentraced, nginx and iperf3 back to
- * back; the BENCH lines give the median per-round ratio, which holds up on a
- * machine whose load swings (the figures alone do not).
+ * Five rounds (BENCH_D1_ROUNDS=1..5 for fewer), each downloading from
+ * gentraced, nginx and iperf3 back to back; the BENCH lines give the median
+ * per-round ratio, which holds up on a machine whose load swings (the figures
+ * alone do not).
  */
 #include "config.h"
 
@@ -304,6 +305,8 @@ static double median(double *v, int n) {
 }
 
 #define ROUNDS 5
+/* Rounds actually run: BENCH_D1_ROUNDS (1..5; bench/quick runs REPS). */
+static int rounds = ROUNDS;
 
 /* Median over rounds of gentraced/baseline, each round measuring both back
  * to back, so load swings on a shared machine hit both sides alike. */
@@ -376,7 +379,7 @@ static void bench_line_unit(const char *id, const double *ours,
                             const char *unit) {
   double r[ROUNDS], o[ROUNDS], b[ROUNDS];
   int n = 0;
-  for (int i = 0; i < ROUNDS; i++)
+  for (int i = 0; i < rounds; i++)
     if (base[i] > 0 && ours[i] > 0) {
       r[n] = ours[i] / base[i];
       o[n] = ours[i];
@@ -384,11 +387,11 @@ static void bench_line_unit(const char *id, const double *ours,
       n++;
     }
   if (n == 0) {
-    for (int i = 0; i < ROUNDS; i++)
+    for (int i = 0; i < rounds; i++)
       o[i] = ours[i];
     printf("BENCH id=%s value=%.0f unit=%s baseline=%s:missing ratio=0 "
            "bar=%.2f pass=0\n",
-           id, median(o, ROUNDS), unit, name, bar);
+           id, median(o, rounds), unit, name, bar);
     return;
   }
   double ratio = median(r, n);
@@ -458,7 +461,7 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
   /* CPU per byte, both ends (this process serves; curl is its child):
    * on a shared machine it moves far less with the load than MB/s. */
   double cpu_plain[ROUNDS], cpu_tls[ROUNDS];
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     double c0 = cpu_both(), s0 = cpu_s(RUSAGE_SELF);
     uint64_t pbytes = 0;
     plain[i] = curl_once(plain_url, NULL, &pbytes);
@@ -494,7 +497,7 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
   fprintf(stderr,
           "bench_download: CPU s over the %d rounds: server plain %.3f https "
           "%.3f; curl plain %.3f https %.3f\n",
-          ROUNDS, srv_cpu[0], srv_cpu[1], cli_cpu[0], cli_cpu[1]);
+          rounds, srv_cpu[0], srv_cpu[1], cli_cpu[0], cli_cpu[1]);
   bench_line_bar("D1-TLS", tls, plain, "D1-plain", 0.85);
   bench_line_unit("D1-TLS-cpu", cpu_tls, cpu_plain, "D1-plain-cpu", 0.85,
                   "MB/cpu-s(server+curl)");
@@ -503,6 +506,9 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
 
 int main(int argc, char **argv) {
   unsigned mib = argc > 1 ? (unsigned)atoi(argv[1]) : 256;
+  const char *er = getenv("BENCH_D1_ROUNDS");
+  if (er != NULL && atoi(er) >= 1 && atoi(er) <= ROUNDS)
+    rounds = atoi(er);
   if (mib == 0)
     mib = 256;
   char dir[] = "/tmp/gt-bench-web-XXXXXX";
@@ -612,7 +618,7 @@ int main(int argc, char **argv) {
   }
   double ours[ROUNDS], nginx[ROUNDS] = {0}, iperf[ROUNDS] = {0};
   double load0 = loadavg1();
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     ours[i] = curl_once(url, NULL, NULL);
     if (ngx > 0)
       nginx[i] = curl_once(nurl, NULL, NULL);
@@ -629,7 +635,7 @@ int main(int argc, char **argv) {
    * sending the plain file. */
   double zs[ROUNDS] = {0}, gz[ROUNDS] = {0};
   uint64_t zwire = 0, gwire = 0;
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     double t = curl_enc_secs(url, "zstd", &zwire);
     zs[i] = t > 0 ? (double)got / t / 1e6 : 0;
     t = curl_enc_secs(url, "gzip", &gwire);
@@ -649,7 +655,7 @@ int main(int argc, char **argv) {
   char curl_chrome[300];
   snprintf(curl_chrome, sizeof curl_chrome, "%s&format=chrome", url);
   double chrome_http[ROUNDS], chrome_mem[ROUNDS];
-  for (int i = 0; i < ROUNDS; i++) {
+  for (int i = 0; i < rounds; i++) {
     chrome_http[i] = curl_once(curl_chrome, NULL, NULL);
     chrome_mem[i] = chrome_convert_once(file);
     fprintf(stderr,

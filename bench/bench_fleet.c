@@ -168,23 +168,6 @@ static void sleep_ms(unsigned ms) {
 
 /* ------------------------------------------------------ /proc of a pid */
 
-static double cpu_s(pid_t pid) {
-  char path[64], line[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return -1;
-  char *ok = fgets(line, sizeof line, f);
-  fclose(f);
-  char *p = ok != NULL ? strrchr(line, ')') : NULL;
-  unsigned long ut, st;
-  if (p == NULL ||
-      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-             &st) != 2)
-    return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* CPU seconds of each thread of pid (tids ascending, so the main thread,
  * which runs gentraced's loop, comes first), into tid[]/cpu[]; returns the
  * count. */
@@ -236,20 +219,6 @@ static double io_written(pid_t pid) {
   return v;
 }
 
-static long rss_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  long kib = -1;
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (strncmp(line, "VmRSS:", 6) == 0)
-      kib = strtol(line + 6, NULL, 10);
-  fclose(f);
-  return kib;
-}
-
 /* ------------------------------------------------------------ servers */
 
 typedef struct server {
@@ -260,12 +229,15 @@ typedef struct server {
   int is_gentraced;
 } server;
 
-static int server_start(server *sv, int gentraced) {
+static int server_start(server *sv, int gentraced, unsigned agents) {
   memset(sv, 0, sizeof *sv);
   sv->is_gentraced = gentraced;
   if (gentraced) {
     sv->name = "gentraced";
-    const char *args[] = {NULL};
+    /* Room for every agent past the default 16,384 (S1 up to the fd cap). */
+    char maxc[32];
+    snprintf(maxc, sizeof maxc, "%u", agents + 256);
+    const char *args[] = {"--max-connections", maxc, NULL};
     if (gtd_init(&sv->d) < 0 || gtd_start(&sv->d, args, NULL) < 0)
       return -1;
     sv->pid = sv->d.pid;
@@ -847,7 +819,7 @@ static void verify_store(const opts *o, server *sv, const shared *sh,
 static int run_load(const opts *o, int gentraced, result *r) {
   memset(r, 0, sizeof *r);
   server sv;
-  if (server_start(&sv, gentraced) < 0) {
+  if (server_start(&sv, gentraced, o->agents) < 0) {
     fprintf(stderr, "bench_fleet: %s did not start\n",
             gentraced ? "gentraced" : "bare_server");
     return -1;
@@ -869,7 +841,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
   memset(sh, 0, shsize);
   sh->acked = acked;
   sleep_ms(300); /* let the server settle (store open, first checkpoint) */
-  r->rss0_kib = (double)rss_kib(sv.pid);
+  r->rss0_kib = (double)gtd_proc_kib(sv.pid, "VmRSS");
   uint8_t salt[8];
   uint64_t sv_ = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 32);
   memcpy(salt, &sv_, 8);
@@ -894,8 +866,8 @@ static int run_load(const opts *o, int gentraced, result *r) {
     while (!sh->w[k].welcomed_all)
       sleep_ms(20);
   sleep_ms(500); /* the WELCOME burst settles before the CPU is read */
-  r->rss_kib = (double)rss_kib(sv.pid);
-  double cpu0 = cpu_s(sv.pid);
+  r->rss_kib = (double)gtd_proc_kib(sv.pid, "VmRSS");
+  double cpu0 = gtd_proc_cpu_s(sv.pid);
   double io0 = io_written(sv.pid);
   int tid0[MAX_THREADS], tid1[MAX_THREADS];
   double tc0[MAX_THREADS], tc1[MAX_THREADS];
@@ -906,7 +878,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
   for (unsigned k = 0; k < o->procs; k++)
     while (!sh->w[k].done)
       sleep_ms(20);
-  double cpu1 = cpu_s(sv.pid);
+  double cpu1 = gtd_proc_cpu_s(sv.pid);
   r->io_bytes = io_written(sv.pid) - io0;
   int64_t t1 = now_ns();
   int nt1 = thread_cpu(sv.pid, tid1, tc1, tn1);
@@ -921,8 +893,8 @@ static int run_load(const opts *o, int gentraced, result *r) {
     fprintf(stderr, " %s/%d=%.2fs", tn1[i], tid1[i], tc1[i] - before);
   }
   fprintf(stderr, "\n");
-  if (o->idle && r->rss_kib < rss_kib(sv.pid))
-    r->rss_kib = (double)rss_kib(sv.pid);
+  if (o->idle && r->rss_kib < gtd_proc_kib(sv.pid, "VmRSS"))
+    r->rss_kib = (double)gtd_proc_kib(sv.pid, "VmRSS");
   uint64_t first_send = UINT64_MAX, last_ack = 0;
   for (unsigned k = 0; k < o->procs; k++) {
     wres *w = &sh->w[k];

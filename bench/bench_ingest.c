@@ -49,42 +49,6 @@ static int nfds(pid_t pid) {
   return n;
 }
 
-static long rss_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  long kib = -1;
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (strncmp(line, "VmRSS:", 6) == 0)
-      kib = strtol(line + 6, NULL, 10);
-  fclose(f);
-  return kib;
-}
-
-/* CPU seconds (user + system) a process has used so far; < 0 if unknown.
- * B2 reports the daemon's CPU per byte beside the wall-clock rate: on a
- * machine shared with other work the wall-clock figure is noisy, the CPU
- * cost much less so. */
-static double cpu_s(pid_t pid) {
-  char path[64], line[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return -1;
-  char *ok = fgets(line, sizeof line, f);
-  fclose(f);
-  char *p = ok != NULL ? strrchr(line, ')') : NULL;
-  unsigned long ut, st;
-  /* Fields after "(comm)": state is 3rd, utime 14th, stime 15th. */
-  if (p == NULL ||
-      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-             &st) != 2)
-    return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* iperf3 single stream over loopback, in bytes/s; < 0 if unavailable. */
 static double iperf3_loopback(void) {
   int port = 20000 + (int)(getpid() % 20000);
@@ -245,7 +209,7 @@ static int b2(size_t mib, unsigned conns, const char *pki, double *rate_out,
   int64_t base = metric_any(&d, pki, "gentrace_bytes_received_total");
   int64_t frames0 =
       pki != NULL ? metric_any(&d, pki, "gentrace_frames_received_total") : 0;
-  double cpu0 = cpu_s(d.pid), me0 = self_cpu_s();
+  double cpu0 = gtd_proc_cpu_s(d.pid), me0 = self_cpu_s();
   double t0 = now_s();
   if (conns == 1) {
     b2_send(&bc[0]);
@@ -296,7 +260,7 @@ static int b2(size_t mib, unsigned conns, const char *pki, double *rate_out,
     nanosleep(&ts, NULL);
   }
   double t = now_s() - t0;
-  double cpu = cpu_s(d.pid) - cpu0, me = self_cpu_s() - me0;
+  double cpu = gtd_proc_cpu_s(d.pid) - cpu0, me = self_cpu_s() - me0;
   /* How the generation buffers came: prepared off the loop thread, read
    * in place (staged frames), or made on the loop itself. */
   int64_t prepared =
@@ -354,7 +318,7 @@ static int s1(unsigned n) {
     fprintf(stderr, "bench: gentraced did not start\n");
     return 1;
   }
-  long rss0 = rss_kib(d.pid);
+  long rss0 = gtd_proc_kib(d.pid, "VmRSS");
   gtc *cs = calloc(n, sizeof *cs);
   unsigned ok = 0;
   for (unsigned i = 0; i < n; i++) {
@@ -382,7 +346,7 @@ static int s1(unsigned n) {
       welcomed++;
     /* Free the decoder's partial buffer: only the daemon is measured. */
   }
-  long rss = rss_kib(d.pid);
+  long rss = gtd_proc_kib(d.pid, "VmRSS");
   /* One more agent must still be served promptly. */
   gtc extra;
   gtf_spec s;

@@ -84,6 +84,15 @@ static const opt opts[] = {
     {"sync", OPT_SYNC, O(sync_full), 0, 0, "normal|full",
      "normal survives a crash of the process; full also survives power "
      "loss (default normal)."},
+    {"commit-linger", OPT_DURATION, O(commit_linger_ns), 0, 1000000000,
+     "DURATION",
+     "Group commit: hold a ready generation up to this long for others to "
+     "share its transaction; ACKs wait for the commit; 0 = commit at once "
+     "(default 20ms, at most 1s)."},
+    {"store-priority", OPT_UINT, O(store_nice_boost), 0, 20, "N",
+     "Run the storage threads N nice steps above the loop and HTTP threads, "
+     "where the host allows it (root, or LimitNICE): ACKs wait for their "
+     "commits (default 0: off)."},
     {"max-window-bytes", OPT_SIZE, O(max_window_bytes), 1, 0, "SIZE",
      "Largest trace window one HTTP request may download (default 1G)."},
     {"log", OPT_STR, O(log), 0, 0, "FILE",
@@ -176,6 +185,11 @@ static const opt opts[] = {
      "ACKs wait for it (default 2s)."},
     {"segment-max-size", OPT_SIZE, O(segment_max_bytes), 65536, 1ull << 30,
      "SIZE", "Shared store: close a segment at this size (default 32M)."},
+    {"orphan-grace", OPT_DURATION, O(orphan_grace_ns), 1000000000,
+     86400000000000ull, "DURATION",
+     "Shared store: delete segment objects nobody cataloged (a daemon "
+     "killed between upload and commit) this long after their upload, once "
+     "their daemon is gone (default 10m)."},
     {"symbols", OPT_STR, O(symbols), 0, 0, "DIR",
      "Debug files for stack symbols, in build-id layout: "
      "DIR/.build-id/XX/REST (binary) and .debug (default: none)."},
@@ -214,6 +228,7 @@ void conf_init(conf *c) {
   c->http_listen.port = 7171;
   c->db = strdup("./gentrace.db");
   c->max_window_bytes = 1ull << 30;
+  c->commit_linger_ns = 20ll * 1000000;
   c->max_connections = 16384;
   c->max_conns_per_ip = 256;
   c->max_conn_buffer = 64ull << 20;

@@ -30,6 +30,10 @@ typedef struct conf {
   int64_t retain_ns;      /* 0 = keep forever */
   uint64_t max_db_size;   /* bytes, 0 = unlimited */
   int sync_full;          /* --sync full */
+  /* --commit-linger: the group commit's wait, 0 = none. */
+  int64_t commit_linger_ns;
+  /* --store-priority: nice steps the storage threads run below the rest. */
+  uint64_t store_nice_boost;
   uint64_t max_window_bytes;
   uint64_t max_connections;
   uint64_t max_conns_per_ip;
@@ -64,6 +68,7 @@ typedef struct conf {
   char *daemon_id; /* names this daemon's segment objects */
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
+  int64_t orphan_grace_ns; /* 0: the store's default (10 minutes) */
   char *symbols;           /* --symbols DIR (build-id tree); owned */
   char *symbols_from_host; /* --symbols-from-host yes|no|DIRS; owned */
   uint64_t symbols_cache;  /* --symbols-cache bytes, 0 = default */

@@ -341,6 +341,8 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
    * calls nothing above it). */
   ing->read_alloc = ingest_read_alloc;
   ing->read_cb = ingest_read_cb;
+  ing->update_reading = ingest_conn_update_reading;
+  ing->update_pause = ingest_update_pause;
   uv_async_init(loop, &ing->async, ingest_commit_async);
   ing->async.data = ing;
   uv_timer_init(loop, &ing->sweep);

@@ -4,6 +4,13 @@
  * connection of the same session, and WELCOME with the last generation
  * stored. Called by the frame loop (ingest_read.c) for the first frame;
  * the invariants are ingest.c's.
+ *
+ * On the shared store the key binding and the last generation come from
+ * the PostgreSQL catalog: that round trip runs on libuv's thread pool
+ * (hello_lookup.h) so a slow catalog never stalls the loop. Meanwhile the
+ * connection does not read (hello_wait) and holds a reference; the answer
+ * decides the key (session_auth_decide) and sends WELCOME. SQLite answers
+ * from memory, on the loop as before.
  */
 #include "config.h"
 
@@ -15,6 +22,7 @@
 #include "budget.h"
 #include "frame.h"
 #include "gtp_error.h"
+#include "hello_lookup.h"
 #include "ingest_int.h"
 #include "log.h"
 #include "tls_conn.h"
@@ -27,6 +35,9 @@ static void json_str(gtp_wbuf *b, const char *s) {
   gtp_json_escape(gtp_wbuf_sink, b, s, strlen(s));
   gtp_wbuf_put(b, "\"", 1);
 }
+
+static int hello_welcome(conn *c, int has_last, uint64_t last);
+static void hello_answered(void *arg, const storage_hello_answer *a);
 
 int ingest_hello(conn *c, const gtp_frame *f) {
   ingest *ing = c->ing;
@@ -77,9 +88,16 @@ int ingest_hello(conn *c, const gtp_frame *f) {
   /* mTLS: the certificate names the services it may claim (tls_conn.c). */
   if (tls_conn_check_service(c, h.service.ptr, h.service.len) < 0)
     return -1;
-  /* Before anything of the session is touched (session_auth.c inv. 1). */
-  if (session_auth_hello(c, &h, ingest_sess_find(ing, h.session)) < 0)
-    return -1;
+  /* The shared store answers the key and the last gen from its catalog:
+   * asked on the thread pool, decided when the answer is back (below). */
+  int shared = ing->store != NULL && storage_is_shared(ing->store);
+  if (shared) {
+    session_auth_key(c, &h);
+  } else {
+    /* Before anything of the session is touched (session_auth.c inv. 1). */
+    if (session_auth_hello(c, &h, ingest_sess_find(ing, h.session)) < 0)
+      return -1;
+  }
 
   memcpy(c->session, h.session, 16);
   gtp_session_hex(c->session, c->session_hex);
@@ -113,7 +131,26 @@ int ingest_hello(conn *c, const gtp_frame *f) {
   c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
   gtp_wbuf_fini(&tj);
   budget_ident_set(c); /* held while c lives: counted (budget.c) */
+  if (shared) {
+    c->hello_wait = 1; /* stops reading (see ing->update_reading) */
+    c->refs++;
+    ing->lookups++;
+    if (hello_lookup_start(ing->loop, ing->store, c->session, hello_answered,
+                           c) < 0) {
+      storage_hello_answer a = {.key_rc = GTP_E_UNAVAIL};
+      hello_answered(c, &a);
+    }
+    return c->state == CONN_CLOSING ? -1 : 0;
+  }
+  uint64_t last = 0;
+  int has_last = storage_last_gen(ing->store, c->session, &last) == 1;
+  return hello_welcome(c, has_last, last);
+}
 
+/* The identity is in c and its key checked: make c the session's live
+ * connection and send WELCOME. 0, or -1 once c was closed. */
+static int hello_welcome(conn *c, int has_last, uint64_t last) {
+  ingest *ing = c->ing;
   /* A session reconnecting while its old connection still looks alive
    * (half-open TCP after a network change) replaces it. */
   conn *old = ingest_sess_find(ing, c->session);
@@ -131,8 +168,9 @@ int ingest_hello(conn *c, const gtp_frame *f) {
   CTR_ADD(ing, handshakes_total, 1);
 
   gtp_welcome w = {0};
-  w.version = hi;
-  w.has_last = storage_last_gen(ing->store, c->session, &w.last_gen) == 1;
+  w.version = c->version;
+  w.has_last = has_last;
+  w.last_gen = last;
   w.idle_timeout_ms = ing->cfg.idle_timeout_ms;
   w.max_gen_bytes = ing->cfg.max_gen_size;
   uint8_t mem[128];
@@ -144,7 +182,29 @@ int ingest_hello(conn *c, const gtp_frame *f) {
            "conn=%" PRIu64 " peer=%s session=%s service=%s host=%s pid=%" PRIu64
            " version=%u last_gen=%s%" PRIu64,
            c->id, c->peer, c->session_hex, log_quote(qs, sizeof qs, c->service),
-           log_quote(qh, sizeof qh, c->host), c->pid, hi,
+           log_quote(qh, sizeof qh, c->host), c->pid, c->version,
            w.has_last ? "" : "none/", w.last_gen);
   return c->state == CONN_CLOSING ? -1 : 0;
+}
+
+/* The shared store's answer to a HELLO (hello_lookup.h), on the loop. The
+ * key is decided against the live connection found now, not the one when
+ * the HELLO came (it may have gone or come meanwhile). */
+static void hello_answered(void *arg, const storage_hello_answer *a) {
+  conn *c = arg;
+  ingest *ing = c->ing;
+  ing->lookups--;
+  c->hello_wait = 0;
+  if (c->state != CONN_CLOSING) {
+    if (a->key_rc == GTP_E_SHUTDOWN)
+      ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon shutting down");
+    else if (session_auth_decide(c, ingest_sess_find(ing, c->session),
+                                 a->key_rc, a->key) == 0 &&
+             hello_welcome(c, a->has_last, a->last_gen) == 0) {
+      ing->update_reading(c); /* reads on */
+      ing->update_pause(ing);
+    }
+  }
+  ingest_conn_unref(c);
+  ingest_drain_check(ing);
 }

@@ -93,6 +93,8 @@ typedef struct conn {
   int self_paused; /* over max-conn-buffer */
   int in_session_map;
   int write_overflow; /* replies over WRITE_QUEUE_MAX: closing */
+  int hello_wait;     /* HELLO's store lookup in flight (ingest_hello.c):
+                         not reading, holds a reference */
   uint64_t id;
   uint64_t created_ms, last_rx_ms, last_tx_ms, closing_ms;
   char peer[64];
@@ -181,6 +183,7 @@ struct ingest {
   int global_paused;
   int disk_full;
   pending *probe; /* the generation testing whether the disk has room */
+  uint64_t lookups; /* HELLO lookups on the thread pool (hello_lookup.h) */
   uint64_t last_probe_ms;
   /* Disk-full log damping: while small generations still fit in the last
    * free pages, ingest pauses and resumes every second; one error line per
@@ -207,6 +210,11 @@ struct ingest {
    * ingest_conn.c calling up into the frame loop. */
   uv_alloc_cb read_alloc;
   uv_read_cb read_cb;
+  /* The same for a HELLO whose lookup came back (ingest_hello.c): reading
+   * starts again by the limits, without ingest_hello.c calling up into
+   * the frame loop that calls it. */
+  void (*update_reading)(struct conn *c);
+  void (*update_pause)(struct ingest *ing);
   uint8_t *rbuf;
   int rbuf_busy;
   /* Generation buffers (genpool.c): budget_used() + pool.bytes <=

@@ -182,6 +182,7 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
     metric(b, "gentrace_summary_backfilled_total", "counter",
            "Generations summarized by the background backfill.", NULL,
            st.summary_backfilled);
+    storage_metrics(ing->store, b); /* the shared store's own */
   }
   session_auth_metrics(ing, b);
   if (ing->tls != NULL)

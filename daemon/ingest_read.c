@@ -104,6 +104,14 @@ void ingest_read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
 void ingest_conn_input(conn *c, const uint8_t *p, size_t n) {
   ingest *ing = c->ing;
   while (n > 0 && c->state != CONN_CLOSING) {
+    if (c->hello_wait) {
+      /* Bytes after HELLO before WELCOME: an agent waits for WELCOME
+       * (PROTOCOL.md 5), and the frames cannot be taken before the HELLO
+       * is decided (ingest_hello.c). */
+      CTR_ADD(ing, protocol_errors, 1);
+      ingest_conn_close(c, GTP_E_STATE, 0, 0, "frame before WELCOME");
+      break;
+    }
     gtp_frame f;
     size_t used = 0;
     if (gtp_frame_decoder_buffered(&c->dec) == 0 && c->dec.err == 0 &&
@@ -215,7 +223,7 @@ void ingest_conn_update_reading(conn *c) {
     CTR_ADD(ing, paused_now, (uint64_t)-1);
   }
   int want = (c->state == CONN_HANDSHAKE || c->state == CONN_ACTIVE) &&
-             !c->self_paused && !ing->global_paused;
+             !c->self_paused && !ing->global_paused && !c->hello_wait;
   if (want && !c->reading) {
     if (uv_read_start((uv_stream_t *)&c->tcp, ingest_read_alloc,
                       ingest_read_cb) == 0)

@@ -30,6 +30,7 @@
 #include "gtp_error.h"
 #include "ingest.h"
 #include "log.h"
+#include "rlimits.h"
 #include "secret.h"
 #include "storage.h"
 #include "tls_conn.h"
@@ -229,6 +230,16 @@ int main(int argc, char **argv) {
   memset(&d, 0, sizeof d);
   d.loop = uv_default_loop();
 
+  /* One descriptor per agent, plus the database, HTTP and a margin. */
+  {
+    uint64_t want = c.max_connections + c.http_max_connections + 64;
+    uint64_t soft = 0, hard = 0;
+    if (rlimits_raise_nofile(want, &soft, &hard) == 0 && soft < want)
+      log_warn("open files limit below what the connection limits need",
+               "nofile=%" PRIu64 " hard=%" PRIu64 " wanted=%" PRIu64, soft,
+               hard, want);
+  }
+
   ingest_config icfg;
   ingest_config_init(&icfg);
   icfg.host = c.agent_listen.host;
@@ -282,12 +293,14 @@ int main(int argc, char **argv) {
   scfg.zstd_level = 1;
   scfg.log = store_log;
   /* Group commit: a fleet's small generations share transactions (up to
-   * 2048 of them, or 20 ms of waiting; store.c invariant 13). A store that
+   * 2048 of them, or --commit-linger of waiting, default 20 ms; store.c
+   * invariant 13; millisecond resolution). A store that
    * fell behind catches up in large transactions: their pages saturate
    * (every session's row and index pages), so each generation costs less
    * the more there are. */
   scfg.batch_max = 2048;
-  scfg.linger_ms = 20;
+  scfg.linger_ms =
+      (uint32_t)(c.commit_linger_ns / 1000000); /* --commit-linger */
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
   /* No pins: retention never waits for HTTP readers (a download whose
    * remaining generations were deleted ends early, docs/HTTP.md). */
@@ -305,7 +318,17 @@ int main(int argc, char **argv) {
   stcfg.shared.max_bytes = c.segment_max_bytes;
   stcfg.shared.zstd_level = 1;
   stcfg.shared.test_commit_delay_ms = (uint32_t)c.test_store_delay_ms;
-  if ((rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause)) < 0) {
+  /* The storage threads are created with the boost (they inherit this
+   * thread's nice value); the loop and HTTP threads keep the default. */
+  int nice_saved = 0;
+  if (rlimits_nice_begin((int)c.store_nice_boost, &nice_saved) < 0)
+    log_info("storage threads keep the default priority",
+             "wanted_boost=%d reason=\"not allowed here\"",
+             (int)c.store_nice_boost);
+  stcfg.orphan_grace_ms = (uint32_t)(c.orphan_grace_ns / 1000000);
+  rc = storage_open(&stcfg, ingest_store_done, d.ing, &st, &cause);
+  rlimits_nice_end((int)c.store_nice_boost, nice_saved);
+  if (rc < 0) {
     status = die(c.catalog || c.objects ? "cannot open the shared store"
                                         : "cannot open the database",
                  rc, cause);

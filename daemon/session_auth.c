@@ -9,7 +9,10 @@
  * sends it in every HELLO. Who holds the binding, in order:
  *   1. the session's live connection (conn.key_hash), else
  *   2. the store's session index (bound at the first store_submit of the
- *      session, persisted as sessions.key_hash at its first commit), else
+ *      session, persisted as sessions.key_hash at its first commit; on the
+ *      shared store the catalog's committed binding, and a commit whose
+ *      key lost to one another daemon committed first is refused with
+ *      AUTH in its transaction, store/pg_cat.c invariant 5), else
  *   3. nobody: the session has no connection and nothing stored or in
  *      flight, so there is nothing to protect and the HELLO binds its key.
  * Case 3 keeps no state for sessions that store nothing: a throwaway HELLO
@@ -64,31 +67,40 @@ static int hash_equal(const uint8_t *a, const uint8_t *b) {
   return gtp_ct_equal(a, STORE_KEY_HASH_SIZE, b, STORE_KEY_HASH_SIZE);
 }
 
-int session_auth_hello(conn *c, const gtp_hello *h, conn *live) {
-  ingest *ing = c->ing;
+void session_auth_key(conn *c, const gtp_hello *h) {
+  memcpy(c->session, h->session, sizeof c->session); /* not in the map yet */
   gtp_sha256(h->session_key, sizeof h->session_key, c->key_hash);
+}
+
+int session_auth_hello(conn *c, const gtp_hello *h, conn *live) {
+  session_auth_key(c, h);
   uint8_t bound[STORE_KEY_HASH_SIZE];
+  int k = 0;
+  if (live == NULL && c->ing->store != NULL)
+    k = storage_session_key(c->ing->store, h->session, bound);
+  return session_auth_decide(c, live, k, bound);
+}
+
+int session_auth_decide(conn *c, conn *live, int key_rc,
+                        const uint8_t *key) {
+  ingest *ing = c->ing;
   const uint8_t *want = NULL;
   if (live != NULL)
     want = live->key_hash;
-  else if (ing->store != NULL) {
+  else if (key_rc < 0) {
     /* The shared store looks the key up in its catalog: while that is
      * unreachable, refuse for now rather than admit an unchecked key. */
-    int k = storage_session_key(ing->store, h->session, bound);
-    if (k < 0) {
-      ingest_conn_close(c, GTP_E_UNAVAIL, 0, 0,
-                        "the store cannot check this session's key now; "
-                        "retry later");
-      return -1;
-    }
-    if (k > 0)
-      want = bound;
-  }
+    ingest_conn_close(c, GTP_E_UNAVAIL, 0, 0,
+                      "the store cannot check this session's key now; "
+                      "retry later");
+    return -1;
+  } else if (key_rc > 0)
+    want = key;
   if (want == NULL || hash_equal(want, c->key_hash))
     return 0;
   count(ing, TR_AUTH);
   char hex[33];
-  gtp_session_hex(h->session, hex);
+  gtp_session_hex(c->session, hex);
   uint64_t sec = uv_now(ing->loop) / 1000;
   if (sec != auth_log_sec) {
     auth_log_sec = sec;
@@ -194,6 +206,24 @@ int session_auth_gen_check(conn *c, const gtp_gen *g, const gtp_gen_end *e,
 
 void session_auth_store_refused(conn *c, const store_gen *g) {
   ingest *ing = c->ing;
+  if (g->result == GTP_E_AUTH) {
+    /* The shared store bound the session to another key at commit
+     * (another daemon admitted it first): nothing of this generation is
+     * stored, and nothing is noted on the winner's session row. The
+     * connection goes as a HELLO refusal would (invariant 1); the agent's
+     * next HELLO meets the committed binding. */
+    count(ing, TR_AUTH);
+    CTR_ADD(ing, rejected, 1);
+    CTR_ADD(ing, rejected_events, g->end.events);
+    char hex[33];
+    gtp_session_hex(g->session, hex);
+    log_warn("session key refused at commit",
+             "conn=%" PRIu64 " session=%s gen=%" PRIu64, c->id, hex, g->gen);
+    ingest_conn_close(c, GTP_E_AUTH, 0, 0,
+                      "session belongs to another key (bound by another "
+                      "daemon's commit)");
+    return;
+  }
   int conflict = g->result == GTP_E_CONFLICT;
   count(ing, conflict ? TR_CONFLICT : TR_LEDGER);
   CTR_ADD(ing, rejected, 1);

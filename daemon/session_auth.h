@@ -40,6 +40,14 @@ enum trust_id {
  * (may be NULL) or the key bound in the store. 0 = accepted; else c was
  * closed with ERROR(AUTH), nothing else changed, and -1 is returned. */
 int session_auth_hello(struct conn *c, const gtp_hello *h, struct conn *live);
+/* The same in two steps, for a lookup run off the loop (hello_lookup.h):
+ * session_auth_key records the HELLO's session id and key hash in c;
+ * session_auth_decide checks them against `live` (may be NULL) or the
+ * store's answer (key_rc 1: key bound, 0: none, < 0: cannot check now,
+ * refused with ERROR(UNAVAIL)). Same result as session_auth_hello. */
+void session_auth_key(struct conn *c, const gtp_hello *h);
+int session_auth_decide(struct conn *c, struct conn *live, int key_rc,
+                        const uint8_t *key);
 
 /* HELLO that did not decode because of its text (h->bad_field set): counts
  * it and closes c with ERROR(CORRUPT) naming the field. Returns -1. */
@@ -58,7 +66,9 @@ int session_auth_gen_check(struct conn *c, const gtp_gen *g,
 
 /* A completion the store refused (GTP_E_CONFLICT or GTP_E_TOOBIG): counts
  * and logs it, adds its events to the session's rejected count and sends
- * ERROR(code, gen) if the connection is still up. */
+ * ERROR(code, gen) if the connection is still up. GTP_E_AUTH (the shared
+ * store bound the session to another key at commit): counts it and closes
+ * the connection with ERROR(AUTH), noting nothing on the session. */
 void session_auth_store_refused(struct conn *c, const struct store_gen *g);
 
 /* Appends the refusal counters and the session bookkeeping gauges to b. */

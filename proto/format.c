@@ -924,18 +924,22 @@ void gtp_gen_fini(gtp_gen *g) {
   memset(g, 0, sizeof(*g));
 }
 
-gtp_str gtp_gen_string(const gtp_gen *g, uint64_t id) {
-  size_t lo = 0, hi = g->nstrings;
+gtp_str gtp_strings_find(const gtp_string_ent *s, size_t n, uint64_t id) {
+  size_t lo = 0, hi = n;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (g->strings[mid].id < id)
+    if (s[mid].id < id)
       lo = mid + 1;
     else
       hi = mid;
   }
-  if (lo < g->nstrings && g->strings[lo].id == id)
-    return g->strings[lo].s;
+  if (lo < n && s[lo].id == id)
+    return s[lo].s;
   return (gtp_str){NULL, 0};
+}
+
+gtp_str gtp_gen_string(const gtp_gen *g, uint64_t id) {
+  return gtp_strings_find(g->strings, g->nstrings, id);
 }
 
 const gtp_stack_ent *gtp_gen_stack(const gtp_gen *g, uint64_t id) {

@@ -319,6 +319,9 @@ void gtp_gen_fini(gtp_gen *g);
 
 /* Lookups; an unknown id gives {NULL, 0} / -GTP_E_NOTFOUND. */
 gtp_str gtp_gen_string(const gtp_gen *g, uint64_t id);
+/* The string of id in s[0..n), sorted by id (a generation's, a Go
+ * generation's or an old Go trace's table); {NULL, 0} if absent. */
+gtp_str gtp_strings_find(const gtp_string_ent *s, size_t n, uint64_t id);
 const gtp_stack_ent *gtp_gen_stack(const gtp_gen *g, uint64_t id);
 
 /* Agent ticks -> unix ns (wall clock), using the CLOCK record: the monotonic

@@ -370,17 +370,7 @@ static int cmp_string(const void *a, const void *b) {
 }
 
 static gtp_str lookup(const gtp_goold *t, uint64_t id) {
-  size_t lo = 0, hi = t->nstrings;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (t->strings[mid].id < id)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo < t->nstrings && t->strings[lo].id == id)
-    return t->strings[lo].s;
-  return (gtp_str){0};
+  return gtp_strings_find(t->strings, t->nstrings, id);
 }
 
 /* Sort keys: (ticks, file order), so the sort is stable (invariant 3)

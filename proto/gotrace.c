@@ -488,17 +488,7 @@ void gtp_go_set_clock(gtp_go_gen *g, const gtp_clock *c) {
 }
 
 gtp_str gtp_go_string(const gtp_go_gen *g, uint64_t id) {
-  size_t lo = 0, hi = g->nstrings;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (g->strings[mid].id < id)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo < g->nstrings && g->strings[lo].id == id)
-    return g->strings[lo].s;
-  return (gtp_str){0};
+  return gtp_strings_find(g->strings, g->nstrings, id);
 }
 
 unsigned gtp_go_version_parse(const char *s, size_t n) {

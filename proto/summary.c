@@ -108,6 +108,17 @@ uint64_t gtp_sum_quantile(const uint64_t hist[GTP_SUM_BUCKETS], double q,
   return max_ns;
 }
 
+/* Counts one span of d ns in n's totals (saturating) and histogram. */
+static void name_add(gtp_sum_name *n, uint64_t d) {
+  n->count++;
+  n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
+  if (d > n->max_ns)
+    n->max_ns = d;
+  if (d < n->min_ns)
+    n->min_ns = d;
+  n->hist[gtp_sum_bucket(d)]++;
+}
+
 /* ------------------------------------------------------------ carrying */
 
 /* Adds one span of (kind, name) to s: its name's statistics, and spans[]. */
@@ -136,13 +147,7 @@ static int carry_add(gtp_summary *s, uint8_t kind, gtp_str name,
     return -ENOMEM;
   s->spans = ns;
   gtp_sum_name *n = &s->names[ni];
-  n->count++;
-  n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
-  if (d > n->max_ns)
-    n->max_ns = d;
-  if (d < n->min_ns)
-    n->min_ns = d;
-  n->hist[gtp_sum_bucket(d)]++;
+  name_add(n, d);
   gtp_sum_span *sp = &s->spans[s->nspans++];
   sp->name = (uint32_t)ni;
   sp->thread = thread;
@@ -288,13 +293,7 @@ static int add_span(sum_build *sb, uint8_t kind, size_t si, uint64_t thread,
   uint32_t ni = map[si] - 1;
   gtp_sum_name *n = &o->names[ni];
   uint64_t d = dur_of(sb, t0, t1);
-  n->count++;
-  n->total_ns = n->total_ns + d < n->total_ns ? UINT64_MAX : n->total_ns + d;
-  if (d > n->max_ns)
-    n->max_ns = d;
-  if (d < n->min_ns)
-    n->min_ns = d;
-  n->hist[gtp_sum_bucket(d)]++;
+  name_add(n, d);
   if (d < sb->floor_ns)
     return 0;
   if (grow((void **)&o->spans, &sb->cap_spans, o->nspans + 1,
@@ -391,27 +390,29 @@ static int add_log(sum_build *sb, size_t si) {
   return 0;
 }
 
+/* -1, 0 or 1 as a < b, a == b, a > b, for the qsort comparators below
+ * (any integer type: no subtraction that could overflow). */
+#define SUM_CMP(a, b) ((a) < (b) ? -1 : (a) > (b))
+
 static int cmp_batch(const void *a, const void *b) {
   const batch_ref *x = a, *y = b;
-  if (x->thread != y->thread)
-    return x->thread < y->thread ? -1 : 1;
-  return x->order < y->order ? -1 : x->order > y->order;
+  int c = SUM_CMP(x->thread, y->thread);
+  return c ? c : SUM_CMP(x->order, y->order);
 }
 
 static int cmp_task(const void *a, const void *b) {
   const task_mark *x = a, *y = b;
-  if (x->task != y->task)
-    return x->task < y->task ? -1 : 1;
-  if (x->ticks != y->ticks)
-    return x->ticks < y->ticks ? -1 : 1;
-  return x->order < y->order ? -1 : x->order > y->order;
+  int c = SUM_CMP(x->task, y->task);
+  if (c == 0)
+    c = SUM_CMP(x->ticks, y->ticks);
+  return c ? c : SUM_CMP(x->order, y->order);
 }
 
+/* Longest first, then earliest. */
 static int cmp_span_desc(const void *a, const void *b) {
   const gtp_sum_span *x = a, *y = b;
-  if (x->dur_ns != y->dur_ns)
-    return x->dur_ns > y->dur_ns ? -1 : 1;
-  return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+  int c = SUM_CMP(y->dur_ns, x->dur_ns);
+  return c ? c : SUM_CMP(x->start_ns, y->start_ns);
 }
 
 /* Walks the batches of one generation in thread order. */

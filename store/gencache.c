@@ -10,6 +10,7 @@
  *      eviction could free an entry still reachable by lookup.
  */
 #include "gencache.h"
+#include "lru.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,15 +22,16 @@ typedef struct gc_ent {
   int64_t seq;
   size_t len;
   struct gc_ent *next_hash;
-  struct gc_ent *prev, *next; /* LRU: head = most recent */
+  gtp_lru_link lru;
   uint8_t data[];
 } gc_ent;
 
 struct gencache {
   pthread_mutex_t lock;
-  uint64_t max, bytes; /* protected by lock, invariant 1 */
+  uint64_t max, bytes;   /* protected by lock, invariant 1 */
+  uint64_t hits, misses; /* protected by lock */
   gc_ent *table[GC_BUCKETS];
-  gc_ent *head, *tail;
+  gtp_lru lru;
 };
 
 static size_t gc_slot(int64_t seq) {
@@ -48,34 +50,12 @@ gencache *gencache_new(uint64_t max_bytes) {
 void gencache_free(gencache *c) {
   if (!c)
     return;
-  for (gc_ent *e = c->head, *n; e; e = n) {
-    n = e->next;
-    free(e);
+  for (gtp_lru_link *l = c->lru.head, *n; l; l = n) {
+    n = l->next;
+    free(GTP_LRU_ENTRY(l, gc_ent, lru));
   }
   pthread_mutex_destroy(&c->lock);
   free(c);
-}
-
-static void gc_unlink(gencache *c, gc_ent *e) {
-  if (e->prev)
-    e->prev->next = e->next;
-  else
-    c->head = e->next;
-  if (e->next)
-    e->next->prev = e->prev;
-  else
-    c->tail = e->prev;
-  e->prev = e->next = NULL;
-}
-
-static void gc_push_front(gencache *c, gc_ent *e) {
-  e->prev = NULL;
-  e->next = c->head;
-  if (c->head)
-    c->head->prev = e;
-  c->head = e;
-  if (!c->tail)
-    c->tail = e;
 }
 
 static void gc_drop(gencache *c, gc_ent *e) {
@@ -84,7 +64,7 @@ static void gc_drop(gencache *c, gc_ent *e) {
     p = &(*p)->next_hash;
   if (*p)
     *p = e->next_hash;
-  gc_unlink(c, e);
+  gtp_lru_unlink(&c->lru, &e->lru);
   c->bytes -= e->len;
   free(e);
 }
@@ -95,11 +75,13 @@ int gencache_get(gencache *c, int64_t seq, gtp_wbuf *out) {
   while (e && e->seq != seq)
     e = e->next_hash;
   if (!e) {
+    c->misses++;
     pthread_mutex_unlock(&c->lock);
     return 0;
   }
-  gc_unlink(c, e);
-  gc_push_front(c, e);
+  c->hits++;
+  gtp_lru_unlink(&c->lru, &e->lru);
+  gtp_lru_push(&c->lru, &e->lru);
   gtp_wbuf_put(out, e->data, e->len);
   pthread_mutex_unlock(&c->lock);
   return 1;
@@ -131,11 +113,11 @@ void gencache_put(gencache *c, int64_t seq, const uint8_t *data, size_t len) {
       free(e);
       return;
     }
-  while (c->bytes + len > c->max && c->tail)
-    gc_drop(c, c->tail);
+  while (c->bytes + len > c->max && c->lru.tail)
+    gc_drop(c, GTP_LRU_ENTRY(c->lru.tail, gc_ent, lru));
   e->next_hash = c->table[slot];
   c->table[slot] = e;
-  gc_push_front(c, e);
+  gtp_lru_push(&c->lru, &e->lru);
   c->bytes += len;
   pthread_mutex_unlock(&c->lock);
 }
@@ -145,4 +127,11 @@ uint64_t gencache_bytes(gencache *c) {
   uint64_t b = c->bytes;
   pthread_mutex_unlock(&c->lock);
   return b;
+}
+
+void gencache_counts(gencache *c, uint64_t *hits, uint64_t *misses) {
+  pthread_mutex_lock(&c->lock);
+  *hits = c->hits;
+  *misses = c->misses;
+  pthread_mutex_unlock(&c->lock);
 }

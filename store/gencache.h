@@ -29,5 +29,7 @@ int gencache_has(gencache *c, int64_t seq);
 void gencache_put(gencache *c, int64_t seq, const uint8_t *data, size_t len);
 /* Bytes held now (tests, metrics). */
 uint64_t gencache_bytes(gencache *c);
+/* gencache_get's hits and misses so far (metrics). */
+void gencache_counts(gencache *c, uint64_t *hits, uint64_t *misses);
 
 #endif /* GENCACHE_H */

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gtp_error.h"
 #include "pg_schema.h"
@@ -43,7 +44,11 @@ struct pg {
   PGconn **idle; /* stack of ready connections */
   int nidle;
   int count; /* open or opening connections, idle or lent (inv. 3) */
+  uint64_t waits, wait_ns, connects, connect_errors; /* metrics */
 };
+
+/* Failed statements by kind, process-wide (pg_stats_errors). */
+static uint64_t pg_err[3];
 
 int pg_schema_version(void) {
   return PG_VERSION_NOW;
@@ -140,9 +145,27 @@ int pg_cmd(PGconn *c, const char *sql, char **cause) {
   return rc;
 }
 
+static PGresult *pg_result(PGconn *c, PGresult *r, const char *name, int *rc,
+                           char **cause);
+
 PGresult *pg_exec(PGconn *c, const char *name, int nparams,
                   const char *const *params, int *rc, char **cause) {
-  PGresult *r = PQexecPrepared(c, name, nparams, params, NULL, NULL, 0);
+  return pg_result(c, PQexecPrepared(c, name, nparams, params, NULL, NULL, 0),
+                   name, rc, cause);
+}
+
+PGresult *pg_exec_sql(PGconn *c, const char *sql, int nparams,
+                      const char *const *params, int *rc, char **cause) {
+  char name[48];
+  snprintf(name, sizeof name, "%.40s", sql);
+  return pg_result(c,
+                   PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0),
+                   name, rc, cause);
+}
+
+/* pg_exec's outcome: r when it succeeded, else NULL with *rc and *cause. */
+static PGresult *pg_result(PGconn *c, PGresult *r, const char *name, int *rc,
+                           char **cause) {
   ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
     *rc = 0;
@@ -157,6 +180,10 @@ PGresult *pg_exec(PGconn *c, const char *name, int nparams,
   else if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01") ||
                      !strcmp(state, "23505")))
     code = GTP_E_CONFLICT;
+  __atomic_add_fetch(&pg_err[code == GTP_E_UNAVAIL    ? 0
+                             : code == GTP_E_CONFLICT ? 1
+                                                      : 2],
+                     1, __ATOMIC_RELAXED);
   *rc = pg_fail(cause, code, "PostgreSQL catalog: %s: %s", name,
                 pg_msg(c, m, sizeof m));
   PQclear(r);
@@ -280,11 +307,22 @@ void pg_close(pg *p) {
   free(p);
 }
 
+static int64_t pg_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 int pg_get(pg *p, PGconn **out, char **cause) {
   *out = NULL;
   pthread_mutex_lock(&p->lock);
-  while (p->nidle == 0 && p->count >= p->size)
-    pthread_cond_wait(&p->cond, &p->lock);
+  if (p->nidle == 0 && p->count >= p->size) {
+    int64_t t0 = pg_mono_ns();
+    while (p->nidle == 0 && p->count >= p->size)
+      pthread_cond_wait(&p->cond, &p->lock);
+    p->waits++;
+    p->wait_ns += (uint64_t)(pg_mono_ns() - t0);
+  }
   if (p->nidle > 0) {
     *out = p->idle[--p->nidle];
     pthread_mutex_unlock(&p->lock);
@@ -293,6 +331,11 @@ int pg_get(pg *p, PGconn **out, char **cause) {
   p->count++; /* reserve the slot, then connect unlocked (inv. 3) */
   pthread_mutex_unlock(&p->lock);
   int rc = pg_connect(p, out, cause);
+  pthread_mutex_lock(&p->lock);
+  p->connects++;
+  if (rc < 0)
+    p->connect_errors++;
+  pthread_mutex_unlock(&p->lock);
   if (rc < 0) {
     pthread_mutex_lock(&p->lock);
     p->count--;
@@ -316,4 +359,21 @@ void pg_put(pg *p, PGconn *c) {
     p->count--;
   pthread_cond_signal(&p->cond);
   pthread_mutex_unlock(&p->lock);
+}
+
+void pg_stats_get(pg *p, pg_stats *out) {
+  pthread_mutex_lock(&p->lock);
+  out->size = (uint64_t)p->size;
+  out->open = (uint64_t)p->count;
+  out->in_use = (uint64_t)(p->count - p->nidle);
+  out->waits = p->waits;
+  out->wait_ns = p->wait_ns;
+  out->connects = p->connects;
+  out->connect_errors = p->connect_errors;
+  pthread_mutex_unlock(&p->lock);
+}
+
+void pg_stats_errors(uint64_t out[3]) {
+  for (int i = 0; i < 3; i++)
+    out[i] = __atomic_load_n(&pg_err[i], __ATOMIC_RELAXED);
 }

@@ -19,6 +19,7 @@
 
 #include <libpq-fe.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct pg pg;
 
@@ -49,8 +50,23 @@ void pg_put(pg *p, PGconn *c);
  * or unique failure, GTP_E_INTERNAL for anything else. */
 PGresult *pg_exec(PGconn *c, const char *name, int nparams,
                   const char *const *params, int *rc, char **cause);
+/* The same for SQL text run once in a while (not worth a prepared
+ * statement on every connection). */
+PGresult *pg_exec_sql(PGconn *c, const char *sql, int nparams,
+                      const char *const *params, int *rc, char **cause);
 /* Runs plain SQL without parameters (BEGIN, COMMIT, ...); 0 or a code. */
 int pg_cmd(PGconn *c, const char *sql, char **cause);
+
+/* A pool's use, for /metrics. */
+typedef struct pg_stats {
+  uint64_t size, open, in_use; /* connections: allowed, open, lent now */
+  uint64_t waits, wait_ns;     /* pg_get calls that waited, and how long */
+  uint64_t connects, connect_errors; /* connections opened after the first */
+} pg_stats;
+void pg_stats_get(pg *p, pg_stats *out);
+/* Failed statements of every pool so far: [0] server unreachable, [1]
+ * conflicts (serialization, deadlock, unique), [2] other errors. */
+void pg_stats_errors(uint64_t out[3]);
 
 /* The schema version this build writes. */
 int pg_schema_version(void);

@@ -18,6 +18,13 @@
  *   4. Reads MUST order by total keys (start_ns, seq; seq; service, host
  *      with byte collation, first_seen_ns, id), otherwise two daemons could
  *      list the same rows in different orders.
+ *   5. A generation whose session key hash differs from the one bound to
+ *      its session when its segment commits MUST be refused (GTP_E_AUTH)
+ *      and leave no row and no count behind; the binding and the check
+ *      happen under the session row's lock in the committing transaction,
+ *      otherwise two daemons that each admitted another key for one
+ *      session id before either committed could both store (the HELLO
+ *      check alone sees only committed bindings).
  */
 #include "config.h" /* _GNU_SOURCE: asprintf */
 
@@ -32,6 +39,7 @@
 
 #include "gtp_error.h"
 #include "pg.h"
+#include "text.h"
 #include "pg_schema.h"
 
 struct pg_cat {
@@ -39,11 +47,20 @@ struct pg_cat {
   unsigned test_delay_ms; /* written before use by the test only */
 };
 
+pg *pg_cat_pool(pg_cat *c) {
+  return c->pool;
+}
+
 void pg_cat_set_test_delay(pg_cat *c, unsigned ms) {
   c->test_delay_ms = ms;
 }
 
 #define NOW_NS "(extract(epoch from clock_timestamp()) * 1e9)::bigint"
+/* The upsert's row is bound to another key than the segment's first
+ * generation of the session carries: that key loses (invariant 5). */
+#define KEY_OTHER                                                              \
+  "(gt_sessions.key_hash IS NOT NULL AND excluded.key_hash IS NOT NULL AND"    \
+  " gt_sessions.key_hash <> excluded.key_hash)"
 #define GEN_COLS                                                               \
   "g.seq, s.session, s.service, s.host, g.gen, g.start_ns, g.end_ns,"          \
   " g.events, g.bytes, g.stored_bytes, g.dropped, g.evicted, g.rejected,"      \
@@ -54,6 +71,7 @@ static const pg_stmt cat_stmts[] = {
      "INSERT INTO gt_segments(object, bytes, daemon, created_ns, live_gens)"
      " VALUES($1, $2, $3, " NOW_NS ", 0)"
      " ON CONFLICT(object) DO NOTHING RETURNING id"},
+    {"seg_owner", "SELECT daemon FROM gt_segments WHERE object = $1"},
     {"seg_live",
      "UPDATE gt_segments SET live_gens = $2::bigint, dead_ns = CASE WHEN"
      " $2::bigint = 0 THEN " NOW_NS " END WHERE id = $1"},
@@ -64,11 +82,19 @@ static const pg_stmt cat_stmts[] = {
      ", $8, decode($9, 'hex'))"
      " ON CONFLICT(session) DO UPDATE SET"
      " key_hash = coalesce(gt_sessions.key_hash, excluded.key_hash),"
-     " last_seen_ns = greatest(gt_sessions.last_seen_ns,"
-     " excluded.last_seen_ns),"
-     " last_gen = CASE WHEN gt_sessions.last_gen IS NULL OR"
+     " last_seen_ns = CASE WHEN " KEY_OTHER " THEN gt_sessions.last_seen_ns"
+     " ELSE greatest(gt_sessions.last_seen_ns, excluded.last_seen_ns) END,"
+     " last_gen = CASE WHEN " KEY_OTHER " THEN gt_sessions.last_gen"
+     " WHEN gt_sessions.last_gen IS NULL OR"
      " excluded.last_gen > gt_sessions.last_gen THEN excluded.last_gen"
-     " ELSE gt_sessions.last_gen END RETURNING id"},
+     " ELSE gt_sessions.last_gen END"
+     " RETURNING id, encode(key_hash, 'hex')"},
+    /* A segment whose first key for a session lost to a bound one: the
+     * generations of the bound key (if any) still count as seen. */
+    {"session_seen",
+     "UPDATE gt_sessions SET last_seen_ns = greatest(last_seen_ns, " NOW_NS
+     "), last_gen = greatest(coalesce(last_gen, 0), $2::bigint)"
+     " WHERE id = $1"},
     {"max_span", "UPDATE gt_meta SET value = $1 WHERE key = 'max_span_ns'"
                  " AND value::bigint < $1::bigint"},
     /* Invariant 1: this row lock orders every commit's seqs. */
@@ -87,6 +113,7 @@ static const pg_stmt cat_stmts[] = {
     {"session_key",
      "SELECT encode(key_hash, 'hex') FROM gt_sessions WHERE session = $1"},
     {"last_gen", "SELECT last_gen FROM gt_sessions WHERE session = $1"},
+    {"hello", "SELECT key_hash, last_gen FROM gt_hello($1)"},
     {"rejected",
      "UPDATE gt_sessions SET rejected = rejected + $2::bigint,"
      " rejected_events = rejected_events + $3::bigint WHERE session = $1"},
@@ -95,7 +122,10 @@ static const pg_stmt cat_stmts[] = {
      " s.pid, s.process_start_ns, s.first_seen_ns, s.last_seen_ns, s.gens,"
      " (SELECT min(gen) FROM gt_generations WHERE session_id = s.id),"
      " (SELECT max(gen) FROM gt_generations WHERE session_id = s.id),"
-     " s.events, s.bytes, s.lost, s.rejected FROM gt_sessions s"
+     " s.events, s.bytes, s.lost, s.rejected,"
+     " EXISTS (SELECT 1 FROM gt_conns k JOIN gt_daemons d ON"
+     " d.daemon = k.daemon WHERE k.session = s.session AND d.lease_ns > " NOW_NS
+     ") FROM gt_sessions s"
      " WHERE ($1::text IS NULL OR s.service = $1)"
      " AND ($2::text IS NULL OR s.host = $2)"
      " AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM json_each(s.tags) j"
@@ -221,6 +251,44 @@ static int64_t val_i(const PGresult *r, int row, int col) {
   return strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
+static void hex_key(const uint8_t key[STORE_KEY_HASH_SIZE],
+                    char out[2 * STORE_KEY_HASH_SIZE + 1]) {
+  static const char d[] = "0123456789abcdef";
+  for (int i = 0; i < STORE_KEY_HASH_SIZE; i++) {
+    out[2 * i] = d[key[i] >> 4];
+    out[2 * i + 1] = d[key[i] & 15];
+  }
+  out[2 * STORE_KEY_HASH_SIZE] = '\0';
+}
+
+/* 1 and key filled from 64 hex digits, 0 for anything else (NULL, ""). */
+static int key_parse(const char *v, uint8_t key[STORE_KEY_HASH_SIZE]) {
+  if (strlen(v) != 2 * STORE_KEY_HASH_SIZE)
+    return 0;
+  for (int b = 0; b < STORE_KEY_HASH_SIZE; b++) {
+    unsigned x = 0;
+    if (sscanf(v + 2 * b, "%2x", &x) != 1)
+      return 0;
+    key[b] = (uint8_t)x;
+  }
+  return 1;
+}
+
+/* Highest gen of a session's group sent with key (or with no key at all);
+ * key NULL: of every generation. 0 when none. */
+static uint64_t group_last(pg_cat_gen *const *grp, size_t n,
+                           const uint8_t *key) {
+  uint64_t last = 0;
+  for (size_t m = 0; m < n; m++) {
+    const store_gen *g = grp[m]->g;
+    if (key && g->has_key && memcmp(g->key_hash, key, STORE_KEY_HASH_SIZE))
+      continue;
+    if (g->gen > last)
+      last = g->gen;
+  }
+  return last;
+}
+
 /* Orders gens by session id (invariant 2), stable by position. */
 static int cmp_gen_session(const void *a, const void *b) {
   const pg_cat_gen *x = *(pg_cat_gen *const *)a, *y = *(pg_cat_gen *const *)b;
@@ -263,9 +331,24 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
   }
   if (PQntuples(r) == 0) {
     /* This object was cataloged by an earlier attempt whose COMMIT reply
-     * was lost: every generation in it is already there. */
+     * was lost: every generation in it is already there. Unless the orphan
+     * sweep took it for a dead daemon's and deleted it (this daemon lost
+     * the catalog for longer than its lease): then nothing is stored and
+     * the caller must upload again under a new name. */
+    PQclear(r);
+    const char *q[] = {object};
+    if (!(r = pg_exec(k, "seg_owner", 1, q, &rc, cause)))
+      goto rollback;
+    int swept =
+        PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), PG_ORPHAN_OWNER) == 0;
     PQclear(r);
     r = NULL;
+    if (swept) {
+      rc =
+          gtp_causef(cause, GTP_E_NOTFOUND,
+                     "segment %s was swept as an orphan; upload again", object);
+      goto rollback;
+    }
     rc = pg_cmd(k, "COMMIT", cause);
     if (rc < 0)
       goto out;
@@ -283,10 +366,8 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
   int64_t max_span = 0;
   for (size_t i = 0; i < n;) {
     size_t j = i;
-    uint64_t last = 0;
+    uint64_t last;
     while (j < n && memcmp(ord[j]->g->session, ord[i]->g->session, 16) == 0) {
-      if (ord[j]->g->gen > last)
-        last = ord[j]->g->gen;
       int64_t span = ord[j]->g->end_ns - ord[j]->g->start_ns;
       if (span > max_span)
         max_span = span;
@@ -295,15 +376,18 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     const store_gen *g = ord[i]->g;
     char hex[33];
     hex16(g->session, hex);
-    /* The key of the first generation in the group that carries one. */
+    /* The key of the first generation in the group that carries one; the
+     * generations of other keys do not count in last_gen (invariant 5). */
     char keyhex[2 * STORE_KEY_HASH_SIZE + 1];
     const char *key = NULL;
+    const uint8_t *first = NULL;
     for (size_t m = i; m < j && !key; m++)
       if (ord[m]->g->has_key) {
-        for (int b = 0; b < STORE_KEY_HASH_SIZE; b++)
-          snprintf(keyhex + 2 * b, 3, "%02x", ord[m]->g->key_hash[b]);
+        first = ord[m]->g->key_hash;
+        hex_key(first, keyhex);
         key = keyhex;
       }
+    last = group_last(ord + i, j - i, first);
     nb.n = 0;
     const char *p[] = {hex,
                        g->service ? g->service : "",
@@ -317,10 +401,28 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     if (!(r = pg_exec(k, "session_upsert", 9, p, &rc, cause)))
       goto rollback;
     int64_t id = val_i(r, 0, 0);
+    uint8_t bound[STORE_KEY_HASH_SIZE];
+    int has_bound =
+        key_parse(PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1), bound);
     PQclear(r);
     r = NULL;
+    /* Invariant 5: the row lock taken by the upsert is held to COMMIT, so
+     * the key read back is the one every other daemon's commit will see. */
     for (size_t m = i; m < j; m++)
-      sid[ord[m] - gens] = id;
+      sid[ord[m] - gens] =
+          has_bound && ord[m]->g->has_key &&
+                  memcmp(ord[m]->g->key_hash, bound, sizeof bound) != 0
+              ? -1
+              : id;
+    if (has_bound && first && memcmp(first, bound, sizeof bound) != 0 &&
+        (last = group_last(ord + i, j - i, bound)) > 0) {
+      nb.n = 0;
+      const char *q[] = {num_i(&nb, id), num_u(&nb, last)};
+      if (!(r = pg_exec(k, "session_seen", 2, q, &rc, cause)))
+        goto rollback;
+      PQclear(r);
+      r = NULL;
+    }
     i = j;
   }
   {
@@ -347,6 +449,11 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
   for (size_t i = 0; i < n; i++) { /* arrival order: seq follows it */
     pg_cat_gen *x = &gens[i];
     const store_gen *g = x->g;
+    if (sid[i] < 0) { /* another key owns the session: refused, not stored */
+      x->result = GTP_E_AUTH;
+      x->seq = 0;
+      continue;
+    }
     nb.n = 0;
     const char *p[] = {num_i(&nb, seq0 + (int64_t)i),
                        num_i(&nb, sid[i]),
@@ -567,13 +674,30 @@ int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
     rc = 0;
     const char *v =
         PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
-    if (strlen(v) == 2 * STORE_KEY_HASH_SIZE) {
-      for (int b = 0; b < STORE_KEY_HASH_SIZE; b++) {
-        unsigned x = 0;
-        sscanf(v + 2 * b, "%2x", &x);
-        hash[b] = (uint8_t)x;
-      }
-      rc = 1;
+    rc = key_parse(v, hash);
+    PQclear(r);
+  }
+  pg_put(c->pool, k);
+  return rc;
+}
+
+int pg_cat_hello(pg_cat *c, const uint8_t session[16], pg_cat_hello_row *out,
+                 char **cause) {
+  memset(out, 0, sizeof *out);
+  PGconn *k;
+  int rc = pg_get(c->pool, &k, cause);
+  if (rc < 0)
+    return rc;
+  char hex[33];
+  hex16(session, hex);
+  const char *p[] = {hex};
+  PGresult *r = pg_exec(k, "hello", 1, p, &rc, cause);
+  if (r) {
+    if (PQntuples(r) == 1) {
+      out->has_key =
+          !PQgetisnull(r, 0, 0) && key_parse(PQgetvalue(r, 0, 0), out->key);
+      out->has_last = !PQgetisnull(r, 0, 1);
+      out->last_gen = (uint64_t)val_i(r, 0, 1);
     }
     PQclear(r);
   }
@@ -660,6 +784,7 @@ static int session_row(const PGresult *r, int i, void *cb, void *ctx) {
       .bytes = (uint64_t)val_i(r, i, 13),
       .lost = (uint64_t)val_i(r, i, 14),
       .rejected_gens = (uint64_t)val_i(r, i, 15),
+      .connected_any = PQgetvalue(r, i, 16)[0] == 't',
   };
   return ((store_session_cb)cb)(ctx, &s);
 }

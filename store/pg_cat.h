@@ -31,7 +31,9 @@ typedef struct pg_cat_gen {
   /* Filled by pg_cat_commit_segment on success: */
   int result;  /* 0 new, 1 already cataloged with the same CRC
                   (a resend), GTP_E_CONFLICT: cataloged with
-                  another CRC (refused) */
+                  another CRC (refused), GTP_E_AUTH: the session
+                  is bound to another key hash (refused, nothing
+                  of it stored; the first key committed wins) */
   int64_t seq; /* feed cursor of a new row, 0 for a resend */
 } pg_cat_gen;
 
@@ -42,10 +44,15 @@ typedef struct pg_cat_gen {
  * a segment whose every generation was a resend is cataloged dead at once
  * (its object is deleted later). Committing the same object again (a retry
  * after a lost COMMIT reply) reports every generation as a resend.
- * Returns 0, or a negative code with *cause: nothing was committed then. */
+ * Returns 0, or a negative code with *cause: nothing was committed then;
+ * GTP_E_NOTFOUND: the orphan sweep deleted this object meanwhile (it took
+ * this daemon for dead), so upload the segment again under a new name. */
 int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
                           const char *daemon, pg_cat_gen *gens, size_t n,
                           char **cause);
+
+/* The connection pool, for the catalog's other modules (pg_live.c). */
+struct pg *pg_cat_pool(pg_cat *c);
 
 /* Test hook: sleep ms between inserting the generations (seqs taken) and
  * COMMIT, to show a late commit cannot be skipped by the feed. */
@@ -60,6 +67,16 @@ int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,
  * 1 and hash filled, 0 none bound, or a negative code. */
 int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
                        uint8_t hash[STORE_KEY_HASH_SIZE], char **cause);
+
+/* A HELLO's lookup in one round trip (gt_hello): the bound key hash and
+ * the last cataloged gen, each with its flag. 0 or a negative code. */
+typedef struct pg_cat_hello_row {
+  int has_key, has_last;
+  uint8_t key[STORE_KEY_HASH_SIZE];
+  uint64_t last_gen;
+} pg_cat_hello_row;
+int pg_cat_hello(pg_cat *c, const uint8_t session[16], pg_cat_hello_row *out,
+                 char **cause);
 
 /* Adds to a session's daemon-side rejected counts (no-op when unknown). */
 int pg_cat_note_rejected(pg_cat *c, const uint8_t session[16], uint64_t gens,

@@ -39,6 +39,9 @@
 /* pg_advisory_xact_lock keys: "gtmigr" and "gtretn" as numbers. */
 #define PG_LOCK_MIGRATE "6774629465"
 #define PG_LOCK_RETAIN "6774726574"
+/* gt_segments.daemon of a row the orphan sweep wrote for an object nobody
+ * cataloged (daemon ids cannot hold parentheses). */
+#define PG_ORPHAN_OWNER "(orphan)"
 
 #define PG_MIGRATION_1                                                         \
   "CREATE TABLE gt_counter(id int PRIMARY KEY CHECK (id = 1),"                 \
@@ -111,8 +114,30 @@
   "CREATE TRIGGER gt_generations_del AFTER DELETE ON gt_generations"           \
   " FOR EACH ROW EXECUTE FUNCTION gt_generations_del();"
 
+/* Daemons and their connections (version 2):
+ *   gt_daemons     one row per running daemon: when it started and until
+ *                  when its lease runs (renewed every second; a daemon
+ *                  killed stops renewing). /v1/agents trusts a daemon's
+ *                  connections only while its lease runs; the orphan sweep
+ *                  spares the objects of a live daemon's current run.
+ *   gt_conns       the sessions connected to each daemon now.
+ *   gt_hello(s)    a HELLO's one catalog round trip: the session's bound
+ *                  key hash (hex) and last committed gen. A function, so
+ *                  the statement is one call (and tests can make it slow
+ *                  with CREATE OR REPLACE, as a slow catalog would be). */
+#define PG_MIGRATION_DAEMONS                                                   \
+  "CREATE TABLE gt_daemons(daemon text PRIMARY KEY,"                           \
+  " started_ns bigint NOT NULL, lease_ns bigint NOT NULL);"                    \
+  "CREATE TABLE gt_conns(daemon text NOT NULL, session text NOT NULL,"         \
+  " PRIMARY KEY(daemon, session));"                                            \
+  "CREATE INDEX gt_conns_by_session ON gt_conns(session);"                     \
+  "CREATE FUNCTION gt_hello(s text) RETURNS TABLE(key_hash text,"              \
+  " last_gen bigint) LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN QUERY"         \
+  " SELECT encode(x.key_hash, 'hex'), x.last_gen FROM gt_sessions x"           \
+  " WHERE x.session = s; END $$;"
+
 /* Index i holds the migration from version i to i + 1. */
 #define PG_MIGRATIONS                                                          \
-  { PG_MIGRATION_1 }
+  { PG_MIGRATION_1, PG_MIGRATION_DAEMONS }
 
 #endif /* PG_SCHEMA_H */

@@ -45,12 +45,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gtp_error.h"
 
 #define S3_KEY_MAX 512
 /* An error body is read only to name the S3 error code. */
 #define S3_ERRBODY_MAX 4096
+/* One page of a listing: 1,000 keys of at most 512 bytes with their XML. */
+#define S3_LIST_BODY_MAX (2u << 20)
 #define S3_EMPTY_SHA256                                                        \
   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -256,7 +259,8 @@ typedef struct s3_io {
   size_t up_len, up_off;
   uint8_t *buf; /* download sink (malloc'd, grows) */
   size_t len, cap, max;
-  int overflow; /* the server sent more than max */
+  int overflow;      /* the server sent more than max */
+  const char *query; /* S3_LIST: the canonical query string */
 } s3_io;
 
 static size_t s3_read_cb(char *dst, size_t size, size_t nmemb, void *ud) {
@@ -322,9 +326,57 @@ static void s3_error_code(const s3_io *io, char *code, size_t cap) {
   code[n] = '\0';
 }
 
-enum { S3_PUT, S3_GET, S3_HEAD, S3_DELETE, S3_PUT_BUCKET, S3_HEAD_BUCKET };
-static const char *const s3_verb[] = {"PUT",    "GET", "HEAD",
-                                      "DELETE", "PUT", "HEAD"};
+enum {
+  S3_PUT,
+  S3_GET,
+  S3_HEAD,
+  S3_DELETE,
+  S3_PUT_BUCKET,
+  S3_HEAD_BUCKET,
+  S3_LIST
+};
+static const char *const s3_verb[] = {"PUT", "GET",  "HEAD", "DELETE",
+                                      "PUT", "HEAD", "GET"};
+
+/* Requests by kind (put, get, head, delete, list), process-wide. */
+static uint64_t s3_n[S3_OPS], s3_err[S3_OPS], s3_bytes[S3_OPS], s3_ns[S3_OPS];
+
+static int s3_kind(int op) {
+  return op == S3_PUT      ? S3_OP_PUT
+         : op == S3_GET    ? S3_OP_GET
+         : op == S3_DELETE ? S3_OP_DELETE
+         : op == S3_LIST   ? S3_OP_LIST
+                           : S3_OP_HEAD;
+}
+
+static int64_t s3_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Counts one finished request: rc < 0 or a status outside 2xx (404 of a
+ * DELETE is success) is an error. */
+static void s3_count(int op, int rc, long status, uint64_t bytes, int64_t t0) {
+  int k = s3_kind(op);
+  int bad = rc < 0 || ((status < 200 || status > 299) &&
+                       !(op == S3_DELETE && status == 404));
+  __atomic_add_fetch(&s3_n[k], 1, __ATOMIC_RELAXED);
+  if (bad)
+    __atomic_add_fetch(&s3_err[k], 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s3_bytes[k], bytes, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s3_ns[k], (uint64_t)(s3_mono_ns() - t0),
+                     __ATOMIC_RELAXED);
+}
+
+void s3_stats_get(s3_stats out[S3_OPS]) {
+  for (int k = 0; k < S3_OPS; k++) {
+    out[k].requests = __atomic_load_n(&s3_n[k], __ATOMIC_RELAXED);
+    out[k].errors = __atomic_load_n(&s3_err[k], __ATOMIC_RELAXED);
+    out[k].bytes = __atomic_load_n(&s3_bytes[k], __ATOMIC_RELAXED);
+    out[k].ns = __atomic_load_n(&s3_ns[k], __ATOMIC_RELAXED);
+  }
+}
 
 /* Runs one request. key NULL: the bucket itself. Fills *status. */
 static int s3_request(s3 *c, int op, const char *key, s3_io *io,
@@ -336,8 +388,9 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
   *status = 0;
   if (key && !s3_key_ok(key))
     return s3_fail(cause, GTP_E_BADARG, "S3 key '%s' is not allowed", key);
-  if (asprintf(&url, "%s/%s/%s%s", c->endpoint, c->bucket, key ? c->prefix : "",
-               key ? key : "") < 0)
+  if (asprintf(&url, "%s/%s/%s%s%s%s", c->endpoint, c->bucket,
+               key ? c->prefix : "", key ? key : "", io->query ? "?" : "",
+               io->query ? io->query : "") < 0)
     return -ENOMEM;
 
   char hdr[128], hex[65];
@@ -396,7 +449,12 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
     break;
   }
 
+  int64_t t0 = s3_mono_ns();
   CURLcode cc = curl_easy_perform(k);
+  if (cc == CURLE_OK)
+    curl_easy_getinfo(k, CURLINFO_RESPONSE_CODE, status);
+  s3_count(op, cc == CURLE_OK ? 0 : -1, *status,
+           op == S3_PUT ? io->up_len : io->len, t0);
   const char *what = key ? key : "(bucket)";
   if (cc != CURLE_OK) {
     if (cc == CURLE_WRITE_ERROR && io->overflow) {
@@ -411,7 +469,6 @@ static int s3_request(s3 *c, int op, const char *key, s3_io *io,
     }
     goto done;
   }
-  curl_easy_getinfo(k, CURLINFO_RESPONSE_CODE, status);
   if (clen) {
     curl_off_t cl = -1;
     curl_easy_getinfo(k, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
@@ -566,4 +623,96 @@ int s3_create_bucket(s3 *c, char **cause) {
   }
   free(io.buf);
   return rc;
+}
+
+/* Appends v to q with '/' as %2F: the keys and prefixes we list hold only
+ * [A-Za-z0-9._/-] (invariant 1), so that is the whole SigV4 encoding. */
+static void s3_query_put(char *q, size_t cap, const char *name, const char *v) {
+  size_t n = strlen(q);
+  n += (size_t)snprintf(q + n, cap - n, "%s%s=", n ? "&" : "", name);
+  for (; *v && n + 4 < cap; v++) {
+    if (*v == '/') {
+      memcpy(q + n, "%2F", 3);
+      n += 3;
+    } else {
+      q[n++] = *v;
+    }
+  }
+  q[n] = '\0';
+}
+
+/* The text between <tag> and </tag> at or after *p in [*p, e), bounded;
+ * *p moves past it. 0 when there is none. */
+static int s3_xml_next(const char **p, const char *e, const char *tag,
+                       char *out, size_t cap) {
+  char open[32], close[32];
+  snprintf(open, sizeof open, "<%s>", tag);
+  snprintf(close, sizeof close, "</%s>", tag);
+  const char *a = memmem(*p, (size_t)(e - *p), open, strlen(open));
+  if (!a)
+    return 0;
+  a += strlen(open);
+  const char *b = memmem(a, (size_t)(e - a), close, strlen(close));
+  if (!b)
+    return 0;
+  size_t n = (size_t)(b - a);
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(out, a, n);
+  out[n] = '\0';
+  *p = b + strlen(close);
+  return 1;
+}
+
+int s3_list(s3 *c, const char *prefix, s3_list_fn fn, void *ctx, char **cause) {
+  if (cause)
+    *cause = NULL;
+  char full[S3_KEY_MAX + 1];
+  snprintf(full, sizeof full, "%s%s", c->prefix, prefix);
+  if (prefix[0] && !s3_key_ok(prefix))
+    return s3_fail(cause, GTP_E_BADARG, "S3 prefix '%s' is not allowed",
+                   prefix);
+  char marker[2 * S3_KEY_MAX + 2] = "", last[sizeof marker] = "";
+  size_t plen = strlen(c->prefix);
+  for (;;) {
+    /* ListObjects (version 1, marker paging): parameters in sorted order
+     * make the query canonical for the signature as written. */
+    char q[3 * (3 * S3_KEY_MAX) + 64] = "";
+    if (marker[0])
+      s3_query_put(q, sizeof q, "marker", marker);
+    s3_query_put(q, sizeof q, "prefix", full);
+    s3_io io = {.max = S3_LIST_BODY_MAX, .query = q};
+    long st;
+    int rc = s3_request(c, S3_LIST, NULL, &io, NULL, &st, NULL, cause);
+    if (rc == 0 && (st < 200 || st > 299))
+      rc = s3_status_fail(c, S3_LIST, NULL, st, &io, cause);
+    if (rc < 0) {
+      free(io.buf);
+      return rc;
+    }
+    const char *p = (const char *)io.buf, *e = p ? p + io.len : NULL;
+    char trunc[8] = "false", key[sizeof marker], size[32];
+    int n = 0, stop = 0;
+    if (p) {
+      const char *t = p;
+      s3_xml_next(&t, e, "IsTruncated", trunc, sizeof trunc);
+      /* Each <Contents> holds a <Key> then a <Size>. */
+      while (!stop && s3_xml_next(&p, e, "Key", key, sizeof key)) {
+        n++;
+        memcpy(marker, key, sizeof marker);
+        if (!s3_xml_next(&p, e, "Size", size, sizeof size))
+          size[0] = '\0';
+        /* Only keys we could have written, under our prefix. */
+        if (strncmp(key, c->prefix, plen) != 0 || !s3_key_ok(key + plen))
+          continue;
+        stop = fn(ctx, key + plen, strtoull(size, NULL, 10));
+      }
+    }
+    free(io.buf);
+    /* A page must move the marker on, or a broken server loops us. */
+    if (stop || strcmp(trunc, "true") != 0 || n == 0 ||
+        strcmp(marker, last) <= 0)
+      return 0;
+    memcpy(last, marker, sizeof last);
+  }
 }

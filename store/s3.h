@@ -1,5 +1,5 @@
 /* s3.h: a small S3 client over libcurl for the shared store's segment
- * objects: PUT, GET (whole or a byte range), HEAD, DELETE, and bucket
+ * objects: PUT, GET (whole or a byte range), HEAD, DELETE, LIST, and bucket
  * creation (set-up and tests).
  *
  * Path-style addressing (ENDPOINT/BUCKET/PREFIXKEY), signed with libcurl's
@@ -71,5 +71,21 @@ int s3_get(s3 *c, const char *key, uint64_t off, uint64_t len, size_t max,
 int s3_head(s3 *c, const char *key, uint64_t *size, char **cause);
 /* Deletes an object; deleting an absent object is success (as S3 does). */
 int s3_delete(s3 *c, const char *key, char **cause);
+/* Lists the objects whose keys start with prefix (relative to the client's
+ * prefix, like every key here), in key order, a page at a time: fn(ctx,
+ * key relative to the client's prefix, size) for each; a non-zero return
+ * stops the listing (still 0). Keys we could not have written (outside
+ * [A-Za-z0-9._/-]) are skipped. */
+typedef int (*s3_list_fn)(void *ctx, const char *key, uint64_t size);
+int s3_list(s3 *c, const char *prefix, s3_list_fn fn, void *ctx, char **cause);
+
+/* Requests so far, process-wide, by kind (metrics). */
+enum { S3_OP_PUT, S3_OP_GET, S3_OP_HEAD, S3_OP_DELETE, S3_OP_LIST, S3_OPS };
+typedef struct s3_stats {
+  uint64_t requests, errors; /* errors: unreachable, or not 2xx */
+  uint64_t bytes;            /* bodies sent (PUT) or received */
+  uint64_t ns;               /* time in requests */
+} s3_stats;
+void s3_stats_get(s3_stats out[S3_OPS]);
 
 #endif /* S3_H */

@@ -28,7 +28,9 @@
  *      generations could take seqs out of order.
  *   3. A retried commit MUST reuse the same object name, otherwise a COMMIT
  *      whose reply was lost would catalog the generations twice; with the
- *      same name pg_cat reports them as resends.
+ *      same name pg_cat reports them as resends. The one exception: the
+ *      orphan sweep deleted the object (pg_cat answers GTP_E_NOTFOUND),
+ *      then the segment is put again under a new name.
  *   4. segment_submit and segment_note_rejected MUST only take the lock
  *      (never wait for the network), otherwise the daemon's loop would
  *      stall while a store is down.
@@ -194,6 +196,8 @@ static uint64_t get_u64(const uint8_t *p) {
 /* Bytes of segment buffers alive (open + closed, not yet freed), for
  * segment_scratch_bytes; process-wide, like the buffers' allocator. */
 static uint64_t seg_scratch;
+/* Segments built and not yet freed (open, closed or uploading). */
+static uint64_t seg_alive;
 
 static int seg_reserve(seg *g, size_t more) {
   if (g->len + more <= g->cap)
@@ -287,6 +291,7 @@ int segment_index_parse(const uint8_t *obj, size_t len, segment_entry **out,
 static void seg_free(seg *g) {
   if (!g)
     return;
+  __atomic_sub_fetch(&seg_alive, 1, __ATOMIC_RELAXED);
   __atomic_sub_fetch(&seg_scratch, g->cap, __ATOMIC_RELAXED);
   free(g->buf);
   free(g->ix);
@@ -386,8 +391,10 @@ static void *packer_main(void *arg) {
       s->qhead = (s->qhead + 1) % s->qcap;
       s->qn--;
       pthread_mutex_unlock(&s->lock);
-      if (!cur && (cur = calloc(1, sizeof *cur)))
+      if (!cur && (cur = calloc(1, sizeof *cur))) {
         cur->deadline_ns = mono_ns() + age_ns;
+        __atomic_add_fetch(&seg_alive, 1, __ATOMIC_RELAXED);
+      }
       if (!cur || !cctx || seg_add(s, cur, cctx, g) < 0) {
         /* Out of memory: this generation fails (the agent resends). */
         g->result = -ENOMEM;
@@ -464,32 +471,40 @@ static void seg_flush_rejected(segment_store *s) {
   }
 }
 
+/* After one attempt of an upload step (rc, *cause): reports the health,
+ * and says whether to stop trying: 1 when it succeeded or the store is
+ * closing (seg_backoff), 0 after waiting out the backoff (*cause freed). */
+static int seg_attempt_over(segment_store *s, int rc, char **cause, int *ms) {
+  seg_health(s, rc, *cause);
+  if (rc == 0)
+    return 1;
+  free(*cause);
+  *cause = NULL;
+  return seg_backoff(s, ms);
+}
+
 static void seg_upload(segment_store *s, seg *sg) {
   int64_t t0 = mono_ns();
   char key[256];
   pthread_mutex_lock(&s->lock);
   uint64_t no = ++s->seg_counter;
   pthread_mutex_unlock(&s->lock);
-  /* Unique across daemons (daemon id) and restarts (wall clock). */
-  snprintf(key, sizeof key, "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
-           s->prefix, s->daemon_id, real_ns(), no);
   int rc = seg_footer(sg);
   int ms = SEG_BACKOFF_MIN_MS;
   char *cause = NULL;
-  while (rc == 0) {
-    rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
-    seg_health(s, rc, cause);
-    if (rc == 0)
-      break;
-    free(cause);
-    cause = NULL;
-    if (seg_backoff(s, &ms))
-      break;
-    rc = 0;
-  }
   pg_cat_gen *cg = NULL;
   if (rc == 0 && !(cg = calloc(sg->n, sizeof *cg)))
     rc = -ENOMEM;
+again:
+  /* Unique across daemons (daemon id) and restarts (wall clock). */
+  snprintf(key, sizeof key, "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
+           s->prefix, s->daemon_id, real_ns(), no);
+  while (rc == 0) {
+    rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
+    if (seg_attempt_over(s, rc, &cause, &ms))
+      break;
+    rc = 0;
+  }
   if (rc == 0) {
     for (size_t i = 0; i < sg->n; i++)
       cg[i] = (pg_cat_gen){.g = sg->gens[i],
@@ -501,12 +516,23 @@ static void seg_upload(segment_store *s, seg *sg) {
       /* Same key on every attempt (invariant 3). */
       rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg, sg->n,
                                  &cause);
-      seg_health(s, rc, cause);
-      if (rc == 0)
-        break;
-      free(cause);
-      cause = NULL;
-      if (seg_backoff(s, &ms))
+      if (rc == GTP_E_NOTFOUND) {
+        /* The orphan sweep deleted the object while this daemon could not
+         * reach the catalog: put it again under a new name. */
+        seg_log(s, "warn",
+                "msg=\"segment swept as an orphan before its commit; "
+                "uploading again\" object=\"%s\"",
+                key);
+        free(cause);
+        cause = NULL;
+        rc = 0;
+        ms = SEG_BACKOFF_MIN_MS;
+        pthread_mutex_lock(&s->lock);
+        no = ++s->seg_counter;
+        pthread_mutex_unlock(&s->lock);
+        goto again;
+      }
+      if (seg_attempt_over(s, rc, &cause, &ms))
         break;
     }
   }
@@ -617,6 +643,27 @@ static int seg_id_ok(const char *id) {
 }
 
 void segment_close(segment_store *s);
+
+/* Frees what segment_open made, once the threads are gone (or never
+ * ran): the uploader's S3 handle, the strings, the queue, the locks. */
+static void segment_free(segment_store *s) {
+  s3_close(s->up);
+  free(s->prefix);
+  free(s->q);
+  free(s->daemon_id);
+  free(s->catalog);
+  free(s->objects);
+  free(s->endpoint);
+  free(s->region);
+  free(s->akey);
+  free(s->skey);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->q_cond);
+  pthread_cond_destroy(&s->up_cond);
+  pthread_cond_destroy(&s->room);
+  pthread_cond_destroy(&s->wake);
+  free(s);
+}
 
 int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
                  segment_store **out, char **cause) {
@@ -733,21 +780,7 @@ fail_cat:
   pg_cat_close(s->cat);
 fail_s3:
 fail_alloc:
-  s3_close(s->up);
-  free(s->prefix);
-  free(s->daemon_id);
-  free(s->catalog);
-  free(s->objects);
-  free(s->endpoint);
-  free(s->region);
-  free(s->akey);
-  free(s->skey);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->up_cond);
-  pthread_cond_destroy(&s->room);
-  pthread_cond_destroy(&s->wake);
-  free(s);
+  segment_free(s);
   return rc;
 }
 
@@ -764,22 +797,7 @@ void segment_close(segment_store *s) {
   pthread_join(s->uploader, NULL);
   seg_flush_rejected(s);
   pg_cat_close(s->cat);
-  s3_close(s->up);
-  free(s->prefix);
-  free(s->q);
-  free(s->daemon_id);
-  free(s->catalog);
-  free(s->objects);
-  free(s->endpoint);
-  free(s->region);
-  free(s->akey);
-  free(s->skey);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->up_cond);
-  pthread_cond_destroy(&s->room);
-  pthread_cond_destroy(&s->wake);
-  free(s);
+  segment_free(s);
 }
 
 int segment_submit(segment_store *s, store_gen *g) {
@@ -886,4 +904,8 @@ const char *segment_daemon_id(const segment_store *s) {
 uint64_t segment_scratch_bytes(segment_store *s) {
   (void)s;
   return __atomic_load_n(&seg_scratch, __ATOMIC_RELAXED);
+}
+
+uint64_t segment_alive(void) {
+  return __atomic_load_n(&seg_alive, __ATOMIC_RELAXED);
 }

@@ -85,6 +85,8 @@ struct pg_cat *segment_catalog(segment_store *s);
 /* Bytes of segment buffers held now beside the queued payloads (the
  * compressed copies; the daemon counts them in --max-buffer). Lock-free. */
 uint64_t segment_scratch_bytes(segment_store *s);
+/* Segments open, closed or uploading now (process-wide; metrics). */
+uint64_t segment_alive(void);
 /* This daemon's id (names its objects and its pin row). Borrowed. */
 const char *segment_daemon_id(const segment_store *s);
 

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "gtp_error.h"
+#include "shared_orphan.h"
 
 #define RETAIN_LIMIT 10000
 #define SWEEP_LIMIT 100
@@ -33,7 +34,8 @@
 
 struct shared_retain {
   shared_retain_config cfg;
-  char *daemon_id;
+  char *daemon_id, *prefix;
+  int64_t orphan_last_ns; /* run_lock: when the orphan sweep last ran */
   s3 *s3;
   pthread_t thread;
   pthread_mutex_t lock;
@@ -72,6 +74,44 @@ static int sweep_one(void *ctx, const char *object) {
   return rc;
 }
 
+/* One orphan sweep; run_lock held. */
+static int orphans_locked(shared_retain *r) {
+  shared_orphan_result res;
+  char *cause = NULL;
+  int rc = shared_orphan_sweep(r->cfg.cat, r->s3, r->prefix,
+                               (int64_t)r->cfg.orphan_grace_ms, &res, &cause);
+  r->orphan_last_ns = real_ns();
+  if (rc < 0) {
+    char kv[600];
+    snprintf(kv, sizeof kv,
+             "msg=\"orphan sweep failed; will retry\" err=\"%s\"",
+             cause ? cause : gtp_strerror(rc));
+    rlog(r, kv);
+  } else if (res.swept > 0) {
+    char kv[200];
+    snprintf(kv, sizeof kv,
+             "msg=\"orphan sweep deleted segment objects nobody cataloged\""
+             " swept=%llu listed=%llu",
+             (unsigned long long)res.swept, (unsigned long long)res.listed);
+    rlog(r, kv);
+  }
+  free(cause);
+  pthread_mutex_lock(&r->lock);
+  r->st.orphan_sweeps++;
+  r->st.orphans_swept += res.swept;
+  if (rc < 0)
+    r->st.orphan_errors++;
+  pthread_mutex_unlock(&r->lock);
+  return rc;
+}
+
+int shared_retain_sweep_orphans(shared_retain *r) {
+  pthread_mutex_lock(&r->run_lock);
+  int rc = orphans_locked(r);
+  pthread_mutex_unlock(&r->run_lock);
+  return rc;
+}
+
 int shared_retain_run_once(shared_retain *r) {
   pthread_mutex_lock(&r->run_lock);
   char *cause = NULL;
@@ -96,6 +136,13 @@ int shared_retain_run_once(shared_retain *r) {
     rc = swept < 0 ? swept : 0;
   }
   free(cause);
+  /* Orphans: every half grace period, on every daemon (a sweep is safe to
+   * run twice at once: shared_orphan.c marks before it deletes). */
+  int64_t every = (int64_t)r->cfg.orphan_grace_ms / 2 * 1000000LL;
+  if (every < (int64_t)r->cfg.tick_ms * 1000000LL)
+    every = (int64_t)r->cfg.tick_ms * 1000000LL;
+  if (real_ns() - r->orphan_last_ns >= every)
+    orphans_locked(r);
   pthread_mutex_lock(&r->lock);
   r->st.last_rc = rc;
   if (ran)
@@ -136,6 +183,17 @@ static void *retain_main(void *arg) {
   return NULL;
 }
 
+/* Undoes what start set up once the thread is gone (or never ran). */
+static void retain_free(shared_retain *r) {
+  s3_close(r->s3);
+  pthread_mutex_destroy(&r->lock);
+  pthread_mutex_destroy(&r->run_lock);
+  pthread_cond_destroy(&r->cond);
+  free(r->daemon_id);
+  free(r->prefix);
+  free(r);
+}
+
 int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
                         char **cause) {
   *out = NULL;
@@ -147,9 +205,17 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
     r->cfg.tick_ms = 5000;
   if (!r->cfg.grace_ms)
     r->cfg.grace_ms = 60000;
+  if (!r->cfg.orphan_grace_ms)
+    r->cfg.orphan_grace_ms = 600000;
   r->daemon_id = strdup(cfg->daemon_id ? cfg->daemon_id : "");
+  r->prefix = strdup(cfg->prefix ? cfg->prefix : "");
   r->cfg.daemon_id = r->daemon_id;
-  int rc = r->daemon_id ? s3_open(cfg->s3, &r->s3, cause) : -ENOMEM;
+  r->cfg.prefix = r->prefix;
+  /* The first orphan sweep waits a grace period: daemons killed before
+   * this one started get theirs swept then. */
+  r->orphan_last_ns = real_ns();
+  int rc =
+      r->daemon_id && r->prefix ? s3_open(cfg->s3, &r->s3, cause) : -ENOMEM;
   if (rc == 0) {
     /* The catalog's keys are bucket-relative: delete from the root. */
     s3_config root = *cfg->s3;
@@ -161,6 +227,7 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
   }
   if (rc < 0) {
     free(r->daemon_id);
+    free(r->prefix);
     free(r);
     return rc;
   }
@@ -172,12 +239,7 @@ int shared_retain_start(const shared_retain_config *cfg, shared_retain **out,
   pthread_cond_init(&r->cond, &ca);
   pthread_condattr_destroy(&ca);
   if (pthread_create(&r->thread, NULL, retain_main, r) != 0) {
-    s3_close(r->s3);
-    pthread_mutex_destroy(&r->lock);
-    pthread_mutex_destroy(&r->run_lock);
-    pthread_cond_destroy(&r->cond);
-    free(r->daemon_id);
-    free(r);
+    retain_free(r);
     return -EAGAIN;
   }
   *out = r;
@@ -196,12 +258,7 @@ void shared_retain_stop(shared_retain *r) {
   char *cause = NULL;
   pg_cat_pin_publish(r->cfg.cat, r->daemon_id, INT64_MAX, 0, &cause);
   free(cause);
-  s3_close(r->s3);
-  pthread_mutex_destroy(&r->lock);
-  pthread_mutex_destroy(&r->run_lock);
-  pthread_cond_destroy(&r->cond);
-  free(r->daemon_id);
-  free(r);
+  retain_free(r);
 }
 
 void shared_retain_stats_get(shared_retain *r, shared_retain_stats *out) {

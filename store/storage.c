@@ -17,16 +17,20 @@
 #include "storage.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include "gencache.h"
 #include "gtp_error.h"
+#include "pg.h"
 #include "pg_cat.h"
 #include "s3.h"
+#include "shared_live.h"
 #include "shared_retain.h"
 #include "store_schema.h"
 
@@ -37,7 +41,9 @@ struct storage {
   store *sq;
   segment_store *seg;
   shared_retain *retain; /* shared: cluster retention and pins */
+  shared_live *live;     /* shared: lease and connected sessions */
   pg_cat *rcat;          /* shared: the readers' catalog pool */
+  pg_cat *hcat;          /* shared: HELLO lookups' pool (storage_hello) */
   gencache *cache;       /* shared: decompressed generations by seq */
   s3_config s3cfg;       /* shared: what each reader's S3 client opens */
   char *objects, *endpoint, *region, *akey, *skey;
@@ -49,6 +55,12 @@ struct storage_reader {
   s3 *s3;           /* shared */
   ZSTD_DCtx *dctx;
 };
+
+static int64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 static char *dup_or_null(const char *v) {
   return v ? strdup(v) : NULL;
@@ -79,6 +91,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   if (!st)
     return -ENOMEM;
   int rc;
+  char *prefix = NULL;
   if (!has_cat) {
     st->path = dup_or_null(cfg->sqlite.path);
     st->describe = dup_or_null(cfg->sqlite.path);
@@ -89,6 +102,8 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
     return 0;
   }
   st->shared = 1;
+  /* Before any object of this run is named (the orphan sweep compares). */
+  int64_t started_ns = real_ns();
   segment_config sc = cfg->shared;
   sc.catalog = cfg->catalog;
   sc.s3.url = cfg->objects;
@@ -109,6 +124,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
       goto fail;
     free(st->objects);
     st->objects = s3_root_url(probe);
+    prefix = strdup(s3_prefix(probe));
     s3_close(probe);
   }
   st->s3cfg = sc.s3;
@@ -130,7 +146,7 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
       st->describe = NULL;
   }
   st->cache = gencache_new(cfg->cache_bytes ? cfg->cache_bytes : 64ull << 20);
-  if (!st->objects || !st->describe || !st->cache) {
+  if (!st->objects || !st->describe || !st->cache || !prefix) {
     rc = -ENOMEM;
     goto fail;
   }
@@ -138,6 +154,10 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
   if (rc < 0)
     goto fail;
   rc = pg_cat_open(cfg->catalog, 4, &st->rcat, cause);
+  if (rc < 0)
+    goto fail;
+  /* As many as libuv's default thread pool runs lookups at once. */
+  rc = pg_cat_open(cfg->catalog, 4, &st->hcat, cause);
   if (rc < 0)
     goto fail;
   shared_retain_config rcfg = {.cat = st->rcat,
@@ -148,14 +168,27 @@ int storage_open(const storage_config *cfg, store_done_fn done, void *ctx,
                                .max_bytes = cfg->sqlite.max_db_bytes,
                                .tick_ms = cfg->retain_tick_ms,
                                .grace_ms = cfg->retain_grace_ms,
+                               .prefix = prefix,
+                               .orphan_grace_ms = cfg->orphan_grace_ms,
                                .log = sc.log,
                                .log_ctx = sc.log_ctx};
   rc = shared_retain_start(&rcfg, &st->retain, cause);
   if (rc < 0)
     goto fail;
+  shared_live_config lcfg = {.cat = st->rcat,
+                             .daemon_id = segment_daemon_id(st->seg),
+                             .started_ns = started_ns,
+                             .tick_ms = cfg->live_tick_ms,
+                             .log = sc.log,
+                             .log_ctx = sc.log_ctx};
+  rc = shared_live_start(&lcfg, &st->live, cause);
+  if (rc < 0)
+    goto fail;
+  free(prefix);
   *out = st;
   return 0;
 fail:
+  free(prefix);
   storage_close(st);
   return rc;
 }
@@ -181,12 +214,14 @@ int storage_open_sqlite_readonly(const char *path, storage **out,
 void storage_close(storage *st) {
   if (!st)
     return;
+  shared_live_stop(st->live);
   shared_retain_stop(st->retain);
   if (st->sq)
     store_close(st->sq);
   if (st->seg)
     segment_close(st->seg);
   pg_cat_close(st->rcat);
+  pg_cat_close(st->hcat);
   gencache_free(st->cache);
   free(st->describe);
   free(st->path);
@@ -223,6 +258,41 @@ int storage_session_key(storage *st, const uint8_t session[16],
   if (!st->sq)
     return 0;
   return store_session_key(st->sq, session, hash);
+}
+
+void storage_hello(storage *st, const uint8_t session[16],
+                   storage_hello_answer *out) {
+  memset(out, 0, sizeof *out);
+  if (!st->shared) {
+    out->key_rc = storage_session_key(st, session, out->key);
+    out->has_last = storage_last_gen(st, session, &out->last_gen) == 1;
+    return;
+  }
+  /* While the store is known to be down: refuse unchecked keys at once
+   * (the agent retries) rather than wait for a connect timeout. */
+  char why[8];
+  if (segment_health(st->seg, why, sizeof why) < 0) {
+    out->key_rc = GTP_E_UNAVAIL;
+    return;
+  }
+  pg_cat_hello_row h;
+  char *cause = NULL;
+  int rc = pg_cat_hello(st->hcat, session, &h, &cause);
+  free(cause);
+  if (rc < 0) {
+    out->key_rc = GTP_E_UNAVAIL;
+    return;
+  }
+  out->key_rc = h.has_key;
+  if (h.has_key)
+    memcpy(out->key, h.key, sizeof out->key);
+  out->has_last = h.has_last;
+  out->last_gen = h.last_gen;
+}
+
+void storage_session_live(storage *st, const uint8_t session[16], int on) {
+  if (st->shared)
+    shared_live_set(st->live, session, on);
 }
 
 void storage_note_rejected(storage *st, const uint8_t session[16],
@@ -449,4 +519,127 @@ int storage_read_payload_by_gen(storage_reader *r, const char *session,
   rc = shared_fetch(r, &loc, out);
   free(loc.object);
   return rc;
+}
+
+/* ---- /metrics of the shared store ---- */
+
+static void m_head(gtp_wbuf *b, const char *name, const char *type,
+                   const char *help) {
+  gtp_wbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void m_pool(gtp_wbuf *b, const char *name, pg_cat *c) {
+  if (!c)
+    return;
+  pg_stats p;
+  pg_stats_get(pg_cat_pool(c), &p);
+  gtp_wbuf_printf(b,
+                  "gentrace_shared_pg_pool_size{pool=\"%s\"} %" PRIu64 "\n"
+                  "gentrace_shared_pg_pool_in_use{pool=\"%s\"} %" PRIu64 "\n"
+                  "gentrace_shared_pg_pool_waits_total{pool=\"%s\"} %" PRIu64
+                  "\n"
+                  "gentrace_shared_pg_pool_wait_seconds_total{pool=\"%s\"} "
+                  "%.6f\n",
+                  name, p.size, name, p.in_use, name, p.waits, name,
+                  (double)p.wait_ns / 1e9);
+}
+
+void storage_metrics(storage *st, gtp_wbuf *b) {
+  if (!st->shared)
+    return;
+  m_head(b, "gentrace_shared_pg_pool_size", "gauge",
+         "PostgreSQL connections each catalog pool may open (writer: "
+         "segment commits; readers: HTTP reads, connections; hello: HELLO "
+         "lookups).");
+  m_head(b, "gentrace_shared_pg_pool_in_use", "gauge",
+         "Catalog connections lent out now.");
+  m_head(b, "gentrace_shared_pg_pool_waits_total", "counter",
+         "Times a catalog call waited for a free connection.");
+  m_head(b, "gentrace_shared_pg_pool_wait_seconds_total", "counter",
+         "Time catalog calls waited for a free connection.");
+  m_pool(b, "writer", segment_catalog(st->seg));
+  m_pool(b, "readers", st->rcat);
+  m_pool(b, "hello", st->hcat);
+  uint64_t e[3];
+  pg_stats_errors(e);
+  m_head(b, "gentrace_shared_pg_errors_total", "counter",
+         "Catalog statements that failed, by kind (unavailable: server "
+         "unreachable; conflict: serialization, deadlock or unique; other).");
+  gtp_wbuf_printf(
+      b,
+      "gentrace_shared_pg_errors_total{kind=\"unavailable\"} "
+      "%" PRIu64 "\n"
+      "gentrace_shared_pg_errors_total{kind=\"conflict\"} %" PRIu64 "\n"
+      "gentrace_shared_pg_errors_total{kind=\"other\"} %" PRIu64 "\n",
+      e[0], e[1], e[2]);
+  static const char *const ops[S3_OPS] = {"put", "get", "head", "delete",
+                                          "list"};
+  s3_stats s[S3_OPS];
+  s3_stats_get(s);
+  m_head(b, "gentrace_shared_s3_requests_total", "counter",
+         "S3 requests by operation.");
+  m_head(b, "gentrace_shared_s3_errors_total", "counter",
+         "S3 requests that failed (unreachable, or not 2xx) by operation.");
+  m_head(b, "gentrace_shared_s3_bytes_total", "counter",
+         "S3 body bytes sent (put) or received, by operation.");
+  m_head(b, "gentrace_shared_s3_seconds_total", "counter",
+         "Time in S3 requests by operation (latency = this / requests).");
+  for (int k = 0; k < S3_OPS; k++)
+    gtp_wbuf_printf(b,
+                    "gentrace_shared_s3_requests_total{op=\"%s\"} %" PRIu64 "\n"
+                    "gentrace_shared_s3_errors_total{op=\"%s\"} %" PRIu64 "\n"
+                    "gentrace_shared_s3_bytes_total{op=\"%s\"} %" PRIu64 "\n"
+                    "gentrace_shared_s3_seconds_total{op=\"%s\"} %.6f\n",
+                    ops[k], s[k].requests, ops[k], s[k].errors, ops[k],
+                    s[k].bytes, ops[k], (double)s[k].ns / 1e9);
+  uint64_t hits, misses;
+  gencache_counts(st->cache, &hits, &misses);
+  m_head(b, "gentrace_shared_cache_hits_total", "counter",
+         "Generations read from the readers' cache.");
+  gtp_wbuf_printf(b, "gentrace_shared_cache_hits_total %" PRIu64 "\n", hits);
+  m_head(b, "gentrace_shared_cache_misses_total", "counter",
+         "Generations fetched from S3 (not in the readers' cache).");
+  gtp_wbuf_printf(b, "gentrace_shared_cache_misses_total %" PRIu64 "\n",
+                  misses);
+  m_head(b, "gentrace_shared_cache_bytes", "gauge",
+         "Decompressed generations held in the readers' cache.");
+  gtp_wbuf_printf(b, "gentrace_shared_cache_bytes %" PRIu64 "\n",
+                  gencache_bytes(st->cache));
+  m_head(b, "gentrace_shared_segments_open", "gauge",
+         "Segments being filled, waiting for upload or uploading now.");
+  gtp_wbuf_printf(b, "gentrace_shared_segments_open %" PRIu64 "\n",
+                  segment_alive());
+  shared_retain_stats r;
+  shared_retain_stats_get(st->retain, &r);
+  m_head(b, "gentrace_shared_retention_passes_total", "counter",
+         "Cluster retention passes run by this daemon.");
+  gtp_wbuf_printf(b, "gentrace_shared_retention_passes_total %" PRIu64 "\n",
+                  r.passes);
+  m_head(b, "gentrace_shared_dead_objects_deleted_total", "counter",
+         "Segment objects deleted after their last generation was.");
+  gtp_wbuf_printf(b, "gentrace_shared_dead_objects_deleted_total %" PRIu64 "\n",
+                  r.deleted_objects);
+  m_head(b, "gentrace_shared_orphan_sweeps_total", "counter",
+         "Orphan sweeps run by this daemon.");
+  gtp_wbuf_printf(b, "gentrace_shared_orphan_sweeps_total %" PRIu64 "\n",
+                  r.orphan_sweeps);
+  m_head(b, "gentrace_shared_orphan_sweep_errors_total", "counter",
+         "Orphan sweeps that failed (retried at the next one).");
+  gtp_wbuf_printf(b, "gentrace_shared_orphan_sweep_errors_total %" PRIu64 "\n",
+                  r.orphan_errors);
+  m_head(b, "gentrace_shared_orphans_swept_total", "counter",
+         "Segment objects nobody cataloged (their daemon died between upload "
+         "and commit) deleted by this daemon.");
+  gtp_wbuf_printf(b, "gentrace_shared_orphans_swept_total %" PRIu64 "\n",
+                  r.orphans_swept);
+  shared_live_stats l;
+  shared_live_stats_get(st->live, &l);
+  m_head(b, "gentrace_shared_connections_published", "gauge",
+         "Sessions connected here, as published to the catalog.");
+  gtp_wbuf_printf(b, "gentrace_shared_connections_published %" PRIu64 "\n",
+                  l.sessions);
+  m_head(b, "gentrace_shared_lease_errors_total", "counter",
+         "Failed renewals of this daemon's lease or connection list.");
+  gtp_wbuf_printf(b, "gentrace_shared_lease_errors_total %" PRIu64 "\n",
+                  l.errors);
 }

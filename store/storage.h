@@ -13,8 +13,8 @@
  * committed generations; seq values are each backend's own commit order.
  *
  * Thread: open/close on the main thread; the rest from any thread, except
- * storage_last_gen, which may wait for the catalog on the shared backend
- * (call it off the event loop).
+ * storage_last_gen, storage_session_key and storage_hello, which may wait
+ * for the catalog on the shared backend (call them off the event loop).
  */
 #ifndef STORAGE_H
 #define STORAGE_H
@@ -39,6 +39,8 @@ typedef struct storage_config {
    * limits, sqlite.pins this daemon's download pins): */
   uint32_t retain_tick_ms;  /* 0 = 5000 */
   uint32_t retain_grace_ms; /* dead segment objects kept; 0 = 60000 */
+  uint32_t orphan_grace_ms; /* uncataloged objects kept; 0 = 600000 */
+  uint32_t live_tick_ms;    /* connections published; 0 = 1000 */
 } storage_config;
 
 /* Opens the configured backend. Only one of catalog/objects, or a shared
@@ -60,6 +62,23 @@ int storage_last_gen(storage *st, const uint8_t session[16], uint64_t *gen);
  * GTP_E_UNAVAIL (catalog unreachable: refuse the HELLO for now). */
 int storage_session_key(storage *st, const uint8_t session[16],
                         uint8_t hash[STORE_KEY_HASH_SIZE]);
+/* Both of a HELLO's lookups (storage_session_key's and storage_last_gen's
+ * answers) at once. On the shared backend one catalog round trip on a
+ * pool of its own (so slow lookups never hold the writer's connections):
+ * it may wait for the network, so the daemon calls it on libuv's thread
+ * pool, never on its loop. */
+typedef struct storage_hello_answer {
+  int key_rc; /* 1 bound (key set), 0 none, GTP_E_UNAVAIL cannot check now */
+  uint8_t key[STORE_KEY_HASH_SIZE];
+  int has_last;
+  uint64_t last_gen;
+} storage_hello_answer;
+void storage_hello(storage *st, const uint8_t session[16],
+                   storage_hello_answer *out);
+/* A session connected to this daemon (on 1) or left (on 0): on the shared
+ * backend published to the catalog within a tick, so /v1/agents on every
+ * daemon says `connected` alike. Only takes a lock. */
+void storage_session_live(storage *st, const uint8_t session[16], int on);
 void storage_note_rejected(storage *st, const uint8_t session[16],
                            uint64_t events);
 void storage_stats_get(storage *st, store_stats *out);
@@ -68,6 +87,11 @@ uint64_t storage_scratch_bytes(storage *st);
 /* 0 healthy; GTP_E_UNAVAIL with a one-line reason while the shared store
  * cannot be written (ingest is not ACKed then). */
 int storage_health(storage *st, char *reason, size_t cap);
+
+/* Appends the shared store's Prometheus lines (catalog pools and errors,
+ * S3 requests, cache, segments, retention, orphans, lease) to b; nothing
+ * on SQLite (its lines come from store_stats). */
+void storage_metrics(storage *st, gtp_wbuf *b);
 
 typedef struct storage_reader storage_reader;
 int storage_reader_open(storage *st, storage_reader **out, char **cause);

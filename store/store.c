@@ -142,6 +142,33 @@ void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
 
 /* ---------------------------------------------------------- open/schema */
 
+/* The second half of store_open's setup, undone (store_close, and its
+ * fail_db unwind): statements, connection, locks. */
+static void close_db(store *s) {
+  store_summary_close(s->sum);
+  for (int i = 0; i < ST_COUNT_; i++)
+    sqlite3_finalize(s->st[i]);
+  sqlite3_close_v2(s->db);
+  pthread_mutex_destroy(&s->st_lock);
+  pthread_mutex_destroy(&s->q_lock);
+  pthread_cond_destroy(&s->q_cond);
+  pthread_cond_destroy(&s->c_cond);
+  pthread_cond_destroy(&s->space_cond);
+}
+
+/* The first half, undone: the memory store_open allocated (and q, which
+ * only store_submit makes). */
+static void free_mem(store *s) {
+  free(s->batch);
+  free(s->sidc);
+  free(s->q);
+  free(s->cq);
+  store_index_free(s->idx);
+  free(s->wal_path);
+  free(s->path);
+  free(s);
+}
+
 static void *store_main(void *arg);
 static void *comp_main(void *arg);
 
@@ -260,25 +287,11 @@ fail_thread:
   pthread_join(s->thread, NULL);
 
 fail_db:
-  store_summary_close(s->sum);
-  for (int i = 0; i < ST_COUNT_; i++)
-    sqlite3_finalize(s->st[i]);
-  sqlite3_close_v2(s->db);
-  pthread_mutex_destroy(&s->st_lock);
-  pthread_mutex_destroy(&s->q_lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->c_cond);
-  pthread_cond_destroy(&s->space_cond);
+  close_db(s);
 fail_strings:
   if (err == -ENOMEM && cause && !*cause)
     store_set_cause(cause, "store: out of memory");
-  free(s->batch);
-  free(s->sidc);
-  free(s->cq);
-  store_index_free(s->idx);
-  free(s->wal_path);
-  free(s->path);
-  free(s);
+  free_mem(s);
 fail_alloc:
   if (err == -ENOMEM && cause && !*cause)
     store_set_cause(cause, "store: out of memory");
@@ -511,21 +524,6 @@ void store_close(store *s) {
     pthread_join(s->comp_thread[i], NULL);
   if (s->thread_started)
     pthread_join(s->thread, NULL);
-  store_summary_close(s->sum);
-  for (int i = 0; i < ST_COUNT_; i++)
-    sqlite3_finalize(s->st[i]);
-  sqlite3_close_v2(s->db);
-  pthread_mutex_destroy(&s->st_lock);
-  pthread_mutex_destroy(&s->q_lock);
-  pthread_cond_destroy(&s->q_cond);
-  pthread_cond_destroy(&s->c_cond);
-  pthread_cond_destroy(&s->space_cond);
-  free(s->batch);
-  free(s->sidc);
-  free(s->q);
-  free(s->cq);
-  store_index_free(s->idx);
-  free(s->wal_path);
-  free(s->path);
-  free(s);
+  close_db(s);
+  free_mem(s);
 }

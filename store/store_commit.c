@@ -80,6 +80,31 @@ void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it) {
   it->codec = STORE_CODEC_ZSTD;
 }
 
+/* Binds g's session key hash (or NULL, for an agent without one) as
+ * parameter i. */
+static void bind_key(sqlite3_stmt *st, int i, const store_gen *g) {
+  if (g->has_key)
+    sqlite3_bind_blob(st, i, g->key_hash, STORE_KEY_HASH_SIZE, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+/* Runs a statement with RETURNING one row at most: copies that row's n
+ * integer columns to out (*row = 1), runs the statement to completion and
+ * resets it. Returns an SQLite code. */
+static int step_returning(sqlite3_stmt *st, int64_t *out, int n, int *row) {
+  int rc = sqlite3_step(st);
+  *row = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    for (int i = 0; i < n; i++)
+      out[i] = sqlite3_column_int64(st, i);
+    rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 /* Moves a known session's row forward (ST_TOUCH_SESSION): *found = 0 if
  * the row is gone. Returns an SQLite code. */
 static int touch_session(store *s, const store_gen *g, const char *hex,
@@ -90,20 +115,14 @@ static int touch_session(store *s, const store_gen *g, const char *hex,
   sqlite3_bind_int64(st, 2, now_real);
   sqlite3_bind_int64(st, 3, (int64_t)g->gen);
   sqlite3_bind_text(st, 4, hex, 32, SQLITE_STATIC);
-  if (g->has_key)
-    sqlite3_bind_blob(st, 5, g->key_hash, STORE_KEY_HASH_SIZE, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(st, 5);
-  int rc = sqlite3_step(st);
-  *found = rc == SQLITE_ROW;
-  if (rc == SQLITE_ROW) {
-    *tot_events = sqlite3_column_int64(st, 0);
-    *tot_lost = sqlite3_column_int64(st, 1);
-    rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
+  bind_key(st, 5, g);
+  int64_t v[2];
+  int rc = step_returning(st, v, 2, found);
+  if (*found) {
+    *tot_events = v[0];
+    *tot_lost = v[1];
   }
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+  return rc;
 }
 
 /* Makes the session's row or moves it forward (identity from the first
@@ -121,20 +140,16 @@ static int upsert_session(store *s, const store_gen *g, const char *hex,
   sqlite3_bind_text(st, 7, str_or(g->tags_json, "{}"), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 8, now_real);
   sqlite3_bind_int64(st, 9, (int64_t)g->gen);
-  if (g->has_key)
-    sqlite3_bind_blob(st, 10, g->key_hash, STORE_KEY_HASH_SIZE, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(st, 10);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    *sid = sqlite3_column_int64(st, 0);
-    *tot_events = sqlite3_column_int64(st, 1);
-    *tot_lost = sqlite3_column_int64(st, 2);
-    rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
+  bind_key(st, 10, g);
+  int64_t v[3];
+  int row = 0;
+  int rc = step_returning(st, v, 3, &row);
+  if (row) {
+    *sid = v[0];
+    *tot_events = v[1];
+    *tot_lost = v[2];
   }
-  sqlite3_reset(st);
-  sqlite3_clear_bindings(st);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+  return rc;
 }
 
 /* Inserts one generation inside the open transaction. Returns an SQLite

@@ -33,6 +33,9 @@ typedef struct store_session_row {
   uint64_t events, bytes; /* sums over stored generations */
   uint64_t lost;          /* dropped + evicted + rejected, stored ledgers */
   uint64_t rejected_gens; /* daemon-side rejected count */
+  int connected_any;      /* shared store: connected to some daemon whose
+                             lease runs (SQLite: always 0; the daemon
+                             knows its own connections) */
 } store_session_row;
 
 /* Filters: NULL = any. tag_key/tag_value: sessions whose tags hold k = v

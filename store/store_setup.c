@@ -24,13 +24,15 @@
  * quarter and brought ACK p99 to about 100 ms (bench_fleet, bench/
  * RESULTS.md). Large blobs still span few overflow pages: C1 (1 MiB
  * generations) was within its run-to-run noise of 64 KiB. */
+#ifndef STORE_PAGE_SIZE /* -DSTORE_PAGE_SIZE=N: benchmark builds only */
 #define STORE_PAGE_SIZE 16384
+#endif
 /* The write connection's page cache, set explicitly once the page size is
  * known: SQLite turns its default (-2000 KiB) into a page count with the
  * page size current at open (4 KiB), so with 64 KiB pages the default
  * became 500 pages = 32 MiB, and the daemon's RSS crept up by one
  * committed payload per generation until it got there (soak). */
-#define STORE_CACHE_KIB 2048
+#define STORE_CACHE_KIB 8192
 
 static const char *const store_sql[ST_COUNT_] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",

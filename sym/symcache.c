@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "lru.h"
 #include "symfile.h"
 
 #define SYMCACHE_RETRY_S 60      /* an absent module is looked for again */
@@ -57,10 +58,10 @@
 typedef struct sc_ent {
   uint8_t bid[GTP_BUILDID_MAX];
   size_t bid_len;
-  uint64_t hash;              /* of the build id: the bucket */
-  uint64_t path_hash;         /* absent entries: of the path looked at */
-  struct sc_ent *hnext;       /* bucket chain */
-  struct sc_ent *prev, *next; /* LRU, head = most recent */
+  uint64_t hash;        /* of the build id: the bucket */
+  uint64_t path_hash;   /* absent entries: of the path looked at */
+  struct sc_ent *hnext; /* bucket chain */
+  gtp_lru_link lru;
   int present;
   int64_t absent_until; /* monotonic s, absent entries */
   Dwfl *dwfl;
@@ -75,7 +76,7 @@ struct symcache {
   unsigned max_modules;
   uint64_t max_bytes;
   sc_ent *buckets[SYMCACHE_BUCKETS];
-  sc_ent *head, *tail;
+  gtp_lru lru;
   uint64_t nmods, nabsent, bytes;
   symcache_stats st; /* the *_total counters */
 };
@@ -94,28 +95,6 @@ static uint64_t bid_hash(const uint8_t *p, size_t n) {
 }
 
 /* -------------------------------------------------------- LRU, table */
-
-static void lru_unlink(symcache *c, sc_ent *e) {
-  if (e->prev)
-    e->prev->next = e->next;
-  else
-    c->head = e->next;
-  if (e->next)
-    e->next->prev = e->prev;
-  else
-    c->tail = e->prev;
-  e->prev = e->next = NULL;
-}
-
-static void lru_push(symcache *c, sc_ent *e) {
-  e->prev = NULL;
-  e->next = c->head;
-  if (c->head)
-    c->head->prev = e;
-  c->head = e;
-  if (!c->tail)
-    c->tail = e;
-}
 
 /* The entry of a build id: the opened module whatever its path, else
  * the absent entry of this path (a path refused or without the file says
@@ -139,7 +118,7 @@ static void ent_free(symcache *c, sc_ent *e) {
   while (*pp != e)
     pp = &(*pp)->hnext;
   *pp = e->hnext;
-  lru_unlink(c, e);
+  gtp_lru_unlink(&c->lru, &e->lru);
   if (e->present) {
     c->nmods--;
     c->bytes -= e->bytes;
@@ -153,10 +132,10 @@ static void ent_free(symcache *c, sc_ent *e) {
 /* Invariant 2: frees least recently used entries of a kind over its cap
  * (keep, the entry just made, stays). */
 static void trim(symcache *c, sc_ent *keep) {
-  sc_ent *e = c->tail;
+  sc_ent *e = GTP_LRU_ENTRY(c->lru.tail, sc_ent, lru);
   while (e && (c->nmods > c->max_modules || c->bytes > c->max_bytes ||
                c->nabsent > SYMCACHE_ABSENT_MAX)) {
-    sc_ent *prev = e->prev;
+    sc_ent *prev = GTP_LRU_ENTRY(e->lru.prev, sc_ent, lru);
     int over_present = c->nmods > c->max_modules || c->bytes > c->max_bytes;
     if (e != keep &&
         (e->present ? over_present : c->nabsent > SYMCACHE_ABSENT_MAX)) {
@@ -171,7 +150,8 @@ static void trim(symcache *c, sc_ent *keep) {
 /* Lock held. 0, or minus the first invariant broken. */
 static int check_locked(const symcache *c) {
   uint64_t mods = 0, absent = 0, bytes = 0, listed = 0, hashed = 0;
-  for (const sc_ent *e = c->head; e; e = e->next) {
+  for (const gtp_lru_link *l = c->lru.head; l; l = l->next) {
+    const sc_ent *e = GTP_LRU_ENTRY(l, const sc_ent, lru);
     listed++;
     if (e->present ? !e->dwfl : e->dwfl != NULL)
       return -1;
@@ -443,8 +423,8 @@ fail_rules:
 void symcache_free(symcache *c) {
   if (!c)
     return;
-  while (c->head)
-    ent_free(c, c->head);
+  while (c->lru.head)
+    ent_free(c, GTP_LRU_ENTRY(c->lru.head, sc_ent, lru));
   symfile_rules_fini(&c->rules);
   symfile_rules_fini(&c->system);
   pthread_mutex_destroy(&c->mu);
@@ -489,12 +469,12 @@ int symcache_resolve(symcache *c, const gtp_module *m, uint64_t off,
     } else {
       c->nabsent++;
     }
-    lru_push(c, e);
+    gtp_lru_push(&c->lru, &e->lru);
     trim(c, e);
     GTP_ASSERT(check_locked(c) == 0);
   } else {
-    lru_unlink(c, e);
-    lru_push(c, e);
+    gtp_lru_unlink(&c->lru, &e->lru);
+    gtp_lru_push(&c->lru, &e->lru);
   }
   if (!e->present)
     goto done;

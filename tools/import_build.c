@@ -258,16 +258,7 @@ static int cmp_okey(const void *a, const void *b) {
 }
 
 static gtp_str dict(const gtp_goold *t, uint64_t id) {
-  size_t lo = 0, hi = t->nstrings;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (t->strings[mid].id < id)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < t->nstrings && t->strings[lo].id == id ? t->strings[lo].s
-                                                     : (gtp_str){0};
+  return gtp_strings_find(t->strings, t->nstrings, id);
 }
 
 /* Strings into STRINGS records of at most IMPORT_RECORD_MAX (inv. 3);

@@ -111,6 +111,9 @@ enum MHD_Result web_queue(web_req *r, unsigned status,
 enum MHD_Result web_reply(web_req *r, unsigned status, const char *ctype,
                           char *body, size_t len);
 enum MHD_Result web_reply_json(web_req *r, unsigned status, json *j);
+/* Writes "key":"RFC 3339" and "key_ns":"digits" (nanoseconds as a string:
+ * JSON numbers lose precision past 2^53) into the open object. */
+void web_put_time(json *j, const char *key, int64_t ns);
 /* The HTTP status and error code for a failed storage read: 503
  * "unavailable" while a shared store cannot be reached (retry later), 503
  * "overloaded" when every reader is busy, else 500 "internal". */

@@ -10,15 +10,19 @@
 #include "httptime.h"
 #include "web_internal.h"
 
-/* "key":"RFC 3339" and "key_ns":"digits" side by side. */
-static void put_time(json *j, const char *key, int64_t ns) {
-  char t[HTTPTIME_RFC3339_LEN];
-  char k[48];
-  httptime_format(ns, t);
-  json_kv_str(j, key, t);
-  snprintf(k, sizeof k, "%s_ns", key);
-  json_key(j, k);
-  json_i64_str(j, ns);
+/* Closes the listing in j ({"...":[ rows ) and answers it, or answers the
+ * error of rc (or of j's buffer) and frees j. */
+static enum MHD_Result reply_listing(web_req *r, json *j, int rc,
+                                     const char *what) {
+  json_arr_end(j);
+  json_obj_end(j);
+  if (rc < 0 || j->buf.err) {
+    json_fini(j);
+    return web_error(r, web_rc_status(rc), web_rc_code(rc),
+                     "listing %s failed: %s", what,
+                     gtp_strerror(rc < 0 ? rc : j->buf.err));
+  }
+  return web_reply_json(r, 200, j);
 }
 
 typedef struct agents_ctx {
@@ -43,12 +47,14 @@ static int agent_row(void *cls, const store_session_row *s) {
     json_raw(j, s->tags_json, strlen(s->tags_json));
   else
     json_raw(j, "{}", 2);
-  put_time(j, "started", s->started_ns);
-  put_time(j, "first_seen", s->first_seen_ns);
-  put_time(j, "last_seen", s->last_seen_ns);
+  web_put_time(j, "started", s->started_ns);
+  web_put_time(j, "first_seen", s->first_seen_ns);
+  web_put_time(j, "last_seen", s->last_seen_ns);
+  /* Here, or (shared store) on any daemon whose lease runs. */
   json_key(j, "connected");
-  json_bool(j, a->w->cfg.connected &&
-                   a->w->cfg.connected(a->w->cfg.ctx, s->session) == 1);
+  json_bool(j, s->connected_any ||
+                   (a->w->cfg.connected &&
+                    a->w->cfg.connected(a->w->cfg.ctx, s->session) == 1));
   json_kv_u64(j, "generations", s->generations);
   json_key(j, "first_gen");
   if (s->has_gens)
@@ -98,23 +104,15 @@ enum MHD_Result web_agents(web_req *r) {
   agents_ctx a = {r->w, &j};
   int rc = storage_read_sessions(sr, &f, agent_row, &a);
   web_reader_put(r, sr);
-  json_arr_end(&j);
-  json_obj_end(&j);
-  if (rc < 0 || j.buf.err) {
-    json_fini(&j);
-    return web_error(r, web_rc_status(rc), web_rc_code(rc),
-                     "listing agents failed: %s",
-                     gtp_strerror(rc < 0 ? rc : j.buf.err));
-  }
-  return web_reply_json(r, 200, &j);
+  return reply_listing(r, &j, rc, "agents");
 }
 
 static int gen_row(void *cls, const store_gen_row *g) {
   json *j = cls;
   json_obj_begin(j);
   json_kv_u64(j, "gen", g->gen);
-  put_time(j, "start", g->start_ns);
-  put_time(j, "end", g->end_ns);
+  web_put_time(j, "start", g->start_ns);
+  web_put_time(j, "end", g->end_ns);
   json_kv_u64(j, "events", g->events);
   json_kv_u64(j, "bytes", g->bytes);
   json_kv_u64(j, "stored_bytes", g->stored_bytes);
@@ -127,7 +125,7 @@ static int gen_row(void *cls, const store_gen_row *g) {
   json_obj_end(j);
   json_kv_str(j, "status", g->status);
   json_kv_str(j, "codec", g->codec);
-  put_time(j, "committed", g->committed_ns);
+  web_put_time(j, "committed", g->committed_ns);
   json_obj_end(j);
   return j->buf.err ? 1 : 0;
 }
@@ -159,17 +157,9 @@ enum MHD_Result web_session_gens(web_req *r, const char *session) {
                                      has_after ? (int64_t)after : -1,
                                      (uint32_t)limit, gen_row, &j);
   web_reader_put(r, sr);
-  json_arr_end(&j);
-  json_obj_end(&j);
   if (rc == GTP_E_NOTFOUND) {
     json_fini(&j);
     return web_error(r, 404, "not_found", "no session %s", session);
   }
-  if (rc < 0 || j.buf.err) {
-    json_fini(&j);
-    return web_error(r, web_rc_status(rc), web_rc_code(rc),
-                     "listing generations failed: %s",
-                     gtp_strerror(rc < 0 ? rc : j.buf.err));
-  }
-  return web_reply_json(r, 200, &j);
+  return reply_listing(r, &j, rc, "generations");
 }

@@ -426,6 +426,19 @@ void web_reader_put(web_req *r, storage_reader *sr) {
   readpool_put(r->w->pool, sr);
 }
 
+/* ---------------------------------------------------------------- JSON */
+
+/* "key":"RFC 3339" and "key_ns":"digits" side by side. */
+void web_put_time(json *j, const char *key, int64_t ns) {
+  char t[HTTPTIME_RFC3339_LEN];
+  char k[48];
+  httptime_format(ns, t);
+  json_kv_str(j, key, t);
+  snprintf(k, sizeof k, "%s_ns", key);
+  json_key(j, k);
+  json_i64_str(j, ns);
+}
+
 /* ------------------------------------------------------------- guard */
 
 /* The guard's tracker of a connection (NULL if it has none). */

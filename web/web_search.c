@@ -26,16 +26,6 @@
 #define WEB_NAME_MAX 1024
 #define NS_PER_S INT64_C(1000000000)
 
-static void put_time(json *j, const char *key, int64_t ns) {
-  char t[HTTPTIME_RFC3339_LEN];
-  char k[48];
-  httptime_format(ns, t);
-  json_kv_str(j, key, t);
-  snprintf(k, sizeof k, "%s_ns", key);
-  json_key(j, k);
-  json_i64_str(j, ns);
-}
-
 /* from=/to=/last= into [from, to): last= alone, or from= (to= defaults to
  * now), or nothing: the last hour. -1 after answering 400. */
 static int parse_range(web_req *r, int64_t *from, int64_t *to) {
@@ -133,6 +123,39 @@ static int parse_scope(web_req *r, store_reader *sr, const char **service,
   return 0;
 }
 
+/* Borrows a reader (search and summary need it on SQLite), parses the
+ * scope (service=, session=) and opens the answer in j:
+ * {"from":...,"to":...,"<key>":[ . Returns the SQLite reader (*rd: what
+ * to give back), or NULL after answering (the reader given back, j
+ * untouched). */
+static store_reader *open_answer(web_req *r, storage_reader **rd,
+                                 const char **service, char sid[33],
+                                 const char **session, int64_t from_ns,
+                                 int64_t to_ns, const char *key, json *j) {
+  *rd = web_reader_get(r);
+  if (!*rd)
+    return NULL;
+  store_reader *sr = storage_reader_sqlite(*rd);
+  if (!sr) {
+    web_reader_put(r, *rd);
+    web_error(r, 501, "not_implemented",
+              "search and summary need the SQLite backend (--db); "
+              "the shared catalog holds no summaries yet");
+    return NULL;
+  }
+  if (parse_scope(r, sr, service, sid, session) < 0) {
+    web_reader_put(r, *rd);
+    return NULL;
+  }
+  json_init(j, 0);
+  json_obj_begin(j);
+  web_put_time(j, "from", from_ns);
+  web_put_time(j, "to", to_ns);
+  json_key(j, key);
+  json_arr_begin(j);
+  return sr;
+}
+
 static const char *kind_name(int kind) {
   return kind == GTP_SUM_TASK ? "task" : "region";
 }
@@ -150,7 +173,7 @@ static int span_row(void *cls, const store_span_row *s) {
   json_key(j, "name");
   json_strn(j, s->name, s->name_len);
   json_kv_u64(j, "thread", s->thread);
-  put_time(j, "start", s->start_ns);
+  web_put_time(j, "start", s->start_ns);
   json_key(j, "duration_ns");
   json_i64_str(j, (int64_t)s->dur_ns);
   /* The window around it: the span plus half its length (at least 100 ms)
@@ -216,28 +239,13 @@ enum MHD_Result web_search(web_req *r) {
   q.min_ns = (uint64_t)min;
   q.max_ns = has_max ? (uint64_t)max : UINT64_MAX;
   q.limit = (uint32_t)limit;
-  storage_reader *rd = web_reader_get(r);
-  if (!rd)
-    return r->ret;
-  store_reader *sr = storage_reader_sqlite(rd);
-  if (!sr) {
-    web_reader_put(r, rd);
-    return web_error(r, 501, "not_implemented",
-                     "search and summary need the SQLite backend (--db); "
-                     "the shared catalog holds no summaries yet");
-  }
+  storage_reader *rd;
   char sid[33];
-  if (parse_scope(r, sr, &q.service, sid, &q.session) < 0) {
-    web_reader_put(r, rd);
-    return r->ret;
-  }
   json j;
-  json_init(&j, 0);
-  json_obj_begin(&j);
-  put_time(&j, "from", q.from_ns);
-  put_time(&j, "to", q.to_ns);
-  json_key(&j, "spans");
-  json_arr_begin(&j);
+  store_reader *sr = open_answer(r, &rd, &q.service, sid, &q.session, q.from_ns,
+                                 q.to_ns, "spans", &j);
+  if (!sr)
+    return r->ret;
   int64_t next_seq = 0;
   uint64_t next_skip = 0;
   int rc = store_search_spans(sr, &q, span_row, &j, &next_seq, &next_skip);
@@ -318,28 +326,13 @@ enum MHD_Result web_summary(web_req *r) {
   if (parse_range(r, &q.from_ns, &q.to_ns) < 0 ||
       parse_name(r, name, sizeof name, &q.name, &q.prefix) < 0)
     return r->ret;
-  storage_reader *rd = web_reader_get(r);
-  if (!rd)
-    return r->ret;
-  store_reader *sr = storage_reader_sqlite(rd);
-  if (!sr) {
-    web_reader_put(r, rd);
-    return web_error(r, 501, "not_implemented",
-                     "search and summary need the SQLite backend (--db); "
-                     "the shared catalog holds no summaries yet");
-  }
+  storage_reader *rd;
   char sid[33];
-  if (parse_scope(r, sr, &q.service, sid, &q.session) < 0) {
-    web_reader_put(r, rd);
-    return r->ret;
-  }
   json j;
-  json_init(&j, 0);
-  json_obj_begin(&j);
-  put_time(&j, "from", q.from_ns);
-  put_time(&j, "to", q.to_ns);
-  json_key(&j, "names");
-  json_arr_begin(&j);
+  store_reader *sr = open_answer(r, &rd, &q.service, sid, &q.session, q.from_ns,
+                                 q.to_ns, "names", &j);
+  if (!sr)
+    return r->ret;
   uint64_t pending = 0;
   int rc = store_search_summary(sr, &q, stats_row, &j, &pending);
   web_reader_put(r, rd);

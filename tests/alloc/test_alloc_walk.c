@@ -5,7 +5,8 @@
  * code and, where the API has one, a message), or carry on if the failure
  * is one it absorbs (the agent dropping an event), and leave nothing
  * allocated. Covered: agent start and stop, the frame decoder, the
- * generation decoder, the Chrome writer, store open and web start.
+ * generation decoder, reassembly's buffer path, the Chrome writer, store
+ * open and web start.
  */
 #include "config.h"
 
@@ -103,6 +104,88 @@ static void test_alloc_walk__frame_decoder(void **state) {
                    0);
   walk("frame decoder", op_frame_decode, &frames);
   gtp_wbuf_fini(&frames);
+}
+
+/* Reassembly as daemon/reasm.c does it on a generation's buffer: its
+ * GEN_START, then each BATCH frame decoded and its records appended, then
+ * GEN_END, then the one validation parse. The daemon's small fixed
+ * allocations (the opengen, the store_gen) exit through GTP_OOM by design
+ * (proto/check.h); the buffer is what can fail softly, and then reasm
+ * refuses the generation (gen_reject with buf.err): here, a clean error
+ * with nothing left allocated. */
+typedef struct reasm_input {
+  gtp_wbuf start;  /* the GEN_START record */
+  gtp_wbuf frames; /* BATCH frames, one body record each */
+  gtp_gen_end end;
+} reasm_input;
+
+static int op_reassembly(void *ctx, const char **why) {
+  const reasm_input *in = ctx;
+  gtp_wbuf buf;
+  gtp_wbuf_init(&buf, 1u << 20);
+  gtp_wbuf_put(&buf, in->start.data, in->start.len);
+  int rc = buf.err;
+  for (size_t off = 0; rc == 0 && off < in->frames.len;) {
+    uint32_t len = gtp_get_u32le(in->frames.data + off);
+    gtp_frame f = {in->frames.data[off + 4],
+                   in->frames.data + off + GTP_FRAME_HEADER_SIZE, len};
+    uint64_t gen;
+    const uint8_t *recs;
+    size_t rlen;
+    rc = gtp_frame_batch_decode(f.payload, f.len, &gen, &recs, &rlen);
+    if (rc == 0) {
+      gtp_wbuf_put(&buf, recs, rlen);
+      rc = buf.err;
+    }
+    off += GTP_FRAME_HEADER_SIZE + len;
+  }
+  if (rc == 0)
+    rc = gtp_put_gen_end(&buf, &in->end);
+  if (rc == 0) {
+    gtp_gen g;
+    size_t used;
+    rc = gtp_gen_parse(buf.data, buf.len, &g, &used);
+    if (rc == 0) {
+      rc =
+          used == buf.len && g.end.events == in->end.events ? 0 : GTP_E_CORRUPT;
+      gtp_gen_fini(&g);
+    }
+  }
+  gtp_wbuf_fini(&buf);
+  if (rc < 0)
+    *why = gtp_strerror(rc);
+  return rc;
+}
+
+static void test_alloc_walk__reassembly(void **state) {
+  (void)state;
+  reasm_input in;
+  gtf_spec s;
+  gtf_spec_init(&s, 2, 9);
+  gtp_wbuf body;
+  gtp_wbuf_init(&body, 0);
+  gtp_wbuf_init(&in.start, 0);
+  gtp_wbuf_init(&in.frames, 0);
+  assert_int_equal(gtf_gen_start(&in.start, &s), 0);
+  assert_int_equal(gtf_body(&body, &s, &in.end), 0);
+  size_t n = 0;
+  for (size_t off = 0; off < body.len; n++) {
+    gtp_record rec;
+    assert_int_equal(gtp_record_parse(body.data + off, body.len - off, &rec),
+                     0);
+    assert_int_equal(
+        gtp_frame_batch_encode(&in.frames, s.gen, body.data + off, rec.size),
+        0);
+    off += rec.size;
+  }
+  assert_true(n >= 3);
+  /* The whole path runs clean before the walk fails it step by step. */
+  const char *why = NULL;
+  assert_int_equal(op_reassembly(&in, &why), 0);
+  walk("reassembly", op_reassembly, &in);
+  gtp_wbuf_fini(&body);
+  gtp_wbuf_fini(&in.start);
+  gtp_wbuf_fini(&in.frames);
 }
 
 static int op_chrome(void *ctx, const char **why) {
@@ -308,6 +391,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_walk__generation_decoder),
       cmocka_unit_test(test_alloc_walk__frame_decoder),
+      cmocka_unit_test(test_alloc_walk__reassembly),
       cmocka_unit_test(test_alloc_walk__chrome_writer),
       cmocka_unit_test(test_alloc_walk__store_open),
       cmocka_unit_test(test_alloc_walk__web_start),

@@ -9,14 +9,10 @@
 // Env: HTTP, TOKEN, SERVICE, FROM_NS, TO_NS, JSON_BYTES, ARTIFACTS, PROFILE,
 // PIDFILE, CHROMIUM (as dashboard.mjs).
 import { chromium } from 'playwright-core';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { env, browserPids } from './lib.mjs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} not set`);
-  return v;
-};
 const HTTP = env('HTTP'), TOKEN = env('TOKEN'), SERVICE = env('SERVICE'), ARTIFACTS = env('ARTIFACTS');
 const FROM_NS = env('FROM_NS'), TO_NS = env('TO_NS'), JSON_BYTES = Number(env('JSON_BYTES'));
 const ORIGIN = `http://${HTTP}`;
@@ -32,20 +28,6 @@ let step = '';
 const log = (s) => console.log(`# ${s}`);
 function check(cond, msg) {
   if (!cond) throw new Error(`${step}: ${msg}`);
-}
-function browserPids() {
-  const out = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid) out.push(Number(d));
-    } catch (_) {
-      // The process ended while we looked.
-    }
-  }
-  return out;
 }
 
 const context = await chromium.launchPersistentContext(env('PROFILE'), {

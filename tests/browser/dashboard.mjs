@@ -1,7 +1,8 @@
 // dashboard.mjs: drives the dashboard in headless Chromium against a real
 // gentraced fed by the real demo service (started by test_dashboard.sh).
 //
-// Env: HTTP (host:port of the daemon), TOKEN (its --read-token), SERVICE (the
+// Env: HTTP (host:port of the daemon), TOKEN (its --read-token), ADMIN (its
+// --admin-token, empty when the daemon has no retention pins), SERVICE (the
 // demo's service name), GENTRACE (the CLI), ARTIFACTS (screenshots and the
 // downloaded window go there), PROFILE (a fresh --user-data-dir), PIDFILE
 // (the browser's PID is written there so the shell can stop it by PID if
@@ -10,16 +11,13 @@
 // Each step says what it checks; the first failure throws, prints the
 // reason and a screenshot named fail-*.png, and exits 1.
 import { chromium } from 'playwright-core';
+import { env, browserPids } from './lib.mjs';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync, statSync } from 'node:fs';
+import { writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} not set`);
-  return v;
-};
 const HTTP = env('HTTP'), TOKEN = env('TOKEN'), SERVICE = env('SERVICE');
+const ADMIN = process.env.ADMIN || '';
 const GENTRACE = env('GENTRACE'), ARTIFACTS = env('ARTIFACTS'), PROFILE = env('PROFILE');
 const ORIGIN = `http://${HTTP}`;
 const BASE = `${ORIGIN}/?token=${encodeURIComponent(TOKEN)}`;
@@ -31,22 +29,6 @@ function check(cond, msg) {
   if (!cond) throw new Error(`${step}: ${msg}`);
 }
 
-// Children of this process whose command is the browser: its PID, so the
-// shell's trap can stop it by PID (Playwright starts it in its own group).
-function browserPids() {
-  const out = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid) out.push(Number(d));
-    } catch (_) {
-      // The process ended while we looked.
-    }
-  }
-  return out;
-}
 
 const context = await chromium.launchPersistentContext(PROFILE, {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -62,13 +44,20 @@ const page = context.pages()[0] || (await context.newPage());
 page.setDefaultTimeout(T_STEP);
 const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(String(e)));
+// The pins step provokes refusals on purpose (a wrong admin token; no
+// pins API on an older daemon): the browser logs those as errors.
+let expectRefusals = false;
 page.on('console', (m) => {
-  if (m.type() === 'error') pageErrors.push('console: ' + m.text());
+  if (m.type() !== 'error') return;
+  if (expectRefusals && /status of (401|404|405)/.test(m.text())) return;
+  pageErrors.push('console: ' + m.text());
 });
 const foreign = [];
+const urls = [];
 let perfettoAllowed = false;
 context.on('request', (r) => {
   const u = r.url();
+  urls.push(u);
   if (u.startsWith(ORIGIN + '/') || u.startsWith('data:') || u.startsWith('blob:')) return;
   if (perfettoAllowed && u.startsWith('https://ui.perfetto.dev/')) return;
   foreign.push(u);
@@ -102,6 +91,25 @@ try {
   await page.fill('#filter', SERVICE);
   await row.waitFor();
   await shot('fleet');
+
+  // The session that ended before the page opened: listed, greyed, with
+  // its first-to-last time range; its "last 5s" is the 5 s before its end.
+  step = 'ended session';
+  const ended = page.locator(`tr.session[data-state="ended"][data-service="${SERVICE}"]`).first();
+  await ended.waitFor();
+  check(await ended.evaluate((r) => r.classList.contains('gone')), 'ended row not greyed');
+  const endedText = await ended.textContent();
+  check(/ended \d\d:\d\d:\d\d – \d\d:\d\d:\d\d, /.test(endedText), `ended row: ${endedText}`);
+  const endedTo = Number(await ended.getAttribute('data-to'));
+  const href = await ended.locator('td:last-child a').getAttribute('href');
+  const hp = new URLSearchParams(href.split('?')[1]);
+  check(Math.abs(Number(BigInt(hp.get('to')) / 1000000n) - endedTo) < 1000, `its window ${href} does not end at its end ${endedTo}`);
+  log(`ended session: ${endedText.replace(/\s+/g, ' ').trim()}`);
+  await ended.locator('td:last-child a').click();
+  await page.waitForFunction(() => /worker-\d/.test(document.getElementById('viewer')?.dataset.lanes || ''));
+  await shot('ended-window');
+  await page.goBack();
+  await row.waitFor();
 
   // ---------------------------------------------------------- session
   step = 'session';
@@ -146,6 +154,22 @@ try {
   for (let i = 0; i < 16; i++) {
     drawn = JSON.parse(await page.locator('#viewer').getAttribute('data-drawn-regions'));
     if (i >= 2 && drawn.includes('request') && drawn.includes('db.query')) break;
+    // The demo idles now and then: zooming at the centre alone can narrow
+    // onto a gap with nothing to draw. Keep the loaded request nearest the
+    // centre in the middle of the view (the viewer's pan hook).
+    if (await page.evaluate(() => {
+      const v = window.gentraceViewer;
+      const [a, b] = v.view();
+      const mid = (a + b) / 2;
+      let best = null;
+      for (const p of v.model().procs.values())
+        for (const t of p.threads.values())
+          for (const x of t.rows[0] || [])
+            if (x.name === 'request' && (best === null || Math.abs((x.s + x.e) / 2 - mid) < Math.abs(best - mid))) best = (x.s + x.e) / 2;
+      if (best === null || Math.abs(best - mid) <= (b - a) / 8) return false;
+      v.pan((best - mid) / (b - a));
+      return true;
+    })) await page.waitForTimeout(100); // the redraw, next animation frame
     const end = await page.locator('#viewer').getAttribute('data-view-end');
     await page.click('#zoom-in');
     // The redraw (next animation frame) rewrites the view hooks.
@@ -164,7 +188,95 @@ try {
   const tip = await page.locator('.tip:not([hidden])').textContent();
   check(/request/.test(tip) && /region/.test(tip), `tooltip says: ${tip}`);
   await shot('window');
+
+  // Tasks: the demo's send_receipt begins on a worker and ends on the
+  // mailer thread; hovering one draws the link between the two threads.
+  step = 'task link';
+  let tat = null;
+  for (let i = 0; i < 8 && !tat; i++) {
+    tat = await page.evaluate(() => window.gentraceViewer.locateTask());
+    if (!tat) {
+      await page.locator('#viewer canvas').focus();
+      await page.keyboard.press('d');
+      await page.waitForTimeout(300);
+    }
+  }
+  check(tat, 'no task with both ends on screen');
+  await page.mouse.move(tat.x, tat.y);
+  await page.waitForFunction(() => (document.getElementById('viewer').dataset.taskLink || '').length > 0);
+  const link = JSON.parse(await page.locator('#viewer').getAttribute('data-task-link'));
+  log(`task link: ${JSON.stringify(link)}`);
+  check(link.name === 'send_receipt' && / \/ worker-\d+$/.test(link.from) && / \/ mailer$/.test(link.to), `link ${JSON.stringify(link)}`);
+  const ttip = await page.locator('.tip:not([hidden])').textContent();
+  check(/begun on worker-\d+, ended on mailer/.test(ttip), `task tooltip: ${ttip}`);
+  await shot('task-link');
+  await page.mouse.move(5, 5);
+  await page.waitForFunction(() => !document.getElementById('viewer').dataset.taskLink);
+
+  // Across generations: with the whole window loaded, a task the writer
+  // split at a generation edge (closed at one generation's end, begun at
+  // the next one's start) is one task again, with both its threads; no
+  // split half is left whose other half is loaded.
+  step = 'tasks across generations';
+  await page.click('#zoom-reset');
+  await page.waitForFunction(() => document.getElementById('viewer').dataset.viewStart === '0');
+  // The view's plan runs 60 ms after the view changed (then 'loading' until
+  // every generation in view is decoded).
+  await page.waitForTimeout(300);
+  await page.waitForFunction(() => document.getElementById('window-body').dataset.mode === 'detail');
+  const tj = await page.evaluate(() => {
+    const out = { tasks: 0, joined: 0, joinedBoth: 0, split: 0 };
+    for (const p of window.gentraceViewer.model().procs.values()) {
+      const ts = p.taskRows.flat();
+      const open = new Map(ts.filter((t) => t.open).map((t) => [t.id, t]));
+      for (const t of ts) {
+        out.tasks++;
+        if (t.joined) out.joined++;
+        if (t.joined && t.bt !== null && t.et !== null) out.joinedBoth++;
+        const o = t.before && open.get(t.id);
+        if (o && o.e <= t.s) out.split++;
+      }
+    }
+    return out;
+  });
+  log(`tasks across generations: ${JSON.stringify(tj)}`);
+  check(tj.tasks > 0 && tj.split === 0, `split halves left: ${JSON.stringify(tj)}`);
+  check(tj.joinedBoth === tj.joined, `a joined task without both threads: ${JSON.stringify(tj)}`);
+  // Back to a part of the window (the keyboard pan below needs room).
+  await page.click('#zoom-in');
+  await page.waitForFunction(() => document.getElementById('viewer').dataset.viewStart !== '0');
+
+  // The aggregate flame view of what the viewer shows: the region tree
+  // (request > db > db.query, ...) and the stacks the demo recorded.
+  step = 'flame';
+  await page.click('#show-flame');
+  await page.waitForFunction(() => Number(document.getElementById('flame')?.dataset.total) > 0);
+  const fpaths = JSON.parse(await page.locator('#flame').getAttribute('data-paths'));
+  check(fpaths.includes('request > db > db.query'), `flame paths ${fpaths}`);
+  const fnodes = JSON.parse(await page.locator('#flame').getAttribute('data-nodes'));
+  check(fnodes.includes('request'), `flame top nodes ${fnodes}`);
+  check(Number(await page.locator('#flame').getAttribute('data-total')) > 0, 'flame total 0');
+  check(await page.locator('#flame-top tr').count() > 0, 'no top paths');
+  await page.locator('#flame canvas').scrollIntoViewIfNeeded();
+  await shot('flame');
+  const dbAt = await page.evaluate(() => window.gentraceFlame.locate('request > db'));
+  check(dbAt, 'no request > db box');
+  await page.mouse.click(dbAt.x, dbAt.y);
+  await page.waitForFunction(() => document.getElementById('flame').dataset.focus === '["request","db"]');
+  await shot('flame-focus');
+  await page.click('#flame-reset');
+  await page.click('#flame-stacks');
+  await page.waitForFunction(() => document.getElementById('flame').dataset.mode === 'stacks');
+  const stackEvents = Number(await page.locator('#flame').getAttribute('data-stack-events'));
+  const spaths = JSON.parse(await page.locator('#flame').getAttribute('data-paths'));
+  log(`flame: regions ${fnodes.join(', ')}; ${stackEvents} events with stacks, e.g. ${spaths.slice(0, 2).join(' | ')}`);
+  check(stackEvents > 0 && spaths.some((p) => / > \[request\]$/.test(p)), `stacks: ${stackEvents} ${spaths}`);
+  await shot('flame-stacks');
+  await page.click('#show-flame');
+  await page.evaluate(() => window.scrollTo(0, 0));
+
   // Keyboard pan moves the view.
+  step = 'keyboard pan';
   await page.locator('#viewer canvas').focus();
   const v0 = Number(await page.locator('#viewer').getAttribute('data-view-start'));
   await page.keyboard.press('a');
@@ -269,11 +381,32 @@ try {
   log(`search: ${found} spans, ${await page.locator('.hist-bar').count()} histogram bars`);
   await shot('search');
   step = 'search-bucket';
-  await page.locator('.hist-bar').first().click();
-  await page.waitForURL(/#\/search\?.*max=/);
-  await page.waitForFunction(() => document.querySelectorAll('#search-rows tr').length > 0 ||
-    /No span/.test(document.getElementById('search-note').textContent));
+  // The fullest bucket of the first histogram: its spans are listed, and
+  // every one of them lies in the bucket.
+  const bars = page.locator('.hist-bar:not(.empty)');
+  let best = 0, bestN = -1;
+  for (let i = 0; i < await bars.count(); i++) {
+    const n = Number(await bars.nth(i).getAttribute('data-count'));
+    if (n > bestN && (await bars.nth(i).getAttribute('data-name')) === (await bars.first().getAttribute('data-name'))) {
+      bestN = n;
+      best = i;
+    }
+  }
+  const lo = BigInt(await bars.nth(best).getAttribute('data-lo'));
+  const hiAttr = await bars.nth(best).getAttribute('data-hi');
+  await bars.nth(best).click();
+  await page.waitForURL(/#\/search\?.*min=/);
+  await page.waitForSelector('.hist-bar.sel');
+  await page.waitForFunction(() => document.querySelectorAll('#search-rows tr').length > 0);
+  const durs = await page.locator('#search-rows tr').evaluateAll((rs) => rs.map((r) => r.dataset.durationNs));
+  for (const d of durs)
+    check(BigInt(d) >= lo && (!hiAttr || BigInt(d) < BigInt(hiAttr)), `span of ${d} ns listed for bucket ${lo}-${hiAttr}`);
+  log(`bucket ${lo}-${hiAttr} ns: ${durs.length} spans listed, all inside (${await page.locator('#search-bucket').textContent()})`);
   await shot('search-bucket');
+  // A listed span opens its window.
+  await page.locator('#search-rows tr td a').first().click();
+  await page.waitForURL(/#\/window\?session=/);
+  await page.waitForSelector('#viewer[data-lanes]');
   step = 'search-open';
   await page.goto(`${BASE}#/search?name=db.*&min=1us&last=1h&service=${SERVICE}`);
   await page.locator('#search-rows tr').first().waitFor();
@@ -301,6 +434,50 @@ try {
   await shot('window-narrow', narrow);
   await narrow.close();
 
+  // ------------------------------------------------------------- pins
+  // Pin a window with the admin token typed once (kept in the tab's
+  // sessionStorage, never in a URL), list it, delete it. A daemon without
+  // pins answers 404/405: the page must say so, and the rest is skipped.
+  step = 'pins';
+  expectRefusals = true;
+  await page.goto(`${BASE}#/window?session=${sid}&last=2s`);
+  await page.waitForSelector('#viewer[data-lanes]');
+  await page.click('#pin-window');
+  await page.fill('#pin-reason', 'browser test: keep this');
+  await page.fill('#pin-admin', ADMIN ? 'wrong-' + ADMIN : 'any-admin-token');
+  await page.click('#pin-submit');
+  await page.waitForFunction(() => document.getElementById('pin-msg').textContent.length > 0);
+  let pmsg = await page.locator('#pin-msg').textContent();
+  const pstatus = await page.locator('#pin-msg').getAttribute('data-status');
+  if (!ADMIN) {
+    check(/no retention pins/.test(pmsg), `pin on a daemon without pins: ${pmsg}`);
+    await shot('pins-missing');
+    log(`SKIP pins: this gentraced has no --admin-token (page says: "${pmsg}")`);
+  } else {
+    check(pstatus === '401' && /refused/.test(pmsg), `wrong admin token: ${pstatus} ${pmsg}`);
+    check(!(await page.evaluate(() => sessionStorage.getItem('gentrace.adminToken'))), 'a refused token is kept');
+    await page.fill('#pin-admin', ADMIN);
+    await page.click('#pin-submit');
+    await page.waitForFunction(() => document.getElementById('pin-msg').dataset.pin);
+    pmsg = await page.locator('#pin-msg').textContent();
+    const pinId = await page.locator('#pin-msg').getAttribute('data-pin');
+    check(/^Pinned #\d+/.test(pmsg), `pin answer: ${pmsg}`);
+    check(await page.evaluate(() => sessionStorage.getItem('gentrace.adminToken')) === ADMIN, 'admin token not kept in sessionStorage');
+    await shot('pin');
+    await page.goto(`${BASE}#/pins`);
+    const prow = page.locator(`#pins-rows tr[data-id="${pinId}"]`);
+    await prow.waitFor();
+    check(/browser test: keep this/.test(await prow.textContent()), 'pin row without its reason');
+    await shot('pins');
+    // Typed once: deleting needs no new typing in this tab.
+    await prow.locator('.pin-delete').click();
+    await prow.waitFor({ state: 'detached' });
+    log(`pins: #${pinId} pinned, listed and deleted ("${pmsg.slice(0, 60)}…")`);
+  }
+  const leaked = urls.filter((u) => (ADMIN && u.includes(ADMIN)) || u.includes('any-admin-token'));
+  check(leaked.length === 0, `the admin token went into a URL: ${leaked[0]}`);
+  expectRefusals = false;
+
   step = 'offline';
   check(foreign.length === 0, `requests left the daemon: ${foreign.slice(0, 5).join(', ')}`);
   check(pageErrors.length === 0, `page errors: ${pageErrors.slice(0, 5).join(' | ')}`);
@@ -308,6 +485,16 @@ try {
   await context.close();
 } catch (e) {
   console.error(`FAIL: ${e.message}`);
+  try {
+    // The flame panel's hooks, when it is open, say what it showed.
+    const fl = await page.evaluate(() => {
+      const f = document.getElementById('flame');
+      return f ? JSON.stringify(f.dataset) : '';
+    });
+    if (fl) console.error(`flame panel: ${fl}`);
+  } catch (_) {
+    // The page may be gone.
+  }
   if (pageErrors.length) console.error(`page errors: ${pageErrors.join(' | ')}`);
   try {
     await shot('fail-' + step.replace(/\W+/g, '-'));

@@ -44,16 +44,32 @@ before_cleanup() {
 }
 
 TOKEN=tok-$$-$(date +%s)
+# Retention pins need the admin token; a daemon without pins (its --help
+# does not know the flag) runs without it and the page must say so.
+ADMIN=""
+PINFLAGS=""
+if "$GENTRACED" --help 2>&1 | grep -q -- '--admin-token'; then
+	ADMIN=adm-$$-$(date +%s)
+	PINFLAGS="--admin-token $ADMIN"
+fi
+# shellcheck disable=SC2086 # PINFLAGS is two words or none
 start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-	--db "$T/g.db" --read-token "$TOKEN"
+	--db "$T/g.db" --read-token "$TOKEN" $PINFLAGS
+
+# A session that ended before the page opens: the fleet keeps it, greyed,
+# with its time range, while its generations are retained.
+GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=dashtest GENTRACE_PERIOD_MS=500 \
+	"$DEMO" --duration 2 --threads 2 --rate 200 --quiet >"$T/demo0.log" 2>&1 ||
+	fail "the short demo failed: $(cat "$T/demo0.log")"
 
 # Half-second generations so the timeline visibly grows during the test;
-# a modest rate keeps the windows small and the machine free.
-GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=dashtest GENTRACE_PERIOD_MS=500 \
+# a modest rate keeps the windows small and the machine free. Stacks on, for
+# the flame view's stack tree.
+GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=dashtest GENTRACE_PERIOD_MS=500 GENTRACE_STACKS=1 \
 	"$DEMO" --duration 120 --threads 3 --rate 300 --quiet >"$T/demo.log" 2>&1 &
 PIDS="$PIDS $!"
 
-HTTP=$HTTP TOKEN=$TOKEN SERVICE=dashtest GENTRACE=$GENTRACE ARTIFACTS=$ART \
+HTTP=$HTTP TOKEN=$TOKEN ADMIN=$ADMIN SERVICE=dashtest GENTRACE=$GENTRACE ARTIFACTS=$ART \
 	PROFILE=$T/profile PIDFILE=$T/browser.pid CHROMIUM=$CHROMIUM \
 	node "$HERE/dashboard.mjs" >"$T/node.log" 2>&1 &
 NPID=$!

@@ -654,22 +654,76 @@ char *gtd_http_get(gtd *d, const char *path, int *status) {
   return buf;
 }
 
+int64_t gtd_metric_in(const char *text, const char *name) {
+  size_t nl = strlen(name);
+  for (const char *l = text; l != NULL && *l;) {
+    if (strncmp(l, name, nl) == 0 && l[nl] == ' ')
+      return strtoll(l + nl + 1, NULL, 10);
+    l = strchr(l, '\n');
+    if (l != NULL)
+      l++;
+  }
+  return -1;
+}
+
 int64_t gtd_metric(gtd *d, const char *name) {
   int status;
   char *m = gtd_http_get(d, "/metrics", &status);
   if (m == NULL)
     return -1;
-  int64_t v = -1;
-  size_t nl = strlen(name);
-  for (char *l = m; l != NULL && *l;) {
-    if (strncmp(l, name, nl) == 0 && l[nl] == ' ') {
-      v = strtoll(l + nl + 1, NULL, 10);
-      break;
-    }
-    l = strchr(l, '\n');
-    if (l != NULL)
-      l++;
-  }
+  int64_t v = gtd_metric_in(m, name);
   free(m);
   return v;
+}
+
+/* ------------------------------------------------------ /proc of a pid */
+
+long gtd_proc_kib(pid_t pid, const char *field) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long kib = -1;
+  size_t fl = strlen(field);
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, field, fl) == 0 && line[fl] == ':')
+      kib = strtol(line + fl + 1, NULL, 10);
+  fclose(f);
+  return kib;
+}
+
+double gtd_proc_cpu_s(pid_t pid) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  char *ok = fgets(line, sizeof line, f);
+  fclose(f);
+  char *p = ok != NULL ? strrchr(line, ')') : NULL;
+  unsigned long ut, st;
+  /* Fields after "(comm)": state is 3rd, utime 14th, stime 15th. */
+  if (p == NULL ||
+      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+             &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* ------------------------------------------------------------ attackers */
+
+int gtc_stall_hello(gtc *c, const char *src, uint16_t port) {
+  int rc = gtc_connect_from(c, src, port);
+  if (rc < 0)
+    return rc;
+  size_t n = GTP_FRAME_HEADER_SIZE + (64u << 10);
+  uint8_t *frame = malloc(n);
+  if (frame == NULL)
+    return -ENOMEM;
+  gtp_frame_header_put(frame, GTP_FR_HELLO, 64u << 10);
+  memset(frame + GTP_FRAME_HEADER_SIZE, 'h', 64u << 10);
+  (void)send(c->fd, frame, n - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  free(frame);
+  return 0;
 }

@@ -37,6 +37,10 @@ int gtc_connect(gtc *c, uint16_t port);
  * loopback), for tests of per-address limits. 0 or -errno. */
 int gtc_connect_from(gtc *c, const char *src, uint16_t port);
 void gtc_close(gtc *c);
+/* An attacker that connects from src and sends all but the last byte of a
+ * 64 KiB HELLO frame, then stalls (sent without waiting: a paused daemon
+ * must not stall the caller). 0 or -errno. */
+int gtc_stall_hello(gtc *c, const char *src, uint16_t port);
 /* Writes all n bytes. 0 or -errno (-EPIPE when the daemon closed). */
 int gtc_send_raw(gtc *c, const void *p, size_t n);
 /* Sends HELLO for spec s's identity (tags env=prod, zone=eu-1, matching
@@ -119,7 +123,17 @@ char *gtd_http_get(gtd *d, const char *path, int *status);
 /* Reads a metric value from /metrics (name with labels exactly as printed,
  * e.g. "gentrace_buffered_bytes"); -1 if missing. */
 int64_t gtd_metric(gtd *d, const char *name);
+/* The same from a /metrics text already fetched (NUL-terminated). */
+int64_t gtd_metric_in(const char *text, const char *name);
 /* 1 if the log contains s. */
 int gtd_log_has(gtd *d, const char *s);
+
+/* ------------------------------------------------------ /proc of a pid */
+
+/* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), -1 if missing. */
+long gtd_proc_kib(pid_t pid, const char *field);
+/* CPU seconds (user + system, every thread) pid has used so far, < 0 if
+ * unknown. */
+double gtd_proc_cpu_s(pid_t pid);
 
 #endif

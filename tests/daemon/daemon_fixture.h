@@ -1,8 +1,8 @@
 /* daemon_fixture.h: helpers shared by the tests that run the real
- * gentraced (tests/daemon/test_ingest*.c): start and stop a daemon so a
- * failing test still kills it (teardown), read the database it writes, and
- * wait for the replies of the protocol client (client.h). Header-only,
- * static functions; each test binary includes it once. */
+ * gentraced (tests/daemon/test_ingest*.c, test_session_auth.c): start and stop
+ * a daemon so a failing test still kills it (teardown), read the database it
+ * writes, and wait for the replies of the protocol client (client.h).
+ * Header-only, static functions; each test binary includes it once. */
 #ifndef DAEMON_FIXTURE_H
 #define DAEMON_FIXTURE_H
 

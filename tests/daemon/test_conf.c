@@ -34,6 +34,7 @@ static void test_conf_init__defaults_match_design(void **state) {
   assert_int_equal(c.handshake_timeout_ns, 10000000000ll);
   assert_int_equal(c.idle_timeout_ns, 60000000000ll);
   assert_int_equal(c.sync_full, 0);
+  assert_int_equal(c.commit_linger_ns, 20000000ll);
   conf_fini(&c);
 }
 
@@ -136,7 +137,8 @@ static void test_conf_parse_args__flags_both_forms(void **state) {
   conf_init(&c);
   ARGV("--agent-listen", "127.0.0.1:0", "--http-listen=127.0.0.1:0", "--db",
        "/tmp/x.db", "--retain=7d", "--max-db-size", "10G", "--sync", "full",
-       "--token", "s3cret", "--max-frame", "512K", "--idle-timeout", "5s");
+       "--token", "s3cret", "--max-frame", "512K", "--idle-timeout", "5s",
+       "--commit-linger", "0");
   assert_int_equal(conf_parse_args(&c, argc, argv, &cause), CONF_RUN);
   assert_null(cause);
   assert_int_equal(c.agent_listen.port, 0);
@@ -148,6 +150,7 @@ static void test_conf_parse_args__flags_both_forms(void **state) {
   assert_string_equal(c.token, "s3cret");
   assert_int_equal(c.max_frame, 524288);
   assert_int_equal(c.idle_timeout_ns, 5000000000ll);
+  assert_int_equal(c.commit_linger_ns, 0);
   conf_fini(&c);
 }
 
@@ -236,6 +239,11 @@ static void test_conf_parse_args__errors_name_the_flag(void **state) {
     /* Below the agent's BATCH frame size every agent would be refused. */
     ARGV("--max-frame", "64K");
     expect_arg_error("--max-frame: 64K is out of range", argc, argv);
+  }
+  {
+    /* ACKs wait out the linger: more than a second is a mistake. */
+    ARGV("--commit-linger", "2s");
+    expect_arg_error("--commit-linger: 2s is out of range", argc, argv);
   }
   {
     ARGV("stray");

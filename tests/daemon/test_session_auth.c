@@ -22,33 +22,9 @@
 #include <sqlite3.h>
 
 #include "client.h"
+#include "daemon_fixture.h"
 #include "sha256.h"
 #include "store_read.h"
-
-static gtd *current;
-
-static int teardown(void **state) {
-  (void)state;
-  if (current != NULL)
-    gtd_cleanup(current);
-  current = NULL;
-  return 0;
-}
-
-static void start(gtd *d, const char *const *args, const char *const *env) {
-  assert_int_equal(gtd_init(d), 0);
-  current = d;
-  int rc = gtd_start(d, args, env);
-  if (rc != 0)
-    fail_msg("gentraced did not start: %d (log %s)", rc, d->log);
-}
-
-static void finish(gtd *d) {
-  if (d->pid > 0)
-    assert_int_equal(gtd_stop(d), 0);
-  gtd_cleanup(d);
-  current = NULL;
-}
 
 static int64_t mono_us(void) {
   struct timespec ts;
@@ -60,21 +36,6 @@ static uint64_t real_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int64_t db_int(const char *db, const char *sql) {
-  sqlite3 *h;
-  sqlite3_stmt *st;
-  int64_t v = -1;
-  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-    return -1;
-  sqlite3_busy_timeout(h, 5000);
-  if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(h);
-  return v;
 }
 
 static void db_exec(const char *db, const char *sql) {
@@ -95,7 +56,7 @@ static int64_t session_gens(const char *db, unsigned n) {
            "SELECT count(*) FROM generations g JOIN sessions s"
            " ON s.id = g.session_id WHERE s.session = '%s'",
            hex);
-  return db_int(db, sql);
+  return db_count(db, sql);
 }
 
 /* A fixture generation with no loss in its ledger, dated from a minute
@@ -103,32 +64,13 @@ static int64_t session_gens(const char *db, unsigned n) {
  * the wall clock against the daemon's; the bytes must be the same each
  * time a test rebuilds a generation to compare it). */
 static uint64_t t_base;
-static void spec(gtf_spec *s, unsigned session, uint64_t gen) {
+static void auth_spec(gtf_spec *s, unsigned session, uint64_t gen) {
   if (t_base == 0)
     t_base = real_ns() - 60ull * 1000000000;
   gtf_spec_init(s, session, gen);
   s->threads = 2;
   s->dropped = s->evicted = 0;
   s->start_real_ns = t_base + (gen % 1000000) * s->period_ns;
-}
-
-/* The stored bytes of (session, gen) equal what the fixture builds. */
-static void assert_stored_exactly(const char *db, const gtf_spec *s) {
-  store_reader *r;
-  char *cause = NULL;
-  assert_int_equal(store_reader_open(db, &r, &cause), 0);
-  char hex[33];
-  gtp_session_hex(s->session, hex);
-  gtp_wbuf got, want;
-  gtp_wbuf_init(&got, 0);
-  gtp_wbuf_init(&want, 0);
-  assert_int_equal(store_read_payload_by_gen(r, hex, s->gen, &got), 0);
-  assert_int_equal(gtf_generation(&want, s), 0);
-  assert_int_equal(got.len, want.len);
-  assert_memory_equal(got.data, want.data, want.len);
-  gtp_wbuf_fini(&got);
-  gtp_wbuf_fini(&want);
-  store_reader_close(r);
 }
 
 /* Sends generation s->gen of s on c; returns 1 (ACK of it), or 2 with
@@ -159,7 +101,7 @@ typedef struct honest {
 static void honest_open(honest *h, gtd *d, unsigned session) {
   gtf_spec s;
   gtp_welcome w;
-  spec(&s, session, 1);
+  auth_spec(&s, session, 1);
   h->session = session;
   if (h->next == 0)
     h->next = 1;
@@ -170,7 +112,7 @@ static void honest_open(honest *h, gtd *d, unsigned session) {
 static void honest_send(honest *h) {
   gtf_spec s;
   int code = 0;
-  spec(&s, h->session, h->next);
+  auth_spec(&s, h->session, h->next);
   if (send_gen(&h->c, &s, &code) != 1)
     fail_msg("honest gen %llu refused: %d", (unsigned long long)h->next, code);
   h->next++;
@@ -182,7 +124,7 @@ static void honest_check(honest *h, gtd *d) {
   assert_int_equal(session_gens(d->db, h->session), (int64_t)(h->next - 1));
   for (uint64_t gen = 1; gen < h->next; gen++) {
     gtf_spec s;
-    spec(&s, h->session, gen);
+    auth_spec(&s, h->session, gen);
     assert_stored_exactly(d->db, &s);
   }
   uint8_t sid[16];
@@ -192,7 +134,7 @@ static void honest_check(honest *h, gtd *d) {
   snprintf(sql, sizeof sql,
            "SELECT lost + rejected_events FROM sessions WHERE session='%s'",
            hex);
-  assert_int_equal(db_int(d->db, sql), 0);
+  assert_int_equal(db_count(d->db, sql), 0);
 }
 
 /* ---------------------------------------------------------- ownership */
@@ -217,7 +159,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
     /* The id is public (/v1/agents); the key is not. Round 3 sends none
      * (all zeros). The attacker aims at generations the honest agent has
      * not sent yet, which used to be ACKed to it as duplicates later. */
-    spec(&as, 1, h.next + 1);
+    auth_spec(&as, 1, h.next + 1);
     as.threads = 1;
     if (round == 3)
       memset(as.session_key, 0, 16);
@@ -239,7 +181,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
   {
     gtc a;
     gtf_spec as;
-    spec(&as, 1, 1);
+    auth_spec(&as, 1, 1);
     assert_int_equal(gtc_connect(&a, d.agent_port), 0);
     assert_int_equal(gtc_send_hello(&a, &as, NULL, 1, 1), 0);
     gtp_frame f;
@@ -263,7 +205,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
     gtc a;
     gtf_spec as;
     gtp_welcome w;
-    spec(&as, 1, 1);
+    auth_spec(&as, 1, 1);
     as.session_key[15] ^= 1;
     assert_int_equal(gtc_connect(&a, d.agent_port), 0);
     assert_int_equal(gtc_hello(&a, &as, NULL, &w), GTP_E_AUTH);
@@ -277,7 +219,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
     gtc a;
     gtf_spec as;
     gtp_welcome w;
-    spec(&as, 1, 1);
+    auth_spec(&as, 1, 1);
     as.session_key[7] ^= 0x80;
     assert_int_equal(gtc_connect(&a, d.agent_port), 0);
     assert_int_equal(gtc_hello(&a, &as, NULL, &w), GTP_E_AUTH);
@@ -287,7 +229,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
   {
     gtf_spec s;
     gtp_welcome w;
-    spec(&s, 1, 1);
+    auth_spec(&s, 1, 1);
     assert_int_equal(gtc_connect(&h.c, d.agent_port), 0);
     assert_int_equal(gtc_hello(&h.c, &s, NULL, &w), 0);
     assert_int_equal(w.has_last, 1);
@@ -300,7 +242,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
     gtc r;
     gtf_spec s;
     gtp_welcome w;
-    spec(&s, 1, 1);
+    auth_spec(&s, 1, 1);
     assert_int_equal(gtc_connect(&r, d.agent_port), 0);
     assert_int_equal(gtc_hello(&r, &s, NULL, &w), 0);
     int code = 0;
@@ -319,7 +261,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
   honest_check(&h, &d);
   /* Only a hash of the key is kept, and the key never reaches the log. */
   gtf_spec s;
-  spec(&s, 1, 1);
+  auth_spec(&s, 1, 1);
   uint8_t hash[GTP_SHA256_SIZE];
   gtp_sha256(s.session_key, 16, hash);
   char hexkey[33], hexhash[65], sql[256];
@@ -330,7 +272,7 @@ static void test_session_auth__claims_with_another_key_change_nothing(
   snprintf(sql, sizeof sql,
            "SELECT count(*) FROM sessions WHERE hex(key_hash) = '%s'",
            hexhash);
-  assert_int_equal(db_int(d.db, sql), 1);
+  assert_int_equal(db_count(d.db, sql), 1);
   assert_false(gtd_log_has(&d, hexkey));
   assert_true(gtd_log_has(&d, "session key refused"));
   (void)refused;
@@ -350,10 +292,10 @@ static void test_session_auth__resent_generation_with_other_bytes_conflicts(
   gtf_spec s;
   int code = 0;
   /* The same bytes again (a resend after a lost ACK): a duplicate ACK. */
-  spec(&s, 2, 3);
+  auth_spec(&s, 2, 3);
   assert_int_equal(send_gen(&h.c, &s, &code), 1);
   /* Other bytes under gen 3: CONFLICT, final for it, connection stays. */
-  spec(&s, 2, 3);
+  auth_spec(&s, 2, 3);
   s.threads = 3;
   assert_int_equal(send_gen(&h.c, &s, &code), 2);
   assert_int_equal(code, GTP_E_CONFLICT);
@@ -365,7 +307,7 @@ static void test_session_auth__resent_generation_with_other_bytes_conflicts(
   /* Gen 3 is still the first bytes; nothing else changed. */
   assert_int_equal(session_gens(d.db, 2), 6);
   for (uint64_t gen = 1; gen <= 6; gen++) {
-    spec(&s, 2, gen);
+    auth_spec(&s, 2, gen);
     assert_stored_exactly(d.db, &s);
   }
   /* The refused generation is in the session's rejected count. */
@@ -377,7 +319,7 @@ static void test_session_auth__resent_generation_with_other_bytes_conflicts(
            "SELECT rejected FROM sessions WHERE session='%s'", hex);
   int64_t rej = -1;
   for (int i = 0; i < 50 && rej != 1; i++) { /* flushed once a second */
-    rej = db_int(d.db, sql);
+    rej = db_count(d.db, sql);
     if (rej != 1)
       usleep(100000);
   }
@@ -408,7 +350,7 @@ static void test_session_auth__absurd_numbers_clocks_and_ledgers_are_refused(
   gtc a;
   gtf_spec s;
   gtp_welcome w;
-  spec(&s, 4, 1);
+  auth_spec(&s, 4, 1);
   assert_int_equal(gtc_connect(&a, d.agent_port), 0);
   assert_int_equal(gtc_hello(&a, &s, NULL, &w), 0);
   uint64_t now = real_ns();
@@ -417,41 +359,41 @@ static void test_session_auth__absurd_numbers_clocks_and_ledgers_are_refused(
    * negative numbers before). */
   uint64_t bad_gens[] = {0, 1ull << 63, UINT64_MAX};
   for (int i = 0; i < 3; i++) {
-    spec(&s, 4, bad_gens[i]);
+    auth_spec(&s, 4, bad_gens[i]);
     expect_gen_error(&a, &s, GTP_E_CORRUPT);
     honest_send(&h);
   }
   /* CLOCK spanning 11 minutes (over --max-gen-span 10m). */
-  spec(&s, 4, 10);
+  auth_spec(&s, 4, 10);
   s.period_ns = 660ull * 1000000000;
   s.start_real_ns = now - s.period_ns;
   expect_gen_error(&a, &s, GTP_E_CORRUPT);
   honest_send(&h);
   /* The [0, INT64_MAX] clock that made every later window query scan. */
-  spec(&s, 4, 11);
+  auth_spec(&s, 4, 11);
   s.start_real_ns = 0;
   s.period_ns = (uint64_t)INT64_MAX - 1;
   expect_gen_error(&a, &s, GTP_E_CORRUPT);
   honest_send(&h);
   /* Wall clock 3 h in the past and in the future (--max-clock-skew 1h). */
-  spec(&s, 4, 12);
+  auth_spec(&s, 4, 12);
   s.start_real_ns = now - 3 * 3600ull * 1000000000;
   expect_gen_error(&a, &s, GTP_E_CORRUPT);
-  spec(&s, 4, 13);
+  auth_spec(&s, 4, 13);
   s.start_real_ns = now + 3 * 3600ull * 1000000000;
   expect_gen_error(&a, &s, GTP_E_CORRUPT);
   honest_send(&h);
   /* Ledger counts that would wrap the session totals. */
-  spec(&s, 4, 14);
+  auth_spec(&s, 4, 14);
   s.dropped = (1ull << 48) + 1;
   expect_gen_error(&a, &s, GTP_E_TOOBIG);
-  spec(&s, 4, 15);
+  auth_spec(&s, 4, 15);
   s.evicted = UINT64_MAX;
   s.rejected = UINT64_MAX;
   expect_gen_error(&a, &s, GTP_E_TOOBIG);
   honest_send(&h);
   /* After all that, the same connection still stores a sane generation. */
-  spec(&s, 4, 16);
+  auth_spec(&s, 4, 16);
   int code = 0;
   assert_int_equal(send_gen(&a, &s, &code), 1);
   gtc_close(&a);
@@ -516,12 +458,12 @@ static void test_session_auth__absurd_numbers_clocks_and_ledgers_are_refused(
   /* The attacker stored its one sane generation and nothing else. */
   assert_int_equal(session_gens(d.db, 4), 1);
   assert_int_equal(
-      db_int(d.db, "SELECT count(*) FROM sessions WHERE service != "
+      db_count(d.db, "SELECT count(*) FROM sessions WHERE service != "
                    "'checkout' AND service != 'frontend'"),
       0);
-  assert_true(db_int(d.db, "SELECT max(end_ns - start_ns) FROM generations") <=
+  assert_true(db_count(d.db, "SELECT max(end_ns - start_ns) FROM generations") <=
               600ll * 1000000000);
-  assert_true(db_int(d.db, "SELECT min(gen) FROM generations") >= 1);
+  assert_true(db_count(d.db, "SELECT min(gen) FROM generations") >= 1);
   honest_check(&h, &d);
   finish(&d);
 }
@@ -541,17 +483,17 @@ static void test_session_auth__session_totals_never_wrap(void **st) {
   assert_int_equal(gtd_start(&d, NULL, NULL), 0);
   honest_open(&h, &d, 5);
   gtf_spec s;
-  spec(&s, 5, h.next);
+  auth_spec(&s, 5, h.next);
   s.dropped = 1ull << 40;
   expect_gen_error(&h.c, &s, GTP_E_TOOBIG);
   /* A generation without loss still fits. */
   honest_send(&h);
   gtc_close(&h.c);
   assert_int_equal(
-      db_int(d.db, "SELECT lost FROM sessions"), 9223372036854775000ll);
+      db_count(d.db, "SELECT lost FROM sessions"), 9223372036854775000ll);
   assert_int_equal(session_gens(d.db, 5), 2);
   assert_int_equal(
-      db_int(d.db, "SELECT typeof(lost) = 'integer' FROM sessions"), 1);
+      db_count(d.db, "SELECT typeof(lost) = 'integer' FROM sessions"), 1);
   finish(&d);
 }
 
@@ -617,20 +559,6 @@ static int64_t honest_latency(honest *h, int n) {
   return t[n / 2];
 }
 
-static int64_t rss_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  int64_t v = -1;
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "VmRSS: %" SCNd64, &v) == 1)
-      break;
-  fclose(f);
-  return v;
-}
-
 static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
     void **st) {
   (void)st;
@@ -644,7 +572,7 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
   honest h = {0};
   honest_open(&h, &d, 6);
   int64_t before = honest_latency(&h, 31);
-  int64_t rss0 = rss_kib(d.pid);
+  int64_t rss0 = (int64_t)gtd_proc_kib(d.pid, "VmRSS");
 
   enum { THREADS = 2, PER = 51000 };
   pthread_t th[THREADS];
@@ -675,7 +603,7 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
   int64_t untracked =
       gtd_metric(&d, "gentrace_sessions_unstored_untracked_total");
   int64_t indexed = gtd_metric(&d, "gentrace_sessions_indexed");
-  int64_t rss1 = rss_kib(d.pid);
+  int64_t rss1 = (int64_t)gtd_proc_kib(d.pid, "VmRSS");
   print_message("flood: %u sessions in %.1f s; tracked %" PRId64
                 " untracked %" PRId64 " indexed %" PRId64
                 " rss %" PRId64 " -> %" PRId64 " KiB\n",

@@ -176,16 +176,7 @@ int64_t gtd_metric_tls(gtd *d, const char *ca_file, const char *name) {
     while (len < cap && (r = tls_xrecv(c.xctx, buf + len, cap - len)) > 0)
       len += (size_t)r;
     buf[len] = '\0';
-    size_t nl = strlen(name);
-    for (char *l = buf; l != NULL && *l;) {
-      if (strncmp(l, name, nl) == 0 && l[nl] == ' ') {
-        v = strtoll(l + nl + 1, NULL, 10);
-        break;
-      }
-      l = strchr(l, '\n');
-      if (l != NULL)
-        l++;
-    }
+    v = gtd_metric_in(buf, name);
   }
   free(buf);
   gtc_tls_end(&c);

@@ -45,3 +45,35 @@ test('fmtNs picks a unit', () => {
   assert.equal(fmtNs('12000'), '12 us');
   assert.equal(fmtNs('999'), '999 ns');
 });
+
+test('bucketHi follows the summary scheme: 1 us, then two buckets per power of two', async () => {
+  const { bucketHi } = await import('../../web/dashboard/searchq.js');
+  assert.equal(bucketHi(0n), 1000n);
+  assert.equal(bucketHi(1000n), 2000n);
+  assert.equal(bucketHi(2000n), 3000n);
+  assert.equal(bucketHi(3000n), 4000n);
+  assert.equal(bucketHi(64000n), 96000n);
+  assert.equal(bucketHi(96000n), 128000n);
+  assert.equal(bucketHi(12345n), null);
+  assert.equal(bucketHi(5000n), null);
+});
+
+test('histSlots fills the empty buckets between listed ones; selectedBar finds a bucket search', async () => {
+  const { histSlots, selectedBar, bucketQuery } = await import('../../web/dashboard/searchq.js');
+  const bars = histSlots([
+    { lo_ns: '64000', hi_ns: '96000', count: 4 },
+    { lo_ns: '192000', hi_ns: '256000', count: 2 },
+    { lo_ns: '8589934592000000', hi_ns: null, count: 1 },
+  ]);
+  // 64-96, 96-128 (empty), 128-192 (empty), 192-256, then the last one:
+  // the fill stops where the scheme is not followed to it within 70 steps.
+  assert.deepEqual(bars.slice(0, 4).map((b) => [String(b.lo), String(b.hi), b.count]),
+    [['64000', '96000', 4], ['96000', '128000', 0], ['128000', '192000', 0], ['192000', '256000', 2]]);
+  assert.equal(bars[bars.length - 1].hi, null);
+  for (let i = 1; i < bars.length; i++) assert.ok(bars[i].lo >= bars[i - 1].hi);
+  assert.equal(bars[0].frac, 1);
+  const q = bucketQuery({ name: 'x', last: '1h' }, bars[3]);
+  assert.equal(selectedBar(bars, q), 3);
+  assert.equal(selectedBar(bars, bucketQuery({}, bars[bars.length - 1])), bars.length - 1);
+  assert.equal(selectedBar(bars, { min: '200ms' }), -1);
+});

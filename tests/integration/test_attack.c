@@ -42,9 +42,10 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "agent_child.h"
 #include "client.h"
+#include "daemon_fixture.h"
 #include "format.h"
-#include "gentrace.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define UNDER_SANITIZER 1
@@ -60,169 +61,8 @@
 #define STALLED 300
 #define OPENERS 12
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static gtd *current;
-
-static int teardown(void **state) {
-  (void)state;
-  if (current != NULL)
-    gtd_cleanup(current);
-  current = NULL;
-  return 0;
-}
-
-static void start(gtd *d, const char *const *args) {
-  static const char *const env[] = {"GENTRACED_BUDGET_CHECK=1", NULL};
-  assert_int_equal(gtd_init(d), 0);
-  current = d;
-  int rc = gtd_start(d, args, env);
-  if (rc != 0)
-    fail_msg("gentraced did not start: %d (log %s)", rc, d->log);
-}
-
-static void finish(gtd *d) {
-  if (d->pid > 0)
-    assert_int_equal(gtd_stop(d), 0);
-  gtd_cleanup(d);
-  current = NULL;
-}
-
-/* A /proc/PID/status field in KiB, -1 if missing. */
-static long status_kib(pid_t pid, const char *field) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  long kib = -1;
-  size_t fl = strlen(field);
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (strncmp(line, field, fl) == 0 && line[fl] == ':')
-      kib = strtol(line + fl + 1, NULL, 10);
-  fclose(f);
-  return kib;
-}
-
-/* ------------------------------------------------------- the honest agent */
-
-typedef struct emitter {
-  double rate, seconds;
-} emitter;
-
-static void *emit(void *arg) {
-  emitter *w = arg;
-  double t0 = now_s();
-  uint64_t n = 0;
-  for (;;) {
-    double t = now_s();
-    if (t >= t0 + w->seconds)
-      break;
-    uint64_t due = (uint64_t)((t - t0) * w->rate);
-    for (; n < due; n++) {
-      if (n % 3 == 0)
-        gt_region_begin("work");
-      gt_counter("n", (int64_t)n);
-      if (n % 3 == 0)
-        gt_region_end();
-    }
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  return NULL;
-}
-
-/* Child process: the real agent writes for `seconds`, stops (flushing every
- * generation it holds) and reports the events it wrote on fd. */
-static int honest_child(const char *addr, const char *service, double rate,
-                        double seconds, int fd) {
-  gt_config cfg;
-  gt_config_init(&cfg);
-  cfg.addr = addr;
-  cfg.service = service;
-  cfg.period_ms = 200;
-  cfg.buffer_mb = 16;
-  cfg.flush_timeout_ms = 30000;
-  if (gt_start(&cfg) != 0)
-    return 1;
-  pthread_t t[2];
-  emitter w = {rate / 2, seconds};
-  for (int i = 0; i < 2; i++)
-    pthread_create(&t[i], NULL, emit, &w);
-  for (int i = 0; i < 2; i++)
-    pthread_join(t[i], NULL);
-  gt_stats_t st;
-  memset(&st, 0, sizeof st);
-  gt_stats(&st);
-  gt_stop();
-  char line[64];
-  int n = snprintf(line, sizeof line, "%llu\n",
-                   (unsigned long long)st.events_written);
-  return write(fd, line, (size_t)n) == n ? 0 : 1;
-}
-
-typedef struct honest {
-  pid_t pid;
-  int fd;
-} honest;
-
-static void honest_start(honest *h, gtd *d, const char *service, double rate,
-                         double seconds) {
-  char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%u", d->agent_port);
-  int p[2];
-  assert_int_equal(pipe(p), 0);
-  h->pid = fork();
-  assert_true(h->pid >= 0);
-  if (h->pid == 0) {
-    close(p[0]);
-    _exit(honest_child(addr, service, rate, seconds, p[1]));
-  }
-  close(p[1]);
-  h->fd = p[0];
-}
-
-static uint64_t honest_wait(honest *h) {
-  char buf[64] = {0};
-  ssize_t n = read(h->fd, buf, sizeof buf - 1);
-  close(h->fd);
-  int status;
-  waitpid(h->pid, &status, 0);
-  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  assert_true(n > 0);
-  return strtoull(buf, NULL, 10);
-}
-
-/* Events stored, events the ledger says were lost, and missing generation
- * numbers, for a service. */
-static void db_sums(const gtd *d, const char *service, int64_t *stored,
-                    int64_t *lost, int64_t *gaps) {
-  sqlite3 *h;
-  sqlite3_stmt *q;
-  assert_int_equal(sqlite3_open_v2(d->db, &h, SQLITE_OPEN_READONLY, NULL),
-                   SQLITE_OK);
-  sqlite3_busy_timeout(h, 5000);
-  assert_int_equal(
-      sqlite3_prepare_v2(
-          h,
-          "SELECT sum(g.events), sum(g.dropped + g.evicted + g.rejected),"
-          " max(g.gen) - min(g.gen) + 1 - count(*)"
-          " FROM generations g JOIN sessions s ON s.id = g.session_id"
-          " WHERE s.service = ?",
-          -1, &q, NULL),
-      SQLITE_OK);
-  sqlite3_bind_text(q, 1, service, -1, SQLITE_STATIC);
-  assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-  *stored = sqlite3_column_int64(q, 0);
-  *lost = sqlite3_column_int64(q, 1);
-  *gaps = sqlite3_column_int64(q, 2);
-  sqlite3_finalize(q);
-  sqlite3_close(h);
-}
+/* Every daemon here checks its memory accounts on every pass. */
+static const char *const budget_env[] = {"GENTRACED_BUDGET_CHECK=1", NULL};
 
 /* ------------------------------------------------------------- attackers */
 
@@ -231,13 +71,7 @@ static void db_sums(const gtd *d, const char *service, int64_t *stored,
 static int stalled_open(gtc *c, unsigned i, uint16_t port) {
   char src[32];
   snprintf(src, sizeof src, "127.0.1.%u", 1 + i % 200);
-  if (gtc_connect_from(c, src, port) < 0)
-    return -1;
-  static uint8_t frame[GTP_FRAME_HEADER_SIZE + (64u << 10)];
-  gtp_frame_header_put(frame, GTP_FR_HELLO, 64u << 10);
-  memset(frame + GTP_FRAME_HEADER_SIZE, 'h', 64u << 10);
-  (void)send(c->fd, frame, sizeof frame - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-  return 0;
+  return gtc_stall_hello(c, src, port);
 }
 
 typedef struct opener {
@@ -292,7 +126,7 @@ test_attack__stalled_peers_and_open_generations_stay_in_budget(void **st) {
   snprintf(budget, sizeof budget, "%dM", BUDGET_MIB);
   const char *args[] = {"--max-buffer", budget, "--handshake-timeout", "60s",
                         NULL};
-  start(&d, args);
+  start(&d, args, budget_env);
 
   gtf_spec s;
   gtf_spec_init(&s, 499, 1);
@@ -300,8 +134,19 @@ test_attack__stalled_peers_and_open_generations_stay_in_budget(void **st) {
   assert_int_equal(gtc_gen_build_random(&g, &s, 60, 7), 0);
   assert_true(g.body.len > 3 * MIB);
 
-  honest h;
-  honest_start(&h, &d, "attack-honest", 100000, 4.0);
+  /* The honest agent (tests/lib/agent_child.c), paced. */
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
+  ac_config hc = {.addr = addr,
+                  .service = "attack-honest",
+                  .rate = 100000,
+                  .seconds = 4.0,
+                  .threads = 2,
+                  .buffer_mb = 16,
+                  .flush_timeout_ms = 30000,
+                  .pace_ms = 1};
+  ac_child h;
+  assert_int_equal(ac_start(&h, &hc), 0);
 
   /* The attack, while the honest agent writes. */
   static gtc stalled[STALLED];
@@ -319,8 +164,9 @@ test_attack__stalled_peers_and_open_generations_stay_in_budget(void **st) {
     assert_int_equal(pthread_create(&op[i].t, NULL, opener_main, &op[i]), 0);
   }
 
-  uint64_t written = honest_wait(&h);
-  long hwm = status_kib(d.pid, "VmHWM");
+  int64_t written = ac_wait(&h);
+  assert_true(written >= 0);
+  long hwm = gtd_proc_kib(d.pid, "VmHWM");
   int64_t shed = gtd_metric(&d, "gentrace_ingest_shed_connections_total");
   int64_t held = gtd_metric(&d, "gentrace_buffered_bytes");
   for (unsigned i = 0; i < OPENERS; i++) {
@@ -338,7 +184,7 @@ test_attack__stalled_peers_and_open_generations_stay_in_budget(void **st) {
 
   /* The honest agent lost nothing. */
   int64_t stored, lost, gaps;
-  db_sums(&d, "attack-honest", &stored, &lost, &gaps);
+  assert_int_equal(ac_db_sums(d.db, "attack-honest", &stored, &lost, &gaps), 0);
   assert_true(written > 100000);
   assert_int_equal(lost, 0);
   assert_int_equal(gaps, 0);
@@ -387,7 +233,7 @@ static void big_hello(gtp_wbuf *b, unsigned n) {
 static void test_attack__big_frame_before_hello_refused_at_once(void **st) {
   (void)st;
   gtd d;
-  start(&d, NULL);
+  start(&d, NULL, budget_env);
   /* 64 KiB + 1 announced, no payload: refused on the header alone. */
   gtc c;
   assert_int_equal(gtc_connect(&c, d.agent_port), 0);
@@ -421,7 +267,7 @@ static void test_attack__big_identities_stay_in_a_quarter_budget(void **st) {
   enum { N = 120 };
   gtd d;
   const char *args[] = {"--max-buffer", "8M", NULL};
-  start(&d, args);
+  start(&d, args, budget_env);
   /* An honest agent, connected first, with a small identity. */
   gtc h;
   assert_int_equal(gtc_connect(&h, d.agent_port), 0);
@@ -505,7 +351,7 @@ static void test_attack__one_address_cannot_take_every_slot(void **st) {
   /* Slots for the attacker's 256 and a few more; without a per-address
    * limit its extra connections would take them all. */
   const char *args[] = {"--max-connections", "270", NULL};
-  start(&d, args);
+  start(&d, args, budget_env);
   static gtc a[PER_IP + EXTRA];
   unsigned refused = 0, accepted = 0;
   for (unsigned i = 0; i < PER_IP + EXTRA; i++) {
@@ -556,9 +402,9 @@ static void test_attack__one_address_cannot_take_every_slot(void **st) {
   /* Closing gives the address its slots back. */
   for (unsigned i = 0; i < PER_IP + EXTRA; i++)
     gtc_close(&a[i]);
-  int64_t t0 = (int64_t)(now_s() * 1000);
+  int64_t t0 = now_ms();
   while (gtd_metric(&d, "gentrace_agent_connections") > 0 &&
-         (int64_t)(now_s() * 1000) - t0 < 10000)
+         now_ms() - t0 < 10000)
     usleep(20000);
   assert_int_equal(gtc_connect_from(&h, "127.0.0.7", d.agent_port), 0);
   gtf_spec_init(&s, 2000, 1);

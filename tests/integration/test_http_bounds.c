@@ -61,20 +61,6 @@ static void spec_now(gtf_spec *s, unsigned n, uint64_t gen, int64_t t0) {
   s->start_ticks = s->start_mono_ns / 4;
 }
 
-/* Daemon's peak RSS in KiB (VmHWM). */
-static long vm_hwm_kib(pid_t pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *f = fopen(path, "r");
-  long v = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (strncmp(line, "VmHWM:", 6) == 0)
-      v = strtol(line + 6, NULL, 10);
-  if (f)
-    fclose(f);
-  return v;
-}
-
 static void start(gtd *d, const char *const *args) {
   assert_int_equal(gtd_init(d), 0);
   int rc = gtd_start(d, args, NULL);
@@ -317,7 +303,7 @@ static void test_chrome__concurrent_expanding_downloads_stay_bounded(
   const char *const args[] = {"--http-max-downloads", "8", NULL};
   start(&d, args);
   put_expanding_gen(&d);
-  long before = vm_hwm_kib(d.pid);
+  long before = gtd_proc_kib(d.pid, "VmHWM");
   assert_true(before > 0);
 
   dl_job jobs[NDL];
@@ -329,7 +315,7 @@ static void test_chrome__concurrent_expanding_downloads_stay_bounded(
   }
   for (int i = 0; i < NDL; i++)
     pthread_join(th[i], NULL);
-  long after = vm_hwm_kib(d.pid);
+  long after = gtd_proc_kib(d.pid, "VmHWM");
   for (int i = 0; i < NDL; i++) {
     hc *h = &jobs[i].h;
     assert_int_equal(h->status, 200);

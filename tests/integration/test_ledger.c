@@ -22,130 +22,39 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "agent_child.h"
 #include "client.h"
 #include "format.h"
-#include "gentrace.h"
 #include "store_read.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The daemon under test: started and stopped through tests/daemon/client.c
  * (port 0, readiness from its `listening` line, stopped by PID). */
 static gtd dp;
 static char dp_addr[64];
 
-typedef struct worker {
-  double rate, seconds;
-} worker;
-
-static void *emit(void *arg) {
-  worker *w = arg;
-  double t0 = now_s();
-  uint64_t n = 0;
-  for (;;) {
-    double t = now_s();
-    if (t >= t0 + w->seconds)
-      break;
-    uint64_t due = (uint64_t)((t - t0) * w->rate);
-    for (; n < due; n++) {
-      if (n % 3 == 0)
-        gt_region_begin("work");
-      gt_counter("n", (int64_t)n);
-      if (n % 3 == 0)
-        gt_region_end();
-    }
-  }
-  /* Then gently until the agent sealed three more generations: a thread
-   * that dropped writes its LOST marker first into the next buffer it
-   * gets, and on a starved machine the burst can end before any buffer
-   * came back to the pool (no marker anywhere). */
-  gt_stats_t st;
-  gt_stats(&st);
-  uint64_t sealed = st.gens_sealed;
-  double deadline = now_s() + 30;
-  while (gt_stats(&st) == 0 && st.gens_sealed < sealed + 3 &&
-         now_s() < deadline) {
-    gt_counter("n", (int64_t)n++);
-    usleep(5000);
-  }
-  return NULL;
-}
-
-/* Child process: writes, stops, reports events written. */
-static int child(const char *service, double rate, uint32_t buffer_mb,
-                 int nthreads, int fd) {
-  gt_config cfg;
-  gt_config_init(&cfg);
-  cfg.addr = dp_addr;
-  cfg.service = service;
-  cfg.period_ms = 200;
-  cfg.buffer_mb = buffer_mb;
-  cfg.flush_timeout_ms = 10000;
-  if (gt_start(&cfg) != 0)
-    return 1;
-  pthread_t t[32];
-  worker w = {rate / nthreads, 1.5};
-  for (int i = 0; i < nthreads; i++)
-    pthread_create(&t[i], NULL, emit, &w);
-  for (int i = 0; i < nthreads; i++)
-    pthread_join(t[i], NULL);
-  gt_stats_t st;
-  memset(&st, 0, sizeof st);
-  gt_stats(&st);
-  gt_stop();
-  char line[64];
-  int n = snprintf(line, sizeof line, "%llu\n",
-                   (unsigned long long)st.events_written);
-  return write(fd, line, (size_t)n) == n ? 0 : 1;
-}
-
+/* The honest agent (tests/lib/agent_child.c) writes for 1.5 s, spinning,
+ * then gently until three more generations are sealed; the events it
+ * wrote. */
 static uint64_t run(const char *service, double rate, uint32_t buffer_mb,
                     int nthreads) {
-  int p[2];
-  assert_int_equal(pipe(p), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    _exit(child(service, rate, buffer_mb, nthreads, p[1]));
-  }
-  close(p[1]);
-  char buf[64] = {0};
-  ssize_t n = read(p[0], buf, sizeof buf - 1);
-  close(p[0]);
-  int status;
-  waitpid(pid, &status, 0);
-  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  assert_true(n > 0);
-  return strtoull(buf, NULL, 10);
+  ac_config cfg = {.addr = dp_addr,
+                   .service = service,
+                   .rate = rate,
+                   .seconds = 1.5,
+                   .threads = nthreads,
+                   .buffer_mb = buffer_mb,
+                   .flush_timeout_ms = 10000,
+                   .settle_gens = 3};
+  ac_child c;
+  assert_int_equal(ac_start(&c, &cfg), 0);
+  int64_t n = ac_wait(&c);
+  assert_true(n >= 0);
+  return (uint64_t)n;
 }
 
 static void db_sums(const char *service, int64_t *stored, int64_t *lost,
                     int64_t *gaps) {
-  sqlite3 *h;
-  sqlite3_stmt *q;
-  assert_int_equal(sqlite3_open_v2(dp.db, &h, SQLITE_OPEN_READONLY, NULL),
-                   SQLITE_OK);
-  sqlite3_busy_timeout(h, 5000);
-  assert_int_equal(
-      sqlite3_prepare_v2(
-          h,
-          "SELECT sum(g.events), sum(g.dropped + g.evicted + g.rejected),"
-          " max(g.gen) - min(g.gen) + 1 - count(*)"
-          " FROM generations g JOIN sessions s ON s.id = g.session_id"
-          " WHERE s.service = ?",
-          -1, &q, NULL),
-      SQLITE_OK);
-  sqlite3_bind_text(q, 1, service, -1, SQLITE_STATIC);
-  assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-  *stored = sqlite3_column_int64(q, 0);
-  *lost = sqlite3_column_int64(q, 1);
-  *gaps = sqlite3_column_int64(q, 2);
-  sqlite3_finalize(q);
-  sqlite3_close(h);
+  assert_int_equal(ac_db_sums(dp.db, service, stored, lost, gaps), 0);
 }
 
 /* Events stored for the service, LOST markers excluded (they record a

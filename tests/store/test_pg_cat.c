@@ -377,6 +377,133 @@ test_pg_cat__feed_never_skips_a_generation_committed_late(void **state) {
   pg_cat_close(r);
 }
 
+/* ---- session keys bound at commit (pg_cat.c invariant 5) ---- */
+
+typedef struct racer {
+  pg_cat *cat;
+  store_gen *g[3];
+  pg_cat_gen out[3];
+  char object[64];
+  int rc;
+} racer;
+
+static void *race_commit(void *arg) {
+  racer *r = arg;
+  r->rc = commit(r->cat, r->object, r->g, 3, r->out);
+  return NULL;
+}
+
+static void keyed(store_gen *g, uint8_t key) {
+  g->has_key = 1;
+  memset(g->key_hash, key, sizeof g->key_hash);
+}
+
+static void
+test_pg_cat__two_keys_racing_for_one_session_exactly_one_wins(void **state) {
+  /* Two catalogs (two daemons' pools); each commits gens 1..3 of one new
+   * session under its own key, both inside their transactions at once
+   * (the test delay holds each COMMIT). */
+  for (int round = 0; round < 4; round++) {
+    racer r[2];
+    uint8_t sid = (uint8_t)(0x40 + round);
+    for (int d = 0; d < 2; d++) {
+      r[d].cat = open_cat();
+      pg_cat_set_test_delay(r[d].cat, 150);
+      snprintf(r[d].object, sizeof r[d].object, "seg/race%d-%d", round, d);
+      for (int i = 0; i < 3; i++) {
+        r[d].g[i] = fixture_gen(sid, d ? "loser?" : "winner?", (uint64_t)i + 1,
+                                400 + i, 20);
+        keyed(r[d].g[i], (uint8_t)(0xa0 + d));
+      }
+    }
+    pthread_t t[2];
+    for (int d = 0; d < 2; d++)
+      assert_int_equal(pthread_create(&t[d], NULL, race_commit, &r[d]), 0);
+    for (int d = 0; d < 2; d++)
+      pthread_join(t[d], NULL);
+    int winners = 0, w = 0;
+    for (int d = 0; d < 2; d++) {
+      assert_int_equal(r[d].rc, 0);
+      int ok = 0, auth = 0;
+      for (int i = 0; i < 3; i++) {
+        ok += r[d].out[i].result == 0;
+        auth += r[d].out[i].result == GTP_E_AUTH;
+      }
+      assert_true((ok == 3 && auth == 0) || (ok == 0 && auth == 3));
+      if (ok == 3) {
+        winners++;
+        w = d;
+      }
+    }
+    assert_int_equal(winners, 1);
+    /* The catalog holds the winner's three rows and key, nothing of the
+     * loser's: no row, its segment dead, the session's totals. */
+    char hex[33], sql[256];
+    fixture_hex(r[0].g[0]->session, hex);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM gt_generations g JOIN gt_sessions s ON"
+             " s.id = g.session_id WHERE s.session = '%s'",
+             hex);
+    assert_int_equal(fixture_sql_int(db, sql), 3);
+    snprintf(sql, sizeof sql,
+             "SELECT get_byte(key_hash, 0) * 1000 + gens * 100 + last_gen"
+             " FROM gt_sessions WHERE session = '%s'",
+             hex);
+    assert_int_equal(fixture_sql_int(db, sql), (0xa0 + w) * 1000 + 303);
+    snprintf(sql, sizeof sql,
+             "SELECT live_gens * 10 + (dead_ns IS NOT NULL)::int FROM"
+             " gt_segments WHERE object = '%s'",
+             r[1 - w].object);
+    assert_int_equal(fixture_sql_int(db, sql), 1);
+    for (int d = 0; d < 2; d++) {
+      for (int i = 0; i < 3; i++)
+        store_gen_free(r[d].g[i]);
+      pg_cat_close(r[d].cat);
+    }
+  }
+}
+
+static void
+test_pg_cat__a_segment_mixing_keys_stores_only_the_bound_ones(void **state) {
+  pg_cat *c = open_cat();
+  /* Bound to key 1 by gen 1. */
+  store_gen *a = fixture_gen(0x50, "mix", 1, 500, 10);
+  keyed(a, 1);
+  pg_cat_gen out[3];
+  assert_int_equal(commit(c, "seg/mix1", &a, 1, out), 0);
+  assert_int_equal(out[0].result, 0);
+  /* One segment: gen 9 under key 2 first, then gens 2 and 3 under key 1. */
+  store_gen *g[3] = {fixture_gen(0x50, "mix", 9, 501, 10),
+                     fixture_gen(0x50, "mix", 2, 502, 10),
+                     fixture_gen(0x50, "mix", 3, 503, 10)};
+  keyed(g[0], 2);
+  keyed(g[1], 1);
+  keyed(g[2], 1);
+  assert_int_equal(commit(c, "seg/mix2", g, 3, out), 0);
+  assert_int_equal(out[0].result, GTP_E_AUTH);
+  assert_int_equal(out[0].seq, 0);
+  assert_int_equal(out[1].result, 0);
+  assert_int_equal(out[2].result, 0);
+  uint64_t last = 0;
+  char *cause = NULL;
+  assert_int_equal(pg_cat_last_gen(c, a->session, &last, &cause), 1);
+  assert_int_equal(last, 3); /* not 9: that one was refused */
+  char hex[33], sql[200];
+  fixture_hex(a->session, hex);
+  snprintf(sql, sizeof sql,
+           "SELECT gens * 1000 + events FROM gt_sessions WHERE session = '%s'",
+           hex);
+  assert_int_equal(fixture_sql_int(db, sql),
+                   3 * 1000 + (10 + 0x50) + (20 + 0x50) + (30 + 0x50));
+  uint8_t bound[STORE_KEY_HASH_SIZE];
+  assert_int_equal(pg_cat_session_key(c, a->session, bound, &cause), 1);
+  assert_int_equal(bound[0], 1);
+  store_gen_free(a);
+  for (int i = 0; i < 3; i++)
+    store_gen_free(g[i]);
+  pg_cat_close(c);
+}
+
 int main(void) {
   if (!getenv("GENTRACE_CATALOG")) {
     printf("SKIP: no catalog (run through tests/store/test_shared.sh)\n");
@@ -397,6 +524,10 @@ int main(void) {
       cmocka_unit_test(test_pg_cat__session_filters_and_bad_tags),
       cmocka_unit_test(
           test_pg_cat__feed_never_skips_a_generation_committed_late),
+      cmocka_unit_test(
+          test_pg_cat__two_keys_racing_for_one_session_exactly_one_wins),
+      cmocka_unit_test(
+          test_pg_cat__a_segment_mixing_keys_stores_only_the_bound_ones),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

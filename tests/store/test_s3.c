@@ -147,6 +147,56 @@ test_s3__absent_object_is_notfound_and_delete_is_idempotent(void **state) {
   s3_close(c);
 }
 
+typedef struct listed {
+  char key[8][128];
+  uint64_t size[8];
+  int n;
+} listed;
+static int collect_key(void *ctx, const char *key, uint64_t size) {
+  listed *l = ctx;
+  if (l->n < 8) {
+    snprintf(l->key[l->n], sizeof l->key[0], "%s", key);
+    l->size[l->n++] = size;
+  }
+  return 0;
+}
+
+static void test_s3__list_names_the_keys_under_a_prefix_in_order(void **state) {
+  char url[300], dir[64], key[128], *cause = NULL;
+  snprintf(url, sizeof url, "%s/lp%ld/", objects_url, (long)getpid());
+  s3_config cfg = {.url = url};
+  s3 *c = NULL;
+  OK(s3_open(&cfg, &c, &cause));
+  snprintf(dir, sizeof dir, "segments/d-%ld", (long)getpid());
+  /* Three under dir/ (put out of order), one beside it. */
+  const char *names[] = {"b.gts", "a.gts", "c/d.gts"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(key, sizeof key, "%s/%s", dir, names[i]);
+    OK(s3_put(c, key, "0123456789", (size_t)(3 + i), &cause));
+  }
+  OK(s3_put(c, "segments/other.gts", "x", 1, &cause));
+  listed l = {.n = 0};
+  char pre[80];
+  snprintf(pre, sizeof pre, "%s/", dir);
+  OK(s3_list(c, pre, collect_key, &l, &cause));
+  assert_int_equal(l.n, 3);
+  snprintf(key, sizeof key, "%s/a.gts", dir);
+  assert_string_equal(l.key[0], key); /* relative to the client's prefix */
+  assert_int_equal(l.size[0], 4);
+  snprintf(key, sizeof key, "%s/b.gts", dir);
+  assert_string_equal(l.key[1], key);
+  assert_int_equal(l.size[1], 3);
+  snprintf(key, sizeof key, "%s/c/d.gts", dir);
+  assert_string_equal(l.key[2], key);
+  /* Nothing under an unused prefix; a bad prefix is refused. */
+  l.n = 0;
+  OK(s3_list(c, "nothing-here/", collect_key, &l, &cause));
+  assert_int_equal(l.n, 0);
+  assert_int_equal(s3_list(c, "../x", collect_key, &l, &cause), GTP_E_BADARG);
+  free(cause);
+  s3_close(c);
+}
+
 static void test_s3__prefix_places_objects_under_it(void **state) {
   char url[300], key[128], *cause = NULL;
   snprintf(url, sizeof url, "%s/pre/fix/", objects_url);
@@ -267,6 +317,7 @@ int main(void) {
       cmocka_unit_test(
           test_s3__absent_object_is_notfound_and_delete_is_idempotent),
       cmocka_unit_test(test_s3__prefix_places_objects_under_it),
+      cmocka_unit_test(test_s3__list_names_the_keys_under_a_prefix_in_order),
       cmocka_unit_test(
           test_s3__bad_keys_and_urls_are_refused_without_a_request),
       cmocka_unit_test(test_s3__wrong_secret_is_auth),

@@ -2,7 +2,8 @@
 # test_shared.sh: runs the shared-backend tests (store/s3.c, store/pg*.c,
 # store/segment.c) against one private PostgreSQL + Swift s3api cluster that
 # scripts/cluster-up starts on loopback ports for this run, and stops by PID
-# at the end. Skips (77) only when the servers are not installed; a cluster
+# at the end; also tests/integration/test_shared_door (real daemons on that
+# cluster). Skips (77) only when the servers are not installed; a cluster
 # that is installed but does not come up is a failure.
 set -u
 build=${top_builddir:-.}
@@ -21,7 +22,7 @@ trap '"$src/scripts/cluster-down" "$GENTRACE_CLUSTER_DIR"; rm -f "$env_file"' EX
 export GENTRACE_CLUSTER_SCRIPT="$src/scripts/cluster-up"
 
 fail=0
-for t in ${GENTRACE_SHARED_TESTS:-test_s3 test_pg_cat test_segment test_storage test_shared_retain}; do
+for t in ${GENTRACE_SHARED_TESTS:-test_s3 test_pg_cat test_segment test_storage test_shared_retain test_pg_live ../integration/test_shared_door}; do
 	bin=$build/tests/store/$t
 	[ -x "$bin" ] || { echo "FAIL: $bin not built"; fail=1; continue; }
 	echo "== $t"

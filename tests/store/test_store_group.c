@@ -9,44 +9,8 @@
 #include <cmocka.h>
 
 #include "store_fixture.h"
+#include "store_fx.h"
 #include "store_schema.h"
-
-typedef struct fx {
-  sf_dir dir;
-  sf_done done;
-  store_pins *pins;
-  store *s;
-} fx;
-
-static int setup(void **state) {
-  fx *f = calloc(1, sizeof *f);
-  if (!f)
-    return -1;
-  sf_dir_make(&f->dir);
-  sf_done_init(&f->done);
-  f->pins = store_pins_new();
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fx *f = *state;
-  store_close(f->s);
-  sf_done_fini(&f->done);
-  store_pins_free(f->pins);
-  sf_dir_remove(&f->dir);
-  free(f);
-  return 0;
-}
-
-static void open_store(fx *f, store_config *c) {
-  char *cause = NULL;
-  c->pins = f->pins;
-  int rc = store_open(c, sf_done_cb, &f->done, &f->s, &cause);
-  if (rc != 0)
-    fail_msg("store_open: %d %s", rc, cause ? cause : "");
-  free(cause);
-}
 
 static int64_t ms_since(int64_t t0) {
   return (sf_now_ns() - t0) / 1000000;

@@ -47,6 +47,29 @@ export async function getJSON(path, signal) {
   return { json: j, headers: r.headers };
 }
 
+// A write (POST/DELETE) with the admin token in the Authorization header
+// and never in the URL (retention pins, docs/HTTP.md). The read token is not
+// sent: writes are authorized by the admin token alone. Returns { json
+// (null for 204), status, headers }; throws ApiError on failure.
+export async function sendAdmin(method, path, body, adminToken, signal) {
+  const headers = { Authorization: 'Bearer ' + adminToken };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const r = await fetch(path, {
+    method, headers, signal, cache: 'no-store',
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!r.ok) throw await failure(r);
+  let json = null;
+  if (r.status !== 204) {
+    try {
+      json = await r.json();
+    } catch (_) {
+      json = null;
+    }
+  }
+  return { json, status: r.status, headers: r.headers };
+}
+
 // GET path as bytes, refusing to hold more than `limit` bytes in the page:
 // a window's Chrome JSON grows with the traffic (the demo writes about 2 MB
 // per second), and a browser tab should say "narrow it" rather than freeze.

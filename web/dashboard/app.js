@@ -7,6 +7,7 @@
 //                           a trace viewer for that window (window.js)
 //   #/search?name=&min=&max=&last=&service=
 //                           slow spans and latency histograms (search.js)
+//   #/pins                  retention pins: list, delete (pins.js)
 //
 // Routes live in the hash so any view can be linked to and reloaded; the
 // page's ?token= stays in location.search and is forwarded by api.js.
@@ -18,6 +19,7 @@ import { fleetView } from './fleet.js';
 import { sessionView } from './session.js';
 import { windowView } from './window.js';
 import { searchView } from './search.js';
+import { pinsView } from './pins.js';
 
 const main = document.getElementById('view');
 const crumbs = document.getElementById('crumbs');
@@ -48,6 +50,8 @@ function route() {
       current = windowView(main, params, crumbs);
     } else if (path === '/search') {
       current = searchView(main, params, crumbs);
+    } else if (path === '/pins') {
+      current = pinsView(main, params, crumbs);
     } else {
       main.append(h('p.empty', null, 'No such view: ', path, '. ', h('a', { href: '#/' }, 'Back to the fleet')));
     }

@@ -3,12 +3,9 @@
 // lost (ledger totals, and loss in the last minute), filterable.
 'use strict';
 
-import { h, fmtAgo, fmtBytes, fmtCount, serverNowMs, hashLink, onNextFrame } from './api.js';
+import { h, fmtAgo, fmtBytes, fmtCount, serverNowMs, hashLink, onNextFrame, windowRoute } from './api.js';
 import { fleet } from './store.js';
-
-// A session that committed nothing for this long while "connected" is
-// shown as stalled (amber): connected but not flowing.
-const STALE_MS = 5000;
+import { listed, sessionState, lifeRange, fmtRange, lastWindow, compareSessions } from './fleetq.js';
 
 export function fleetView(root, params, crumbs) {
   crumbs.append('fleet');
@@ -64,6 +61,7 @@ export function fleetView(root, params, crumbs) {
     const byService = new Map();
     let totEv = 0, totBy = 0, lostMin = 0, live = 0, all = 0, lostAll = 0;
     for (const s of fleet.sessions.values()) {
+      if (!listed(s)) continue; // ended, and none of its generations left
       const r = fleet.rates(s, now);
       all++;
       if (s.connected) live++;
@@ -79,7 +77,7 @@ export function fleetView(root, params, crumbs) {
     cards.textContent = '';
     const card = (k, v, bad, id) => h('div.card' + (bad ? '.bad' : ''), { id }, h('div.v', null, v), h('div.k', null, k));
     cards.append(
-      card('services', String(new Set([...fleet.sessions.values()].map((s) => s.service)).size), false, 'card-services'),
+      card('services', String(new Set([...fleet.sessions.values()].filter(listed).map((s) => s.service)).size), false, 'card-services'),
       card('sessions connected', `${live} / ${all}`, false, 'card-sessions'),
       card('events/s', fmtCount(totEv), false, 'card-events'),
       card('bytes/s', fmtBytes(totBy), false, 'card-bytes'),
@@ -89,8 +87,7 @@ export function fleetView(root, params, crumbs) {
     tbody.textContent = '';
     const services = [...byService.keys()].sort();
     for (const name of services) {
-      const rows = byService.get(name).sort((a, b) =>
-        (b.s.connected - a.s.connected) || a.s.host.localeCompare(b.s.host) || (a.s.pid - b.s.pid));
+      const rows = byService.get(name).sort((a, b) => compareSessions(a.s, b.s));
       let ev = 0, by = 0, lost = 0, lm = 0, conn = 0;
       for (const { s, r } of rows) {
         ev += r.eventsPerS;
@@ -110,21 +107,27 @@ export function fleetView(root, params, crumbs) {
         h('td', null, hashLink('/window?service=' + encodeURIComponent(name) + '&last=5s', 'last 5s',
           'Every session of this service, the last 5 seconds'))));
       for (const { s, r } of rows) {
-        const stale = s.connected && now - s.lastSeenMs > STALE_MS;
-        const state = s.connected ? (stale ? 'stalled' : 'connected') : 'gone';
-        tbody.append(h('tr.session' + (s.connected ? '' : '.gone'), { dataset: { session: s.session, service: s.service } },
+        const state = sessionState(s, now);
+        const stale = state === 'stalled';
+        const range = lifeRange(s);
+        const win = lastWindow(s, now, 5);
+        tbody.append(h('tr.session' + (s.connected ? '' : '.gone'), {
+          dataset: { session: s.session, service: s.service, state, from: range.fromMs || '', to: range.toMs || '' },
+        },
           h('td', null, hashLink('/session/' + s.session, s.host || '?', 'Open this session')),
           h('td.num', null, String(s.pid || '')),
           h('td.mono.hide-narrow', { title: s.session }, hashLink('/session/' + s.session, s.session.slice(0, 12))),
           h('td', { title: stale ? 'connected, but nothing committed for ' + fmtAgo(s.lastSeenMs, now).replace(' ago', '') : '' },
-            h('span.dot' + (s.connected ? (stale ? '.stale' : '.on') : '')), state),
+            h('span.dot' + (s.connected ? (stale ? '.stale' : '.on') : '')), state,
+            state === 'ended' ? h('span.range', { title: 'first to last contact' }, ' ' + fmtRange(range.fromMs, range.toMs, now)) : null),
           h('td', { title: new Date(s.lastSeenMs).toISOString() }, s.lastSeenMs ? fmtAgo(s.lastSeenMs, now) : '–'),
           h('td.num', null, fmtCount(r.eventsPerS)),
           h('td.num', null, fmtBytes(r.bytesPerS)),
           h('td.num' + (r.lostMin > 0 ? '.lost' : ''), { title: `${r.lostMin} in the last minute; ${s.lost || 0} in the retained generations` },
             fmtCount(s.lost || 0)),
           h('td.num.hide-narrow', null, String(s.generations || 0)),
-          h('td', null, hashLink('/window?session=' + s.session + '&last=5s', 'last 5s', 'This session, the last 5 seconds'))));
+          h('td', null, hashLink(windowRoute({ session: s.session }, win.from, win.to), 'last 5s',
+            s.connected ? 'This session, the last 5 seconds' : 'This session, its last 5 seconds before it ended'))));
       }
     }
     note.textContent = fleet.sessions.size === 0

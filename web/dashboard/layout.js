@@ -132,3 +132,19 @@ export function argsText(args) {
   return out.join('\n');
 }
 
+
+// The two ends of a task in the lanes: where it began (its begin thread's
+// lane at its start) and where it ended (its end thread's lane at its end),
+// each null when that thread is not known (the half in an unloaded
+// generation, or a task still open) or has no lane. `proc` is the lanes'
+// process the task belongs to (the tasks lane's proc).
+export function taskEnds(task, proc, lanes) {
+  const laneOf = (tid) => (tid === null || tid === undefined ? null
+    : lanes.find((l) => l.kind === 'thread' && l.proc === proc && l.thread.tid === tid) || null);
+  const a = laneOf(task.bt), b = task.open ? null : laneOf(task.et);
+  return {
+    from: a && { lane: a, t: task.s },
+    to: b && { lane: b, t: task.e },
+    crossThread: task.bt !== null && task.et !== null && task.bt !== task.et,
+  };
+}

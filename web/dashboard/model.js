@@ -88,13 +88,23 @@ export function buildModel(doc) {
     const p = proc(e.pid | 0);
     const key = `${e.pid}|${e.cat || ''}|${e.id}`;
     if (e.ph === 'b') {
-      openTasks.set(key, { name: String(e.name), s: e.ts, e: null, args: e.args, id: e.id, p });
+      // bt: the thread that began it, unknown (null) for the synthetic
+      // begin of a task begun before this document's window.
+      const before = !!(e.args && e.args['gentrace.begun_before_window']);
+      openTasks.set(key, {
+        name: String(e.name), s: e.ts, e: null, args: e.args, id: e.id, p,
+        bt: before ? null : e.tid | 0, et: null, before,
+      });
     } else {
       const t = openTasks.get(key);
       if (t) {
         openTasks.delete(key);
         t.e = e.ts;
         if (e.args) t.endArgs = e.args;
+        // A task still open at the window end gets a synthetic end (on no
+        // thread): it stays open, to be joined with its other half.
+        if (e.args && e.args['gentrace.closed_at_window_end']) t.open = true;
+        else t.et = e.tid | 0;
         p.tasks.push(t);
       }
     }
@@ -273,6 +283,7 @@ export function mergeModels(chunks, skeleton, known, extent, startNs) {
       for (const row of cp.taskRows) for (const t of row) tl.push(off === 0 ? t : { ...t, s: t.s + off, e: t.e + off });
     }
   }
+  for (const [p, tl] of tasks) tasks.set(p, joinTasks(tl));
   for (const p of procs.values()) {
     // Threads seen before keep their lane (empty now) and their depth.
     let kn = known.get(p.key);
@@ -292,6 +303,35 @@ export function mergeModels(chunks, skeleton, known, extent, startNs) {
     p.taskRows = packTasks(tasks.get(p) || []);
   }
   return { procs, extent: Math.max(extent, 1), startNs, events };
+}
+
+// Joins the halves of tasks that cross a generation edge: in one
+// generation's document a task begun there and still open is closed at its
+// end (open, no end thread); in the next one the same task id begins at the
+// start (before, no begin thread). Halves are joined in time order into a
+// new object (the halves belong to cached models and stay as they are), so
+// one task of the merged model knows both its begin and its end thread.
+// `tl`: the tasks of one session, any order. Returns the joined list.
+export function joinTasks(tl) {
+  const sorted = [...tl].sort((a, b) => a.s - b.s);
+  const open = new Map(); // id -> index in out of an open half
+  const out = [];
+  for (const t of sorted) {
+    const i = t.before ? open.get(t.id) : undefined;
+    if (i !== undefined) {
+      const a = out[i];
+      open.delete(t.id);
+      out[i] = {
+        ...a, e: Math.max(t.e, a.s), et: t.et, open: !!t.open, endArgs: t.endArgs,
+        name: a.name || t.name, joined: true,
+      };
+      if (t.open) open.set(t.id, i);
+      continue;
+    }
+    out.push(t);
+    if (t.open) open.set(t.id, out.length - 1);
+  }
+  return out;
 }
 
 // Moves a model's times by `off` µs in place (a generation decoded once is

@@ -5,7 +5,7 @@
 'use strict';
 
 import { h, getJSON, hashLink, windowRoute, fmtDateTime, nsToMs } from './api.js';
-import { searchPath, summaryPath, spanWindow, histBars, bucketQuery, fmtNs } from './searchq.js';
+import { searchPath, summaryPath, spanWindow, histSlots, bucketQuery, selectedBar, fmtNs } from './searchq.js';
 
 const FIELDS = ['name', 'min', 'max', 'last', 'service'];
 
@@ -39,8 +39,9 @@ export function searchView(root, params, crumbs) {
   const hists = h('div#search-hists');
   const tbody = h('tbody#search-rows');
   const note = h('p.muted#search-note');
+  const bucketNote = h('p#search-bucket');
   const more = h('button#search-more', { hidden: true }, 'More');
-  root.append(h('h1', null, 'Search'), form, hists,
+  root.append(h('h1', null, 'Search'), form, hists, bucketNote,
     h('div.tablewrap', null, h('table#search', null,
       h('thead', null, h('tr', null, h('th', null, 'start'), h('th.num', null, 'duration'),
         h('th', null, 'name'), h('th', null, 'service / host'), h('th.num', null, 'thread'),
@@ -53,7 +54,7 @@ export function searchView(root, params, crumbs) {
       const d = (await getJSON(searchPath(f, cursor), ctl.signal)).json;
       for (const s of d.spans) {
         const w = spanWindow(s);
-        tbody.append(h('tr', null,
+        tbody.append(h('tr', { dataset: { durationNs: String(s.duration_ns), name: s.name } },
           h('td', null, fmtDateTime(nsToMs(s.start_ns))),
           h('td.num', null, fmtNs(s.duration_ns)),
           h('td', null, s.name, s.kind === 'task' ? ' (task)' : ''),
@@ -74,17 +75,24 @@ export function searchView(root, params, crumbs) {
     try {
       const d = (await getJSON(summaryPath(f), ctl.signal)).json;
       for (const n of d.names.slice(0, 12)) {
-        const bars = histBars(n.buckets);
+        // On the log axis, empty buckets included; a click lists the spans
+        // of that bucket (min = its lower bound, max = just under its upper).
+        const bars = histSlots(n.buckets);
+        const sel = f.name === n.name ? selectedBar(bars, f) : -1;
         const row = h('div.hist-bars');
-        for (const b of bars) {
-          const a = h('a.hist-bar', {
+        bars.forEach((b, i) => {
+          const range = fmtNs(b.lo) + (b.hi === null ? '+' : ' - ' + fmtNs(b.hi));
+          const a = h('a.hist-bar' + (b.count ? '' : '.empty') + (i === sel ? '.sel' : ''), {
             href: '#' + routeOf(bucketQuery({ ...f, name: n.name }, b)),
-            title: fmtNs(b.lo) + (b.hi === null ? '+' : ' - ' + fmtNs(b.hi)) + ': ' + b.count,
+            title: range + ': ' + b.count + (b.count ? ' (click: list them)' : ''),
+            'aria-current': i === sel ? 'true' : null,
+            dataset: { lo: String(b.lo), hi: b.hi === null ? '' : String(b.hi), count: String(b.count), name: n.name },
           });
           // Through the CSSOM: the page's CSP refuses inline style attributes.
-          a.style.height = Math.max(2, Math.round(b.frac * 40)) + 'px';
+          a.style.height = (b.count ? Math.max(2, Math.round(b.frac * 40)) : 1) + 'px';
           row.append(a);
-        }
+          if (i === sel) bucketNote.textContent = `Spans of ${n.name} from ${range} (${b.count} in the summary's generations):`;
+        });
         hists.append(h('div.hist', null,
           h('div.hist-name', null, n.name, ' ', h('span.muted', null,
             n.count + ' x, p50 ' + fmtNs(n.p50_ns) + ', p99 ' + fmtNs(n.p99_ns) +

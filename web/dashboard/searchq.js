@@ -61,3 +61,48 @@ export function fmtNs(v) {
   if (n >= 1e3) return (n / 1e3).toFixed(n >= 1e4 ? 0 : 1) + ' us';
   return n + ' ns';
 }
+
+// The upper bound of the histogram bucket starting at lo (ns, BigInt) in
+// the summary's scheme (docs/SEARCH.md): [0, 1 us), then per power of two
+// of microseconds [2^k, 1.5*2^k) and [1.5*2^k, 2^(k+1)); null past it.
+export function bucketHi(lo) {
+  if (lo === 0n) return 1000n;
+  if (lo % 1000n !== 0n) return null;
+  const us = lo / 1000n;
+  for (let k = 0n; k < 34n; k++) {
+    const p = 1n << k;
+    if (us === p) return k === 0n ? 2000n : (p * 3n / 2n) * 1000n;
+    if (k > 0n && us === (p * 3n) / 2n) return p * 2n * 1000n;
+  }
+  return null;
+}
+
+// The bars of a histogram on its log axis: the non-empty buckets the API
+// lists (histBars) with the empty buckets between them filled in as bars of
+// count 0, so the shape reads true (a gap is a gap).
+export function histSlots(buckets) {
+  const bars = histBars(buckets);
+  const out = [];
+  for (let i = 0; i < bars.length; i++) {
+    out.push(bars[i]);
+    const next = bars[i + 1];
+    let hi = bars[i].hi;
+    for (let n = 0; next && hi !== null && hi < next.lo && n < 70; n++) {
+      const h2 = bucketHi(hi);
+      if (h2 === null || h2 > next.lo) break;
+      out.push({ lo: hi, hi: h2, count: 0, frac: 0 });
+      hi = h2;
+    }
+  }
+  return out;
+}
+
+// The index of the bar a bucket search (bucketQuery) asked for, or -1:
+// f.min is its lower bound, f.max its upper bound less one (in ns).
+export function selectedBar(bars, f) {
+  const m = /^(\d+)ns$/.exec(f.min || '');
+  if (!m) return -1;
+  const mx = /^(\d+)ns$/.exec(f.max || '');
+  const lo = BigInt(m[1]);
+  return bars.findIndex((b) => b.lo === lo && (b.hi === null ? !mx : mx && b.hi - 1n === BigInt(mx[1])));
+}

@@ -9,6 +9,7 @@ import {
   serverNowMs, hashLink, windowRoute, msToNs, api, onNextFrame,
 } from './api.js';
 import { fleet } from './store.js';
+import { lifeRange, fmtRange, lastWindow } from './fleetq.js';
 
 const RANGES = [['1m', 60e3], ['5m', 300e3], ['15m', 900e3], ['1h', 3600e3]];
 const PAD_L = 44, PAD_R = 8, PAD_T = 8, PAD_B = 20; // css px around the plot
@@ -84,7 +85,7 @@ export function sessionView(root, id, params, crumbs) {
     crumbName.textContent = `${s.service || '?'} · ${s.host || '?'} · ${s.pid || '?'}`;
     cards.append(
       card('service / host / pid', `${s.service || '?'} / ${s.host || '?'} / ${s.pid || '?'}`),
-      card('state', s.connected ? 'connected' : 'gone'),
+      card('state', s.connected ? 'connected' : 'ended ' + fmtRange(lifeRange(s).fromMs, lifeRange(s).toMs, now)),
       card('last seen', s.lastSeenMs ? fmtAgo(s.lastSeenMs, now) : '–'),
       card('events/s', fmtCount(r.eventsPerS)),
       card('bytes/s', fmtBytes(r.bytesPerS)),
@@ -118,9 +119,16 @@ export function sessionView(root, id, params, crumbs) {
   let drag = null; // { x0, x1 } in css px while the mouse is down
   let hover = null; // generation under the mouse
 
-  function geometry() {
+  // An ended session's timeline ends at its last contact (a range up to
+  // now would be empty once it is older than the range).
+  const ended = () => sess().fromAgents && !sess().connected && sess().lastSeenMs > 0;
+  function endMs() {
     const now = serverNowMs();
-    const t1 = now, t0 = now - rangeMs;
+    return ended() ? Math.min(now, sess().lastSeenMs + rangeMs * 0.05) : now;
+  }
+
+  function geometry() {
+    const t1 = endMs(), t0 = t1 - rangeMs;
     const w = Math.max(10, cssW - PAD_L - PAD_R);
     return {
       t0, t1, w,
@@ -297,7 +305,8 @@ export function sessionView(root, id, params, crumbs) {
   async function loadHistory() {
     const my = ++loadSeq;
     try {
-      const { json } = await getJSON(`/v1/agents/${id}/generations?from=-${Math.round(rangeMs / 1000)}s&limit=5000`);
+      const from = ended() ? Math.round(endMs() - rangeMs) + 'ms' : '-' + Math.round(rangeMs / 1000) + 's';
+      const { json } = await getJSON(`/v1/agents/${id}/generations?from=${from}&limit=5000`);
       if (my !== loadSeq) return;
       fleet.mergeHistory(id, json.generations || []);
       err.textContent = '';
@@ -306,7 +315,18 @@ export function sessionView(root, id, params, crumbs) {
     }
   }
 
+  let anchored = false;
   const schedule = onNextFrame(() => {
+    // Once /v1/agents says the session ended: its history up to its end,
+    // and quick links to windows before its end.
+    if (!anchored && ended()) {
+      anchored = true;
+      loadHistory();
+      for (const a of quick.querySelectorAll('a[data-last]')) {
+        const w = lastWindow(sess(), serverNowMs(), Number(a.dataset.last));
+        a.href = '#' + windowRoute({ session: id }, w.from, w.to);
+      }
+    }
     renderHead();
     renderTable();
     draw();

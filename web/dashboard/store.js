@@ -97,6 +97,7 @@ export class FleetStore {
         s.tags = a.tags || {};
         s.connected = !!a.connected;
         s.startedMs = nsToMs(a.started_ns);
+        s.firstSeenMs = nsToMs(a.first_seen_ns);
         s.lastSeenMs = Math.max(s.lastSeenMs, nsToMs(a.last_seen_ns));
         s.generations = a.generations;
         s.firstGen = a.first_gen;
@@ -172,6 +173,7 @@ export class FleetStore {
         events: g.events, bytes: g.bytes, lost: g.lost,
       };
       insertGen(s.recent, rec);
+      if (!s.oldestMs || rec.startMs < s.oldestMs) s.oldestMs = rec.startMs;
       s.lastSeenMs = Math.max(s.lastSeenMs, endMs);
       if (live) {
         // The totals move with the feed between two /v1/agents polls.

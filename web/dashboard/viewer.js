@@ -23,13 +23,17 @@
 //  5. A tooltip is shown only while the pointer is over the item it
 //     describes: it follows the pointer and goes on leave, scroll, wheel,
 //     drag, blur and dispose.
+//  6. A task's link (an arrow from the thread that began it to the thread
+//     that ended it) is drawn only for the task under the pointer or the
+//     one clicked, and data-task-link says which, so a dense tasks lane
+//     never turns into a web of arrows.
 'use strict';
 
 import { h, fmtClock } from './api.js';
 import { buildModel } from './model.js';
 import {
   ROW_H, MARK_H, PROC_H, COUNTER_H, RULER_H, MIN_SPAN,
-  layout, colorOf, fitLabel, lowerBound, niceTick, fmtRel, fmtTick, argsText,
+  layout, colorOf, fitLabel, lowerBound, niceTick, fmtRel, fmtTick, argsText, taskEnds,
 } from './layout.js';
 
 export { buildModel };
@@ -60,9 +64,14 @@ export function createViewer(root, model, opts = {}) {
   const scrollY = () => Math.max(0, Math.min(height + RULER_H - cssH, stickTop - wrap.getBoundingClientRect().top));
   const measure = (t) => canvasCtx().measureText(t).width;
   const canvasCtx = () => canvas.getContext('2d');
+  let hoverTask = null, pickedTask = null; // { item, lane } (invariant 6)
   const hideTip = () => {
     tip.hidden = true;
     wrap.dataset.hover = '';
+    if (hoverTask) {
+      hoverTask = null;
+      schedule();
+    }
   };
 
   let v0 = 0, v1 = model.extent; // invariant 2
@@ -79,6 +88,17 @@ export function createViewer(root, model, opts = {}) {
     wrap.dataset.lanes = JSON.stringify(lanes.filter((l) => l.kind === 'thread').map((l) => `${l.proc.name} / ${l.label}`));
     wrap.dataset.counters = JSON.stringify(lanes.filter((l) => l.kind === 'counter').map((l) => l.label));
     if (selected && !lanes.length) selected = null;
+    // A new model has new lanes (and joined tasks are new objects): the
+    // picked task is found again by its id, else let go.
+    for (const k of ['pickedTask', 'hoverTask']) {
+      const lt = k === 'pickedTask' ? pickedTask : hoverTask;
+      if (!lt) continue;
+      const lane = lanes.find((l) => l.kind === 'tasks' && l.proc.key === lt.lane.proc.key && l.proc.pid === lt.lane.proc.pid);
+      const item = lane && lane.rows.flat().find((x) => x.id === lt.item.id && x.s <= lt.item.e && x.e >= lt.item.s);
+      const v = item ? { item, lane } : null;
+      if (k === 'pickedTask') pickedTask = v;
+      else hoverTask = v;
+    }
     hits = null;
     schedule();
   }
@@ -137,6 +157,7 @@ export function createViewer(root, model, opts = {}) {
       if (y + lane.h < RULER_H || y > cssH) continue;
       drawLane(ctx, lane, y, drawn);
     }
+    drawTaskLink(ctx, sy);
     ctx.restore();
     drawRuler(ctx);
 
@@ -146,6 +167,58 @@ export function createViewer(root, model, opts = {}) {
     wrap.dataset.viewEnd = String(v1);
     wrap.dataset.extent = String(model.extent);
     if (opts.onView) opts.onView(v0, v1);
+  }
+
+  // Invariant 6: the picked (else hovered) task, outlined in its lane, and
+  // an arrow from its begin (on the thread that began it) to its end (on
+  // the thread that ended it), across generations once they are joined.
+  function drawTaskLink(ctx, sy) {
+    const lt = pickedTask || hoverTask;
+    if (!lt || !lanes.includes(lt.lane)) {
+      wrap.dataset.taskLink = '';
+      return;
+    }
+    const t = lt.item;
+    const ends = taskEnds(t, lt.lane.proc, lanes);
+    const row = lt.lane.rows.findIndex((r) => r.includes(t));
+    ctx.strokeStyle = '#1d2330';
+    ctx.lineWidth = 1.5;
+    if (row >= 0) {
+      const y = RULER_H + lt.lane.y - sy + 2 + row * ROW_H;
+      ctx.strokeRect(Math.max(labelW, xOf(t.s)), y, Math.max(2, Math.min(cssW, xOf(t.e)) - Math.max(labelW, xOf(t.s))), ROW_H - 2);
+    }
+    const pt = (end) => end && { x: xOf(end.t), y: RULER_H + end.lane.y - sy + MARK_H + ROW_H / 2 };
+    const a = pt(ends.from), b = pt(ends.to);
+    const dot = (p, col) => {
+      ctx.fillStyle = col;
+      ctx.beginPath();
+      ctx.arc(p.x, p.y, 4, 0, 2 * Math.PI);
+      ctx.fill();
+      ctx.stroke();
+    };
+    if (a && b) {
+      // A curve bowing away from the lanes between, ending in a head.
+      const mx = (a.x + b.x) / 2, my = Math.min(a.y, b.y) - 18;
+      ctx.strokeStyle = '#c0392b';
+      ctx.beginPath();
+      ctx.moveTo(a.x, a.y);
+      ctx.quadraticCurveTo(mx, my, b.x, b.y);
+      ctx.stroke();
+      const ang = Math.atan2(b.y - my, b.x - mx);
+      ctx.fillStyle = '#c0392b';
+      ctx.beginPath();
+      ctx.moveTo(b.x, b.y);
+      ctx.lineTo(b.x - 9 * Math.cos(ang - 0.4), b.y - 9 * Math.sin(ang - 0.4));
+      ctx.lineTo(b.x - 9 * Math.cos(ang + 0.4), b.y - 9 * Math.sin(ang + 0.4));
+      ctx.closePath();
+      ctx.fill();
+    }
+    ctx.strokeStyle = '#1d2330';
+    if (a) dot(a, '#2e9e5b');
+    if (b) dot(b, '#c0392b');
+    ctx.lineWidth = 1;
+    const name = (end) => (end ? `${end.lane.proc.name} / ${end.lane.label}` : null);
+    wrap.dataset.taskLink = JSON.stringify({ name: t.name, from: name(ends.from), to: name(ends.to), joined: !!t.joined });
   }
 
   function drawRuler(ctx) {
@@ -453,7 +526,7 @@ export function createViewer(root, model, opts = {}) {
       return {
         title: it.name,
         text: `${hit.type === 'task' ? 'task' : 'region'}, ${fmtRel(it.e - it.s)}\nstart ${at(it.s)}\n${where}` +
-          (hit.type === 'slice' ? `, depth ${it.depth}` : '') +
+          (hit.type === 'slice' ? `, depth ${it.depth}` : '') + (hit.type === 'task' ? taskThreads(hit) : '') +
           (it.open ? '\nstill open at the window end' : '') +
           (it.args ? '\n' + argsText(it.args) : '') + (it.endArgs ? '\n' + argsText(it.endArgs) : ''),
       };
@@ -461,6 +534,15 @@ export function createViewer(root, model, opts = {}) {
     if (hit.type === 'mark')
       return { title: it.name, text: `${it.kind} at ${at(it.ts)}\n${where}` + (it.args ? '\n' + argsText(it.args) : '') };
     return { title: it.name, text: `counter = ${it.value}\nsince ${at(it.ts)}\n${where}` };
+  }
+
+  function taskThreads(hit) {
+    const ends = taskEnds(hit.item, hit.lane.proc, lanes);
+    // A thread not known is in a generation not loaded (before the view,
+    // or outside the window).
+    const t = (end, tid) => (end ? end.lane.label : tid === null || tid === undefined ? '? (a generation not loaded)' : `thread ${tid}`);
+    return `\nbegun on ${t(ends.from, hit.item.bt)}, ended on ${hit.item.open ? '? (not yet, or a generation not loaded)' : t(ends.to, hit.item.et)}` +
+      (hit.item.joined ? '\n(crosses a generation edge)' : '');
   }
 
   function showTip(hit, e) {
@@ -532,7 +614,13 @@ export function createViewer(root, model, opts = {}) {
       schedule();
       return;
     }
-    showTip(itemAt(e.clientX - r.left, e.clientY - r.top), e);
+    const hit = itemAt(e.clientX - r.left, e.clientY - r.top);
+    showTip(hit, e);
+    const ht = hit && hit.type === 'task' ? hit : null;
+    if ((ht && ht.item) !== (hoverTask && hoverTask.item)) {
+      hoverTask = ht && { item: ht.item, lane: ht.lane };
+      schedule();
+    }
   });
   canvas.addEventListener('pointerup', (e) => {
     if (!drag) return;
@@ -543,6 +631,7 @@ export function createViewer(root, model, opts = {}) {
     const r = canvas.getBoundingClientRect();
     const hit = itemAt(e.clientX - r.left, e.clientY - r.top);
     selected = hit && hit.type === 'slice' ? hit.item : null;
+    pickedTask = hit && hit.type === 'task' ? { item: hit.item, lane: hit.lane } : null;
     details.textContent = '';
     if (hit) {
       const d = describe(hit);
@@ -600,9 +689,32 @@ export function createViewer(root, model, opts = {}) {
     return null;
   }
 
+  // Test and console hook: where a drawn task whose begin and end threads
+  // differ and both have lanes is, in client coordinates, or null.
+  function locateTask() {
+    const r = canvas.getBoundingClientRect();
+    for (const lane of lanes) {
+      if (lane.kind !== 'tasks') continue;
+      const y0 = RULER_H + lane.y - scrollY() + 2;
+      for (let d = 0; d < lane.rows.length; d++)
+        for (const t of lane.rows[d]) {
+          if (t.e < v0 || t.s > v1) continue;
+          const ends = taskEnds(t, lane.proc, lanes);
+          if (!ends.crossThread || !ends.from || !ends.to) continue;
+          const x0 = Math.max(xOf(t.s), labelW), x1 = Math.min(xOf(t.e), cssW);
+          const y = y0 + d * ROW_H + ROW_H / 2;
+          if (x1 - x0 < 4 || y < RULER_H || y > cssH) continue;
+          return { x: r.left + (x0 + x1) / 2, y: r.top + y, name: t.name };
+        }
+    }
+    return null;
+  }
+
   setModel(model);
   draw();
   return {
+    locateTask,
+    model: () => model,
     setModel,
     redraw: schedule,
     view: () => [v0, v1],

@@ -13,6 +13,8 @@ import {
 import { buildModel, createViewer } from './viewer.js';
 import { mergeModels, shiftModel } from './model.js';
 import { openInPerfetto } from './perfetto.js';
+import { createFlame } from './flameview.js';
+import { pinControl } from './pins.js';
 import { VIEW_BUDGET, CACHE_BYTES, MAX_INFLIGHT, LRU, genEntry, plan, density } from './loader.js';
 
 // The most Chrome JSON of one generation the page will parse (a generation
@@ -113,17 +115,51 @@ export function windowView(root, params, crumbs) {
     facts.append(msg);
   };
 
+  const pin = pinControl(sel, from, to);
   const zoomBtns = h('span.toolbar', null,
     h('button.small', { title: 'Earlier window of the same length', onclick: () => shift(-1) }, '← earlier'),
     h('button.small', { title: 'Later window of the same length', onclick: () => shift(1) }, 'later →'),
     h('button.small#zoom-in', { title: 'Zoom in (W)', onclick: () => viewer && viewer.zoom(0.5) }, '+'),
     h('button.small#zoom-out', { title: 'Zoom out (S)', onclick: () => viewer && viewer.zoom(2) }, '−'),
-    h('button.small#zoom-reset', { title: 'Whole window (0)', onclick: () => viewer && viewer.reset() }, 'reset'));
+    h('button.small#zoom-reset', { title: 'Whole window (0)', onclick: () => viewer && viewer.reset() }, 'reset'),
+    h('button.small#show-flame', {
+      title: 'Aggregate flame view of the regions (and recorded stacks) in view', 'aria-pressed': 'false',
+      onclick: (e) => toggleFlame(e.currentTarget),
+    }, 'flame'));
   const body = h('div#window-body', null, h('p.progress', null, 'loading the window…'));
+  const flameBox = h('div#flame-box');
   root.append(
     h('div.winhead', null, h('h1', null, 'Window: ', what), span, facts),
-    h('div.toolbar', null, dlGentrace, dlChrome, perfettoBtn, h('div.curl', null, curlIn, copyBtn)),
-    zoomBtns, body);
+    h('div.toolbar', null, dlGentrace, dlChrome, perfettoBtn, pin.button, h('div.curl', null, curlIn, copyBtn)),
+    pin.form, zoomBtns, body, flameBox);
+
+  // The flame panel: built on demand, fed the drawn model and the view
+  // (debounced: a drag moves the view every frame).
+  let flame = null, flameTimer = 0, drawnModel = null;
+  function toggleFlame(btn) {
+    if (flame) {
+      flame.dispose();
+      flame = null;
+    } else {
+      flame = createFlame(flameBox);
+      window.gentraceFlame = flame; // console and test hook
+      refreshFlame();
+    }
+    btn.setAttribute('aria-pressed', String(!!flame));
+  }
+  let flameFed = null; // what the panel shows: a redraw for a hover needs no new trees
+  function refreshFlame() {
+    flameTimer = 0;
+    if (!flame || !viewer) return;
+    const [v0, v1] = viewer.view();
+    if (flameFed && flameFed.flame === flame && flameFed.m === drawnModel && flameFed.v0 === v0 && flameFed.v1 === v1) return;
+    flameFed = { flame, m: drawnModel, v0, v1 };
+    flame.update(drawnModel, v0, v1, planned && !planned.detail
+      ? 'the view holds too many events to load their regions (the viewer shows the overview): zoom in' : '');
+  }
+  const scheduleFlame = () => {
+    if (flame && !flameTimer) flameTimer = setTimeout(refreshFlame, 150);
+  };
 
   let viewer = null;
   const ctl = new AbortController();
@@ -162,7 +198,9 @@ export function windowView(root, params, crumbs) {
     if (keys === shown && viewer) return;
     shown = keys;
     shownSet = new Set(chunks.map((c) => c.key));
-    viewer.setModel(mergeModels(chunks, skeleton, known, extent, t0));
+    drawnModel = mergeModels(chunks, skeleton, known, extent, t0);
+    viewer.setModel(drawnModel);
+    scheduleFlame();
   }
 
   function replan() {
@@ -301,7 +339,10 @@ export function windowView(root, params, crumbs) {
           const r = m && m.get(gk);
           return r === undefined ? null : r / (rateMax.get(pk) || 1);
         },
-        onView: schedulePlan,
+        onView: () => {
+          schedulePlan();
+          scheduleFlame();
+        },
       });
       body.dataset.overviewMs = String(Math.round(performance.now() - t0ms));
       window.gentraceViewer = viewer; // console and test hook
@@ -340,6 +381,9 @@ export function windowView(root, params, crumbs) {
     dispose() {
       ctl.abort();
       clearTimeout(planTimer);
+      clearTimeout(flameTimer);
+      if (flame) flame.dispose();
+      if (window.gentraceFlame === flame) delete window.gentraceFlame;
       window.removeEventListener('online', showOnline);
       window.removeEventListener('offline', showOnline);
       if (viewer) viewer.dispose();
