@@ -113,14 +113,21 @@ static int exec_int(PGconn *k, const char *name, int n, const char *const *p,
   return r ? 0 : rc;
 }
 
+/* A connection of the pin pool; its cause is dropped (the callers answer
+ * with a code, and the pool's own health is logged by pg.c). */
+static int hold_conn(pg_hold *h, PGconn **k) {
+  char *cause = NULL;
+  int rc = pg_get(h->pool, k, &cause);
+  free(cause);
+  return rc;
+}
+
 int pg_hold_add(pg_hold *h, const hold_req *q, uint64_t max_bytes,
                 hold_added *out) {
   memset(out, 0, sizeof *out);
   PGconn *k;
   char *cause = NULL;
-  int rc = pg_get(h->pool, &k, &cause);
-  free(cause);
-  cause = NULL;
+  int rc = hold_conn(h, &k);
   if (rc < 0)
     return rc;
   char now[24], from[24], to[24], exp[24], created[24];
@@ -194,9 +201,7 @@ out:
 int pg_hold_list(pg_hold *h, int64_t now_ns, hold_cb cb, void *ctx) {
   PGconn *k;
   char *cause = NULL;
-  int rc = pg_get(h->pool, &k, &cause);
-  free(cause);
-  cause = NULL;
+  int rc = hold_conn(h, &k);
   if (rc < 0)
     return rc;
   char now[24];
@@ -226,9 +231,7 @@ int pg_hold_list(pg_hold *h, int64_t now_ns, hold_cb cb, void *ctx) {
 int pg_hold_delete(pg_hold *h, int64_t id, int64_t now_ns) {
   PGconn *k;
   char *cause = NULL;
-  int rc = pg_get(h->pool, &k, &cause);
-  free(cause);
-  cause = NULL;
+  int rc = hold_conn(h, &k);
   if (rc < 0)
     return rc;
   char ids[24], now[24];
@@ -247,9 +250,7 @@ int pg_hold_totals(pg_hold *h, int64_t now_ns, uint64_t *count,
                    uint64_t *bytes) {
   *count = *bytes = 0;
   PGconn *k;
-  char *cause = NULL;
-  int rc = pg_get(h->pool, &k, &cause);
-  free(cause);
+  int rc = hold_conn(h, &k);
   if (rc < 0)
     return rc;
   char now[24];

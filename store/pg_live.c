@@ -61,6 +61,23 @@ int pg_live_lease(pg_cat *c, const char *daemon, int64_t started_ns,
               3, p, cause);
 }
 
+/* Appends element e (m bytes that need no quoting) to the PostgreSQL
+ * text[] literal being built in arr; the first call opens it. arr's size
+ * is the caller's: the elements' bytes + one per element + 3. */
+static void arr_add(char *arr, size_t *len, const char *e, size_t m) {
+  arr[*len] = *len == 0 ? '{' : ',';
+  memcpy(arr + *len + 1, e, m);
+  *len += m + 1;
+}
+
+/* Closes the literal ("{}" when nothing was added) and ends the string. */
+static void arr_end(char *arr, size_t *len) {
+  if (*len == 0)
+    arr[(*len)++] = '{';
+  arr[(*len)++] = '}';
+  arr[*len] = '\0';
+}
+
 int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33], size_t n,
                   char **cause) {
   /* One text[] literal: the ids are hex digits, nothing to quote. */
@@ -68,15 +85,9 @@ int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33], size_t n,
   if (!arr)
     return -ENOMEM;
   size_t len = 0;
-  arr[len++] = '{';
-  for (size_t i = 0; i < n; i++) {
-    if (i)
-      arr[len++] = ',';
-    memcpy(arr + len, sessions[i], 32);
-    len += 32;
-  }
-  arr[len++] = '}';
-  arr[len] = '\0';
+  for (size_t i = 0; i < n; i++)
+    arr_add(arr, &len, sessions[i], 32);
+  arr_end(arr, &len);
   PGconn *k;
   int rc = pg_get(pg_cat_pool(c), &k, cause);
   if (rc < 0) {
@@ -123,17 +134,11 @@ int pg_live_orphans(pg_cat *c, pg_live_obj *objs, size_t n, char **cause) {
   if (!arr)
     return -ENOMEM;
   size_t len = 0;
-  arr[len++] = '{';
   for (size_t i = 0; i < n; i++) {
-    if (i)
-      arr[len++] = ',';
-    size_t m = strlen(objs[i].object);
-    memcpy(arr + len, objs[i].object, m);
-    len += m;
+    arr_add(arr, &len, objs[i].object, strlen(objs[i].object));
     objs[i].orphan = 0;
   }
-  arr[len++] = '}';
-  arr[len] = '\0';
+  arr_end(arr, &len);
   PGconn *k;
   int rc = pg_get(pg_cat_pool(c), &k, cause);
   if (rc < 0) {
