@@ -70,12 +70,18 @@ static void arr_add(char *arr, size_t *len, const char *e, size_t m) {
   *len += m + 1;
 }
 
-/* Closes the literal ("{}" when nothing was added) and ends the string. */
-static void arr_end(char *arr, size_t *len) {
-  if (*len == 0)
-    arr[(*len)++] = '{';
-  arr[(*len)++] = '}';
-  arr[*len] = '\0';
+/* Closes the literal ("{}" when nothing was added) and takes the catalog
+ * connection for the statement that reads it; on failure arr is freed. */
+static int arr_end_conn(pg_cat *c, char *arr, size_t len, PGconn **k,
+                        char **cause) {
+  if (len == 0)
+    arr[len++] = '{';
+  arr[len++] = '}';
+  arr[len] = '\0';
+  int rc = pg_get(pg_cat_pool(c), k, cause);
+  if (rc < 0)
+    free(arr);
+  return rc;
 }
 
 int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33], size_t n,
@@ -87,13 +93,10 @@ int pg_live_conns(pg_cat *c, const char *daemon, char (*sessions)[33], size_t n,
   size_t len = 0;
   for (size_t i = 0; i < n; i++)
     arr_add(arr, &len, sessions[i], 32);
-  arr_end(arr, &len);
   PGconn *k;
-  int rc = pg_get(pg_cat_pool(c), &k, cause);
-  if (rc < 0) {
-    free(arr);
+  int rc = arr_end_conn(c, arr, len, &k, cause);
+  if (rc < 0)
     return rc;
-  }
   const char *p[] = {daemon, arr};
   rc = pg_cmd(k, "BEGIN", cause); /* invariant 1 */
   if (rc == 0)
@@ -138,13 +141,10 @@ int pg_live_orphans(pg_cat *c, pg_live_obj *objs, size_t n, char **cause) {
     arr_add(arr, &len, objs[i].object, strlen(objs[i].object));
     objs[i].orphan = 0;
   }
-  arr_end(arr, &len);
   PGconn *k;
-  int rc = pg_get(pg_cat_pool(c), &k, cause);
-  if (rc < 0) {
-    free(arr);
+  int rc = arr_end_conn(c, arr, len, &k, cause);
+  if (rc < 0)
     return rc;
-  }
   /* Per object: cataloged? and its daemon's running lease's start. */
   const char *p[] = {arr};
   PGresult *r = pg_exec_sql(
