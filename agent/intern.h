@@ -155,6 +155,19 @@ gt__strcache_get(const gt__strcache_ent *e, const char *s, uint64_t stamp) {
   if (__builtin_expect(((uintptr_t)s & 4095) + ((n + 7) & ~(size_t)7) <= 4096,
                        1)) {
     uint64_t a, b, diff = 0;
+    if (n <= 16) {
+      /* One or two words (most names): no loop, fewer instructions. The
+       * same loads as the loop below makes for such n. */
+      __builtin_memcpy(&a, s, 8);
+      __builtin_memcpy(&b, c, 8);
+      if (n <= 8)
+        return ((a ^ b) & (~0ull >> (64 - 8 * n))) == 0 ? e->id : 0;
+      diff = a ^ b;
+      __builtin_memcpy(&a, s + 8, 8);
+      __builtin_memcpy(&b, c + 8, 8);
+      diff |= (a ^ b) & (~0ull >> (128 - 8 * n));
+      return diff == 0 ? e->id : 0;
+    }
     for (; i + 8 < n; i += 8) { /* whole words before the last */
       __builtin_memcpy(&a, s + i, 8);
       __builtin_memcpy(&b, c + i, 8);

@@ -491,15 +491,19 @@ void gt_counter(const char *name, int64_t value) {
   leave(t);
 }
 
-void gt_log(const char *category, const char *message) {
-  uint64_t stamp;
-  gt__thread *t = enter(&stamp);
-  if (t == NULL)
+/* Log's cold part: registration, a category not in the thread's cache, a
+ * refill, stacks, no TSC, a message of 128 bytes or more or one near the
+ * end of its 4 KiB block (the code every log ran before the fast path). */
+static __attribute__((noinline)) void log_slow(gt__thread *t, uint64_t stamp,
+                                               const char *category,
+                                               const char *message,
+                                               uintptr_t pc, uintptr_t fp) {
+  if (t == NULL && (t = enter(&stamp)) == NULL)
     return;
   uint32_t id = intern(t, stamp, category);
   uint32_t sid = 0;
   if (UNLIKELY(stacks_on))
-    sid = stack_id(t, stamp, CALLER_PC(), CALLER_FP());
+    sid = stack_id(t, stamp, pc, fp);
   size_t len = message ? strnlen(message, GTP_LOG_MAX) : 0;
   gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX + len);
   if (LIKELY(b != NULL)) {
@@ -514,16 +518,121 @@ void gt_log(const char *category, const char *message) {
   leave(t);
 }
 
-uint64_t gt_task_begin(const char *name, uint64_t parent) {
-  uint64_t stamp;
-  gt__thread *t = enter(&stamp);
-  if (t == NULL)
-    return 0;
-  /* Process-unique without a shared counter: the thread's registry index
-   * in the high half, its own sequence in the low half (never 0). */
-  if ((uint32_t)++t->task_seq == 0)
+/* Messages the log fast path copies: shorter than this, so the length is
+ * one varint byte. */
+#define LOG_FAST_MAX 128
+
+/* Copies the message s and its length into dst word by word, finding the
+ * NUL as it goes (strnlen and memcpy were two calls per log, and the calls
+ * made every log save registers): returns the length, or -1 if s is
+ * LOG_FAST_MAX bytes or longer, or runs past the end of the 4096-byte
+ * block of s[0] before its NUL (then nothing is decided: the caller takes
+ * the slow path). dst needs LOG_FAST_MAX + 1 bytes of room: whole words
+ * are stored, bytes past the NUL included, but the buffer's end moves by
+ * the length only. The loads stay inside s[0]'s 4096-byte block, hence
+ * inside its page, so they cannot fault even past s's NUL (the reasoning of
+ * gt__strcache_get in intern.h; ASan/TSan would report the bytes past it,
+ * hence no_sanitize). The first zero byte of a word is the lowest byte
+ * whose 0x80 bit the expression sets: the borrow that can set higher ones
+ * only starts at a zero byte. */
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+__attribute__((no_sanitize("address", "thread"))) static inline int
+log_copy_fast(uint8_t *dst, const char *s) {
+  size_t room = 4096 - ((uintptr_t)s & 4095);
+  size_t lim = room < LOG_FAST_MAX ? room : LOG_FAST_MAX;
+  for (size_t i = 0; i + 8 <= lim; i += 8) {
+    uint64_t w;
+    __builtin_memcpy(&w, s + i, 8);
+    __builtin_memcpy(dst + 1 + i, &w, 8);
+    uint64_t z = (w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull;
+    if (z != 0) {
+      size_t len = i + ((size_t)__builtin_ctzll(z) >> 3);
+      dst[0] = (uint8_t)len; /* < LOG_FAST_MAX: one varint byte */
+      return (int)len;
+    }
+  }
+  return -1;
+}
+#else
+static inline int log_copy_fast(uint8_t *dst, const char *s) {
+  (void)dst, (void)s;
+  return -1;
+}
+#endif
+
+/* The fast path of the named events for logs: cached category, room in
+ * the buffer for the longest fast message, the TSC, the message copied
+ * word by word. */
+void gt_log(const char *category, const char *message) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    log_slow(NULL, 0, category, message, CALLER_PC(), CALLER_FP());
+    return;
+  }
+  uint64_t stamp = enter_t(t);
+  if (stamp == 0)
+    return;
+  uint32_t id = 0;
+  gt__buf *b = NULL;
+  if (LIKELY(!hot_slow && category != NULL && message != NULL)) {
+    id = gt__strcache_get(&t->scache[gt__strcache_slot(category)], category,
+                          stamp);
+    b = atomic_load_explicit(&t->bufs[stamp & 1], memory_order_relaxed);
+    if (b == NULL || b->gen != stamp ||
+        (size_t)(b->end - b->pos) < GTP_EVENT_MAX + LOG_FAST_MAX + 8)
+      b = NULL;
+  }
+  if (UNLIKELY(id == 0 || b == NULL)) {
+    log_slow(t, stamp, category, message, CALLER_PC(), CALLER_FP());
+    return;
+  }
+  /* The head is written first but committed only with the message: a
+   * message the fast copy cannot take leaves the buffer as it was. */
+  uint64_t last = b->last_ticks;
+  uint8_t *p = put_uv(put_head_at(b, GTP_EV_LOG, gt__ticks_tsc()), id);
+  int len = log_copy_fast(p, message);
+  if (UNLIKELY(len < 0)) {
+    b->last_ticks = last;
+    log_slow(t, stamp, category, message, 0, 0);
+    return;
+  }
+  put_done(b, p + 1 + len);
+  leave(t);
+}
+
+/* The next task id of t: process-unique without a shared counter, the
+ * thread's registry index in the high half, its own sequence in the low
+ * half (never 0). */
+static inline uint64_t task_next(gt__thread *t) {
+  if (UNLIKELY((uint32_t)++t->task_seq == 0))
     ++t->task_seq;
-  uint64_t task = t->index << 32 | (uint32_t)t->task_seq;
+  return t->index << 32 | (uint32_t)t->task_seq;
+}
+
+/* Varint of a task id: index << 32 | seq is five bytes while the thread's
+ * registry index is below 8 (nearly always), written unrolled (the general
+ * loop was about 40 instructions per id); same bytes as gtp_uvarint_put. */
+static inline uint8_t *put_task_id(uint8_t *p, uint64_t v) {
+  if (LIKELY(v >> 28 != 0 && v >> 35 == 0)) {
+    p[0] = (uint8_t)(v | 0x80);
+    p[1] = (uint8_t)(v >> 7 | 0x80);
+    p[2] = (uint8_t)(v >> 14 | 0x80);
+    p[3] = (uint8_t)(v >> 21 | 0x80);
+    p[4] = (uint8_t)(v >> 28);
+    return p + 5;
+  }
+  return p + gtp_uvarint_put(p, v);
+}
+
+/* Task begin's cold part: registration, a name not in the cache, a refill,
+ * no TSC. */
+static __attribute__((noinline)) uint64_t task_begin_slow(gt__thread *t,
+                                                          uint64_t stamp,
+                                                          const char *name,
+                                                          uint64_t parent) {
+  if (t == NULL && (t = enter(&stamp)) == NULL)
+    return 0;
+  uint64_t task = task_next(t);
   uint32_t id = intern(t, stamp, name);
   gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
   if (LIKELY(b != NULL)) {
@@ -537,12 +646,55 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
   return task;
 }
 
-void gt_task_end(uint64_t task) {
-  uint64_t stamp;
-  gt__thread *t = enter(&stamp);
-  if (t == NULL)
+/* The named events' fast path for task begin (cached name, room, TSC). */
+uint64_t gt_task_begin(const char *name, uint64_t parent) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1))
+    return task_begin_slow(NULL, 0, name, parent);
+  uint64_t stamp = enter_t(t);
+  if (stamp == 0)
+    return 0;
+  uint32_t id = 0;
+  gt__buf *b = NULL;
+  if (LIKELY(!hot_slow && name != NULL)) {
+    id = gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+    b = buf_fast(t, stamp);
+  }
+  if (UNLIKELY(id == 0 || b == NULL))
+    return task_begin_slow(t, stamp, name, parent);
+  uint64_t task = task_next(t);
+  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, gt__ticks_tsc());
+  p = put_uv(put_task_id(p, task), parent);
+  put_done(b, put_uv(p, id));
+  leave(t);
+  return task;
+}
+
+/* Task end's cold part: registration, a refill, no TSC. */
+static __attribute__((noinline)) void
+task_end_slow(gt__thread *t, uint64_t stamp, uint64_t task) {
+  if (t == NULL && (t = enter(&stamp)) == NULL)
     return;
   emit_arg1(t, stamp, GTP_EV_TASK_END, task);
+  leave(t);
+}
+
+void gt_task_end(uint64_t task) {
+  gt__thread *t = tls_self;
+  if (UNLIKELY((uintptr_t)t <= 1)) {
+    task_end_slow(NULL, 0, task);
+    return;
+  }
+  uint64_t stamp = enter_t(t);
+  if (stamp == 0)
+    return;
+  gt__buf *b = buf_fast(t, stamp);
+  if (UNLIKELY(b == NULL || hot_slow)) {
+    task_end_slow(t, stamp, task);
+    return;
+  }
+  put_done(b,
+           put_task_id(put_head_at(b, GTP_EV_TASK_END, gt__ticks_tsc()), task));
   leave(t);
 }
 

@@ -100,6 +100,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "budget.h"
 #include "frame.h"
@@ -133,6 +134,19 @@ void ingest_config_init(ingest_config *cfg) {
 
 /* ------------------------------------------------------------------- sweep */
 
+/* Whether the kernel holds bytes from c the loop has not read yet. Timers
+ * run before the loop polls, so after a stall of the daemon itself (a
+ * loaded machine) an agent's heartbeat may be waiting there: that agent
+ * was not idle. */
+static int has_unread(conn *c) {
+  uv_os_fd_t fd;
+  int n = 0;
+  if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 ||
+      ioctl(fd, FIONREAD, &n) != 0)
+    return 0;
+  return n > 0;
+}
+
 static void on_sweep(uv_timer_t *t) {
   ingest *ing = t->data;
   uint64_t now = uv_now(ing->loop);
@@ -154,6 +168,8 @@ static void on_sweep(uv_timer_t *t) {
     case CONN_ACTIVE:
       if (!c->reading)
         c->last_rx_ms = now; /* paused by us: not the agent's idleness */
+      if (now - c->last_rx_ms >= ing->cfg.idle_timeout_ms && has_unread(c))
+        c->last_rx_ms = now;
       if (now - c->last_rx_ms >= ing->cfg.idle_timeout_ms) {
         CTR_ADD(ing, limit_hits[LIM_IDLE_TIMEOUT], 1);
         log_info("idle timeout", "conn=%" PRIu64 " session=%s", c->id,

@@ -15,6 +15,7 @@ package gentrace
 import (
 	"crypto/rand"
 	"errors"
+	"hash/crc32"
 	"os"
 	"runtime/trace"
 	"sync"
@@ -341,11 +342,14 @@ func (c *client) data(p []byte) {
 			} else {
 				g.chunks = append(g.chunks, make([]byte, 0, size))
 			}
+			g.crcs = append(g.crcs, 0)
 			n++
 		}
 		last := g.chunks[n-1]
 		k := copy(last[len(last):cap(last)], p)
 		g.chunks[n-1] = last[:len(last)+k]
+		// The CRC now, while the bytes are in the cache (crc.go).
+		g.crcs[n-1] = crc32.Update(g.crcs[n-1], castagnoli, last[len(last):len(last)+k])
 		p = p[k:]
 	}
 }
@@ -356,7 +360,7 @@ func (c *client) dropCur() {
 	g := c.cur
 	c.sp.abandon()
 	c.sp.recycle(g.chunks)
-	g.chunks, g.size, g.mem = nil, 0, 0
+	g.chunks, g.crcs, g.size, g.mem = nil, nil, 0, 0
 	c.dropping = true
 }
 

@@ -402,7 +402,7 @@ func writeFrame(bw *bufio.Writer, typ byte, p []byte) error {
 // ledger, fixed before the first send (spool invariant 1).
 func writeGen(bw *bufio.Writer, conn io.Writer, g *goGen) error {
 	clock := clockRecord(&g.clock)
-	m := computeManifest(g.chunks, clock)
+	m := computeManifest(g.chunks, g.crcs, clock)
 	var hdr []byte
 	for _, ch := range g.chunks {
 		hdr = hdr[:0]

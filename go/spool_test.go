@@ -147,3 +147,55 @@ func TestSpool_manySmallGenerationsStayWithinTheLimitInMemory(t *testing.T) {
 		t.Fatalf("big generation: dropped %d, gens %d -> %d, bytes %d", c.sp.dropped, before, len(c.sp.gens), c.sp.bytes)
 	}
 }
+
+// A program tracing fast enough that two generations nearly fill the spool
+// (the acknowledged one's chunks come back while the next is built) reuses
+// its chunks: after the first generations no new full-size chunk is made.
+func TestSpool_nearTheLimitAckedChunksAreReused(t *testing.T) {
+	c := &client{cfg: &resolved{}, wake: make(chan struct{}, 1)}
+	c.sp.limit = 12 * chunkSize
+	w := writer{c}
+	const payload = 5*chunkSize + 1000 // 16+32+64 KiB chunks, then full ones
+	gen := func(num uint64) []byte {
+		b := []byte{evEventBatch}
+		b = binary.AppendUvarint(b, num)
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, num)
+		b = binary.AppendUvarint(b, 60000)
+		b = append(b, make([]byte, 60000)...)
+		for n := 60000; n < payload; n += 60000 {
+			b = append(b, evEventBatch)
+			b = binary.AppendUvarint(b, num)
+			b = append(b, 1)
+			b = binary.AppendUvarint(b, num)
+			b = binary.AppendUvarint(b, 60000)
+			b = append(b, make([]byte, 60000)...)
+		}
+		return append(b, evEndOfGeneration)
+	}
+	c.split = newSplitter(c)
+	w.Write([]byte("go 1.26 trace\x00\x00\x00"))
+	var after3 uint64
+	for num := uint64(1); num <= 30; num++ {
+		b := gen(num)
+		w.Write(b[:len(b)/2])
+		if num > 1 { // the previous one is acknowledged mid-way
+			c.mu.Lock()
+			c.sp.ack(num - 1)
+			c.mu.Unlock()
+		}
+		w.Write(b[len(b)/2:])
+		if num == 3 {
+			after3 = c.sp.allocated
+		}
+		if c.sp.bytes+len(c.sp.free)*chunkSize > c.sp.limit {
+			t.Fatalf("gen %d: %d bytes + %d free chunks over the %d limit", num, c.sp.bytes, len(c.sp.free), c.sp.limit)
+		}
+	}
+	if c.sp.dropped+c.sp.evicted != 0 || c.sp.written != 30 {
+		t.Fatalf("written %d dropped %d evicted %d", c.sp.written, c.sp.dropped, c.sp.evicted)
+	}
+	if c.sp.allocated != after3 {
+		t.Fatalf("%d full-size chunks made after the third generation (%d before)", c.sp.allocated-after3, after3)
+	}
+}

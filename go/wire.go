@@ -269,15 +269,16 @@ type manifest struct {
 }
 
 // computeManifest covers the body as it is sent: one GOTRACE record per
-// chunk in order, then the CLOCK record.
-func computeManifest(chunks [][]byte, clock []byte) manifest {
+// chunk in order, then the CLOCK record. crcs[i] is the CRC-32C of
+// chunks[i], taken as it was filled (crc.go).
+func computeManifest(chunks [][]byte, crcs []uint32, clock []byte) manifest {
 	var m manifest
 	var hdr []byte
 	crc := uint32(0)
-	for _, c := range chunks {
+	for i, c := range chunks {
 		hdr = recHeader(hdr[:0], recGoTrace, len(c))
 		crc = crc32.Update(crc, castagnoli, hdr)
-		crc = crc32.Update(crc, castagnoli, c)
+		crc = crcCombine(crc, crcs[i], len(c))
 		m.records++
 		m.bytes += uint64(len(hdr) + len(c))
 	}

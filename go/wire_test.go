@@ -44,7 +44,8 @@ func TestManifest_coversRecordsAsSent(t *testing.T) {
 	chunks := [][]byte{bytes.Repeat([]byte{1}, 200), {2, 3}}
 	c := genClock{1, 2, 3, 4}
 	clock := clockRecord(&c)
-	m := computeManifest(chunks, clock)
+	crcs := []uint32{crc32.Checksum(chunks[0], castagnoli), crc32.Checksum(chunks[1], castagnoli)}
+	m := computeManifest(chunks, crcs, clock)
 	var body []byte
 	for _, ch := range chunks {
 		body = append(recHeader(body, recGoTrace, len(ch)), ch...)
@@ -56,7 +57,7 @@ func TestManifest_coversRecordsAsSent(t *testing.T) {
 	// What writeGen puts on the wire decodes back to those records.
 	var buf bytes.Buffer
 	bw := bufio.NewWriter(&buf)
-	g := &goGen{num: 7, chunks: chunks, clock: c, dropped: 1, evicted: 2, rejected: 3}
+	g := &goGen{num: 7, chunks: chunks, crcs: crcs, clock: c, dropped: 1, evicted: 2, rejected: 3}
 	if err := writeGen(bw, &buf, g); err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "text.h"
 #include "varint.h"
 
 /* ------------------------------------------------------------ primitives */
@@ -1026,25 +1027,15 @@ void gtp_session_hex(const uint8_t session[16], char out[33]) {
   out[32] = '\0';
 }
 
-static int hexval(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 int gtp_session_parse(const char *hex, uint8_t session[16]) {
   uint8_t tmp[16];
   if (!hex)
     return GTP_E_BADARG;
   for (int i = 0; i < 16; i++) {
-    int hi = hexval(hex[2 * i]);
+    int hi = gtp_hex_digit(hex[2 * i]);
     if (hi < 0)
       return GTP_E_BADARG;
-    int lo = hexval(hex[2 * i + 1]);
+    int lo = gtp_hex_digit(hex[2 * i + 1]);
     if (lo < 0)
       return GTP_E_BADARG;
     tmp[i] = (uint8_t)(hi << 4 | lo);

@@ -9,6 +9,7 @@
  *   gtp_time_parse    the one time grammar (RFC 3339, now-5m, 1732400000s)
  *   gtp_hostport_*    HOST:PORT and [V6]:PORT
  *   gtp_ct_equal      constant-time comparison of secrets
+ *   gtp_hex_digit     the value of one hex digit
  *   gtp_logfmt_*      logfmt values, quoted and escaped
  *   gtp_causef        the `char **cause` message helper
  *
@@ -174,6 +175,11 @@ int gtp_hostport_parse(const char *s, size_t n, gtp_hostport *out);
  * where the first difference is or on glen. */
 int gtp_ct_equal(const void *given, size_t glen, const void *secret,
                  size_t slen);
+
+/* ------------------------------------------------------------------ hex */
+
+/* The value (0-15) of hex digit c, either case; -1 for anything else. */
+int gtp_hex_digit(int c);
 
 /* --------------------------------------------------------------- logfmt */
 

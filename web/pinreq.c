@@ -41,20 +41,10 @@ static int bad(char *why, size_t cap, const char *fmt, ...) {
   return -1;
 }
 
-static int hexval(unsigned char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 static uint32_t hex4(const unsigned char *p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; i++)
-    v = v << 4 | (uint32_t)hexval(p[i]);
+    v = v << 4 | (uint32_t)gtp_hex_digit(p[i]);
   return v;
 }
 
@@ -150,7 +140,7 @@ static int session_hex(const char *s, char out[33]) {
   if (strlen(s) != 32)
     return 0;
   for (int i = 0; i < 32; i++) {
-    int v = hexval((unsigned char)s[i]);
+    int v = gtp_hex_digit((unsigned char)s[i]);
     if (v < 0)
       return 0;
     out[i] = "0123456789abcdef"[v];

@@ -85,14 +85,7 @@ static int authorized(web_req *r) {
   if (!w->read_token)
     return 1;
   int ok = 0, sent = 0;
-  const char *h =
-      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-  const char *t = NULL;
-  if (h && strncasecmp(h, "Bearer ", 7) == 0) {
-    t = h + 7;
-    while (*t == ' ')
-      t++;
-  }
+  const char *t = web_bearer(r);
   if (!t)
     t = web_arg(r, "token");
   if (t) {

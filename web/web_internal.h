@@ -177,6 +177,9 @@ enum MHD_Result web_pins_write(web_req *r, const char *method,
                                void **con_cls);
 void web_pins_body_free(void *con_cls);
 void web_pins_metrics(web_server *w, gtp_wbuf *b);
+/* The token of an `Authorization: Bearer TOKEN` header (spaces after
+ * "Bearer " skipped), or NULL when the request has none (web_req.c). */
+const char *web_bearer(web_req *r);
 /* Counts a refused token (which: "read" or "admin") and logs it, rate
  * limited, never the token itself (web_req.c). */
 void web_auth_refused(web_req *r, int sent, const char *which);

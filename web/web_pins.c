@@ -139,14 +139,7 @@ static int admin_ok(web_req *r) {
               "GENTRACED_ADMIN_TOKEN)");
     return 0;
   }
-  const char *h =
-      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-  const char *t = NULL;
-  if (h && strncasecmp(h, "Bearer ", 7) == 0) {
-    t = h + 7;
-    while (*t == ' ')
-      t++;
-  }
+  const char *t = web_bearer(r);
   if (t && gtp_ct_equal(t, strlen(t), w->admin_token, w->admin_token_len))
     return 1;
   web_auth_refused(r, t != NULL, "admin");

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gtp_error.h"
 #include "httptime.h"
@@ -466,6 +467,17 @@ static void peer_name(struct MHD_Connection *conn, char *out, size_t cap) {
   if (getnameinfo(ci->client_addr, len, out, (socklen_t)cap, NULL, 0,
                   NI_NUMERICHOST) != 0)
     snprintf(out, cap, "unknown");
+}
+
+const char *web_bearer(web_req *r) {
+  const char *h =
+      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+  if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+    return NULL;
+  const char *t = h + 7;
+  while (*t == ' ')
+    t++;
+  return t;
 }
 
 /* Counts a refused read or admin token and logs it, at most once per

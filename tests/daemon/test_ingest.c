@@ -299,9 +299,12 @@ test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
   }
   gtc_close(&h);
 
-  /* A trickler: a byte of HELLO every 200 ms, never finishing in time. */
-  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
+  /* A trickler: a byte of HELLO every 200 ms, never the last one, so it
+   * cannot finish however late the daemon runs. The clock starts before
+   * connect: the daemon's timer starts at accept, never earlier, so a test
+   * preempted after connect cannot see the timeout come early. */
   int64_t t0 = now_ms();
+  assert_int_equal(gtc_connect(&h, d.agent_port), 0);
   {
     gtp_wbuf b;
     gtp_wbuf_init(&b, 0);
@@ -311,9 +314,15 @@ test_ingest__hostile_peers_are_cut_off_and_others_lose_nothing(void **st) {
     hl.service = hl.host = hl.agent_version = (gtp_str){"x", 1};
     assert_int_equal(gtp_frame_hello_encode(&b, &hl), 0);
     int closed = 0, code = 0;
+    /* gtc_wait_closed clears its code on entry, and a wait can read the
+     * ERROR and time out before the EOF: keep the code of every wait. */
     for (size_t i = 0; i < b.len && !closed; i++) {
-      gtc_send_raw(&h, b.data + i, 1);
-      closed = gtc_wait_closed(&h, &code, 200) == 1;
+      int got = 0;
+      if (i + 1 < b.len)
+        gtc_send_raw(&h, b.data + i, 1);
+      closed = gtc_wait_closed(&h, &got, i + 1 < b.len ? 200 : 6000) == 1;
+      if (got != 0)
+        code = got;
     }
     gtp_wbuf_fini(&b);
     assert_true(closed);
@@ -474,7 +483,26 @@ static void test_ingest__idle_agent_gets_heartbeats_then_timeout(void **st) {
       assert_int_equal(rc, -ETIMEDOUT);
     }
   }
-  /* Still connected: a generation is stored and ACKed. */
+  /* The daemon stalls (stopped here, a loaded machine elsewhere) past the
+   * timeout while the agent keeps beating. Woken, it runs its timers before
+   * it reads: the beats waiting in its socket are not silence. */
+  assert_int_equal(kill(d.pid, SIGSTOP), 0);
+  t0 = now_ms();
+  while (now_ms() - t0 < 1000) {
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    gtp_frame_heartbeat_encode(&b);
+    int rc = gtc_send_raw(&c, b.data, b.len);
+    gtp_wbuf_fini(&b);
+    if (rc != 0)
+      break;
+    usleep(100000);
+  }
+  assert_int_equal(kill(d.pid, SIGCONT), 0);
+
+  /* Still connected: a generation is stored and ACKed. The silence below
+   * is timed from before the send: the daemon's last read is after it. */
+  t0 = now_ms();
   gtc_gen g;
   assert_int_equal(gtc_gen_build(&g, &s), 0);
   assert_int_equal(gtc_send_gen(&c, &g), 0);
@@ -482,7 +510,6 @@ static void test_ingest__idle_agent_gets_heartbeats_then_timeout(void **st) {
   gtc_gen_fini(&g);
 
   /* Silent now: HEARTBEATs from the daemon (idle/3), then ERROR(TIMEOUT). */
-  t0 = now_ms();
   unsigned daemon_beats = 0;
   int code = 0;
   for (;;) {

@@ -338,11 +338,13 @@ func TestToken_fromTheEnvironment(t *testing.T) {
 	t.Fatalf("session %s not listed", st.Session)
 }
 
-// A daemon with a short idle timeout (300 ms, so the client's heartbeat
-// interval is 100 ms, well under the runtime's one-second generations):
-// heartbeats keep the one connection up for the whole run.
+// A daemon with a short idle timeout (600 ms, so the client's heartbeat
+// interval is 200 ms): heartbeats keep the one connection up for the whole
+// run. Without them the runtime's one-second generations leave gaps the
+// daemon times out (600 ms plus its 150 ms sweep is well under a second);
+// with them the client may stall 400 ms (a loaded machine) and stay up.
 func TestHeartbeats_keepAShortIdleConnectionUp(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), "", "--idle-timeout", "300ms")
+	d := startDaemon(t, t.TempDir(), "", "--idle-timeout", "600ms")
 	if err := gentrace.Start(gentrace.Config{Addr: d.agent, Service: "hb-svc"}); err != nil {
 		t.Fatal(err)
 	}

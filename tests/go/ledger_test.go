@@ -47,14 +47,34 @@ func TestDaemonKilledAndRestarted_exactLedger(t *testing.T) {
 	go func() { defer wg.Done(); busy(&stop, &ops, 1) }() // paced: tens of KiB a generation
 	time.Sleep(1500 * time.Millisecond)
 	d.kill()
-	time.Sleep(5 * time.Second) // generations pile up beyond the spool
+	// Generations pile up beyond the spool: at least 5 s, and until the
+	// spool overflowed (a starved program makes smaller generations).
+	time.Sleep(5 * time.Second)
+	for overflow := time.Now().Add(60 * time.Second); time.Now().Before(overflow); {
+		if s := gentrace.GetStats(); s.Evicted+s.Dropped > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	down := gentrace.GetStats()
 	d2 := startDaemon(t, dir, d.agent)
-	deadline := time.Now().Add(30 * time.Second)
-	for !gentrace.GetStats().Connected && time.Now().Before(deadline) {
+	// Back up: wait until the spooled backlog is ACKed, then for two more
+	// generations stored while busy runs. A fixed sleep here let a slow
+	// restarted daemon (a loaded machine) leave the last generations
+	// dropped behind a spool of unACKed ones, so the newest gap-free run
+	// was only the ledger generation Stop sends, with no Go bytes.
+	deadline := time.Now().Add(60 * time.Second)
+	var caught gentrace.Stats
+	for time.Now().Before(deadline) {
+		caught = gentrace.GetStats()
+		if caught.Connected && caught.Pending == 0 {
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	for time.Now().Before(deadline) && gentrace.GetStats().Stored < caught.Stored+2 {
+		time.Sleep(20 * time.Millisecond)
+	}
 	stop.Store(true)
 	wg.Wait()
 	st := gentrace.GetStats()

@@ -32,8 +32,9 @@
 static gtd dp;
 static char dp_addr[64];
 
-/* The honest agent (tests/lib/agent_child.c) writes for 1.5 s, spinning;
- * the events it wrote. */
+/* The honest agent (tests/lib/agent_child.c) writes for 1.5 s, spinning,
+ * then gently until three more generations are sealed; the events it
+ * wrote. */
 static uint64_t run(const char *service, double rate, uint32_t buffer_mb,
                     int nthreads) {
   ac_config cfg = {.addr = dp_addr,
@@ -42,7 +43,8 @@ static uint64_t run(const char *service, double rate, uint32_t buffer_mb,
                    .seconds = 1.5,
                    .threads = nthreads,
                    .buffer_mb = buffer_mb,
-                   .flush_timeout_ms = 10000};
+                   .flush_timeout_ms = 10000,
+                   .settle_gens = 3};
   ac_child c;
   assert_int_equal(ac_start(&c, &cfg), 0);
   int64_t n = ac_wait(&c);

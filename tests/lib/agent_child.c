@@ -23,7 +23,7 @@ static double now_s(void) {
 
 typedef struct emitter {
   double rate, seconds;
-  int pace_ms;
+  int pace_ms, settle_gens;
 } emitter;
 
 /* One writing thread: a region around every third counter, at rate. */
@@ -48,6 +48,16 @@ static void *emit(void *arg) {
       nanosleep(&ts, NULL);
     }
   }
+  gt_stats_t st;
+  gt_stats(&st);
+  uint64_t sealed = st.gens_sealed + (uint64_t)w->settle_gens;
+  double deadline = now_s() + 30;
+  while (w->settle_gens > 0 && gt_stats(&st) == 0 && st.gens_sealed < sealed &&
+         now_s() < deadline) {
+    gt_counter("n", (int64_t)n++);
+    struct timespec ts = {0, 5000000L};
+    nanosleep(&ts, NULL);
+  }
   return NULL;
 }
 
@@ -65,7 +75,7 @@ static int child(const ac_config *cfg, int fd) {
     return 1;
   pthread_t t[32];
   int nt = cfg->threads < 1 ? 1 : cfg->threads > 32 ? 32 : cfg->threads;
-  emitter w = {cfg->rate / nt, cfg->seconds, cfg->pace_ms};
+  emitter w = {cfg->rate / nt, cfg->seconds, cfg->pace_ms, cfg->settle_gens};
   for (int i = 0; i < nt; i++)
     pthread_create(&t[i], NULL, emit, &w);
   for (int i = 0; i < nt; i++)

@@ -21,8 +21,13 @@ typedef struct ac_config {
   int threads;         /* writing threads (at most 32) */
   uint32_t buffer_mb;  /* gt_config.buffer_mb */
   uint32_t flush_timeout_ms;
-  int pace_ms; /* sleep between rounds of writing; 0: spin (the most
-                * events a thread can write, for the ledger's loss tests) */
+  int pace_ms;     /* sleep between rounds of writing; 0: spin (the most
+                    * events a thread can write, for the ledger's loss tests) */
+  int settle_gens; /* then an event every 5 ms until the agent sealed this
+                    * many more generations (at most 30 s): a thread that
+                    * dropped writes its LOST marker into the next buffer it
+                    * gets, which a starved sealer may not have returned
+                    * before the burst ended */
 } ac_config;
 
 typedef struct ac_child {

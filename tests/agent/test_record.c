@@ -1,0 +1,226 @@
+/* test_record.c: the hot paths of agent/record.c against the test receiver
+ * (receiver.c), decoded back: gt_log's word-at-a-time message copy (every
+ * length around its word and fast-path limits, strings that end at the
+ * last byte before an unmapped page, messages changed in place between
+ * calls, over-long ones cut at GTP_LOG_MAX) and gt_task_begin/gt_task_end
+ * (ids unique, ends name their begins, parents kept), in the same order
+ * they were emitted. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "format.h"
+#include "gentrace.h"
+#include "receiver.h"
+
+/* What the test emitted, in order, to compare with what arrived. */
+typedef struct want {
+  uint8_t type;
+  const char *str; /* category (LOG) or name (TASK_BEGIN) */
+  char *msg;       /* LOG: the message as it was at the call */
+  size_t msg_len;
+  uint64_t a, b; /* TASK_BEGIN: id, parent; TASK_END: id */
+} want;
+
+#define MAXW 4096
+static want ws[MAXW];
+static size_t nws;
+
+static void want_log(const char *cat, const char *msg) {
+  size_t n = strnlen(msg, GTP_LOG_MAX);
+  assert_true(nws < MAXW);
+  ws[nws].type = GTP_EV_LOG;
+  ws[nws].str = cat;
+  ws[nws].msg = malloc(n + 1);
+  assert_non_null(ws[nws].msg);
+  memcpy(ws[nws].msg, msg, n);
+  ws[nws].msg_len = n;
+  nws++;
+}
+
+static void emit_log(const char *cat, const char *msg) {
+  want_log(cat, msg);
+  gt_log(cat, msg);
+}
+
+static void start(rx **r, char *addr, size_t n) {
+  *r = rx_start();
+  assert_non_null(*r);
+  snprintf(addr, n, "127.0.0.1:%d", rx_port(*r));
+  gt_config c;
+  gt_config_init(&c);
+  c.addr = addr;
+  c.service = "test-record";
+  c.period_ms = 10000; /* one generation: the caches stay warm */
+  c.flush_timeout_ms = 4000;
+  assert_int_equal(gt_start(&c), 0);
+  nws = 0;
+}
+
+/* Every event the receiver got (LOST and THREAD_NAME aside) must be the
+ * next one of ws, with the same strings, message bytes and ids. */
+static void check(rx *r) {
+  size_t k = 0;
+  for (size_t i = 0; i < rx_count(r); i++) {
+    const rx_gen *rg = rx_get(r, i);
+    gtp_file_reader fr;
+    assert_int_equal(gtp_file_reader_init(&fr, rg->file, rg->file_len), 0);
+    gtp_gen g;
+    int rc;
+    while ((rc = gtp_file_reader_next(&fr, &g)) == 1) {
+      assert_int_equal(g.end.dropped + g.end.evicted + g.end.rejected, 0);
+      size_t cur = 0;
+      gtp_batch b;
+      while (gtp_gen_next_batch(&g, &cur, &b) == 1) {
+        gtp_event_iter it;
+        gtp_event ev;
+        gtp_event_iter_init(&it, &b);
+        int erc;
+        while ((erc = gtp_event_next(&it, &ev)) == 1) {
+          if (ev.type == GTP_EV_LOST || ev.type == GTP_EV_THREAD_NAME)
+            continue;
+          assert_true(k < nws);
+          const want *w = &ws[k++];
+          assert_int_equal(ev.type, w->type);
+          if (w->type == GTP_EV_LOG) {
+            gtp_str s = gtp_gen_string(&g, ev.args[0]);
+            assert_int_equal(s.len, strlen(w->str));
+            assert_memory_equal(s.ptr, w->str, s.len);
+            assert_int_equal(ev.msg_len, w->msg_len);
+            if (w->msg_len)
+              assert_memory_equal(ev.msg, w->msg, w->msg_len);
+          } else if (w->type == GTP_EV_TASK_BEGIN) {
+            assert_int_equal(ev.args[0], w->a);
+            assert_int_equal(ev.args[1], w->b);
+            gtp_str s = gtp_gen_string(&g, ev.args[2]);
+            assert_int_equal(s.len, strlen(w->str));
+            assert_memory_equal(s.ptr, w->str, s.len);
+          } else {
+            assert_int_equal(ev.args[0], w->a);
+          }
+        }
+        assert_int_equal(erc, 0);
+      }
+      gtp_gen_fini(&g);
+    }
+    assert_int_equal(rc, 0);
+  }
+  assert_int_equal(k, nws);
+  for (size_t i = 0; i < nws; i++)
+    free(ws[i].msg);
+  nws = 0;
+}
+
+static void test_log__every_length_and_alignment_arrives_exactly(void **st) {
+  (void)st;
+  rx *r;
+  char addr[64];
+  start(&r, addr, sizeof addr);
+  static char text[512];
+  for (size_t i = 0; i < sizeof text - 1; i++)
+    text[i] = (char)('a' + i % 26);
+  /* Lengths 0..200 (the fast path takes < 128) at every offset mod 8,
+   * the message read from a buffer whose bytes after the NUL are not 0. */
+  char *m = malloc(300);
+  assert_non_null(m);
+  for (size_t len = 0; len <= 200; len++)
+    for (size_t off = 0; off < 8; off += (len % 7 == 0 ? 1 : 3)) {
+      memset(m, 'x', 300);
+      memcpy(m + off, text, len);
+      m[off + len] = '\0';
+      emit_log("len", m + off);
+    }
+  /* The same buffer with new contents: the copy reads it every time. */
+  strcpy(m, "first message");
+  emit_log("reuse", m);
+  strcpy(m, "2nd");
+  emit_log("reuse", m);
+  /* Empty and over-long (cut at GTP_LOG_MAX) messages. */
+  emit_log("edge", "");
+  char *big = malloc(GTP_LOG_MAX + 100);
+  assert_non_null(big);
+  memset(big, 'L', GTP_LOG_MAX + 99);
+  big[GTP_LOG_MAX + 99] = '\0';
+  emit_log("edge", big);
+  free(big);
+  free(m);
+  gt_stop();
+  rx_stop(r);
+  check(r);
+  rx_free(r);
+}
+
+/* Messages whose NUL is the last byte before an unmapped page: a copy that
+ * read a word past the page's end would fault here. */
+static void test_log__message_at_page_end_never_reads_past_it(void **st) {
+  (void)st;
+  long pg = sysconf(_SC_PAGESIZE);
+  uint8_t *map = mmap(NULL, (size_t)pg * 2, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(map != MAP_FAILED);
+  assert_int_equal(mprotect(map + pg, (size_t)pg, PROT_NONE), 0);
+  rx *r;
+  char addr[64];
+  start(&r, addr, sizeof addr);
+  for (size_t len = 0; len <= 140; len++) {
+    char *s = (char *)map + pg - 1 - len;
+    memset(s, 'p', len);
+    s[len] = '\0';
+    emit_log("page", s);
+  }
+  gt_stop();
+  rx_stop(r);
+  check(r);
+  rx_free(r);
+  munmap(map, (size_t)pg * 2);
+}
+
+static void test_task__ids_unique_and_ends_match_their_begins(void **st) {
+  (void)st;
+  rx *r;
+  char addr[64];
+  start(&r, addr, sizeof addr);
+  uint64_t parent = 0, seen[600];
+  for (int i = 0; i < 600; i++) {
+    const char *name = i % 3 ? "task.child" : "task.root";
+    uint64_t id = gt_task_begin(name, parent);
+    assert_true(id != 0);
+    for (int j = 0; j < i; j++)
+      assert_true(seen[j] != id);
+    seen[i] = id;
+    assert_true(nws + 2 <= MAXW);
+    ws[nws++] =
+        (want){.type = GTP_EV_TASK_BEGIN, .str = name, .a = id, .b = parent};
+    if (i % 3 == 0) {
+      parent = id;
+    } else {
+      gt_task_end(id);
+      ws[nws++] = (want){.type = GTP_EV_TASK_END, .a = id};
+    }
+  }
+  gt_task_end(1ull << 63); /* any id ends: the reader pairs them */
+  ws[nws++] = (want){.type = GTP_EV_TASK_END, .a = 1ull << 63};
+  gt_stop();
+  rx_stop(r);
+  check(r);
+  rx_free(r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_log__every_length_and_alignment_arrives_exactly),
+      cmocka_unit_test(test_log__message_at_page_end_never_reads_past_it),
+      cmocka_unit_test(test_task__ids_unique_and_ends_match_their_begins),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

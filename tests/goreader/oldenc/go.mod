@@ -1,0 +1,3 @@
+module gentrace.test/goreader/oldenc
+
+go 1.22
