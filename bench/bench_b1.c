@@ -35,6 +35,18 @@
  * measurement in the same run (bench/quick measures it), or the line says
  * baseline=lttng-relayd:n/a. This process starts gentraced on 127.0.0.1
  * port 0 and stops it by PID.
+ *
+ * BENCH_B1_SUMMARY=ab: instead, what summarizing at commit costs (goal
+ * <= 5% of B1), in one run on SQLite with the same agents and threads: B1
+ * is searched ROUNDS times (default 2, BENCH_B1_ROUNDS) with gentraced
+ * summarizing and as often without (GENTRACE_BENCH_NO_SUMMARY in its
+ * environment, benchmark-only), alternating, best of each kept; then one
+ * trial of each at half the lower edge measures gentraced's CPU time per
+ * stored event (gtd_proc_cpu_s over the trial, 10 ms ticks). Prints
+ * B1_summary (edge with / without) and B1_summary_cpu (daemon CPU per event
+ * with / without; -1 when that trial lost events). BENCH_B1_CPU_RATE=R
+ * skips the edges and compares the CPU at R events/s in all (a loaded
+ * machine moves the edges by more than the effect).
  */
 #include "config.h"
 
@@ -197,6 +209,8 @@ typedef struct b1opts {
   double seconds, lttng;
   int profile;
   const char *id;
+  const char *const *env; /* gentraced's extra environment, or NULL */
+  double fixed;           /* > 0: one trial at this rate, no ladder */
 } b1opts;
 
 enum { T_ERR = -1, T_LOSS = 0, T_OK = 1, T_AGENT = 2 };
@@ -355,7 +369,9 @@ typedef struct b1result {
 } b1result;
 
 /* The ladder and the search on a fresh gentraced (catalog NULL: SQLite,
- * else the shared store on catalog and $GENTRACE_OBJECTS). 0, or -1 when
+ * else the shared store on catalog and $GENTRACE_OBJECTS; o->env added to
+ * its environment). With o->fixed > 0 one trial at that rate instead: good
+ * (zero loss) or bad is o->fixed, good_cpu its daemon CPU. 0, or -1 when
  * the daemon did not start or a trial failed to run. */
 static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
   /* gentraced on port 0 through tests/daemon/client.c, stopped by PID; every
@@ -378,7 +394,7 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
                                NULL};
   b1_catalog = catalog;
   if (gtd_init(&d) < 0 ||
-      gtd_start(&d, catalog ? shared_args : sqlite_args, NULL) < 0) {
+      gtd_start(&d, catalog ? shared_args : sqlite_args, o->env) < 0) {
     fprintf(stderr, "bench_b1: gentraced did not start\n");
     return -1;
   }
@@ -389,7 +405,15 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
   double good = 0, bad = 0, rate = o->agents <= 8 ? 1e6 : o->agents * 100.0;
   double good_cpu = 0, cpu = 0;
   int idx = 0, limit = T_OK, err = 0;
-  for (;;) {
+  if (o->fixed > 0) {
+    int r = run_trial(&d, addr, o->fixed, o, idx++, &cpu);
+    err = r == T_ERR;
+    good = r == T_OK || r == T_AGENT ? o->fixed : 0;
+    bad = r == T_LOSS ? o->fixed : 0;
+    good_cpu = cpu;
+    limit = r;
+  }
+  while (o->fixed <= 0) {
     int r = run_trial(&d, addr, rate, o, idx++, &cpu);
     if (r == T_ERR) {
       err = 1;
@@ -437,8 +461,64 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
   return 0;
 }
 
+/* BENCH_B1_SUMMARY=ab (see the header). */
+static int summary_ab(const b1opts *base) {
+  static const char *const off[] = {"GENTRACE_BENCH_NO_SUMMARY=1", NULL};
+  b1opts on = *base, no = *base;
+  on.profile = no.profile = 0;
+  no.env = off;
+  const char *r = getenv("BENCH_B1_ROUNDS");
+  const char *cr = getenv("BENCH_B1_CPU_RATE");
+  int rounds = cr ? 0 : r ? atoi(r) : 2;
+  double with = 0, without = 0;
+  for (int i = 0; i < rounds; i++) {
+    b1result a = {0}, b = {0};
+    if (b1_search(&on, NULL, &a) < 0 || b1_search(&no, NULL, &b) < 0)
+      return 1;
+    fprintf(stderr,
+            "bench_b1: round %d: B1 %.2f M/s summarizing, %.2f M/s not\n",
+            i + 1, a.good / 1e6, b.good / 1e6);
+    with = a.good > with ? a.good : with;
+    without = b.good > without ? b.good : without;
+  }
+  double ratio = without > 0 ? with / without : 0;
+  if (rounds > 0)
+    printf("BENCH id=%s_summary value=%.2f unit=Mevents/s(agents=%u,"
+           "threads=%u) baseline=B1_no_summary:%.2f ratio=%.3f bar=0.95 "
+           "pass=%d\n",
+           base->id, with / 1e6, base->agents, base->threads, without / 1e6,
+           ratio, ratio >= 0.95);
+  double rate = cr ? atof(cr) : (with < without ? with : without) / 2;
+  if (rate <= 0) {
+    fprintf(stderr, "bench_b1: no rate to compare the CPU at\n");
+    return 1;
+  }
+  /* The same rate on a fresh daemon each; CPU per event only from a trial
+   * that stored every event it was sent. */
+  double ns[2] = {-1, -1};
+  on.fixed = no.fixed = rate;
+  for (int k = 0; k < 2; k++) {
+    b1result res = {0};
+    if (b1_search(k == 0 ? &on : &no, NULL, &res) < 0)
+      return 1;
+    if (res.good > 0)
+      ns[k] = res.good_cpu * 1e9 / (rate * base->seconds);
+  }
+  double cw = ns[0], co = ns[1];
+  printf("BENCH id=%s_summary_cpu value=%.1f unit=daemon-ns/event(agents=%u,"
+         "threads=%u,at=%.0f/s) baseline=no_summary:%.1f ratio=%.3f bar=1.05 "
+         "pass=%d\n",
+         base->id, cw, base->agents, base->threads, rate, co,
+         co > 0 ? cw / co : 0, co > 0 && cw > 0 && cw <= 1.05 * co);
+  fprintf(stderr,
+          "bench_b1: daemon CPU at %.2f M/s: %.1f ns/event summarizing, "
+          "%.1f ns/event not\n",
+          rate / 1e6, cw, co);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  b1opts o = {1, 2, 3, 0, 0, "B1"};
+  b1opts o = {1, 2, 3, 0, 0, "B1", NULL, 0};
   if (argc > 1 && strncmp(argv[1], "--", 2) != 0) {
     /* bench_b1 THREADS SECONDS [LTTNG_RATE] */
     o.threads = (unsigned)atoi(argv[1]);
@@ -474,6 +554,9 @@ int main(int argc, char **argv) {
                     "S] [--lttng RATE] [--profile] [--id NAME]\n");
     return 2;
   }
+  const char *ab = getenv("BENCH_B1_SUMMARY");
+  if (ab != NULL && strcmp(ab, "ab") == 0)
+    return summary_ab(&o);
   /* BENCH_B1_SHARED=only: the shared run alone (profiling it). */
   const char *sh = getenv("BENCH_B1_SHARED");
   int only = sh != NULL && strcmp(sh, "only") == 0;
