@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,10 @@
 
 #define QCAP 1024
 
-static volatile sig_atomic_t stop_flag;
+/* Set by the signal handler and main, read by every thread: an atomic (a
+ * lock-free atomic_int is async-signal-safe), not a volatile, which is a
+ * data race between threads. */
+static atomic_int stop_flag;
 static pthread_mutex_t qlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t qcond = PTHREAD_COND_INITIALIZER;
 static uint64_t queue[QCAP];
