@@ -55,3 +55,26 @@ stop_daemon() {
 	st=$?
 	[ $st -eq 0 ] || fail "gentraced exited with $st"
 }
+
+# cluster_start: a private PostgreSQL + Swift s3api from scripts/cluster-up
+# for this test, its environment sourced (GENTRACE_CATALOG, GENTRACE_OBJECTS,
+# GENTRACE_CLUSTER_DIR); skips the test (77) when they are not installed.
+# On exit the test's own processes stop first, then the cluster.
+cluster_start() {
+	"$top_srcdir/scripts/cluster-up" >"$T/cluster.env" 2>"$T/cluster.log"
+	rc=$?
+	if [ $rc = 3 ]; then
+		echo "SKIP: PostgreSQL/Swift not installed (./setup.sh installs them)"
+		exit 77
+	fi
+	[ $rc = 0 ] || fail "scripts/cluster-up exited $rc"
+	. "$T/cluster.env"
+	before_cleanup() {
+		for p in $PIDS; do
+			kill -KILL "$p" 2>/dev/null
+			wait "$p" 2>/dev/null
+		done
+		PIDS=""
+		"$top_srcdir/scripts/cluster-down" "$GENTRACE_CLUSTER_DIR"
+	}
+}

@@ -8,19 +8,7 @@
 . "$top_srcdir/tests/integration/lib.sh"
 skip_unless curl psql "$DEMO" "$GENTRACED"
 
-"$top_srcdir/scripts/cluster-up" >"$T/cluster.env" 2>"$T/cluster.log"
-rc=$?
-if [ $rc = 3 ]; then
-	echo "SKIP: PostgreSQL/Swift not installed (./setup.sh installs them)"
-	exit 77
-fi
-[ $rc = 0 ] || fail "scripts/cluster-up exited $rc"
-. "$T/cluster.env"
-before_cleanup() {
-	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	PIDS=""
-	"$top_srcdir/scripts/cluster-down" "$GENTRACE_CLUSTER_DIR"
-}
+cluster_start
 CL="$top_srcdir/scripts/cluster-up"
 SQL() { psql -qtA "$GENTRACE_CATALOG" -c "$1"; }
 

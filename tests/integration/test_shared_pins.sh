@@ -8,19 +8,7 @@
 . "$top_srcdir/tests/integration/lib.sh"
 skip_unless curl psql python3 "$DEMO" "$GENTRACED"
 
-"$top_srcdir/scripts/cluster-up" >"$T/cluster.env" 2>"$T/cluster.log"
-rc=$?
-if [ $rc = 3 ]; then
-	echo "SKIP: PostgreSQL/Swift not installed (./setup.sh installs them)"
-	exit 77
-fi
-[ $rc = 0 ] || fail "scripts/cluster-up exited $rc"
-. "$T/cluster.env"
-before_cleanup() {
-	for p in $PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	PIDS=""
-	"$top_srcdir/scripts/cluster-down" "$GENTRACE_CLUSTER_DIR"
-}
+cluster_start
 SQL() { psql -qtA "$GENTRACE_CATALOG" -c "$1"; }
 count() {
 	SQL "SELECT count(*) FROM gt_generations g JOIN gt_sessions s ON s.id = g.session_id WHERE s.service = '$1'"
