@@ -270,7 +270,9 @@ try {
   const stackEvents = Number(await page.locator('#flame').getAttribute('data-stack-events'));
   const spaths = JSON.parse(await page.locator('#flame').getAttribute('data-paths'));
   log(`flame: regions ${fnodes.join(', ')}; ${stackEvents} events with stacks, e.g. ${spaths.slice(0, 2).join(' | ')}`);
-  check(stackEvents > 0 && spaths.some((p) => / > \[request\]$/.test(p)), `stacks: ${stackEvents} ${spaths}`);
+  // The stacks are weighted by their regions' self time, so which region
+  // ends the listed (heaviest) paths depends on the run: any region will do.
+  check(stackEvents > 0 && spaths.some((p) => / > \[[^\]]+\]$/.test(p)), `stacks: ${stackEvents} ${spaths}`);
   await shot('flame-stacks');
   await page.click('#show-flame');
   await page.evaluate(() => window.scrollTo(0, 0));
