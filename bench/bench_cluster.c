@@ -36,12 +36,14 @@
  *     segments close by size, not by age); the figure is MiB ACKed per
  *     second (an ACK on the shared store means the segment is stored and
  *     its rows committed), from the first byte to the last ACK.
- *  5. Window latency: after the ladder a fresh daemon on the same store
- *     (nothing cached, nothing ingested) fetches a one-second window of
- *     each B1 session (/v1/trace?session=ID&from=&to=, from 0.5 s into its
- *     trial: the whole generations overlapping it) once (cold) and again
+ *  5. Window latency: after the ladder, one more trial at a fixed rate
+ *     (--window-rate, default 600,000 events/s in all: the same windows for
+ *     every configuration) with 250 ms generations; then a fresh daemon on
+ *     the same store (nothing cached, nothing ingested) fetches six 250 ms
+ *     windows of each of its sessions (/v1/trace?session=ID&from=&to=: the
+ *     whole generations overlapping each) all once (cold), then all again
  *     (warm); p50 and p99 over the
- *     sessions, each answer checked for status 200 and at least one
+ *     windows, each answer checked for status 200 and at least one
  *     generation (X-Gentrace-Generations). SQLite's baseline: the same
  *     fetches from its only daemon.
  *
@@ -74,6 +76,11 @@
 #define MAXD 3
 #define MAXSESS 512
 #define C1_WINDOW 64
+/* Window latency: generations of WIN_MS (the agent's period), WIN_PER
+ * windows of WIN_MS per session inside the window trial. */
+#define WIN_MS 250
+#define WIN_PERIOD "250"
+#define WIN_PER 6
 
 static double now_s(void) {
   struct timespec ts;
@@ -83,7 +90,7 @@ static double now_s(void) {
 
 typedef struct opts {
   unsigned agents, threads, reps, maxd;
-  double seconds, start_rate;
+  double seconds, start_rate, window_rate;
   size_t c1_mib;
   int smoke;
 } opts;
@@ -277,7 +284,7 @@ static int api_count(gtd *d, const char *svc, int64_t *events, int64_t *lost,
 /* One trial at `rate` in all: 1 zero loss, 2 zero loss but the agents fell
  * behind their pace (their CPU is the limit), 0 loss, -1 failed to run. */
 static int b1_trial(fleet *f, const opts *o, double rate, int idx, trial *t,
-                    sessions *ss) {
+                    sessions *ss, const char *period_ms) {
   char svc[96];
   snprintf(svc, sizeof svc, "%s-t%d", f->tag, idx);
   int p[2];
@@ -305,6 +312,8 @@ static int b1_trial(fleet *f, const opts *o, double rate, int idx, trial *t,
     kids[a] = fork();
     if (kids[a] == 0) {
       close(p[0]);
+      if (period_ms != NULL)
+        setenv("GENTRACE_PERIOD_MS", period_ms, 1);
       _exit(b1_agent_run(addr, svc, rate / na, o->threads, o->seconds, p[1]));
     }
   }
@@ -360,13 +369,13 @@ typedef struct b1res {
   trial at;    /* the trial at `good` */
 } b1res;
 
-static int b1_ladder(fleet *f, const opts *o, b1res *r, sessions *ss) {
+static int b1_ladder(fleet *f, const opts *o, b1res *r) {
   double rate = o->start_rate, good = 0, bad = 0;
   int idx = 0;
   memset(r, 0, sizeof *r);
   for (int steps = 0; steps < 12; steps++) {
     trial t;
-    int rc = b1_trial(f, o, rate, idx++, &t, ss);
+    int rc = b1_trial(f, o, rate, idx++, &t, NULL, NULL);
     if (rc < 0)
       return -1;
     if (rc >= 1) {
@@ -549,21 +558,23 @@ typedef struct winres {
   int n, bad;
 } winres;
 
-/* A one-second window of each session from `port`, cold then warm. */
+/* WIN_PER windows of WIN_MS of each session from `port`, all cold, then
+ * all again warm. */
 static void windows(uint16_t port, const sessions *ss, winres *w) {
-  static double cold[MAXSESS], warm[MAXSESS];
+  static double cold[MAXSESS * WIN_PER], warm[MAXSESS * WIN_PER];
   size_t bytes = 0, b;
   int nw = 0;
   memset(w, 0, sizeof *w);
   for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < ss->n; i++) {
+    for (int j = 0; j < ss->n * WIN_PER; j++) {
+      int i = j % ss->n, k = j / ss->n;
       char path[128];
-      /* One second, from 0.5 s into the trial: the whole generations
-       * overlapping it (about two of the agent's 1 s generations). */
-      int64_t from = ss->t0[i] + 500000000;
+      /* WIN_MS from WIN_MS/2 + k * WIN_MS into the trial: the whole
+       * generations overlapping it (one or two of WIN_MS each). */
+      int64_t from = ss->t0[i] + (int64_t)(2 * k + 1) * WIN_MS * 500000;
       snprintf(path, sizeof path,
                "/v1/trace?session=%s&from=%" PRId64 "ns&to=%" PRId64 "ns",
-               ss->id[i], from, from + 1000000000);
+               ss->id[i], from, from + (int64_t)WIN_MS * 1000000);
       double ms = fetch_ms(port, path, &b);
       if (ms < 0) {
         w->bad++;
@@ -604,8 +615,16 @@ static int run_config(const opts *o, int n, int shared, unsigned round,
   if (fleet_start(&f, n, shared, round) < 0)
     goto done;
   b1res r;
-  if (b1_ladder(&f, o, &r, &ss) < 0)
+  if (b1_ladder(&f, o, &r) < 0)
     goto done;
+  /* The sessions to read: one more trial at a fixed rate, the same for
+   * every configuration, with WIN_MS generations. */
+  trial wt;
+  opts wo = *o;
+  wo.seconds = WIN_MS * (2 * WIN_PER + 2) / 2000.0; /* covers every window */
+  if (b1_trial(&f, &wo, o->window_rate, 99, &wt, &ss, WIN_PERIOD) < 1)
+    fprintf(stderr, "bench_cluster: %s: the window trial lost events\n",
+            f.tag);
   out->b1 = r.good;
   out->agent_limit = r.agent_limit;
   out->at = r.at;
@@ -639,11 +658,11 @@ static double median(double *v, unsigned n) {
 static void usage(void) {
   fprintf(stderr, "usage: bench_cluster [--agents A] [--threads T] "
                   "[--seconds S] [--reps R] [--c1-mib M] [--daemons MAX] "
-                  "[--start RATE] [--smoke]\n");
+                  "[--start RATE] [--window-rate RATE] [--smoke]\n");
 }
 
 int main(int argc, char **argv) {
-  opts o = {6, 1, 3, MAXD, 2, 1e6, 192, 0};
+  opts o = {6, 1, 3, MAXD, 2, 1e6, 6e5, 192, 0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
     if (strcmp(a, "--smoke") == 0) {
@@ -664,6 +683,8 @@ int main(int argc, char **argv) {
       o.maxd = (unsigned)atoi(v);
     else if (strcmp(a, "--start") == 0)
       o.start_rate = atof(v);
+    else if (strcmp(a, "--window-rate") == 0)
+      o.window_rate = atof(v);
     else {
       usage();
       return 2;
@@ -674,6 +695,7 @@ int main(int argc, char **argv) {
     o.reps = 1;
     o.seconds = 0.5;
     o.start_rate = 20000;
+    o.window_rate = 20000;
     o.c1_mib = o.c1_mib < 6 ? o.c1_mib : 6;
   }
   if (o.agents < 1 || o.agents > 256 || o.threads < 1 || o.threads > 64 ||
