@@ -237,7 +237,7 @@ static double children_cpu(void) {
 
 /* ------------------------------------------------------------------ B1 */
 
-/* B1 sessions, each with the wall time its trial started (ns). */
+/* B1 sessions, each with the wall time its first generation began (ns). */
 typedef struct sessions {
   char id[MAXSESS][33];
   int64_t t0[MAXSESS];
@@ -248,6 +248,20 @@ typedef struct trial {
   double daemons, pg, s3, agents, wall; /* CPU s over the trial; wall s */
   uint64_t written;
 } trial;
+
+/* The start (wall ns) of session id's first stored generation, or dflt. */
+static int64_t first_gen_ns(gtd *d, const char *id, int64_t dflt) {
+  char path[160];
+  snprintf(path, sizeof path, "/v1/agents/%s/generations?limit=1", id);
+  int status = 0;
+  char *body = gtd_http_get(d, path, &status);
+  const char *s = body != NULL && status == 200
+                      ? strstr(body, "\"start_ns\":\"")
+                      : NULL;
+  int64_t v = s != NULL ? strtoll(s + 12, NULL, 10) : dflt;
+  free(body);
+  return v;
+}
 
 /* Sums "events" and "lost" over /v1/agents?service=svc on d, notes the
  * session ids; the number of sessions, or -1. */
@@ -271,9 +285,10 @@ static int api_count(gtd *d, const char *svc, int64_t *events, int64_t *lost,
     *events += strtoll(e + 9, NULL, 10);
     *lost += strtoll(l + 7, NULL, 10);
     if (ss != NULL && ss->n < MAXSESS) {
-      memcpy(ss->id[ss->n], p + 11, 32);
-      ss->t0[ss->n] = t0;
-      ss->id[ss->n++][32] = '\0';
+      int k = ss->n++;
+      memcpy(ss->id[k], p + 11, 32);
+      ss->id[k][32] = '\0';
+      ss->t0[k] = first_gen_ns(d, ss->id[k], t0);
     }
     n++;
   }
@@ -438,8 +453,9 @@ static void *c1_send(void *arg) {
   return NULL;
 }
 
-/* MiB/s ACKed over f's daemons, mib in all; -1 on a failure. */
-static double c1_run(fleet *f, size_t mib, unsigned round) {
+/* MiB/s ACKed over f's daemons, mib in all; -1 on a failure. *cpu: the
+ * CPU seconds over the run (daemons, pg, s3; agents = this process). */
+static double c1_run(fleet *f, size_t mib, unsigned round, trial *cpu) {
   c1conn k[MAXD];
   memset(k, 0, sizeof k);
   size_t per = mib / (size_t)f->n ? mib / (size_t)f->n : 1, bytes = 0;
@@ -471,7 +487,12 @@ static double c1_run(fleet *f, size_t mib, unsigned round) {
       goto out;
     }
   }
-  double t0 = now_s();
+  double t0 = now_s(), d0 = fleet_cpu(f), me0, pg0, s30;
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  me0 = (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+        (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  cluster_cpu(&pg0, &s30);
   for (int i = 0; i < f->n; i++)
     pthread_create(&k[i].th, NULL, c1_send, &k[i]);
   int failed = 0;
@@ -480,6 +501,15 @@ static double c1_run(fleet *f, size_t mib, unsigned round) {
     failed |= k[i].rc < 0 || k[i].acked != k[i].ngens;
   }
   double el = now_s() - t0;
+  cpu->wall = el;
+  cpu->daemons = fleet_cpu(f) - d0;
+  cluster_cpu(&cpu->pg, &cpu->s3);
+  cpu->pg -= pg0;
+  cpu->s3 -= s30;
+  getrusage(RUSAGE_SELF, &u);
+  cpu->agents = (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6 - me0;
+  cpu->written = bytes;
   if (failed)
     fprintf(stderr, "bench_cluster: C1 on %s: not every generation ACKed\n",
             f->tag);
@@ -569,8 +599,8 @@ static void windows(uint16_t port, const sessions *ss, winres *w) {
     for (int j = 0; j < ss->n * WIN_PER; j++) {
       int i = j % ss->n, k = j / ss->n;
       char path[128];
-      /* WIN_MS from WIN_MS/2 + k * WIN_MS into the trial: the whole
-       * generations overlapping it (one or two of WIN_MS each). */
+      /* WIN_MS from WIN_MS/2 + k * WIN_MS after the session's first
+       * generation began: the two generations overlapping it. */
       int64_t from = ss->t0[i] + (int64_t)(2 * k + 1) * WIN_MS * 500000;
       snprintf(path, sizeof path,
                "/v1/trace?session=%s&from=%" PRId64 "ns&to=%" PRId64 "ns",
@@ -599,7 +629,7 @@ static void windows(uint16_t port, const sessions *ss, winres *w) {
 typedef struct cfgres {
   double b1, c1;
   int agent_limit;
-  trial at;
+  trial at, c1cpu;
   winres win;
   int ok;
 } cfgres;
@@ -621,14 +651,14 @@ static int run_config(const opts *o, int n, int shared, unsigned round,
    * every configuration, with WIN_MS generations. */
   trial wt;
   opts wo = *o;
-  wo.seconds = WIN_MS * (2 * WIN_PER + 2) / 2000.0; /* covers every window */
+  wo.seconds = WIN_MS * (WIN_PER + 3) / 1000.0; /* covers every window */
   if (b1_trial(&f, &wo, o->window_rate, 99, &wt, &ss, WIN_PERIOD) < 1)
     fprintf(stderr, "bench_cluster: %s: the window trial lost events\n",
             f.tag);
   out->b1 = r.good;
   out->agent_limit = r.agent_limit;
   out->at = r.at;
-  out->c1 = c1_run(&f, o->c1_mib, round);
+  out->c1 = c1_run(&f, o->c1_mib, round, &out->c1cpu);
   uint16_t port = f.d[0].http_port;
   if (shared) {
     /* A fresh daemon that ingested nothing and cached nothing. */
@@ -739,6 +769,16 @@ int main(int argc, char **argv) {
                  : 0,
              c->win.cold50, c->win.cold99, c->win.warm50, c->win.warm99,
              c->win.n, c->win.mb, c->agent_limit ? " limit=agent-cpu" : "");
+      trial *u = &c->c1cpu;
+      double gib = (double)u->written / (1u << 30);
+      printf("# round %u %-8s C1 CPU s/GiB daemons %.2f pg %.2f s3 %.2f "
+             "sender %.2f  busy %3.0f%%\n",
+             r + 1, name, gib > 0 ? u->daemons / gib : 0,
+             gib > 0 ? u->pg / gib : 0, gib > 0 ? u->s3 / gib : 0,
+             gib > 0 ? u->agents / gib : 0,
+             u->wall > 0 ? 100 * (u->daemons + u->pg + u->s3 + u->agents) /
+                               u->wall
+                         : 0);
       fflush(stdout);
     }
   /* Medians over the rounds, per configuration. */
@@ -763,7 +803,11 @@ int main(int argc, char **argv) {
                       c->win.cold99,
                       c->win.warm50,
                       c->win.warm99,
-                      0};
+                      c->c1cpu.wall > 0 ? 100 *
+                                              (c->c1cpu.daemons + c->c1cpu.pg +
+                                               c->c1cpu.s3 + c->c1cpu.agents) /
+                                              c->c1cpu.wall
+                                        : 0};
       for (int k = 0; k < 12; k++)
         v[k][r] = x[k];
     }
@@ -790,9 +834,11 @@ int main(int argc, char **argv) {
            n, m[n][2], m[n][3], m[n][4], m[n][5], m[n][6], m[0][2],
            m[0][2] > 0 ? m[n][2] / m[0][2] : 0);
     q = m[0][1], s = m[n][1];
-    printf("BENCH id=C1-shared-%u value=%.1f unit=MiB/s(acked,%s,daemons=%u)"
-           " baseline=sqlite:%.1f ratio=%.2f bar=0.50 pass=%d\n",
-           n, s, med, n, q, q > 0 ? s / q : 0, q > 0 && s >= q / 2);
+    printf("BENCH id=C1-shared-%u value=%.1f unit=MiB/s(acked,%s,daemons=%u,"
+           "busy=%.0f%%,sqlite-busy=%.0f%%) baseline=sqlite:%.1f ratio=%.2f "
+           "bar=0.50 pass=%d\n",
+           n, s, med, n, m[n][11], m[0][11], q, q > 0 ? s / q : 0,
+           q > 0 && s >= q / 2);
     static const char *const wn[] = {"cold_p50", "cold_p99", "warm_p50",
                                       "warm_p99"};
     for (int k = 0; k < 4; k++)
