@@ -44,6 +44,7 @@ type goGen struct {
 	ledgerOnly bool // no Go bytes: carries a ledger nothing else could
 
 	state       int
+	early       int  // chunks written early on the live connection (early.go)
 	maybeStored bool // GEN_END written on some connection (invariant 3)
 	ledgerSet   bool
 	dropped     uint64
@@ -75,8 +76,8 @@ type spool struct {
 // evictOne pushes out the oldest evictable generation (invariant 3).
 func (sp *spool) evictOne() bool {
 	for i, g := range sp.gens {
-		if g.state != gQueued || g.maybeStored {
-			continue
+		if g.state != gQueued || g.maybeStored || g.early > 0 {
+			continue // early > 0: open on the daemon (early.go 4)
 		}
 		sp.gens = append(sp.gens[:i], sp.gens[i+1:]...)
 		sp.bytes -= g.mem
@@ -238,6 +239,7 @@ func (sp *spool) reject(num uint64) {
 func (sp *spool) requeue() {
 	for _, g := range sp.gens {
 		g.state = gQueued
+		g.early = 0
 	}
 }
 

@@ -63,18 +63,24 @@ func opService() {
 var benchSink int
 
 // benchRound runs the traced program (op in a loop) for d and returns
-// wall and process CPU (user + system, every thread: the client's sender
-// goroutine included, the daemon not) nanoseconds per operation.
-func benchRound(d time.Duration, op func()) (wall, cpu float64) {
-	cpuNow := func() int64 {
+// per operation: wall and process CPU nanoseconds (user + system, every
+// thread: the client's sender goroutine included, the daemon not), the
+// system share of that CPU, and the garbage collections of the round.
+type roundRes struct{ wall, cpu, sys, gcs float64 }
+
+func benchRound(d time.Duration, op func()) roundRes {
+	cpuNow := func() (int64, int64) {
 		var ru syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return ru.Utime.Nano() + ru.Stime.Nano()
+		return ru.Utime.Nano() + ru.Stime.Nano(), ru.Stime.Nano()
 	}
 	for i := 0; i < 10000; i++ { // warm up: strings and stacks interned
 		op()
 	}
-	t0, c0 := time.Now(), cpuNow()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	c0, s0 := cpuNow()
+	t0 := time.Now()
 	var n int64
 	for time.Since(t0) < d {
 		for i := 0; i < 1024; i++ {
@@ -82,8 +88,12 @@ func benchRound(d time.Duration, op func()) (wall, cpu float64) {
 		}
 		n += 1024
 	}
-	t1, c1 := time.Now(), cpuNow()
-	return float64(t1.Sub(t0).Nanoseconds()) / float64(n), float64(c1-c0) / float64(n)
+	t1 := time.Now()
+	c1, s1 := cpuNow()
+	runtime.ReadMemStats(&m1)
+	f := float64(n)
+	return roundRes{float64(t1.Sub(t0).Nanoseconds()) / f, float64(c1-c0) / f,
+		float64(s1-s0) / f, float64(m1.NumGC - m0.NumGC)}
 }
 
 // TestBenchGo (make bench-go; GENTRACE_BENCH=1): the same Go program
@@ -136,7 +146,7 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 		id += "_" + s
 	}
 	prof := os.Getenv("GENTRACE_BENCH_PROFILE")
-	var dw, dc, cw, cc []float64
+	var dw, dc, cw, cc, ds, cs, dg, cg []float64
 	var st gentrace.Stats
 	for r := 0; r < rounds; r++ {
 		for _, viaClient := range []bool{r%2 == 1, r%2 == 0} {
@@ -156,7 +166,8 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 				pprof.StartCPUProfile(f)
 				defer f.Close()
 			}
-			w, c := benchRound(1500*time.Millisecond, op)
+			res := benchRound(1500*time.Millisecond, op)
+			w, c := res.wall, res.cpu
 			if prof != "" {
 				pprof.StopCPUProfile()
 			}
@@ -166,9 +177,11 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 				}
 				st = gentrace.GetStats()
 				cw, cc = append(cw, w), append(cc, c)
+				cs, cg = append(cs, res.sys), append(cg, res.gcs)
 			} else {
 				rtrace.Stop()
 				dw, dc = append(dw, w), append(dc, c)
+				ds, dg = append(ds, res.sys), append(dg, res.gcs)
 			}
 		}
 	}
@@ -180,6 +193,8 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 	med := func(v []float64) float64 { return sorted(v)[len(v)/2] }
 	t.Logf("%s wall ns/op: client %.0f, io.Discard %.0f", id, cw, dw)
 	t.Logf("%s cpu ns/op: client %.0f, io.Discard %.0f", id, cc, dc)
+	t.Logf("%s of which system ns/op: client %.1f, io.Discard %.1f", id, cs, ds)
+	t.Logf("%s GCs per round: client %.0f, io.Discard %.0f", id, cg, dg)
 	t.Logf("%s last client run: %+v", id, st)
 	// Each round runs both, back to back: the median of the per-round
 	// ratios follows the machine's load less than a ratio of medians.
@@ -200,9 +215,9 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 		if ratio <= 1.02 {
 			pass = 1
 		}
-		cs := sorted(m.c)
+		vs := sorted(m.c)
 		fmt.Printf("BENCH id=%s value=%.1f min=%.1f max=%.1f reps=%d unit=ns/op baseline=io_discard:%.1f ratio=%.3f ratio_min=%.3f ratio_max=%.3f bar=1.02 pass=%d\n",
-			m.id, med(m.c), cs[0], cs[len(cs)-1], len(cs), med(m.b), ratio, rs[0], rs[len(rs)-1], pass)
+			m.id, med(m.c), vs[0], vs[len(vs)-1], len(vs), med(m.b), ratio, rs[0], rs[len(rs)-1], pass)
 	}
 }
 
