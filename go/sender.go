@@ -61,6 +61,11 @@ func (c *client) finished(now time.Time) bool {
 
 func (c *client) run() {
 	defer close(c.done)
+	defer func() { // nothing reads or writes the chunks any more
+		c.mu.Lock()
+		c.sp.release()
+		c.mu.Unlock()
+	}()
 	backoff := backoffMin
 	rng := rand.New(rand.NewSource(int64(c.sessionID[0])<<8 ^ int64(pid) ^ time.Now().UnixNano()))
 	idx := 0

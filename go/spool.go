@@ -27,6 +27,8 @@ package gentrace
 //     being built, chunk capacities) plus the free chunks kept for reuse
 //     stays <= limit.
 
+import "sync"
+
 const (
 	gQueued = iota
 	gSent
@@ -150,8 +152,36 @@ func (sp *spool) chunk() []byte {
 		sp.free = sp.free[:n-1]
 		return c[:0]
 	}
+	if c, ok := chunkPool.Get().(*[chunkSize]byte); ok {
+		return c[:0:chunkSize]
+	}
 	sp.allocated++
 	return make([]byte, 0, chunkSize)
+}
+
+// chunkPool keeps the chunks of a stopped client for the next one, until
+// the garbage collector takes them (sync.Pool: two collections without
+// use): a program that stops and starts tracing (as the benchmark does in
+// every round) does not allocate, zero and collect a new spool each time,
+// and one that stops for good holds nothing for long.
+var chunkPool sync.Pool
+
+// release hands every full-size chunk to chunkPool once nothing can read
+// or write them any more (the sender exited after Stop). Under mu.
+func (sp *spool) release() {
+	put := func(cs [][]byte) {
+		for _, c := range cs {
+			if cap(c) == chunkSize {
+				chunkPool.Put((*[chunkSize]byte)(c[:chunkSize]))
+			}
+		}
+	}
+	put(sp.free)
+	sp.free = nil
+	for _, g := range sp.gens {
+		put(g.chunks)
+		g.chunks = nil
+	}
 }
 
 // recycle keeps the chunks of a generation that left (its bytes already
