@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -66,7 +69,10 @@ var benchSink int
 // per operation: wall and process CPU nanoseconds (user + system, every
 // thread: the client's sender goroutine included, the daemon not), the
 // system share of that CPU, and the garbage collections of the round.
-type roundRes struct{ wall, cpu, sys, gcs float64 }
+type roundRes struct {
+	wall, cpu, sys, gcs float64
+	ops                 int64
+}
 
 func benchRound(d time.Duration, op func()) roundRes {
 	cpuNow := func() (int64, int64) {
@@ -93,7 +99,7 @@ func benchRound(d time.Duration, op func()) roundRes {
 	runtime.ReadMemStats(&m1)
 	f := float64(n)
 	return roundRes{float64(t1.Sub(t0).Nanoseconds()) / f, float64(c1-c0) / f,
-		float64(s1-s0) / f, float64(m1.NumGC - m0.NumGC)}
+		float64(s1-s0) / f, float64(m1.NumGC - m0.NumGC), n + 10000}
 }
 
 // TestBenchGo (make bench-go; GENTRACE_BENCH=1): the same Go program
@@ -126,6 +132,16 @@ func TestBenchGo(t *testing.T) {
 	t.Logf("load %s", loadAvg())
 }
 
+var floorVal float64
+
+func socketFloorOnce(t *testing.T) float64 {
+	if floorVal == 0 {
+		floorVal = socketFloor(t)
+		t.Logf("TCP send floor (128 KiB writev to a reader on the daemon's CPU): %.3f ns per byte of this process's CPU", floorVal)
+	}
+	return floorVal
+}
+
 func benchSetup() string { return os.Getenv("GENTRACE_BENCH_SETUP") }
 
 func loadAvg() string {
@@ -147,6 +163,7 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 	}
 	prof := os.Getenv("GENTRACE_BENCH_PROFILE")
 	var dw, dc, cw, cc, ds, cs, dg, cg []float64
+	var traceBytes, discardOps int64
 	var st gentrace.Stats
 	for r := 0; r < rounds; r++ {
 		for _, viaClient := range []bool{r%2 == 1, r%2 == 0} {
@@ -154,7 +171,7 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 				if err := gentrace.Start(gentrace.Config{Addr: d.agent, Service: "bench-go"}); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := rtrace.Start(discardW{}); err != nil {
+			} else if err := rtrace.Start(discardW{&traceBytes}); err != nil {
 				t.Fatal(err)
 			}
 			if prof != "" {
@@ -181,6 +198,7 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 			} else {
 				rtrace.Stop()
 				dw, dc = append(dw, w), append(dc, c)
+				discardOps += res.ops
 				ds, dg = append(ds, res.sys), append(dg, res.gcs)
 			}
 		}
@@ -195,6 +213,12 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 	t.Logf("%s cpu ns/op: client %.0f, io.Discard %.0f", id, cc, dc)
 	t.Logf("%s of which system ns/op: client %.1f, io.Discard %.1f", id, cs, ds)
 	t.Logf("%s GCs per round: client %.0f, io.Discard %.0f", id, cg, dg)
+	perOp := float64(traceBytes) / float64(discardOps)
+	t.Logf("%s trace bytes per op: %.1f (io.Discard rounds, warm-up included)", id, perOp)
+	if floor := socketFloorOnce(t); floor > 0 {
+		t.Logf("%s TCP send floor: %.3f ns/B x %.1f B/op = %.1f ns/op, %.1f%% of io.Discard's %.0f ns/op",
+			id, floor, perOp, floor*perOp, 100*floor*perOp/med(dc), med(dc))
+	}
 	t.Logf("%s last client run: %+v", id, st)
 	// Each round runs both, back to back: the median of the per-round
 	// ratios follows the machine's load less than a ratio of medians.
@@ -221,6 +245,68 @@ func benchGo(t *testing.T, d *daemon, id string, op func()) {
 	}
 }
 
-type discardW struct{}
+// discardW counts what the runtime wrote: the trace bytes per operation.
+type discardW struct{ n *int64 }
 
-func (discardW) Write(p []byte) (int, error) { return len(p), nil }
+func (w discardW) Write(p []byte) (int, error) {
+	*w.n += int64(len(p))
+	return len(p), nil
+}
+
+// socketFloor measures what any client pays to send trace bytes to a
+// daemon on this machine over TCP: this process's CPU (user + system)
+// per byte written, in 128 KiB writev calls as the client makes them, to
+// a reader that discards them: this test binary run again as
+// TestBenchGoSink, on the daemon's CPU (the daemon prefix, e.g. taskset).
+func socketFloor(t *testing.T) (nsPerByte float64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	argv := append(append([]string(nil), daemonPrefix...), os.Args[0], "-test.run", "^TestBenchGoSink$")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "GENTRACE_BENCH_SINK="+ln.Addr().String())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetNoDelay(true)
+	hdr, chunk := make([]byte, 12), make([]byte, 128<<10)
+	const total = 256 << 20
+	var best float64
+	for r := 0; r < 5; r++ {
+		var ru0, ru1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		for n := 0; n < total; n += len(chunk) {
+			b := net.Buffers{hdr, chunk}
+			if _, err := b.WriteTo(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		v := float64(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) / total
+		if r == 0 || v < best {
+			best = v
+		}
+	}
+	return best
+}
+
+// TestBenchGoSink is socketFloor's reader, run in a process of its own.
+func TestBenchGoSink(t *testing.T) {
+	addr := os.Getenv("GENTRACE_BENCH_SINK")
+	if addr == "" {
+		t.Skip("socketFloor's reader")
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, c)
+}
