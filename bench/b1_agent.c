@@ -47,7 +47,7 @@ static void *emit(void *arg) {
 }
 
 int b1_agent_run(const char *addr, const char *service, double rate,
-                       unsigned threads, double seconds, int fd) {
+                 unsigned threads, double seconds, int fd) {
   gt_config cfg;
   gt_config_init(&cfg);
   cfg.addr = addr;
@@ -90,4 +90,3 @@ int b1_agent_run(const char *addr, const char *service, double rate,
     return 1;
   return 0;
 }
-

@@ -156,8 +156,8 @@ static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
     kids[a] = pid;
     if (pid == 0) {
       close(p[0]);
-      _exit(b1_agent_run(addr, service, rate / o->agents, o->threads, o->seconds,
-                        p[1]));
+      _exit(b1_agent_run(addr, service, rate / o->agents, o->threads,
+                         o->seconds, p[1]));
     }
   }
   close(p[1]);

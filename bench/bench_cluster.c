@@ -101,8 +101,8 @@ typedef struct opts {
 /* ------------------------------------------------------------ the fleet */
 
 typedef struct fleet {
-  int n;      /* daemons */
-  int shared; /* 0: one daemon on SQLite */
+  int n;           /* daemons */
+  int shared;      /* 0: one daemon on SQLite */
   gtd d[MAXD + 1]; /* [n]: the window reader, when started */
   char obj[256];
   char tag[64];
@@ -259,9 +259,8 @@ static int64_t first_gen_ns(gtd *d, const char *id, int64_t dflt) {
   snprintf(path, sizeof path, "/v1/agents/%s/generations?limit=1", id);
   int status = 0;
   char *body = gtd_http_get(d, path, &status);
-  const char *s = body != NULL && status == 200
-                      ? strstr(body, "\"start_ns\":\"")
-                      : NULL;
+  const char *s =
+      body != NULL && status == 200 ? strstr(body, "\"start_ns\":\"") : NULL;
   int64_t v = s != NULL ? strtoll(s + 12, NULL, 10) : dflt;
   free(body);
   return v;
@@ -324,10 +323,9 @@ static int b1_trial(fleet *f, const opts *o, double rate, int idx, trial *t,
     char addr[256];
     size_t len = 0;
     for (int k = 0; k < f->n; k++)
-      len += (size_t)snprintf(addr + len, sizeof addr - len, "%s127.0.0.1:%u",
-                              k ? "," : "",
-                              f->d[(a + (unsigned)k) % (unsigned)f->n]
-                                  .agent_port);
+      len += (size_t)snprintf(
+          addr + len, sizeof addr - len, "%s127.0.0.1:%u", k ? "," : "",
+          f->d[(a + (unsigned)k) % (unsigned)f->n].agent_port);
     kids[a] = fork();
     if (kids[a] == 0) {
       close(p[0]);
@@ -367,11 +365,10 @@ static int b1_trial(fleet *f, const opts *o, double rate, int idx, trial *t,
   int nsess = api_count(&f->d[f->n - 1], svc, &stored, &lost, ss, wall0);
   char share[96] = "";
   for (int i = 0, len = 0; i < f->n && f->n > 1; i++)
-    len += snprintf(share + len, sizeof share - (size_t)len, "%s%" PRId64,
-                    i ? "/" : " gens per daemon ",
-                    gtd_metric(&f->d[i],
-                               "gentrace_generations_committed_total") -
-                        c0[i]);
+    len += snprintf(
+        share + len, sizeof share - (size_t)len, "%s%" PRId64,
+        i ? "/" : " gens per daemon ",
+        gtd_metric(&f->d[i], "gentrace_generations_committed_total") - c0[i]);
   int ok = nsess == (int)na && dropped == 0 && lost == 0 &&
            stored == (int64_t)written;
   int behind = elapsed > 1.2 * o->seconds;
@@ -379,14 +376,17 @@ static int b1_trial(fleet *f, const opts *o, double rate, int idx, trial *t,
           "bench_cluster: %s %.2f M/s: written %llu stored %" PRId64
           " sessions %d dropped %llu lost %" PRId64 " elapsed %.2fs%s -> %s\n",
           f->tag, rate / 1e6, written, stored, nsess, dropped, lost, elapsed,
-          share, !ok ? "LOSS" : behind ? "zero loss, agents behind" : "zero loss");
+          share,
+          !ok      ? "LOSS"
+          : behind ? "zero loss, agents behind"
+                   : "zero loss");
   return ok && behind ? 2 : ok;
 }
 
 typedef struct b1res {
   double good;     /* delivered events/s of the best zero-loss trial */
   int agent_limit; /* that trial's agents fell behind their pace */
-  trial at;    /* the trial at `good` */
+  trial at;        /* the trial at `good` */
 } b1res;
 
 static int b1_ladder(fleet *f, const opts *o, b1res *r) {
@@ -402,8 +402,8 @@ static int b1_ladder(fleet *f, const opts *o, b1res *r) {
       /* Delivered: the events over the time the agents took to emit
        * them. Under load the scheduler makes agents late at any rate, so a
        * late trial does not end the ladder; it counts at its real rate. */
-      double got = (double)t.written /
-                   (t.elapsed > o->seconds ? t.elapsed : o->seconds);
+      double got =
+          (double)t.written / (t.elapsed > o->seconds ? t.elapsed : o->seconds);
       good = rate;
       if (got > r->good) {
         r->good = got;
@@ -492,8 +492,7 @@ static double c1_run(fleet *f, size_t mib, unsigned round, trial *cpu) {
     s.gen = 1;
     if (gtc_connect(&k[i].c, f->d[i].agent_port) < 0 ||
         gtc_hello(&k[i].c, &s, NULL, &w) != 0) {
-      fprintf(stderr, "bench_cluster: C1 handshake with daemon %d failed\n",
-                      i);
+      fprintf(stderr, "bench_cluster: C1 handshake with daemon %d failed\n", i);
       goto out;
     }
   }
@@ -663,8 +662,7 @@ static int run_config(const opts *o, int n, int shared, unsigned round,
   opts wo = *o;
   wo.seconds = WIN_MS * (WIN_PER + 3) / 1000.0; /* covers every window */
   if (b1_trial(&f, &wo, o->window_rate, 99, &wt, &ss, WIN_PERIOD) < 1)
-    fprintf(stderr, "bench_cluster: %s: the window trial lost events\n",
-            f.tag);
+    fprintf(stderr, "bench_cluster: %s: the window trial lost events\n", f.tag);
   out->b1 = r.good;
   out->agent_limit = r.agent_limit;
   out->at = r.at;
@@ -767,18 +765,17 @@ int main(int argc, char **argv) {
       char name[16];
       snprintf(name, sizeof name, n ? "shared-%u" : "sqlite", n);
       double ev = c->b1 * o.seconds / 1e6;
-      printf("# round %u %-8s B1 %9.0f ev/s  C1 %6.1f MiB/s  CPU s/Mev "
-             "daemons %.3f pg %.3f s3 %.3f agents %.3f  busy %3.0f%%  "
-             "window cold p50/p99 %.1f/%.1f warm %.1f/%.1f ms (%d, %.2f MB)%s\n",
-             r + 1, name,
-             c->b1, c->c1, ev > 0 ? t->daemons / ev : 0,
-             ev > 0 ? t->pg / ev : 0, ev > 0 ? t->s3 / ev : 0,
-             ev > 0 ? t->agents / ev : 0,
-             t->wall > 0
-                 ? 100 * (t->daemons + t->pg + t->s3 + t->agents) / t->wall
-                 : 0,
-             c->win.cold50, c->win.cold99, c->win.warm50, c->win.warm99,
-             c->win.n, c->win.mb, c->agent_limit ? " limit=agent-cpu" : "");
+      printf(
+          "# round %u %-8s B1 %9.0f ev/s  C1 %6.1f MiB/s  CPU s/Mev "
+          "daemons %.3f pg %.3f s3 %.3f agents %.3f  busy %3.0f%%  "
+          "window cold p50/p99 %.1f/%.1f warm %.1f/%.1f ms (%d, %.2f MB)%s\n",
+          r + 1, name, c->b1, c->c1, ev > 0 ? t->daemons / ev : 0,
+          ev > 0 ? t->pg / ev : 0, ev > 0 ? t->s3 / ev : 0,
+          ev > 0 ? t->agents / ev : 0,
+          t->wall > 0 ? 100 * (t->daemons + t->pg + t->s3 + t->agents) / t->wall
+                      : 0,
+          c->win.cold50, c->win.cold99, c->win.warm50, c->win.warm99, c->win.n,
+          c->win.mb, c->agent_limit ? " limit=agent-cpu" : "");
       trial *u = &c->c1cpu;
       double gib = (double)u->written / (1u << 30);
       printf("# round %u %-8s C1 CPU s/GiB daemons %.2f pg %.2f s3 %.2f "
@@ -786,9 +783,9 @@ int main(int argc, char **argv) {
              r + 1, name, gib > 0 ? u->daemons / gib : 0,
              gib > 0 ? u->pg / gib : 0, gib > 0 ? u->s3 / gib : 0,
              gib > 0 ? u->agents / gib : 0,
-             u->wall > 0 ? 100 * (u->daemons + u->pg + u->s3 + u->agents) /
-                               u->wall
-                         : 0);
+             u->wall > 0
+                 ? 100 * (u->daemons + u->pg + u->s3 + u->agents) / u->wall
+                 : 0);
       fflush(stdout);
     }
   /* Medians over the rounds, per configuration. */
@@ -798,26 +795,26 @@ int main(int argc, char **argv) {
     for (unsigned r = 0; r < o.reps; r++) {
       cfgres *c = &res[r][n];
       double ev = c->b1 * o.seconds / 1e6;
-      double x[12] = {c->b1,
-                      c->c1,
-                      ev > 0 ? c->at.daemons / ev : 0,
-                      ev > 0 ? c->at.pg / ev : 0,
-                      ev > 0 ? c->at.s3 / ev : 0,
-                      ev > 0 ? c->at.agents / ev : 0,
-                      c->at.wall > 0 ? 100 *
-                                           (c->at.daemons + c->at.pg +
-                                            c->at.s3 + c->at.agents) /
-                                           c->at.wall
-                                     : 0,
-                      c->win.cold50,
-                      c->win.cold99,
-                      c->win.warm50,
-                      c->win.warm99,
-                      c->c1cpu.wall > 0 ? 100 *
-                                              (c->c1cpu.daemons + c->c1cpu.pg +
-                                               c->c1cpu.s3 + c->c1cpu.agents) /
-                                              c->c1cpu.wall
-                                        : 0};
+      double x[12] = {
+          c->b1,
+          c->c1,
+          ev > 0 ? c->at.daemons / ev : 0,
+          ev > 0 ? c->at.pg / ev : 0,
+          ev > 0 ? c->at.s3 / ev : 0,
+          ev > 0 ? c->at.agents / ev : 0,
+          c->at.wall > 0
+              ? 100 * (c->at.daemons + c->at.pg + c->at.s3 + c->at.agents) /
+                    c->at.wall
+              : 0,
+          c->win.cold50,
+          c->win.cold99,
+          c->win.warm50,
+          c->win.warm99,
+          c->c1cpu.wall > 0 ? 100 *
+                                  (c->c1cpu.daemons + c->c1cpu.pg +
+                                   c->c1cpu.s3 + c->c1cpu.agents) /
+                                  c->c1cpu.wall
+                            : 0};
       for (int k = 0; k < 12; k++)
         v[k][r] = x[k];
     }
@@ -850,7 +847,7 @@ int main(int argc, char **argv) {
            n, s, med, n, m[n][11], m[0][11], q, q > 0 ? s / q : 0,
            q > 0 && s >= q / 2);
     static const char *const wn[] = {"cold_p50", "cold_p99", "warm_p50",
-                                      "warm_p99"};
+                                     "warm_p99"};
     for (int k = 0; k < 4; k++)
       printf("BENCH id=window-other-daemon-%u_%s value=%.1f unit=ms(%s,"
              "session-window) baseline=sqlite:%.1f ratio=%.2f bar=none "
