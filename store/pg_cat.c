@@ -39,8 +39,9 @@
 
 #include "gtp_error.h"
 #include "pg.h"
-#include "text.h"
 #include "pg_schema.h"
+#include "pg_sum.h"
+#include "text.h"
 
 struct pg_cat {
   pg *pool;
@@ -497,6 +498,9 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     PQclear(r);
     r = NULL;
   }
+  /* The new generations' summaries, in this transaction (pg_sum.h). */
+  if ((rc = pg_sum_copy(k, gens, n, cause)) < 0)
+    goto rollback;
   {
     nb.n = 0;
     const char *p[] = {num_i(&nb, seg_id), num_i(&nb, live)};
