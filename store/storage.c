@@ -30,10 +30,12 @@
 #include "hold.h"
 #include "pg.h"
 #include "pg_cat.h"
+#include "pg_search.h"
 #include "s3.h"
 #include "shared_live.h"
 #include "shared_retain.h"
 #include "store_schema.h"
+#include "sumsort.h"
 
 struct storage {
   int shared;
@@ -369,8 +371,33 @@ void storage_reader_close(storage_reader *r) {
   free(r);
 }
 
-store_reader *storage_reader_sqlite(storage_reader *r) {
-  return r->sq;
+/* pg_search's way to a generation's bytes: as a download reads them. */
+static int search_fetch(void *ctx, int64_t seq, gtp_wbuf *out) {
+  return storage_read_payload(ctx, seq, out);
+}
+
+int storage_search_spans(storage_reader *r, const store_search_query *q,
+                         store_span_cb cb, void *ctx, int64_t *next_seq,
+                         uint64_t *next_skip) {
+  return r->sq ? store_search_spans(r->sq, q, cb, ctx, next_seq, next_skip)
+               : pg_search_spans(r->st->rcat, q, search_fetch, r, cb, ctx,
+                                 next_seq, next_skip);
+}
+
+int storage_search_summary(storage_reader *r, const store_summary_query *q,
+                           store_stats_cb cb, void *ctx, uint64_t *pending) {
+  sumsort s = {0};
+  int rc = r->sq ? store_search_summary(r->sq, q, sumsort_add, &s, pending)
+                 : pg_search_summary(r->st->rcat, q, sumsort_add, &s, pending);
+  if (rc == 0)
+    rc = sumsort_emit(&s, cb, ctx);
+  sumsort_fini(&s);
+  return rc;
+}
+
+int storage_search_service_known(storage_reader *r, const char *service) {
+  return r->sq ? store_search_service_known(r->sq, service)
+               : pg_search_service_known(r->st->rcat, service);
 }
 
 int storage_read_sessions(storage_reader *r, const store_session_filter *f,
