@@ -232,10 +232,19 @@ static PGresult *page_spans(search_ctx *x, const PGresult *cand, int n,
   return r;
 }
 
+/* Candidates per page: PG_SEARCH_PAGE, or GENTRACE_TEST_SEARCH_PAGE (1 or
+ * more) so tests cross page edges with a few generations. */
+static int page_size(void) {
+  const char *v = getenv("GENTRACE_TEST_SEARCH_PAGE");
+  int n = v ? atoi(v) : 0;
+  return n >= 1 && n <= PG_SEARCH_PAGE ? n : PG_SEARCH_PAGE;
+}
+
 int pg_search_spans(pg_cat *c, const store_search_query *q,
                     pg_search_fetch_fn fetch, void *fetch_ctx,
                     store_span_cb cb, void *ctx, int64_t *next_seq,
                     uint64_t *next_skip) {
+  const int page = page_size();
   *next_seq = 0;
   *next_skip = 0;
   search_ctx x = {.c = c, .q = q};
@@ -264,7 +273,7 @@ int pg_search_spans(pg_cat *c, const store_search_query *q,
                        q->session,
                        pnum(&x.pp, q->to_ns),
                        pnum(&x.pp, q->from_ns),
-                       pnum(&x.pp, PG_SEARCH_PAGE)};
+                       pnum(&x.pp, page)};
     PGresult *cand = run(c, cand_sql, 12, p, &err);
     if (!cand)
       break;
@@ -342,7 +351,7 @@ int pg_search_spans(pg_cat *c, const store_search_query *q,
     }
     PQclear(rows);
     PQclear(cand);
-    if (n < PG_SEARCH_PAGE)
+    if (n < page)
       break; /* the last page */
   }
   spanbuf_fini(&buf);

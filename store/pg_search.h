@@ -5,8 +5,9 @@
  * same order and cursor).
  *
  * Rows are read a page of candidate generations at a time
- * (PG_SEARCH_PAGE), so a search over a long range holds at most one page's
- * rows, never the whole range's.
+ * (PG_SEARCH_PAGE; GENTRACE_TEST_SEARCH_PAGE lowers it for tests), so a
+ * search over a long range holds at most one page's rows, never the whole
+ * range's.
  *
  * Thread: any; each call borrows a pooled catalog connection per statement
  * and may wait for the network (never on the libuv loop).
