@@ -197,8 +197,10 @@ int pg_copy(PGconn *c, const char *sql, const void *data, size_t len,
   if (!r || PQresultStatus(r) != PGRES_COPY_IN) {
     if (r && PQresultStatus(r) == PGRES_COMMAND_OK) { /* not a COPY */
       PQclear(r);
-      return pg_fail(cause, GTP_E_INTERNAL, "PostgreSQL catalog: %.40s: "
-                     "not a COPY FROM STDIN", sql);
+      return pg_fail(cause, GTP_E_INTERNAL,
+                     "PostgreSQL catalog: %.40s: "
+                     "not a COPY FROM STDIN",
+                     sql);
     }
     PQclear(pg_result(c, r, sql, &rc, cause));
     return rc;

@@ -158,7 +158,7 @@
 #define PG_SUM_SEQ                                                             \
   " seq bigint NOT NULL REFERENCES gt_generations(seq) ON DELETE CASCADE,"
 #define PG_MIGRATION_SUMMARY                                                   \
-  "CREATE TABLE gt_sum_gens(" PG_SUM_SEQ " floor_ns bigint NOT NULL,"         \
+  "CREATE TABLE gt_sum_gens(" PG_SUM_SEQ " floor_ns bigint NOT NULL,"          \
   " open_at_end bigint NOT NULL, unmatched_ends bigint NOT NULL,"              \
   " status int NOT NULL, PRIMARY KEY(seq));"                                   \
   "CREATE TABLE gt_sum_names(name bytea NOT NULL," PG_SUM_SEQ                  \
@@ -166,14 +166,14 @@
   " min_ns bigint NOT NULL, max_ns bigint NOT NULL, hist bytea NOT NULL,"      \
   " PRIMARY KEY(name, seq, kind));"                                            \
   "CREATE INDEX gt_sum_names_by_seq ON gt_sum_names(seq);"                     \
-  "CREATE TABLE gt_sum_spans(" PG_SUM_SEQ " kind int NOT NULL,"               \
+  "CREATE TABLE gt_sum_spans(" PG_SUM_SEQ " kind int NOT NULL,"                \
   " name bytea NOT NULL, thread bigint NOT NULL, start_ns bigint NOT NULL,"    \
   " dur_ns bigint NOT NULL, carried int NOT NULL DEFAULT 0);"                  \
   "CREATE INDEX gt_sum_spans_by_seq ON gt_sum_spans(seq, name);"               \
-  "CREATE TABLE gt_sum_counters(" PG_SUM_SEQ " name bytea NOT NULL,"          \
+  "CREATE TABLE gt_sum_counters(" PG_SUM_SEQ " name bytea NOT NULL,"           \
   " count bigint NOT NULL, min bigint NOT NULL, max bigint NOT NULL,"          \
   " last bigint NOT NULL, PRIMARY KEY(seq, name));"                            \
-  "CREATE TABLE gt_sum_logs(" PG_SUM_SEQ " name bytea NOT NULL,"              \
+  "CREATE TABLE gt_sum_logs(" PG_SUM_SEQ " name bytea NOT NULL,"               \
   " count bigint NOT NULL, PRIMARY KEY(seq, name));"                           \
   "INSERT INTO gt_meta SELECT 'summary_below', coalesce(max(seq), 0)::text"    \
   " FROM gt_generations;"

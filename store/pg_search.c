@@ -145,11 +145,12 @@ static int seq_floor(pg_cat *c, int64_t from_ns, int64_t *floor) {
     return 0;
   params pp = {.n = 0};
   const char *p[] = {pnum(&pp, from_ns)};
-  return run_int(c,
-                 "SELECT min(seq) FROM gt_generations WHERE start_ns >= $1::bigint"
-                 " - coalesce((SELECT value::bigint FROM gt_meta"
-                 " WHERE key = 'max_span_ns'), 0)",
-                 1, p, floor);
+  return run_int(
+      c,
+      "SELECT min(seq) FROM gt_generations WHERE start_ns >= $1::bigint"
+      " - coalesce((SELECT value::bigint FROM gt_meta"
+      " WHERE key = 'max_span_ns'), 0)",
+      1, p, floor);
 }
 
 /* -------------------------------------------------------------- search */
@@ -241,9 +242,8 @@ static int page_size(void) {
 }
 
 int pg_search_spans(pg_cat *c, const store_search_query *q,
-                    pg_search_fetch_fn fetch, void *fetch_ctx,
-                    store_span_cb cb, void *ctx, int64_t *next_seq,
-                    uint64_t *next_skip) {
+                    pg_search_fetch_fn fetch, void *fetch_ctx, store_span_cb cb,
+                    void *ctx, int64_t *next_seq, uint64_t *next_skip) {
   const int page = page_size();
   *next_seq = 0;
   *next_skip = 0;
@@ -474,7 +474,7 @@ int pg_search_summary(pg_cat *c, const store_summary_query *q,
 int pg_search_service_known(pg_cat *c, const char *service) {
   const char *p[] = {service};
   int64_t v = 0;
-  int rc = run_int(c, "SELECT 1 FROM gt_sessions WHERE service = $1 LIMIT 1",
-                   1, p, &v);
+  int rc = run_int(c, "SELECT 1 FROM gt_sessions WHERE service = $1 LIMIT 1", 1,
+                   p, &v);
   return rc < 0 ? rc : v == 1;
 }

@@ -27,9 +27,8 @@
 typedef int (*pg_search_fetch_fn)(void *ctx, int64_t seq, gtp_wbuf *out);
 
 int pg_search_spans(pg_cat *c, const store_search_query *q,
-                    pg_search_fetch_fn fetch, void *fetch_ctx,
-                    store_span_cb cb, void *ctx, int64_t *next_seq,
-                    uint64_t *next_skip);
+                    pg_search_fetch_fn fetch, void *fetch_ctx, store_span_cb cb,
+                    void *ctx, int64_t *next_seq, uint64_t *next_skip);
 int pg_search_summary(pg_cat *c, const store_summary_query *q,
                       store_stats_cb cb, void *ctx, uint64_t *pending);
 int pg_search_service_known(pg_cat *c, const char *service);

@@ -122,8 +122,7 @@ static int encode(pg_sum *ps, const store_sum_item *it) {
     const gtp_sum_name *n = &s->names[sp->name];
     gtp_wbuf_printf(&ps->spans, "%d\t", n->kind);
     put_bytea(&ps->spans, n->name.ptr, n->name.len);
-    gtp_wbuf_printf(&ps->spans,
-                    "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%d\n",
+    gtp_wbuf_printf(&ps->spans, "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%d\n",
                     clamp64(sp->thread), sp->start_ns, clamp64(sp->dur_ns),
                     sp->carried);
   }
@@ -156,9 +155,9 @@ out:
   free(keep);
   free(refs);
   if (rc == 0)
-    rc = ps->gen.err   ? ps->gen.err
-         : ps->names.err ? ps->names.err
-         : ps->spans.err ? ps->spans.err
+    rc = ps->gen.err        ? ps->gen.err
+         : ps->names.err    ? ps->names.err
+         : ps->spans.err    ? ps->spans.err
          : ps->counters.err ? ps->counters.err
                             : ps->logs.err;
   return rc;
@@ -237,8 +236,7 @@ int pg_sum_copy(PGconn *k, const pg_cat_gen *gens, size_t n, char **cause) {
        offsetof(pg_sum, spans)},
       {"COPY gt_sum_counters(seq, name, count, min, max, last) FROM STDIN",
        offsetof(pg_sum, counters)},
-      {"COPY gt_sum_logs(seq, name, count) FROM STDIN",
-       offsetof(pg_sum, logs)},
+      {"COPY gt_sum_logs(seq, name, count) FROM STDIN", offsetof(pg_sum, logs)},
   };
   gtp_wbuf b;
   gtp_wbuf_init(&b, 0);

@@ -347,11 +347,10 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
     ns.kind = sqlite3_column_int(st, 0);
     ns.name = (const char *)sqlite3_column_text(st, 1);
     ns.name_len = (size_t)sqlite3_column_bytes(st, 1);
-    if (!ns.name ||
-        (q->name &&
-         !spanbuf_name_matches(
-             &(store_search_query){.name = q->name, .prefix = q->prefix},
-             ns.name, ns.name_len)))
+    if (!ns.name || (q->name && !spanbuf_name_matches(
+                                    &(store_search_query){.name = q->name,
+                                                          .prefix = q->prefix},
+                                    ns.name, ns.name_len)))
       continue;
     ns.count = (uint64_t)sqlite3_column_int64(st, 2);
     ns.total_ns = (uint64_t)sqlite3_column_int64(st, 3);

@@ -253,8 +253,8 @@ enum MHD_Result web_search(web_req *r) {
   if (rc < 0 || j.buf.err) {
     json_fini(&j);
     rc = rc < 0 ? rc : j.buf.err;
-    return web_error(r, web_rc_status(rc), web_rc_code(rc),
-                     "search failed: %s", gtp_strerror(rc));
+    return web_error(r, web_rc_status(rc), web_rc_code(rc), "search failed: %s",
+                     gtp_strerror(rc));
   }
   return web_reply_json(r, 200, &j);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "client.h"
 #include "format.h"
@@ -23,24 +24,20 @@ static int die(const char *what, int rc) {
   return 1;
 }
 
+/* The whole file (a download: its size is known), malloc'd. */
 static uint8_t *slurp(const char *path, size_t *len) {
+  struct stat st;
   FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = 1 << 20, n = 0;
-  uint8_t *b = malloc(cap);
-  size_t got;
-  while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-    n += got;
-    if (n == cap) {
-      uint8_t *nb = realloc(b, cap *= 2);
-      if (!nb)
-        free(b);
-      b = nb;
-    }
+  uint8_t *b = NULL;
+  if (f && fstat(fileno(f), &st) == 0 && st.st_size > 0 &&
+      (b = malloc((size_t)st.st_size)) != NULL &&
+      fread(b, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+    free(b);
+    b = NULL;
   }
-  fclose(f);
-  *len = n;
+  if (f)
+    fclose(f);
+  *len = b ? (size_t)st.st_size : 0;
   return b;
 }
 
@@ -108,7 +105,8 @@ int main(int argc, char **argv) {
     }
     uint64_t acked = 0;
     int code = 0;
-    if (rc >= 0 && (rc = gtc_read_reply(&c, &acked, &code, GTC_TIMEOUT_MS)) != 1)
+    if (rc >= 0 &&
+        (rc = gtc_read_reply(&c, &acked, &code, GTC_TIMEOUT_MS)) != 1)
       rc = rc == 2 ? code : rc < 0 ? rc : GTP_E_STATE;
     uint64_t gen = g.end.gen;
     gtp_gen_fini(&g);

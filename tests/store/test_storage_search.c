@@ -19,10 +19,8 @@
 
 #include <cmocka.h>
 
+#include "conform_fixture.h"
 #include "gtp_error.h"
-#include "shared_fixture.h"
-#include "storage.h"
-#include "store_fixture.h"
 
 #define NSESS 3
 #define NGEN 6
@@ -34,8 +32,8 @@ static store_gen *scenario_gen(unsigned s, uint64_t gen) {
   static const char *svc[NSESS] = {"api", "api", "db"};
   sf_gen_opts o = {.session = s + 1,
                    .gen = gen,
-                   .start_ns = T0_NS + (int64_t)gen * 2000000000 +
-                               (int64_t)s * 1000000,
+                   .start_ns =
+                       T0_NS + (int64_t)gen * 2000000000 + (int64_t)s * 1000000,
                    .period_ns = (int64_t)(1 + gen % 3) * 500000000,
                    .service = svc[s]};
   return sf_gen_new(&o);
@@ -55,11 +53,16 @@ typedef struct dump {
   int nseq;
 } dump;
 
+static int cmp_seq(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* A seq's rank in commit order (the feed lists seqs ascending). */
 static int rank(const dump *d, int64_t seq) {
-  for (int i = 0; i < d->nseq; i++)
-    if (d->seqs[i] == seq)
-      return i;
-  return -1;
+  const int64_t *at =
+      bsearch(&seq, d->seqs, (size_t)d->nseq, sizeof seq, cmp_seq);
+  return at ? (int)(at - d->seqs) : -1;
 }
 
 static int feed_row(void *ctx, const store_gen_row *g) {
@@ -204,11 +207,7 @@ static char *sqlite_dump;
 
 static void test_storage_search__sqlite_backend_answers(void **state) {
   (void)state;
-  sf_dir dir;
-  sf_dir_make(&dir);
-  storage_config cfg = {.sqlite = {.path = dir.db}};
-  sqlite_dump = run_scenario(&cfg);
-  sf_dir_remove(&dir);
+  sqlite_dump = conform_sqlite(run_scenario);
   /* What the fixture emitted: per thread (3) and generation, two
    * "request" regions and one "handle" task; 3 sessions x 6 generations. */
   assert_non_null(strstr(sqlite_dump, "name kind=1 request count=108 "));
@@ -224,25 +223,9 @@ static void test_storage_search__sqlite_backend_answers(void **state) {
 static void
 test_storage_search__shared_backend_answers_byte_identical(void **state) {
   (void)state;
-  if (!getenv("GENTRACE_CATALOG") || !getenv("GENTRACE_OBJECTS")) {
-    printf("(shared backend skipped: no cluster in the environment)\n");
-    skip();
-  }
-  char db[256];
-  assert_int_equal(fixture_db("searchconf", db, sizeof db), 0);
-  char objects[256];
-  snprintf(objects, sizeof objects, "%s/searchconf-%ld",
-           getenv("GENTRACE_OBJECTS"), (long)getpid());
-  storage_config cfg = {
-      .catalog = db, .objects = objects, .shared = {.max_age_ms = 200}};
   /* Pages of 4 candidate generations: searches cross page edges. */
   setenv("GENTRACE_TEST_SEARCH_PAGE", "4", 1);
-  char *shared = run_scenario(&cfg);
-  assert_non_null(sqlite_dump);
-  if (getenv("GT_SHOW_DUMP") || strcmp(shared, sqlite_dump) != 0)
-    fprintf(stderr, "--- sqlite\n%s--- shared\n%s", sqlite_dump, shared);
-  assert_string_equal(shared, sqlite_dump);
-  free(shared);
+  conform_shared("searchconf", run_scenario, sqlite_dump);
 }
 
 int main(void) {
