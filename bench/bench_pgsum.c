@@ -2,13 +2,16 @@
  * fast /v1/search and /v1/summary answer from the PostgreSQL catalog, each
  * beside its same-run baseline.
  *
+ *   P0 build: CPU time of pg_sum_build (summary + rows as COPY text) per
+ *      generation against zstd level 3 of the same bytes (the packer's
+ *      other work on the same thread).
  *   P1 commit: demo-shaped generations (bench/demo_gen.c: nested regions,
  *      tasks, logs, counters; 256 KiB of events each) through the storage
  *      interface into the shared store, with summaries and without
  *      (GENTRACE_BENCH_NO_SUMMARY), alternating, 3 runs each: median MiB/s
  *      of each, the ratio is what summarizing leaves of the rate.
  *   P2 search/P3 summary: a storage that ingested nothing (another daemon,
- *      cold) answers a search from the kept rows (every span of 10 ms or
+ *      cold) answers a search from the kept rows (every span of 1 ms or
  *      more of all sessions, all pages of 1000), the first page (100) of one
  *      that must decode generations (min 100 us, under the 1 ms floor), and
  *      a summary of the whole range; the same generations in SQLite are the
@@ -28,7 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "demo_gen.h"
+#include "pg_sum.h"
 #include "storage.h"
 
 #define EVENT_BYTES (256u << 10)
@@ -144,7 +150,7 @@ static double query(const storage_config *cfg, int which, uint64_t *rows) {
     *rows = 0;
     double t = now_s();
     if (which != 1) {
-      store_search_query q = {.min_ns = which == 0 ? 10000000 : 100000,
+      store_search_query q = {.min_ns = which == 0 ? 1000000 : 100000,
                               .max_ns = UINT64_MAX,
                               .to_ns = INT64_MAX,
                               .limit = which == 0 ? 1000 : 100};
@@ -166,6 +172,49 @@ static double query(const storage_config *cfg, int which, uint64_t *rows) {
   storage_close(st);
   qsort(s, RUNS, sizeof *s, cmp_d);
   return s[RUNS / 2];
+}
+
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* P0: CPU us per generation of pg_sum_build and of zstd level 3. */
+static void build_cost(store_gen **gens, uint64_t n) {
+  double sum[RUNS], z[RUNS];
+  ZSTD_CCtx *cc = ZSTD_createCCtx();
+  size_t cap = ZSTD_compressBound(gens[0]->len * 2);
+  void *dst = malloc(cap);
+  uint64_t rows = 0;
+  for (int k = 0; k < RUNS; k++) {
+    double t = cpu_s();
+    sum_carry *carry = sum_carry_new();
+    for (uint64_t i = 0; i < n; i++) {
+      pg_sum *p = pg_sum_build(gens[i]->session, gens[i]->gen, gens[i]->payload,
+                               gens[i]->len, carry);
+      rows = p ? p->spans.len : 0;
+      pg_sum_free(p);
+    }
+    sum_carry_free(carry);
+    sum[k] = (cpu_s() - t) / (double)n * 1e6;
+    t = cpu_s();
+    for (uint64_t i = 0; i < n; i++)
+      if (gens[i]->len <= cap)
+        ZSTD_compressCCtx(cc, dst, cap, gens[i]->payload, gens[i]->len, 3);
+    z[k] = (cpu_s() - t) / (double)n * 1e6;
+  }
+  ZSTD_freeCCtx(cc);
+  free(dst);
+  qsort(sum, RUNS, sizeof *sum, cmp_d);
+  qsort(z, RUNS, sizeof *z, cmp_d);
+  printf("# P0: %" PRIu64 " bytes of span rows (COPY text) in the last "
+         "generation\n",
+         rows);
+  printf("BENCH id=P0-pg-sum-build value=%.0f unit=us/gen baseline=zstd3:%.0f"
+         " ratio=%.2f bar=1.00 pass=%d\n",
+         sum[RUNS / 2], z[RUNS / 2], sum[RUNS / 2] / z[RUNS / 2],
+         sum[RUNS / 2] <= z[RUNS / 2]);
 }
 
 static double load1(void) {
@@ -200,6 +249,11 @@ int main(void) {
   storage_config sqlite = {.sqlite = {.path = dbpath}};
   store_gen **gens = calloc(n, sizeof *gens);
   double with[RUNS], without[RUNS];
+  for (uint64_t i = 0; i < n; i++)
+    gens[i] = make_gen(99, i, t0);
+  build_cost(gens, n);
+  for (uint64_t i = 0; i < n; i++)
+    store_gen_free(gens[i]);
   for (int k = 0; k < 2 * RUNS; k++) {
     int sum = k % 2 == 0; /* alternate: load drifts hit both alike */
     for (uint64_t i = 0; i < n; i++)

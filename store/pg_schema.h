@@ -143,7 +143,9 @@
 /* Generation summaries (version 4; store/pg_sum.c writes them in the
  * transaction that catalogs the generation, store/pg_search.c reads them),
  * the rows SQLite keeps in its sum_* tables (store_schema.h), deleted with
- * their generation by the foreign keys' cascade (cluster retention).
+ * their generation by a trigger (cluster retention), as on SQLite. No
+ * foreign keys: their check per inserted row (a lookup and a row lock in
+ * gt_generations) cost more than the rows themselves at commit.
  * Names are bytea: any bytes a trace holds, compared bytewise.
  *   gt_sum_gens     seq -> floor_ns (every span >= it is in gt_sum_spans),
  *                   open_at_end, unmatched_ends, status (0 ok, else the
@@ -155,26 +157,32 @@
  *   gt_sum_logs     (seq, name = category): count.
  * gt_meta.summary_below: generations cataloged before this version (seq at
  * or below it) have no summary; search decodes them instead. */
-#define PG_SUM_SEQ                                                             \
-  " seq bigint NOT NULL REFERENCES gt_generations(seq) ON DELETE CASCADE,"
 #define PG_MIGRATION_SUMMARY                                                   \
-  "CREATE TABLE gt_sum_gens(" PG_SUM_SEQ " floor_ns bigint NOT NULL,"          \
-  " open_at_end bigint NOT NULL, unmatched_ends bigint NOT NULL,"              \
-  " status int NOT NULL, PRIMARY KEY(seq));"                                   \
-  "CREATE TABLE gt_sum_names(name bytea NOT NULL," PG_SUM_SEQ                  \
+  "CREATE TABLE gt_sum_gens(seq bigint PRIMARY KEY,"                           \
+  " floor_ns bigint NOT NULL, open_at_end bigint NOT NULL,"                    \
+  " unmatched_ends bigint NOT NULL, status int NOT NULL);"                     \
+  "CREATE TABLE gt_sum_names(name bytea NOT NULL, seq bigint NOT NULL,"        \
   " kind int NOT NULL, count bigint NOT NULL, total_ns bigint NOT NULL,"       \
   " min_ns bigint NOT NULL, max_ns bigint NOT NULL, hist bytea NOT NULL,"      \
   " PRIMARY KEY(name, seq, kind));"                                            \
   "CREATE INDEX gt_sum_names_by_seq ON gt_sum_names(seq);"                     \
-  "CREATE TABLE gt_sum_spans(" PG_SUM_SEQ " kind int NOT NULL,"                \
+  "CREATE TABLE gt_sum_spans(seq bigint NOT NULL, kind int NOT NULL,"          \
   " name bytea NOT NULL, thread bigint NOT NULL, start_ns bigint NOT NULL,"    \
   " dur_ns bigint NOT NULL, carried int NOT NULL DEFAULT 0);"                  \
   "CREATE INDEX gt_sum_spans_by_seq ON gt_sum_spans(seq, name);"               \
-  "CREATE TABLE gt_sum_counters(" PG_SUM_SEQ " name bytea NOT NULL,"           \
+  "CREATE TABLE gt_sum_counters(seq bigint NOT NULL, name bytea NOT NULL,"     \
   " count bigint NOT NULL, min bigint NOT NULL, max bigint NOT NULL,"          \
   " last bigint NOT NULL, PRIMARY KEY(seq, name));"                            \
-  "CREATE TABLE gt_sum_logs(" PG_SUM_SEQ " name bytea NOT NULL,"               \
+  "CREATE TABLE gt_sum_logs(seq bigint NOT NULL, name bytea NOT NULL,"         \
   " count bigint NOT NULL, PRIMARY KEY(seq, name));"                           \
+  "CREATE FUNCTION gt_sum_del() RETURNS trigger LANGUAGE plpgsql AS $$"        \
+  " BEGIN DELETE FROM gt_sum_gens WHERE seq = OLD.seq;"                        \
+  " DELETE FROM gt_sum_names WHERE seq = OLD.seq;"                             \
+  " DELETE FROM gt_sum_spans WHERE seq = OLD.seq;"                             \
+  " DELETE FROM gt_sum_counters WHERE seq = OLD.seq;"                          \
+  " DELETE FROM gt_sum_logs WHERE seq = OLD.seq; RETURN NULL; END $$;"         \
+  "CREATE TRIGGER gt_sum_del AFTER DELETE ON gt_generations"                   \
+  " FOR EACH ROW EXECUTE FUNCTION gt_sum_del();"                               \
   "INSERT INTO gt_meta SELECT 'summary_below', coalesce(max(seq), 0)::text"    \
   " FROM gt_generations;"
 
