@@ -152,7 +152,11 @@
  *                   GTP_E_* code that kept it from being summarized).
  *   gt_sum_names    (name, seq, kind): count, total, min, max and the
  *                   histogram (proto/summary.h's compact encoding).
- *   gt_sum_spans    the long spans, and the ones carried across an edge.
+ *   gt_sum_spans    the long spans, and the ones carried across an edge,
+ *                   one row per (seq, kind, name): the longest (max_ns),
+ *                   whether any was carried, and the spans packed (pg_sum.h)
+ *                   -- a generation holds thousands of spans and a dozen
+ *                   names, and a row per span made the commit 4x slower.
  *   gt_sum_counters (seq, name): count, min, max, last.
  *   gt_sum_logs     (seq, name = category): count.
  * gt_meta.summary_below: generations cataloged before this version (seq at
@@ -167,9 +171,9 @@
   " PRIMARY KEY(name, seq, kind));"                                            \
   "CREATE INDEX gt_sum_names_by_seq ON gt_sum_names(seq);"                     \
   "CREATE TABLE gt_sum_spans(seq bigint NOT NULL, kind int NOT NULL,"          \
-  " name bytea NOT NULL, thread bigint NOT NULL, start_ns bigint NOT NULL,"    \
-  " dur_ns bigint NOT NULL, carried int NOT NULL DEFAULT 0);"                  \
-  "CREATE INDEX gt_sum_spans_by_seq ON gt_sum_spans(seq, name);"               \
+  " name bytea NOT NULL, max_ns bigint NOT NULL, carried int NOT NULL,"        \
+  " spans bytea NOT NULL);"                                                    \
+  "CREATE INDEX gt_sum_spans_by_seq ON gt_sum_spans(seq);"                     \
   "CREATE TABLE gt_sum_counters(seq bigint NOT NULL, name bytea NOT NULL,"     \
   " count bigint NOT NULL, min bigint NOT NULL, max bigint NOT NULL,"          \
   " last bigint NOT NULL, PRIMARY KEY(seq, name));"                            \

@@ -28,6 +28,7 @@
 
 #include "gtp_error.h"
 #include "pg.h"
+#include "pg_sum.h"
 #include "spanbuf.h"
 #include "summary.h"
 
@@ -173,14 +174,16 @@ static const char cand_sql[] =
     " AND g.start_ns < $10::bigint AND g.end_ns >= $11::bigint"
     " ORDER BY c.seq DESC LIMIT $12::bigint";
 
-/* The index rows of a page: every matching row of the generations in $6
- * (floor <= min), the carried ones of the others in $1. */
+/* The index rows of a page (one per generation, kind and name, the spans
+ * packed: pg_sum.h) that may hold a match: of the generations in $5
+ * (floor <= min) every one, of the others in $1 those with carried spans
+ * (the caller keeps only those of them). */
 static const char spans_sql[] =
-    "SELECT seq, kind, encode(name, 'hex'), thread, start_ns, dur_ns"
+    "SELECT seq, kind, encode(name, 'hex'), encode(spans, 'hex')"
     " FROM gt_sum_spans WHERE seq = ANY($1::bigint[])"
     " AND name >= $2::bytea AND ($3::bytea IS NULL OR name <= $3)"
-    " AND dur_ns >= $4::bigint AND dur_ns <= $5::bigint"
-    " AND (carried = 1 OR seq = ANY($6::bigint[]))"
+    " AND max_ns >= $4::bigint"
+    " AND (carried = 1 OR seq = ANY($5::bigint[]))"
     " ORDER BY seq DESC";
 
 /* "{a,b,...}" of the candidates' seqs that pass pick (1 all summarized, 2
@@ -204,6 +207,39 @@ static char *seq_array(const PGresult *r, int n, uint64_t min_ns, int pick) {
   return s;
 }
 
+/* The spans of one gt_sum_spans row that match q (only the carried ones
+ * unless the generation is answered from the index). 0 or -ENOMEM. */
+static int add_group(spanbuf *buf, const store_search_query *q,
+                     const PGresult *rows, int ri, int from_index) {
+  const char *hex = PQgetvalue(rows, ri, 2);
+  size_t hl = (size_t)PQgetlength(rows, ri, 2);
+  const char *shex = PQgetvalue(rows, ri, 3);
+  size_t sl = (size_t)PQgetlength(rows, ri, 3);
+  char *name = malloc(hl / 2 + 1), *packed = malloc(sl / 2 + 1);
+  int err = name && packed ? 0 : -ENOMEM;
+  store_span_row r = {0};
+  r.kind = (int)val_i(rows, ri, 1);
+  r.name = name;
+  r.name_len = name ? unhex(hex, hl, name) : 0;
+  if (!err && spanbuf_name_matches(q, r.name, r.name_len)) {
+    const uint8_t *p = (const uint8_t *)packed,
+                  *end = p + unhex(shex, sl, packed);
+    pg_sum_span sp;
+    while (!err && pg_sum_span_next(&p, end, &sp) == 1) {
+      if (!from_index && !sp.carried)
+        continue; /* the bytes answer for the rest */
+      r.thread = sp.thread;
+      r.start_ns = sp.start_ns;
+      r.dur_ns = sp.dur_ns;
+      if (spanbuf_span_matches(q, r.start_ns, r.dur_ns))
+        err = spanbuf_add(buf, &r);
+    }
+  }
+  free(name);
+  free(packed);
+  return err;
+}
+
 typedef struct search_ctx {
   pg_cat *c;
   const store_search_query *q;
@@ -220,13 +256,9 @@ static PGresult *page_spans(search_ctx *x, const PGresult *cand, int n,
   if (!all || !idx) {
     *rc = -ENOMEM;
   } else {
-    const char *p[] = {all,
-                       x->lo,
-                       x->hi,
-                       pnum(&x->pp, clamp64(x->q->min_ns)),
-                       pnum(&x->pp, clamp64(x->q->max_ns)),
+    const char *p[] = {all, x->lo, x->hi, pnum(&x->pp, clamp64(x->q->min_ns)),
                        idx};
-    r = run(x->c, spans_sql, 6, p, rc);
+    r = run(x->c, spans_sql, 5, p, rc);
   }
   free(all);
   free(idx);
@@ -291,7 +323,9 @@ int pg_search_spans(pg_cat *c, const store_search_query *q,
       if (summarized && val_i(cand, i, 6) != 0)
         continue; /* not decodable: no span of it can be shown */
       spanbuf_clear(&buf);
-      if (!summarized || !(floor_ns >= 0 && (uint64_t)floor_ns <= q->min_ns)) {
+      int from_index = summarized && floor_ns >= 0 &&
+                       (uint64_t)floor_ns <= q->min_ns; /* invariant 1 */
+      if (!from_index) {
         /* invariant 1: the bytes hold the spans begun and ended here */
         gtp_wbuf_reset(&bytes);
         int rc = fetch(fetch_ctx, seq, &bytes);
@@ -302,26 +336,8 @@ int pg_search_spans(pg_cat *c, const store_search_query *q,
         else if (rc != GTP_E_NOTFOUND) /* deleted meanwhile: none */
           err = rc;
       }
-      for (; !err && ri < nrows && val_i(rows, ri, 0) == seq; ri++) {
-        const char *hex = PQgetvalue(rows, ri, 2);
-        size_t hl = (size_t)PQgetlength(rows, ri, 2);
-        char *name = malloc(hl / 2 + 1);
-        if (!name) {
-          err = -ENOMEM;
-          break;
-        }
-        store_span_row r = {0};
-        r.kind = (int)val_i(rows, ri, 1);
-        r.name = name;
-        r.name_len = unhex(hex, hl, name);
-        r.thread = (uint64_t)val_i(rows, ri, 3);
-        r.start_ns = val_i(rows, ri, 4);
-        r.dur_ns = (uint64_t)val_i(rows, ri, 5);
-        if (spanbuf_name_matches(q, r.name, r.name_len) &&
-            spanbuf_span_matches(q, r.start_ns, r.dur_ns))
-          err = spanbuf_add(&buf, &r);
-        free(name);
-      }
+      for (; !err && ri < nrows && val_i(rows, ri, 0) == seq; ri++)
+        err = add_group(&buf, q, rows, ri, from_index);
       if (err)
         break;
       spanbuf_sort(&buf);

@@ -27,6 +27,7 @@
 #include "gtp_error.h"
 #include "pg.h"
 #include "store_summary.h"
+#include "varint.h"
 
 static int64_t clamp64(uint64_t v) {
   return v > INT64_MAX ? INT64_MAX : (int64_t)v;
@@ -84,6 +85,67 @@ static int keep_last(key_ref *refs, size_t n, uint8_t **keep) {
   return 0;
 }
 
+/* The spans, one row per (kind, name) (pg_sum.h), in the summary's order
+ * within a row. */
+static int put_spans(pg_sum *ps, const gtp_summary *s) {
+  if (s->nspans == 0)
+    return 0;
+  key_ref *refs = malloc(s->nspans * sizeof *refs);
+  if (!refs)
+    return -ENOMEM;
+  gtp_wbuf blob;
+  gtp_wbuf_init(&blob, 0);
+  for (size_t i = 0; i < s->nspans; i++) {
+    const gtp_sum_name *n = &s->names[s->spans[i].name];
+    refs[i] = (key_ref){n->kind, n->name, i};
+  }
+  if (s->nspans > 1)
+    qsort(refs, s->nspans, sizeof *refs, cmp_key); /* by key, then order */
+  for (size_t i = 0; i < s->nspans && !blob.err;) {
+    size_t j = i;
+    uint64_t max = 0;
+    int carried = 0;
+    gtp_wbuf_reset(&blob);
+    for (; j < s->nspans && refs[j].kind == refs[i].kind &&
+           refs[j].name.len == refs[i].name.len &&
+           (!refs[i].name.len ||
+            !memcmp(refs[j].name.ptr, refs[i].name.ptr, refs[i].name.len));
+         j++) {
+      const gtp_sum_span *sp = &s->spans[refs[j].at];
+      /* Clamped as SQLite's integer columns are, so both answer alike. */
+      gtp_wbuf_put_uvarint(&blob, (uint64_t)clamp64(sp->thread));
+      gtp_wbuf_put_uvarint(&blob, gtp_zigzag(sp->start_ns));
+      gtp_wbuf_put_uvarint(&blob, (uint64_t)clamp64(sp->dur_ns));
+      gtp_wbuf_put(&blob, sp->carried ? "\1" : "\0", 1);
+      max = sp->dur_ns > max ? sp->dur_ns : max;
+      carried |= sp->carried != 0;
+    }
+    gtp_wbuf_printf(&ps->spans, "%d\t", refs[i].kind);
+    put_bytea(&ps->spans, refs[i].name.ptr, refs[i].name.len);
+    gtp_wbuf_printf(&ps->spans, "\t%" PRId64 "\t%d\t", clamp64(max), carried);
+    put_bytea(&ps->spans, blob.data, blob.len);
+    gtp_wbuf_put(&ps->spans, "\n", 1);
+    i = j;
+  }
+  int rc = blob.err;
+  gtp_wbuf_fini(&blob);
+  free(refs);
+  return rc;
+}
+
+int pg_sum_span_next(const uint8_t **p, const uint8_t *end, pg_sum_span *s) {
+  if (*p >= end)
+    return 0;
+  uint64_t z;
+  if (gtp_uvarint_get(p, end, &s->thread) < 0 ||
+      gtp_uvarint_get(p, end, &z) < 0 ||
+      gtp_uvarint_get(p, end, &s->dur_ns) < 0 || *p >= end)
+    return GTP_E_CORRUPT;
+  s->start_ns = gtp_unzigzag(z);
+  s->carried = *(*p)++ != 0;
+  return 1;
+}
+
 static int encode(pg_sum *ps, const store_sum_item *it) {
   const gtp_summary *s = &it->sum;
   int ok = it->status == 0;
@@ -117,16 +179,10 @@ static int encode(pg_sum *ps, const store_sum_item *it) {
     put_bytea(&ps->names, hist, gtp_sum_hist_encode(n->hist, hist));
     gtp_wbuf_put(&ps->names, "\n", 1);
   }
-  for (size_t i = 0; i < s->nspans; i++) {
-    const gtp_sum_span *sp = &s->spans[i];
-    const gtp_sum_name *n = &s->names[sp->name];
-    gtp_wbuf_printf(&ps->spans, "%d\t", n->kind);
-    put_bytea(&ps->spans, n->name.ptr, n->name.len);
-    gtp_wbuf_printf(&ps->spans, "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%d\n",
-                    clamp64(sp->thread), sp->start_ns, clamp64(sp->dur_ns),
-                    sp->carried);
-  }
   free(keep);
+  keep = NULL;
+  if ((rc = put_spans(ps, s)) < 0)
+    goto out;
   for (size_t i = 0; i < s->ncounters; i++)
     refs[i] = (key_ref){0, s->counters[i].name, i};
   if ((rc = keep_last(refs, s->ncounters, &keep)) < 0)
@@ -231,7 +287,7 @@ int pg_sum_copy(PGconn *k, const pg_cat_gen *gens, size_t n, char **cause) {
       {"COPY gt_sum_names(seq, name, kind, count, total_ns, min_ns, max_ns,"
        " hist) FROM STDIN",
        offsetof(pg_sum, names)},
-      {"COPY gt_sum_spans(seq, kind, name, thread, start_ns, dur_ns, carried)"
+      {"COPY gt_sum_spans(seq, kind, name, max_ns, carried, spans)"
        " FROM STDIN",
        offsetof(pg_sum, spans)},
       {"COPY gt_sum_counters(seq, name, count, min, max, last) FROM STDIN",

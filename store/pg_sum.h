@@ -23,7 +23,10 @@
 #include "text.h"
 
 /* One generation's rows as COPY text lines (tab-separated, names as bytea
- * hex), each without its seq column, which the commit puts in front. */
+ * hex), each without its seq column, which the commit puts in front.
+ * Spans go one row per (kind, name), packed: for each span, in the order
+ * the summary lists them, uvarint thread | uvarint zigzag(start_ns) |
+ * uvarint dur_ns | u8 carried (pg_sum_span_next reads them back). */
 typedef struct pg_sum {
   gtp_wbuf gen, names, spans, counters, logs;
 } pg_sum;
@@ -37,6 +40,15 @@ pg_sum *pg_sum_build(const uint8_t session[16], uint64_t gen,
 void pg_sum_free(pg_sum *s);
 /* Heap bytes s holds (the writer's memory budget counts them). */
 uint64_t pg_sum_bytes(const pg_sum *s);
+
+/* One span of a packed gt_sum_spans.spans value: 1 and *s filled, 0 at
+ * the end, GTP_E_CORRUPT on bad bytes. */
+typedef struct pg_sum_span {
+  uint64_t thread, dur_ns;
+  int64_t start_ns;
+  int carried;
+} pg_sum_span;
+int pg_sum_span_next(const uint8_t **p, const uint8_t *end, pg_sum_span *s);
 
 /* Copies the summaries of gens[i] with result 0 (new, seq set) and a sum,
  * on k inside the caller's transaction. 0 or a negative code with
