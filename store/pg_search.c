@@ -186,15 +186,16 @@ static const char spans_sql[] =
     " AND (carried = 1 OR seq = ANY($5::bigint[]))"
     " ORDER BY seq DESC";
 
-/* "{a,b,...}" of the candidates' seqs that pass pick (1 all summarized, 2
- * the ones answered from the index). */
-static char *seq_array(const PGresult *r, int n, uint64_t min_ns, int pick) {
-  char *s = malloc((size_t)n * 21 + 3);
+/* "{a,b,...}" of the seqs of candidates [i0, i1) that pass pick (1 all
+ * summarized, 2 the ones answered from the index). */
+static char *seq_array(const PGresult *r, int i0, int i1, uint64_t min_ns,
+                       int pick) {
+  char *s = malloc((size_t)(i1 - i0) * 21 + 3);
   if (!s)
     return NULL;
   size_t k = 0;
   s[k++] = '{';
-  for (int i = 0; i < n; i++) {
+  for (int i = i0; i < i1; i++) {
     if (PQgetisnull(r, i, 5) || val_i(r, i, 6) != 0)
       continue; /* not summarized, or not decodable */
     int64_t floor_ns = val_i(r, i, 5);
@@ -247,11 +248,11 @@ typedef struct search_ctx {
   params pp;
 } search_ctx;
 
-/* The index rows of one page of candidates, seq descending. */
-static PGresult *page_spans(search_ctx *x, const PGresult *cand, int n,
-                            int *rc) {
-  char *all = seq_array(cand, n, x->q->min_ns, 1);
-  char *idx = seq_array(cand, n, x->q->min_ns, 2);
+/* The index rows of candidates [i0, i1), seq descending. */
+static PGresult *chunk_spans(search_ctx *x, const PGresult *cand, int i0,
+                             int i1, int *rc) {
+  char *all = seq_array(cand, i0, i1, x->q->min_ns, 1);
+  char *idx = seq_array(cand, i0, i1, x->q->min_ns, 2);
   PGresult *r = NULL;
   if (!all || !idx) {
     *rc = -ENOMEM;
@@ -310,9 +311,20 @@ int pg_search_spans(pg_cat *c, const store_search_query *q,
     if (!cand)
       break;
     int n = PQntuples(cand);
-    PGresult *rows = n > 0 ? page_spans(&x, cand, n, &err) : NULL;
-    int ri = 0, nrows = rows ? PQntuples(rows) : 0;
+    /* The index rows come for chunks of 1, 2, 4, ... candidates: a page
+     * that fills within the first generations reads no more of them. */
+    PGresult *rows = NULL;
+    int ri = 0, nrows = 0, chunk_end = 0, chunk = 1;
     for (int i = 0; !err && !stop && i < n; i++) {
+      if (i == chunk_end) {
+        PQclear(rows);
+        chunk_end = i + chunk < n ? i + chunk : n;
+        chunk = chunk < PG_SEARCH_PAGE ? chunk * 2 : chunk;
+        if (!(rows = chunk_spans(&x, cand, i, chunk_end, &err)))
+          break;
+        ri = 0;
+        nrows = PQntuples(rows);
+      }
       int64_t seq = val_i(cand, i, 0);
       int summarized = !PQgetisnull(cand, i, 5);
       int64_t floor_ns = val_i(cand, i, 5);

@@ -124,6 +124,9 @@ static void summary(storage_reader *r, dump *d, const char *title,
   gtp_wbuf_printf(&d->b, "unsummarized=%" PRIu64 "\n", pending);
 }
 
+/* Run between ingest and the queries when set (the upgrade case). */
+static void (*before_queries)(const storage_config *cfg);
+
 static char *run_scenario(const storage_config *cfg) {
   sf_done done;
   sf_done_init(&done);
@@ -141,6 +144,8 @@ static char *run_scenario(const storage_config *cfg) {
   assert_int_equal(sf_done_wait(&done, n), n);
   for (size_t i = 0; i < n; i++)
     assert_int_equal(done.recs[i].result, 0);
+  if (before_queries)
+    before_queries(cfg);
   storage_reader *r = NULL;
   assert_int_equal(storage_reader_open(st, &r, &cause), 0);
   dump d = {.nseq = 0};
@@ -228,11 +233,62 @@ test_storage_search__shared_backend_answers_byte_identical(void **state) {
   conform_shared("searchconf", run_scenario, sqlite_dump);
 }
 
+/* A catalog from before summaries (schema 3): its migration marks the
+ * generations then cataloged as below summary_below, without rows. Made
+ * here by taking the rows of the 6 oldest generations away. */
+static void forget_oldest_summaries(const storage_config *cfg) {
+  static const char *const sql[] = {
+      "UPDATE gt_meta SET value = (SELECT min(seq) + 5 FROM gt_generations)"
+      "::text WHERE key = 'summary_below' RETURNING 1",
+      "DELETE FROM gt_sum_gens WHERE seq <= (SELECT value::bigint FROM gt_meta"
+      " WHERE key = 'summary_below') RETURNING 1",
+      "DELETE FROM gt_sum_names WHERE seq <= (SELECT value::bigint FROM"
+      " gt_meta WHERE key = 'summary_below') RETURNING 1",
+      "DELETE FROM gt_sum_spans WHERE seq <= (SELECT value::bigint FROM"
+      " gt_meta WHERE key = 'summary_below') RETURNING 1",
+      "SELECT count(*) FROM gt_sum_gens"};
+  for (size_t i = 0; i < sizeof sql / sizeof *sql; i++)
+    fixture_sql_int(cfg->catalog, sql[i]);
+  assert_int_equal(fixture_sql_int(cfg->catalog, sql[4]), NSESS * NGEN + 1 - 6);
+}
+
+static size_t count_lines(const char *text, const char *prefix) {
+  size_t n = 0;
+  for (const char *p = text; (p = strstr(p, prefix)) != NULL; p++)
+    n += p == text || p[-1] == '\n';
+  return n;
+}
+
+/* After an upgrade the older generations have no summary: search still
+ * finds every span (decoding them), summary counts without them and says
+ * how many it left out. */
+static void
+test_storage_search__shared_generations_from_before_summaries(void **state) {
+  (void)state;
+  assert_non_null(sqlite_dump);
+  char db[256], objects[256];
+  if (fixture_shared("searchold", db, sizeof db, objects, sizeof objects))
+    skip();
+  storage_config cfg = {
+      .catalog = db, .objects = objects, .shared = {.max_age_ms = 200}};
+  before_queries = forget_oldest_summaries;
+  char *old = run_scenario(&cfg);
+  before_queries = NULL;
+  assert_int_equal(count_lines(old, "span #"),
+                   count_lines(sqlite_dump, "span #"));
+  /* 6 generations of 3 threads x 2 requests fewer: 108 - 36. */
+  assert_non_null(strstr(old, "name kind=1 request count=72 "));
+  assert_non_null(strstr(old, "unsummarized=6\n"));
+  free(old);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_storage_search__sqlite_backend_answers),
       cmocka_unit_test(
           test_storage_search__shared_backend_answers_byte_identical),
+      cmocka_unit_test(
+          test_storage_search__shared_generations_from_before_summaries),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   free(sqlite_dump);
