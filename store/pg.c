@@ -190,6 +190,43 @@ static PGresult *pg_result(PGconn *c, PGresult *r, const char *name, int *rc,
   return NULL;
 }
 
+int pg_copy(PGconn *c, const char *sql, const void *data, size_t len,
+            char **cause) {
+  int rc = 0;
+  PGresult *r = PQexec(c, sql);
+  if (!r || PQresultStatus(r) != PGRES_COPY_IN) {
+    if (r && PQresultStatus(r) == PGRES_COMMAND_OK) { /* not a COPY */
+      PQclear(r);
+      return pg_fail(cause, GTP_E_INTERNAL,
+                     "PostgreSQL catalog: %.40s: "
+                     "not a COPY FROM STDIN",
+                     sql);
+    }
+    PQclear(pg_result(c, r, sql, &rc, cause));
+    return rc;
+  }
+  PQclear(r);
+  const char *p = data;
+  int ok = 1;
+  while (ok && len > 0) { /* PQputCopyData takes an int length */
+    size_t n = len > (1u << 20) ? (1u << 20) : len;
+    ok = PQputCopyData(c, p, (int)n) == 1;
+    p += n;
+    len -= n;
+  }
+  ok = PQputCopyEnd(c, ok ? NULL : "gentrace: sending the rows failed") == 1 &&
+       ok;
+  r = PQgetResult(c);
+  PGresult *ret = pg_result(c, r, sql, &rc, cause);
+  PQclear(ret);
+  while ((r = PQgetResult(c)) != NULL) /* drain: the connection is reused */
+    PQclear(r);
+  if (rc == 0 && !ok)
+    rc = pg_fail(cause, GTP_E_UNAVAIL, "PostgreSQL catalog: %.40s: %s", sql,
+                 PQerrorMessage(c));
+  return rc;
+}
+
 /* Brings the schema to PG_VERSION_NOW (invariant 4). */
 static int pg_migrate(PGconn *c, char **cause) {
   int rc = pg_cmd(c, "BEGIN", cause);

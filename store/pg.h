@@ -54,6 +54,11 @@ PGresult *pg_exec(PGconn *c, const char *name, int nparams,
  * statement on every connection). */
 PGresult *pg_exec_sql(PGconn *c, const char *sql, int nparams,
                       const char *const *params, int *rc, char **cause);
+/* Streams data[0..len) (COPY text format) into `sql`, a COPY ... FROM
+ * STDIN, on c (inside the caller's transaction, if any). 0 or a code as
+ * pg_exec's. */
+int pg_copy(PGconn *c, const char *sql, const void *data, size_t len,
+            char **cause);
 /* Runs plain SQL without parameters (BEGIN, COMMIT, ...); 0 or a code. */
 int pg_cmd(PGconn *c, const char *sql, char **cause);
 

@@ -39,8 +39,9 @@
 
 #include "gtp_error.h"
 #include "pg.h"
-#include "text.h"
 #include "pg_schema.h"
+#include "pg_sum.h"
+#include "text.h"
 
 struct pg_cat {
   pg *pool;
@@ -497,6 +498,9 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     PQclear(r);
     r = NULL;
   }
+  /* The new generations' summaries, in this transaction (pg_sum.h). */
+  if ((rc = pg_sum_copy(k, gens, n, cause)) < 0)
+    goto rollback;
   {
     nb.n = 0;
     const char *p[] = {num_i(&nb, seg_id), num_i(&nb, live)};
@@ -641,86 +645,77 @@ int pg_cat_sweep_dead(pg_cat *c, int64_t grace_ms, uint32_t limit,
   return rc < 0 ? rc : removed;
 }
 
-int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,
-                    char **cause) {
+/* The prologue of every per-session statement: borrows a connection, runs
+ * stmt with the session's hex id as $1 (then extra[0..nextra) as $2...)
+ * and gives the connection back. The result, or NULL with *rc and *cause. */
+static PGresult *session_exec(pg_cat *c, const char *stmt,
+                              const uint8_t session[16], int nextra,
+                              const char *const *extra, int *rc, char **cause) {
   PGconn *k;
-  int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0)
-    return rc;
+  *rc = pg_get(c->pool, &k, cause);
+  if (*rc < 0)
+    return NULL;
   char hex[33];
   hex16(session, hex);
-  const char *p[] = {hex};
-  PGresult *r = pg_exec(k, "last_gen", 1, p, &rc, cause);
-  if (r) {
-    rc = 0;
-    if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
-      *gen = (uint64_t)val_i(r, 0, 0);
-      rc = 1;
-    }
-    PQclear(r);
-  }
+  const char *p[4] = {hex};
+  for (int i = 0; i < nextra && i < 3; i++)
+    p[1 + i] = extra[i];
+  PGresult *r = pg_exec(k, stmt, 1 + nextra, p, rc, cause);
   pg_put(c->pool, k);
+  return r;
+}
+
+int pg_cat_last_gen(pg_cat *c, const uint8_t session[16], uint64_t *gen,
+                    char **cause) {
+  int rc;
+  PGresult *r = session_exec(c, "last_gen", session, 0, NULL, &rc, cause);
+  if (!r)
+    return rc;
+  rc = 0;
+  if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
+    *gen = (uint64_t)val_i(r, 0, 0);
+    rc = 1;
+  }
+  PQclear(r);
   return rc;
 }
 
 int pg_cat_session_key(pg_cat *c, const uint8_t session[16],
                        uint8_t hash[STORE_KEY_HASH_SIZE], char **cause) {
-  PGconn *k;
-  int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0)
+  int rc;
+  PGresult *r = session_exec(c, "session_key", session, 0, NULL, &rc, cause);
+  if (!r)
     return rc;
-  char hex[33];
-  hex16(session, hex);
-  const char *p[] = {hex};
-  PGresult *r = pg_exec(k, "session_key", 1, p, &rc, cause);
-  if (r) {
-    rc = 0;
-    const char *v =
-        PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
-    rc = key_parse(v, hash);
-    PQclear(r);
-  }
-  pg_put(c->pool, k);
+  const char *v =
+      PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "";
+  rc = key_parse(v, hash);
+  PQclear(r);
   return rc;
 }
 
 int pg_cat_hello(pg_cat *c, const uint8_t session[16], pg_cat_hello_row *out,
                  char **cause) {
   memset(out, 0, sizeof *out);
-  PGconn *k;
-  int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0)
+  int rc;
+  PGresult *r = session_exec(c, "hello", session, 0, NULL, &rc, cause);
+  if (!r)
     return rc;
-  char hex[33];
-  hex16(session, hex);
-  const char *p[] = {hex};
-  PGresult *r = pg_exec(k, "hello", 1, p, &rc, cause);
-  if (r) {
-    if (PQntuples(r) == 1) {
-      out->has_key =
-          !PQgetisnull(r, 0, 0) && key_parse(PQgetvalue(r, 0, 0), out->key);
-      out->has_last = !PQgetisnull(r, 0, 1);
-      out->last_gen = (uint64_t)val_i(r, 0, 1);
-    }
-    PQclear(r);
+  if (PQntuples(r) == 1) {
+    out->has_key =
+        !PQgetisnull(r, 0, 0) && key_parse(PQgetvalue(r, 0, 0), out->key);
+    out->has_last = !PQgetisnull(r, 0, 1);
+    out->last_gen = (uint64_t)val_i(r, 0, 1);
   }
-  pg_put(c->pool, k);
-  return rc;
+  PQclear(r);
+  return 0;
 }
 
 int pg_cat_note_rejected(pg_cat *c, const uint8_t session[16], uint64_t gens,
                          uint64_t events, char **cause) {
-  PGconn *k;
-  int rc = pg_get(c->pool, &k, cause);
-  if (rc < 0)
-    return rc;
-  char hex[33];
-  hex16(session, hex);
   numbuf nb = {.n = 0};
-  const char *p[] = {hex, num_u(&nb, gens), num_u(&nb, events)};
-  PGresult *r = pg_exec(k, "rejected", 3, p, &rc, cause);
-  PQclear(r);
-  pg_put(c->pool, k);
+  const char *p[] = {num_u(&nb, gens), num_u(&nb, events)};
+  int rc;
+  PQclear(session_exec(c, "rejected", session, 2, p, &rc, cause));
   return rc;
 }
 

@@ -28,6 +28,9 @@ typedef struct pg_cat_gen {
   const store_gen *g; /* identity, span, ledger (borrowed) */
   uint64_t off, len;  /* its bytes in the segment object */
   const char *codec;  /* STORE_CODEC_* of those bytes */
+  /* Its summary rows (pg_sum.h), copied in the same transaction when the
+   * generation is new; NULL: none (out of memory when it was built). */
+  const struct pg_sum *sum;
   /* Filled by pg_cat_commit_segment on success: */
   int result;  /* 0 new, 1 already cataloged with the same CRC
                   (a resend), GTP_E_CONFLICT: cataloged with

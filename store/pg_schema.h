@@ -32,7 +32,8 @@
  *   gt_pins        low-water marks of running downloads on every daemon,
  *                  with an expiry the daemon renews (a daemon that dies
  *                  stops pinning).
- *   gt_retention_pins  operators' retention pins (v2, pg_hold_schema.h).
+ *   gt_retention_pins  operators' retention pins (v3, pg_hold_schema.h).
+ *   gt_sum_*       generation summaries (v4, below).
  */
 #ifndef PG_SCHEMA_H
 #define PG_SCHEMA_H
@@ -139,8 +140,61 @@
   " SELECT encode(x.key_hash, 'hex'), x.last_gen FROM gt_sessions x"           \
   " WHERE x.session = s; END $$;"
 
+/* Generation summaries (version 4; store/pg_sum.c writes them in the
+ * transaction that catalogs the generation, store/pg_search.c reads them),
+ * the rows SQLite keeps in its sum_* tables (store_schema.h), deleted with
+ * their generation by a trigger (cluster retention), as on SQLite. No
+ * foreign keys: their check per inserted row (a lookup and a row lock in
+ * gt_generations) cost more than the rows themselves at commit.
+ * Names are bytea: any bytes a trace holds, compared bytewise.
+ *   gt_sum_gens     seq -> floor_ns (every span >= it is in gt_sum_spans),
+ *                   open_at_end, unmatched_ends, status (0 ok, else the
+ *                   GTP_E_* code that kept it from being summarized).
+ *   gt_sum_names    (name, seq, kind): count, total, min, max and the
+ *                   histogram (proto/summary.h's compact encoding).
+ *   gt_sum_spans    the long spans, and the ones carried across an edge,
+ *                   one row per (seq, kind, name): the longest (max_ns),
+ *                   whether any was carried, and the spans packed (pg_sum.h)
+ *                   -- a generation holds thousands of spans and a dozen
+ *                   names, and a row per span made the commit 4x slower.
+ *   gt_sum_counters (seq, name): count, min, max, last.
+ *   gt_sum_logs     (seq, name = category): count.
+ * gt_meta.summary_below: generations cataloged before this version (seq at
+ * or below it) have no summary; search decodes them instead. */
+#define PG_MIGRATION_SUMMARY                                                   \
+  "CREATE TABLE gt_sum_gens(seq bigint PRIMARY KEY,"                           \
+  " floor_ns bigint NOT NULL, open_at_end bigint NOT NULL,"                    \
+  " unmatched_ends bigint NOT NULL, status int NOT NULL);"                     \
+  "CREATE TABLE gt_sum_names(name bytea NOT NULL, seq bigint NOT NULL,"        \
+  " kind int NOT NULL, count bigint NOT NULL, total_ns bigint NOT NULL,"       \
+  " min_ns bigint NOT NULL, max_ns bigint NOT NULL, hist bytea NOT NULL,"      \
+  " PRIMARY KEY(name, seq, kind));"                                            \
+  "CREATE INDEX gt_sum_names_by_seq ON gt_sum_names(seq);"                     \
+  "CREATE TABLE gt_sum_spans(seq bigint NOT NULL, kind int NOT NULL,"          \
+  " name bytea NOT NULL, max_ns bigint NOT NULL, carried int NOT NULL,"        \
+  " spans bytea NOT NULL);"                                                    \
+  "CREATE INDEX gt_sum_spans_by_seq ON gt_sum_spans(seq);"                     \
+  "CREATE TABLE gt_sum_counters(seq bigint NOT NULL, name bytea NOT NULL,"     \
+  " count bigint NOT NULL, min bigint NOT NULL, max bigint NOT NULL,"          \
+  " last bigint NOT NULL, PRIMARY KEY(seq, name));"                            \
+  "CREATE TABLE gt_sum_logs(seq bigint NOT NULL, name bytea NOT NULL,"         \
+  " count bigint NOT NULL, PRIMARY KEY(seq, name));"                           \
+  "CREATE FUNCTION gt_sum_del() RETURNS trigger LANGUAGE plpgsql AS $$"        \
+  " BEGIN DELETE FROM gt_sum_gens WHERE seq = OLD.seq;"                        \
+  " DELETE FROM gt_sum_names WHERE seq = OLD.seq;"                             \
+  " DELETE FROM gt_sum_spans WHERE seq = OLD.seq;"                             \
+  " DELETE FROM gt_sum_counters WHERE seq = OLD.seq;"                          \
+  " DELETE FROM gt_sum_logs WHERE seq = OLD.seq; RETURN NULL; END $$;"         \
+  "CREATE TRIGGER gt_sum_del AFTER DELETE ON gt_generations"                   \
+  " FOR EACH ROW EXECUTE FUNCTION gt_sum_del();"                               \
+  "INSERT INTO gt_meta SELECT 'summary_below', coalesce(max(seq), 0)::text"    \
+  " FROM gt_generations;"
+
 /* Index i holds the migration from version i to i + 1. */
 #define PG_MIGRATIONS                                                          \
-  { PG_MIGRATION_1, PG_MIGRATION_DAEMONS, PG_MIGRATION_HOLDS }
+  {                                                                            \
+    PG_MIGRATION_1, PG_MIGRATION_DAEMONS, PG_MIGRATION_HOLDS,                  \
+        PG_MIGRATION_SUMMARY                                                   \
+  }
 
 #endif /* PG_SCHEMA_H */

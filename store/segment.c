@@ -38,6 +38,9 @@
  *      let compressed copies pile up beside the queued raw payloads.
  *   6. An entry of a parsed footer MUST lie inside the data part, otherwise
  *      a damaged object would send readers past the end.
+ *   7. A generation's summary rows MUST be committed in its catalog
+ *      transaction (pg_sum.h), otherwise an ACKed generation could be
+ *      missing from /v1/search and /v1/summary on every daemon.
  */
 #include "config.h" /* _GNU_SOURCE: asprintf */
 
@@ -57,6 +60,7 @@
 #include "crc32c.h"
 #include "gtp_error.h"
 #include "pg_cat.h"
+#include "pg_sum.h"
 #include "store_schema.h"
 
 #define SEG_UPQ 2
@@ -75,6 +79,8 @@ typedef struct seg {
   segment_entry *ix;
   store_gen **gens;
   const char **codec;
+  pg_sum **sums; /* each generation's summary rows (NULL: none) */
+  uint64_t sum_bytes;
   size_t n, ncap;
   int64_t deadline_ns; /* monotonic: close by then */
 } seg;
@@ -90,7 +96,9 @@ struct segment_store {
   char *catalog, *daemon_id, *objects, *endpoint, *region, *akey, *skey;
   char *prefix; /* "" or "dir/": the start of every object key */
   pg_cat *cat;
-  s3 *up; /* uploader thread only */
+  s3 *up;           /* uploader thread only */
+  sum_carry *carry; /* packer thread only: spans across edges */
+  int no_summary;   /* GENTRACE_BENCH_NO_SUMMARY, as store.c */
   store_done_fn done;
   void *ctx;
   pthread_t packer, uploader;
@@ -292,7 +300,10 @@ static void seg_free(seg *g) {
   if (!g)
     return;
   __atomic_sub_fetch(&seg_alive, 1, __ATOMIC_RELAXED);
-  __atomic_sub_fetch(&seg_scratch, g->cap, __ATOMIC_RELAXED);
+  __atomic_sub_fetch(&seg_scratch, g->cap + g->sum_bytes, __ATOMIC_RELAXED);
+  for (size_t i = 0; i < g->n; i++)
+    pg_sum_free(g->sums[i]);
+  free(g->sums);
   free(g->buf);
   free(g->ix);
   free(g->gens);
@@ -313,7 +324,10 @@ static int seg_add(segment_store *s, seg *sg, ZSTD_CCtx *cctx, store_gen *g) {
     const char **cs = realloc(sg->codec, nc * sizeof *cs);
     if (cs)
       sg->codec = cs;
-    if (!ix || !gs || !cs)
+    pg_sum **ss = realloc(sg->sums, nc * sizeof *ss);
+    if (ss)
+      sg->sums = ss;
+    if (!ix || !gs || !cs || !ss)
       return -ENOMEM;
     sg->ncap = nc;
   }
@@ -343,6 +357,16 @@ static int seg_add(segment_store *s, seg *sg, ZSTD_CCtx *cctx, store_gen *g) {
   x->start_ns = g->start_ns;
   x->end_ns = g->end_ns;
   sg->codec[sg->n] = codec ? STORE_CODEC_ZSTD : STORE_CODEC_NONE;
+  /* Summarized here, while the bytes are at hand, in arrival order (the
+   * carry pairs a session's generations in the order they commit); the
+   * rows go into the catalog with the generation (invariant 7). Out of
+   * memory: committed without a summary, as on SQLite. */
+  pg_sum *sum = s->no_summary ? NULL
+                              : pg_sum_build(g->session, g->gen, g->payload,
+                                             g->len, s->carry);
+  sg->sums[sg->n] = sum;
+  sg->sum_bytes += pg_sum_bytes(sum);
+  __atomic_add_fetch(&seg_scratch, pg_sum_bytes(sum), __ATOMIC_RELAXED);
   sg->gens[sg->n++] = g;
   sg->len += n;
   g->stored_bytes = n;
@@ -510,7 +534,8 @@ again:
       cg[i] = (pg_cat_gen){.g = sg->gens[i],
                            .off = sg->ix[i].off,
                            .len = sg->ix[i].len,
-                           .codec = sg->codec[i]};
+                           .codec = sg->codec[i],
+                           .sum = sg->sums[i]};
     ms = SEG_BACKOFF_MIN_MS;
     for (;;) {
       /* Same key on every attempt (invariant 3). */
@@ -648,6 +673,7 @@ void segment_close(segment_store *s);
  * ran): the uploader's S3 handle, the strings, the queue, the locks. */
 static void segment_free(segment_store *s) {
   s3_close(s->up);
+  sum_carry_free(s->carry);
   free(s->prefix);
   free(s->q);
   free(s->daemon_id);
@@ -684,6 +710,7 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
     s->cfg.close_wait_ms = 10000;
   s->done = done;
   s->ctx = ctx;
+  s->no_summary = getenv("GENTRACE_BENCH_NO_SUMMARY") != NULL;
   char id[128];
   if (cfg->daemon_id)
     snprintf(id, sizeof id, "%s", cfg->daemon_id);
@@ -722,7 +749,8 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
   pthread_cond_init(&s->room, &ca);
   pthread_cond_init(&s->wake, &ca);
   pthread_condattr_destroy(&ca);
-  if (!s->daemon_id) {
+  s->carry = sum_carry_new();
+  if (!s->daemon_id || !s->carry) {
     rc = -ENOMEM;
     goto fail_alloc;
   }

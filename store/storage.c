@@ -30,10 +30,12 @@
 #include "hold.h"
 #include "pg.h"
 #include "pg_cat.h"
+#include "pg_search.h"
 #include "s3.h"
 #include "shared_live.h"
 #include "shared_retain.h"
 #include "store_schema.h"
+#include "sumsort.h"
 
 struct storage {
   int shared;
@@ -369,8 +371,33 @@ void storage_reader_close(storage_reader *r) {
   free(r);
 }
 
-store_reader *storage_reader_sqlite(storage_reader *r) {
-  return r->sq;
+/* pg_search's way to a generation's bytes: as a download reads them. */
+static int search_fetch(void *ctx, int64_t seq, gtp_wbuf *out) {
+  return storage_read_payload(ctx, seq, out);
+}
+
+int storage_search_spans(storage_reader *r, const store_search_query *q,
+                         store_span_cb cb, void *ctx, int64_t *next_seq,
+                         uint64_t *next_skip) {
+  return r->sq ? store_search_spans(r->sq, q, cb, ctx, next_seq, next_skip)
+               : pg_search_spans(r->st->rcat, q, search_fetch, r, cb, ctx,
+                                 next_seq, next_skip);
+}
+
+int storage_search_summary(storage_reader *r, const store_summary_query *q,
+                           store_stats_cb cb, void *ctx, uint64_t *pending) {
+  sumsort s = {0};
+  int rc = r->sq ? store_search_summary(r->sq, q, sumsort_add, &s, pending)
+                 : pg_search_summary(r->st->rcat, q, sumsort_add, &s, pending);
+  if (rc == 0)
+    rc = sumsort_emit(&s, cb, ctx);
+  sumsort_fini(&s);
+  return rc;
+}
+
+int storage_search_service_known(storage_reader *r, const char *service) {
+  return r->sq ? store_search_service_known(r->sq, service)
+               : pg_search_service_known(r->st->rcat, service);
 }
 
 int storage_read_sessions(storage_reader *r, const store_session_filter *f,
@@ -539,6 +566,13 @@ static void m_head(gtp_wbuf *b, const char *name, const char *type,
   gtp_wbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* One metric without labels: its HELP and TYPE, then its value. */
+static void m_one(gtp_wbuf *b, const char *name, const char *type,
+                  const char *help, uint64_t v) {
+  m_head(b, name, type, help);
+  gtp_wbuf_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
 static void m_pool(gtp_wbuf *b, const char *name, pg_cat *c) {
   if (!c)
     return;
@@ -605,52 +639,36 @@ void storage_metrics(storage *st, gtp_wbuf *b) {
                     s[k].bytes, ops[k], (double)s[k].ns / 1e9);
   uint64_t hits, misses;
   gencache_counts(st->cache, &hits, &misses);
-  m_head(b, "gentrace_shared_cache_hits_total", "counter",
-         "Generations read from the readers' cache.");
-  gtp_wbuf_printf(b, "gentrace_shared_cache_hits_total %" PRIu64 "\n", hits);
-  m_head(b, "gentrace_shared_cache_misses_total", "counter",
-         "Generations fetched from S3 (not in the readers' cache).");
-  gtp_wbuf_printf(b, "gentrace_shared_cache_misses_total %" PRIu64 "\n",
-                  misses);
-  m_head(b, "gentrace_shared_cache_bytes", "gauge",
-         "Decompressed generations held in the readers' cache.");
-  gtp_wbuf_printf(b, "gentrace_shared_cache_bytes %" PRIu64 "\n",
-                  gencache_bytes(st->cache));
-  m_head(b, "gentrace_shared_segments_open", "gauge",
-         "Segments being filled, waiting for upload or uploading now.");
-  gtp_wbuf_printf(b, "gentrace_shared_segments_open %" PRIu64 "\n",
-                  segment_alive());
+  m_one(b, "gentrace_shared_cache_hits_total", "counter",
+        "Generations read from the readers' cache.", hits);
+  m_one(b, "gentrace_shared_cache_misses_total", "counter",
+        "Generations fetched from S3 (not in the readers' cache).", misses);
+  m_one(b, "gentrace_shared_cache_bytes", "gauge",
+        "Decompressed generations held in the readers' cache.",
+        gencache_bytes(st->cache));
+  m_one(b, "gentrace_shared_segments_open", "gauge",
+        "Segments being filled, waiting for upload or uploading now.",
+        segment_alive());
   shared_retain_stats r;
   shared_retain_stats_get(st->retain, &r);
-  m_head(b, "gentrace_shared_retention_passes_total", "counter",
-         "Cluster retention passes run by this daemon.");
-  gtp_wbuf_printf(b, "gentrace_shared_retention_passes_total %" PRIu64 "\n",
-                  r.passes);
-  m_head(b, "gentrace_shared_dead_objects_deleted_total", "counter",
-         "Segment objects deleted after their last generation was.");
-  gtp_wbuf_printf(b, "gentrace_shared_dead_objects_deleted_total %" PRIu64 "\n",
-                  r.deleted_objects);
-  m_head(b, "gentrace_shared_orphan_sweeps_total", "counter",
-         "Orphan sweeps run by this daemon.");
-  gtp_wbuf_printf(b, "gentrace_shared_orphan_sweeps_total %" PRIu64 "\n",
-                  r.orphan_sweeps);
-  m_head(b, "gentrace_shared_orphan_sweep_errors_total", "counter",
-         "Orphan sweeps that failed (retried at the next one).");
-  gtp_wbuf_printf(b, "gentrace_shared_orphan_sweep_errors_total %" PRIu64 "\n",
-                  r.orphan_errors);
-  m_head(b, "gentrace_shared_orphans_swept_total", "counter",
-         "Segment objects nobody cataloged (their daemon died between upload "
-         "and commit) deleted by this daemon.");
-  gtp_wbuf_printf(b, "gentrace_shared_orphans_swept_total %" PRIu64 "\n",
-                  r.orphans_swept);
+  m_one(b, "gentrace_shared_retention_passes_total", "counter",
+        "Cluster retention passes run by this daemon.", r.passes);
+  m_one(b, "gentrace_shared_dead_objects_deleted_total", "counter",
+        "Segment objects deleted after their last generation was.",
+        r.deleted_objects);
+  m_one(b, "gentrace_shared_orphan_sweeps_total", "counter",
+        "Orphan sweeps run by this daemon.", r.orphan_sweeps);
+  m_one(b, "gentrace_shared_orphan_sweep_errors_total", "counter",
+        "Orphan sweeps that failed (retried at the next one).",
+        r.orphan_errors);
+  m_one(b, "gentrace_shared_orphans_swept_total", "counter",
+        "Segment objects nobody cataloged (their daemon died between upload "
+        "and commit) deleted by this daemon.",
+        r.orphans_swept);
   shared_live_stats l;
   shared_live_stats_get(st->live, &l);
-  m_head(b, "gentrace_shared_connections_published", "gauge",
-         "Sessions connected here, as published to the catalog.");
-  gtp_wbuf_printf(b, "gentrace_shared_connections_published %" PRIu64 "\n",
-                  l.sessions);
-  m_head(b, "gentrace_shared_lease_errors_total", "counter",
-         "Failed renewals of this daemon's lease or connection list.");
-  gtp_wbuf_printf(b, "gentrace_shared_lease_errors_total %" PRIu64 "\n",
-                  l.errors);
+  m_one(b, "gentrace_shared_connections_published", "gauge",
+        "Sessions connected here, as published to the catalog.", l.sessions);
+  m_one(b, "gentrace_shared_lease_errors_total", "counter",
+        "Failed renewals of this daemon's lease or connection list.", l.errors);
 }

@@ -25,6 +25,7 @@
 #include "segment.h"
 #include "store.h"
 #include "store_read.h"
+#include "store_search.h"
 
 typedef struct storage storage;
 
@@ -99,10 +100,21 @@ void storage_metrics(storage *st, gtp_wbuf *b);
 typedef struct storage_reader storage_reader;
 int storage_reader_open(storage *st, storage_reader **out, char **cause);
 void storage_reader_close(storage_reader *r);
-/* The SQLite reader behind r, NULL on the shared backend: for the calls
- * only the SQLite backend has so far (store_search.h: /v1/search and
- * /v1/summary; the shared catalog does not hold summaries yet). */
-store_reader *storage_reader_sqlite(storage_reader *r);
+/* Span search and per-name statistics (GET /v1/search, /v1/summary):
+ * store_search.h's contracts on either backend, the same answers for the
+ * same generations (summary rows in one total order: total_ns descending,
+ * then kind, then name). On the shared backend the catalog's summary rows
+ * (pg_search.h), a page of candidate generations at a time; a generation
+ * that must be decoded is read like a payload (so GTP_E_UNAVAIL when S3
+ * cannot be reached and it is not cached). May wait for the network:
+ * call off the event loop. */
+int storage_search_spans(storage_reader *r, const store_search_query *q,
+                         store_span_cb cb, void *ctx, int64_t *next_seq,
+                         uint64_t *next_skip);
+int storage_search_summary(storage_reader *r, const store_summary_query *q,
+                           store_stats_cb cb, void *ctx, uint64_t *pending);
+/* 1 if any session of that service is stored, 0 if none, < 0 on error. */
+int storage_search_service_known(storage_reader *r, const char *service);
 
 int storage_read_sessions(storage_reader *r, const store_session_filter *f,
                           store_session_cb cb, void *ctx);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "gtp_error.h"
+#include "spanbuf.h"
 #include "store_int.h"
 #include "summary.h"
 
@@ -131,78 +132,10 @@ static int64_t seq_floor(sqlite3 *db, int64_t from_ns) {
 
 /* ------------------------------------------------------------------ spans */
 
-typedef struct span_buf {
-  store_span_row *rows;
-  size_t n, cap;
-  char **names; /* owned copies, one per row */
-} span_buf;
-
-static void span_buf_clear(span_buf *b) {
-  for (size_t i = 0; i < b->n; i++)
-    free(b->names[i]);
-  b->n = 0;
-}
-
-static int span_buf_add(span_buf *b, const store_span_row *r) {
-  if (b->n == b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 64;
-    store_span_row *nr = realloc(b->rows, nc * sizeof *nr);
-    if (!nr)
-      return -ENOMEM;
-    b->rows = nr;
-    char **nn = realloc(b->names, nc * sizeof *nn);
-    if (!nn)
-      return -ENOMEM;
-    b->names = nn;
-    b->cap = nc;
-  }
-  char *copy = malloc(r->name_len + 1);
-  if (!copy)
-    return -ENOMEM;
-  memcpy(copy, r->name, r->name_len);
-  copy[r->name_len] = 0;
-  b->rows[b->n] = *r;
-  b->rows[b->n].name = copy;
-  b->names[b->n] = copy;
-  b->n++;
-  return 0;
-}
-
-static int cmp_span(const void *a, const void *b) {
-  const store_span_row *x = a, *y = b;
-  if (x->start_ns != y->start_ns)
-    return x->start_ns > y->start_ns ? -1 : 1;
-  if (x->dur_ns != y->dur_ns)
-    return x->dur_ns > y->dur_ns ? -1 : 1;
-  if (x->thread != y->thread)
-    return x->thread < y->thread ? -1 : 1;
-  if (x->kind != y->kind)
-    return x->kind < y->kind ? -1 : 1;
-  size_t m = x->name_len < y->name_len ? x->name_len : y->name_len;
-  int c = memcmp(x->name, y->name, m);
-  return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
-}
-
-static int name_matches(const store_search_query *q, const char *p,
-                        size_t len) {
-  if (!q->name)
-    return 1;
-  size_t n = strlen(q->name);
-  if (q->prefix)
-    return len >= n && memcmp(p, q->name, n) == 0;
-  return len == n && memcmp(p, q->name, n) == 0;
-}
-
-static int span_matches(const store_search_query *q, int64_t start,
-                        uint64_t dur) {
-  return dur >= q->min_ns && dur <= q->max_ns && start >= q->from_ns &&
-         start < q->to_ns;
-}
-
 /* Spans of generation seq from sum_spans (invariant 1: floor <= min), or
  * only its carried ones (carried_only). */
 static int spans_from_index(sqlite3 *db, const store_search_query *q,
-                            int64_t seq, int carried_only, span_buf *out) {
+                            int64_t seq, int carried_only, spanbuf *out) {
   sqlite3_stmt *st;
   char hi[1100];
   int err = prep(db,
@@ -228,10 +161,10 @@ static int spans_from_index(sqlite3 *db, const store_search_query *q,
     r.thread = (uint64_t)sqlite3_column_int64(st, 2);
     r.start_ns = sqlite3_column_int64(st, 3);
     r.dur_ns = (uint64_t)sqlite3_column_int64(st, 4);
-    if (!r.name || !name_matches(q, r.name, r.name_len) ||
-        !span_matches(q, r.start_ns, r.dur_ns))
+    if (!r.name || !spanbuf_name_matches(q, r.name, r.name_len) ||
+        !spanbuf_span_matches(q, r.start_ns, r.dur_ns))
       continue;
-    if ((err = span_buf_add(out, &r)) < 0)
+    if ((err = spanbuf_add(out, &r)) < 0)
       break;
   }
   sqlite3_finalize(st);
@@ -242,42 +175,16 @@ static int spans_from_index(sqlite3 *db, const store_search_query *q,
 
 /* Spans of generation seq from its bytes: every span >= min. */
 static int spans_from_bytes(store_reader *r, const store_search_query *q,
-                            int64_t seq, span_buf *out) {
+                            int64_t seq, spanbuf *out) {
   gtp_wbuf b;
   gtp_wbuf_init(&b, GTP_GEN_MAX_BYTES);
   int err = store_read_payload(r, seq, &b);
-  if (err) {
-    gtp_wbuf_fini(&b);
-    return err == GTP_E_NOTFOUND ? 0 : err; /* deleted meanwhile */
-  }
-  gtp_gen g;
-  size_t used;
-  if (gtp_gen_parse(b.data, b.len, &g, &used) < 0) {
-    gtp_wbuf_fini(&b);
-    return 0; /* not decodable: holds no span anyone can see */
-  }
-  gtp_summary s;
-  err = gtp_summary_compute_spans(&g, q->min_ns, SIZE_MAX, &s);
-  for (size_t i = 0; err == 0 && i < s.nspans; i++) {
-    const gtp_sum_span *sp = &s.spans[i];
-    const gtp_sum_name *n = &s.names[sp->name];
-    if (!name_matches(q, n->name.ptr, n->name.len) ||
-        !span_matches(q, sp->start_ns, sp->dur_ns))
-      continue;
-    store_span_row row = {0};
-    row.kind = n->kind;
-    row.name = n->name.ptr;
-    row.name_len = n->name.len;
-    row.thread = sp->thread;
-    row.start_ns = sp->start_ns;
-    row.dur_ns = sp->dur_ns;
-    row.decoded = 1;
-    err = span_buf_add(out, &row);
-  }
-  gtp_summary_fini(&s); /* safe after a failed compute too */
-  gtp_gen_fini(&g);
+  if (err == 0)
+    err = spanbuf_decode(out, q, b.data, b.len);
+  else if (err == GTP_E_NOTFOUND)
+    err = 0; /* deleted meanwhile */
   gtp_wbuf_fini(&b);
-  return err == -ENOMEM ? err : 0;
+  return err;
 }
 
 /* Candidates, newest first: generations whose summary has a name that may
@@ -328,7 +235,7 @@ int store_search_spans(store_reader *r, const store_search_query *q,
   sqlite3_bind_int64(st, 10, q->to_ns);
   sqlite3_bind_int64(st, 11, q->from_ns);
 
-  span_buf buf = {0};
+  spanbuf buf = {0};
   uint32_t sent = 0;
   int rc, stop = 0;
   while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -338,7 +245,7 @@ int store_search_spans(store_reader *r, const store_search_query *q,
     int status = sqlite3_column_int(st, 6);
     if (summarized && status != 0)
       continue; /* not decodable: no span of it can be shown */
-    span_buf_clear(&buf);
+    spanbuf_clear(&buf);
     if (summarized && floor_ns >= 0 && (uint64_t)floor_ns <= q->min_ns) {
       err = spans_from_index(db, q, seq, 0, &buf);
     } else {
@@ -350,8 +257,7 @@ int store_search_spans(store_reader *r, const store_search_query *q,
     }
     if (err)
       break;
-    if (buf.n > 1) /* qsort(NULL, 0) is undefined */
-      qsort(buf.rows, buf.n, sizeof *buf.rows, cmp_span); /* invariant 2 */
+    spanbuf_sort(&buf); /* invariant 2 */
     uint64_t skip = seq == q->cursor_seq ? q->cursor_skip : 0;
     for (size_t i = skip; i < buf.n; i++) {
       if (q->limit && sent == q->limit) {
@@ -379,9 +285,7 @@ int store_search_spans(store_reader *r, const store_search_query *q,
   if (!stop && !err && rc != SQLITE_DONE)
     err = store_sqlite_err(rc);
   sqlite3_finalize(st);
-  span_buf_clear(&buf);
-  free(buf.rows);
-  free(buf.names);
+  spanbuf_fini(&buf);
   return err;
 }
 
@@ -443,10 +347,10 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
     ns.kind = sqlite3_column_int(st, 0);
     ns.name = (const char *)sqlite3_column_text(st, 1);
     ns.name_len = (size_t)sqlite3_column_bytes(st, 1);
-    if (!ns.name ||
-        (q->name && !name_matches(&(store_search_query){.name = q->name,
-                                                        .prefix = q->prefix},
-                                  ns.name, ns.name_len)))
+    if (!ns.name || (q->name && !spanbuf_name_matches(
+                                    &(store_search_query){.name = q->name,
+                                                          .prefix = q->prefix},
+                                    ns.name, ns.name_len)))
       continue;
     ns.count = (uint64_t)sqlite3_column_int64(st, 2);
     ns.total_ns = (uint64_t)sqlite3_column_int64(st, 3);

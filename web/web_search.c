@@ -1,6 +1,6 @@
 /* web_search.c: GET /v1/search (spans by name and duration, fleet-wide) and
  * GET /v1/summary (per-name statistics and histograms) over the summary
- * tables (store/store_search.h, docs/SEARCH.md).
+ * tables of either backend (store/storage.h, docs/SEARCH.md).
  *
  * Both answers are built in memory: a search page holds at most
  * WEB_SEARCH_LIMIT_MAX spans and a summary one row per distinct name, both
@@ -96,7 +96,7 @@ static int parse_name(web_req *r, char *out, size_t cap, const char **name,
 
 /* service= (must be known: 404 otherwise) or session=. -1 after an error
  * answer. */
-static int parse_scope(web_req *r, store_reader *sr, const char **service,
+static int parse_scope(web_req *r, storage_reader *sr, const char **service,
                        char sid[33], const char **session) {
   int has = web_arg_session(r, "session", sid);
   if (has < 0)
@@ -109,10 +109,10 @@ static int parse_scope(web_req *r, store_reader *sr, const char **service,
     return -1;
   }
   if (*service) {
-    int k = store_search_service_known(sr, *service);
+    int k = storage_search_service_known(sr, *service);
     if (k < 0) {
-      web_error(r, 500, "internal", "looking up the service failed: %s",
-                gtp_strerror(k));
+      web_error(r, web_rc_status(k), web_rc_code(k),
+                "looking up the service failed: %s", gtp_strerror(k));
       return -1;
     }
     if (k == 0) {
@@ -123,28 +123,19 @@ static int parse_scope(web_req *r, store_reader *sr, const char **service,
   return 0;
 }
 
-/* Borrows a reader (search and summary need it on SQLite), parses the
- * scope (service=, session=) and opens the answer in j:
- * {"from":...,"to":...,"<key>":[ . Returns the SQLite reader (*rd: what
- * to give back), or NULL after answering (the reader given back, j
- * untouched). */
-static store_reader *open_answer(web_req *r, storage_reader **rd,
-                                 const char **service, char sid[33],
-                                 const char **session, int64_t from_ns,
-                                 int64_t to_ns, const char *key, json *j) {
-  *rd = web_reader_get(r);
-  if (!*rd)
+/* Borrows a reader (either backend: storage.h), parses the scope
+ * (service=, session=) and opens the answer in j:
+ * {"from":...,"to":...,"<key>":[ . Returns the reader (to give back), or
+ * NULL after answering (the reader given back, j untouched). */
+static storage_reader *open_answer(web_req *r, const char **service,
+                                   char sid[33], const char **session,
+                                   int64_t from_ns, int64_t to_ns,
+                                   const char *key, json *j) {
+  storage_reader *sr = web_reader_get(r);
+  if (!sr)
     return NULL;
-  store_reader *sr = storage_reader_sqlite(*rd);
-  if (!sr) {
-    web_reader_put(r, *rd);
-    web_error(r, 501, "not_implemented",
-              "search and summary need the SQLite backend (--db); "
-              "the shared catalog holds no summaries yet");
-    return NULL;
-  }
   if (parse_scope(r, sr, service, sid, session) < 0) {
-    web_reader_put(r, *rd);
+    web_reader_put(r, sr);
     return NULL;
   }
   json_init(j, 0);
@@ -239,16 +230,15 @@ enum MHD_Result web_search(web_req *r) {
   q.min_ns = (uint64_t)min;
   q.max_ns = has_max ? (uint64_t)max : UINT64_MAX;
   q.limit = (uint32_t)limit;
-  storage_reader *rd;
   char sid[33];
   json j;
-  store_reader *sr = open_answer(r, &rd, &q.service, sid, &q.session, q.from_ns,
-                                 q.to_ns, "spans", &j);
-  if (!sr)
+  storage_reader *rd = open_answer(r, &q.service, sid, &q.session, q.from_ns,
+                                   q.to_ns, "spans", &j);
+  if (!rd)
     return r->ret;
   int64_t next_seq = 0;
   uint64_t next_skip = 0;
-  int rc = store_search_spans(sr, &q, span_row, &j, &next_seq, &next_skip);
+  int rc = storage_search_spans(rd, &q, span_row, &j, &next_seq, &next_skip);
   web_reader_put(r, rd);
   json_arr_end(&j);
   json_key(&j, "next_cursor");
@@ -262,8 +252,9 @@ enum MHD_Result web_search(web_req *r) {
   json_obj_end(&j);
   if (rc < 0 || j.buf.err) {
     json_fini(&j);
-    return web_error(r, 500, "internal", "search failed: %s",
-                     gtp_strerror(rc < 0 ? rc : j.buf.err));
+    rc = rc < 0 ? rc : j.buf.err;
+    return web_error(r, web_rc_status(rc), web_rc_code(rc), "search failed: %s",
+                     gtp_strerror(rc));
   }
   return web_reply_json(r, 200, &j);
 }
@@ -326,23 +317,23 @@ enum MHD_Result web_summary(web_req *r) {
   if (parse_range(r, &q.from_ns, &q.to_ns) < 0 ||
       parse_name(r, name, sizeof name, &q.name, &q.prefix) < 0)
     return r->ret;
-  storage_reader *rd;
   char sid[33];
   json j;
-  store_reader *sr = open_answer(r, &rd, &q.service, sid, &q.session, q.from_ns,
-                                 q.to_ns, "names", &j);
-  if (!sr)
+  storage_reader *rd = open_answer(r, &q.service, sid, &q.session, q.from_ns,
+                                   q.to_ns, "names", &j);
+  if (!rd)
     return r->ret;
   uint64_t pending = 0;
-  int rc = store_search_summary(sr, &q, stats_row, &j, &pending);
+  int rc = storage_search_summary(rd, &q, stats_row, &j, &pending);
   web_reader_put(r, rd);
   json_arr_end(&j);
   json_kv_u64(&j, "unsummarized_generations", pending);
   json_obj_end(&j);
   if (rc < 0 || j.buf.err) {
     json_fini(&j);
-    return web_error(r, 500, "internal", "summary failed: %s",
-                     gtp_strerror(rc < 0 ? rc : j.buf.err));
+    rc = rc < 0 ? rc : j.buf.err;
+    return web_error(r, web_rc_status(rc), web_rc_code(rc),
+                     "summary failed: %s", gtp_strerror(rc));
   }
   return web_reply_json(r, 200, &j);
 }

@@ -48,6 +48,21 @@ static inline int fixture_db(const char *name, char *out, size_t cap) {
   return ok ? 0 : -1;
 }
 
+/* The shared store of a conformance test: a fresh database NAME_<pid> (its
+ * URI in db) and the objects prefix NAME-<pid> under GENTRACE_OBJECTS (in
+ * objects). -1 when tests/store/test_shared.sh provided no cluster (the
+ * caller skips) or the database cannot be made. */
+static inline int fixture_shared(const char *name, char *db, size_t dbcap,
+                                 char *objects, size_t objcap) {
+  const char *obj = getenv("GENTRACE_OBJECTS");
+  if (!getenv("GENTRACE_CATALOG") || !obj) {
+    printf("(shared backend skipped: no cluster in the environment)\n");
+    return -1;
+  }
+  snprintf(objects, objcap, "%s/%s-%ld", obj, name, (long)getpid());
+  return fixture_db(name, db, dbcap);
+}
+
 /* Runs SQL on uri and returns the first value as an integer (-1 if none). */
 static inline long long fixture_sql_int(const char *uri, const char *sql) {
   PGconn *c = PQconnectdb(uri);

@@ -22,7 +22,7 @@ trap '"$src/scripts/cluster-down" "$GENTRACE_CLUSTER_DIR"; rm -f "$env_file"' EX
 export GENTRACE_CLUSTER_SCRIPT="$src/scripts/cluster-up"
 
 fail=0
-for t in ${GENTRACE_SHARED_TESTS:-test_s3 test_pg_cat test_segment test_storage test_shared_retain test_pg_live ../integration/test_shared_door}; do
+for t in ${GENTRACE_SHARED_TESTS:-test_s3 test_pg_cat test_segment test_storage test_storage_search test_shared_retain test_pg_live ../integration/test_shared_door}; do
 	bin=$build/tests/store/$t
 	[ -x "$bin" ] || { echo "FAIL: $bin not built"; fail=1; continue; }
 	echo "== $t"

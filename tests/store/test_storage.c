@@ -20,9 +20,7 @@
 #include <zstd.h>
 
 #include "gtp_error.h"
-#include "storage.h"
-#include "shared_fixture.h"
-#include "store_fixture.h"
+#include "conform_fixture.h"
 
 #define NGEN 12
 
@@ -306,11 +304,7 @@ static char *run_scenario(const storage_config *cfg) {
 static char *sqlite_dump;
 
 static void test_storage__sqlite_backend_conforms(void **state) {
-  sf_dir dir;
-  sf_dir_make(&dir);
-  storage_config cfg = {.sqlite = {.path = dir.db}};
-  sqlite_dump = run_scenario(&cfg);
-  sf_dir_remove(&dir);
+  sqlite_dump = conform_sqlite(run_scenario);
   /* The expected shape, independent of any backend. */
   assert_non_null(strstr(sqlite_dump, "-- sessions api/h2\nsession 11"));
   assert_non_null(strstr(sqlite_dump, "rejected=1\n"));
@@ -318,24 +312,7 @@ static void test_storage__sqlite_backend_conforms(void **state) {
 
 static void
 test_storage__shared_backend_reads_byte_identical_to_sqlite(void **state) {
-  const char *cat = getenv("GENTRACE_CATALOG");
-  if (!cat || !getenv("GENTRACE_OBJECTS")) {
-    printf("(shared backend skipped: no cluster in the environment)\n");
-    skip();
-  }
-  char db[256];
-  assert_int_equal(fixture_db("conformance", db, sizeof db), 0);
-  char objects[256];
-  snprintf(objects, sizeof objects, "%s/conf-%ld", getenv("GENTRACE_OBJECTS"),
-           (long)getpid());
-  storage_config cfg = {
-      .catalog = db, .objects = objects, .shared = {.max_age_ms = 200}};
-  char *shared = run_scenario(&cfg);
-  assert_non_null(sqlite_dump);
-  if (getenv("GT_SHOW_DUMP") || strcmp(shared, sqlite_dump) != 0)
-    fprintf(stderr, "--- sqlite\n%s--- shared\n%s", sqlite_dump, shared);
-  assert_string_equal(shared, sqlite_dump);
-  free(shared);
+  conform_shared("conformance", run_scenario, sqlite_dump);
 }
 
 static void test_storage__one_of_catalog_or_objects_is_an_error(void **state) {
