@@ -1,8 +1,8 @@
 /* store_maint.c: what the store thread does between batches and on its
  * one-second tick (store.c's design note): pending rejected counts,
  * retention by age and by size below the lowest pin (store.c invariant 6),
- * returning freed pages and emptying the WAL, the disk-full probe, and the
- * summary backfill. Thread: store only (store.c invariant 1). */
+ * returning freed pages and emptying the WAL, the disk-full probe, the
+ * summary backfill and the rebuild of hour rollups. Thread: store only (store.c invariant 1). */
 #include "config.h"
 
 #include <stdio.h>
@@ -256,6 +256,38 @@ static void backfill_tick(store *s) {
     fprintf(stderr, "level=info %s\n", kv);
 }
 
+/* Hour rollups to (re)build per tick (store_rollup.c): an hour of a large
+ * fleet is a few hundred thousand summary rows, so a few at a time. */
+#define STORE_ROLLUP_PER_TICK 2
+
+/* Rebuilds the settled dirty hours' rollups (after retention, or all hours
+ * after the migration to schema 6). Progress goes to the log (only when an
+ * hour was rebuilt) and to store_stats. */
+static void rollup_tick(store *s) {
+  store_rollup *ru = store_summary_rollup(s->sum);
+  if (ru == NULL)
+    return;
+  uint64_t pending = 0;
+  int n = store_rollup_rebuild(ru, STORE_ROLLUP_PER_TICK, &pending);
+  if (n < 0) {
+    store_log_error(s, "rollup rebuild", sqlite3_errcode(s->db));
+    return;
+  }
+  pthread_mutex_lock(&s->st_lock);
+  s->stats.rollup_rebuilt_hours += (uint64_t)n;
+  s->stats.rollup_pending_hours = pending;
+  pthread_mutex_unlock(&s->st_lock);
+  if (n == 0)
+    return;
+  char kv[160];
+  snprintf(kv, sizeof kv, "msg=\"rollup rebuild\" hours=%d pending=%llu", n,
+           (unsigned long long)pending);
+  if (s->cfg.log)
+    s->cfg.log(s->cfg.log_ctx, kv);
+  else
+    fprintf(stderr, "level=info %s\n", kv);
+}
+
 void store_maint_run(store *s, int committed) {
   int64_t now = now_ns(CLOCK_MONOTONIC);
   int tick = now >= s->next_tick_ns;
@@ -274,8 +306,10 @@ void store_maint_run(store *s, int committed) {
     reclaim(s, 0);
   if (tick && stats_disk_full(s))
     probe_disk(s);
-  if (tick && !stats_disk_full(s))
+  if (tick && !stats_disk_full(s)) {
     backfill_tick(s);
+    rollup_tick(s);
+  }
   if (tick || committed) {
     uint64_t b = db_bytes(s);
     pthread_mutex_lock(&s->st_lock);

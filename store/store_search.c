@@ -29,6 +29,7 @@
 
 #include "gtp_error.h"
 #include "store_int.h"
+#include "store_rollup.h"
 #include "summary.h"
 
 _Static_assert(GTP_SUM_BUCKETS == 68, "store_name_stats.hist size");
@@ -387,6 +388,75 @@ int store_search_spans(store_reader *r, const store_search_query *q,
 
 /* ---------------------------------------------------------------- summary */
 
+/* The whole hours [*h0, *h1) inside [from, to) that rollups may answer:
+ * 1 if there is at least one. Hours start at unix 0 (rollups hold no
+ * generation starting before it). */
+static int rollup_hours(int64_t from, int64_t to, int64_t *h0, int64_t *h1) {
+  const int64_t H = STORE_ROLLUP_NS;
+  *h0 = from <= 0 ? 0 : from / H + (from % H != 0);
+  *h1 = to <= 0 ? 0 : to / H;
+  if (*h1 > INT64_MAX / H - 1)
+    *h1 = INT64_MAX / H - 1;
+  return *h1 > *h0;
+}
+
+/* The lowest start a generation ending at or after from can have. */
+static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
+  sqlite3_stmt *st = NULL;
+  int64_t span = 0;
+  if (prep(db, "SELECT coalesce(max(end_ns - start_ns), 0) FROM generations",
+           &st) == 0 &&
+      sqlite3_step(st) == SQLITE_ROW)
+    span = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  if (span < 0)
+    span = 0;
+  return from_ns < INT64_MIN + span ? INT64_MIN : from_ns - span;
+}
+
+/* The summary from rollups: the raw rows of the generations outside the
+ * whole hours [?8, ?9) (A: starting before ?10 = ?8 h, B: at or after ?11
+ * = ?9 h), of the dirty hours inside (C), and of the generations inside
+ * that no rollup holds (D: end before start, which the store never writes
+ * but a row may hold), plus the rollup rows of the clean hours inside.
+ * Each generation is counted by exactly one part (store_rollup.c invariant
+ * 1 is what makes the last part equal to its raw rows). Parameters: ?1
+ * service, ?3 to, ?4 from, ?5 the range's first seq, ?6/?7 the name range,
+ * ?12 the lowest start a generation of the range can have. */
+#define HOUR_NS "3600000000000"
+#define RAW_ROWS(FROM, SVC, NAME, COND)                                        \
+  "SELECT n.kind AS kind, n.name AS name, n.count AS cnt, n.total_ns AS tot,"  \
+  " n.min_ns AS mn, n.max_ns AS mx, 1 AS gens, n.hist AS hist FROM " FROM      \
+  " JOIN sessions s ON s.id = g.session_id JOIN sum_names n ON n.seq = g.seq"  \
+  " WHERE " SVC " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND " NAME            \
+  " >= ?6 AND (?7 IS NULL OR n.name <= ?7) AND " COND
+#define NOT_DIRTY(HOUR)                                                        \
+  "NOT EXISTS (SELECT 1 FROM sum_hours_dirty d WHERE d.hour = " HOUR ")"
+#define ROLLUP_SQL(SVC, RSVC, NAME)                                            \
+  "SELECT kind, name, sum(cnt), sum(tot), min(mn), max(mx), sum(gens),"        \
+  " gt_hist_merge(hist) FROM ("                                                \
+  RAW_ROWS("generations g", SVC, NAME,                                         \
+           "g.start_ns >= ?12 AND g.start_ns < ?10 AND g.seq >= ?5"            \
+           " AND n.seq >= ?5")                                                 \
+  " UNION ALL " RAW_ROWS("generations g", SVC, NAME, "g.start_ns >= ?11")      \
+  " UNION ALL " RAW_ROWS("sum_hours_dirty d CROSS JOIN generations g", SVC,    \
+                         NAME,                                                 \
+                         "d.hour >= ?8 AND d.hour < ?9 AND g.start_ns >="      \
+                         " d.hour * " HOUR_NS " AND g.start_ns < (d.hour + 1)" \
+                         " * " HOUR_NS)                                        \
+  " UNION ALL " RAW_ROWS("(SELECT a.seq AS aseq FROM generations a WHERE"      \
+                         " a.end_ns - a.start_ns < 0 AND a.start_ns >= ?10"    \
+                         " AND a.start_ns < ?11 LIMIT -1) x"                   \
+                         " CROSS JOIN generations g",                          \
+                         SVC, NAME,                                            \
+                         "g.seq = x.aseq AND " NOT_DIRTY(                      \
+                             "g.start_ns / " HOUR_NS))                         \
+  " UNION ALL SELECT r.kind, r.name, r.count, r.total_ns, r.min_ns,"           \
+  " r.max_ns, r.gens, r.hist FROM sum_hours r WHERE r.hour >= ?8"              \
+  " AND r.hour < ?9 AND " RSVC " AND r.name >= ?6"                             \
+  " AND (?7 IS NULL OR r.name <= ?7) AND " NOT_DIRTY("r.hour")                 \
+  ") GROUP BY kind, name ORDER BY sum(tot) DESC, kind, name"
+
 int store_search_summary(store_reader *r, const store_summary_query *q,
                          store_stats_cb cb, void *ctx, uint64_t *pending) {
   sqlite3 *db = store_reader_db(r);
@@ -409,14 +479,30 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   " WHERE " SVC " AND (?2 IS NULL OR s.session = ?2)"                          \
   " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND g.seq >= ?5 AND n.seq >= ?5"    \
   " AND " NAME " >= ?6 AND (?7 IS NULL OR n.name <= ?7)"                       \
-  " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC"
+  " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC, n.kind, n.name"
 #define ANY_SVC "(?1 IS NULL OR s.service = ?1)"
-  const char *sql = q->service
-                        ? (q->name ? SUMMARY_SQL("s.service = ?1", "n.name")
-                                   : SUMMARY_SQL("s.service = ?1", "+n.name"))
-                        : (q->name ? SUMMARY_SQL(ANY_SVC, "n.name")
-                                   : SUMMARY_SQL(ANY_SVC, "+n.name"));
+#define ANY_RSVC "(?1 IS NULL OR r.service = ?1)"
+  /* A session's summary stays raw: rollups are per service, and one
+   * session's day is a service's day divided by its sessions. */
+  int64_t h0 = 0, h1 = 0;
+  int hours = !q->raw && !q->session &&
+              rollup_hours(q->from_ns, q->to_ns, &h0, &h1);
+  const char *sql, *raw_sql;
+  raw_sql = q->service ? (q->name ? SUMMARY_SQL("s.service = ?1", "n.name")
+                                  : SUMMARY_SQL("s.service = ?1", "+n.name"))
+                       : (q->name ? SUMMARY_SQL(ANY_SVC, "n.name")
+                                  : SUMMARY_SQL(ANY_SVC, "+n.name"));
+  sql = raw_sql;
+  if (hours)
+    sql = q->service
+              ? (q->name ? ROLLUP_SQL("s.service = ?1", "r.service = ?1",
+                                      "n.name")
+                         : ROLLUP_SQL("s.service = ?1", "r.service = ?1",
+                                      "+n.name"))
+              : (q->name ? ROLLUP_SQL(ANY_SVC, ANY_RSVC, "n.name")
+                         : ROLLUP_SQL(ANY_SVC, ANY_RSVC, "+n.name"));
 #undef ANY_SVC
+#undef ANY_RSVC
 #undef SUMMARY_SQL
   int err = prep(db, sql, &st);
   if (err) {
@@ -424,6 +510,11 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
     if (rc)
       return rc;
     err = prep(db, sql, &st);
+  }
+  if (err && hours) {
+    /* A database no daemon has migrated to schema 6 yet: raw rows. */
+    hours = 0;
+    err = prep(db, raw_sql, &st);
   }
   if (err)
     return err;
@@ -436,6 +527,13 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   sqlite3_bind_int64(st, 5, seq_floor(db, q->from_ns));
   char hi[1100];
   bind_name(st, 6, q->name, q->prefix, hi, sizeof hi);
+  if (hours) {
+    sqlite3_bind_int64(st, 8, h0);
+    sqlite3_bind_int64(st, 9, h1);
+    sqlite3_bind_int64(st, 10, h0 * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 11, h1 * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 12, start_floor(db, q->from_ns));
+  }
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     store_name_stats ns;

@@ -113,6 +113,7 @@ typedef struct carry_ent {
 } carry_ent;
 
 struct store_summary {
+  store_rollup *ru; /* the per-hour rollups the names are added to */
   carry_ent *carry; /* STORE_CARRY_MAX slots, calloc'd on first use */
   sqlite3 *db;
   sqlite3_stmt *st[SS_COUNT_];
@@ -152,6 +153,11 @@ int store_summary_open(sqlite3 *db, store_summary **out) {
     rc = sqlite3_prepare_v3(db, ss_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                             &ss->st[i], NULL);
   ss->dctx = ZSTD_createDCtx();
+  int ru_err = rc == SQLITE_OK ? store_rollup_open(db, &ss->ru) : 0;
+  if (ru_err) {
+    store_summary_close(ss);
+    return ru_err;
+  }
   sqlite3_stmt *q = NULL;
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(
@@ -320,6 +326,7 @@ void store_summary_close(store_summary *ss) {
   }
   for (int i = 0; i < SS_COUNT_; i++)
     sqlite3_finalize(ss->st[i]);
+  store_rollup_close(ss->ru);
   ZSTD_freeDCtx(ss->dctx);
   free(ss);
 }
@@ -360,6 +367,9 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
     sqlite3_bind_blob(st, 8, hist, (int)hl, SQLITE_STATIC);
     rc = step_done(st);
   }
+  /* The hour's rollup takes the rows just written (store_rollup.c). */
+  if (rc == SQLITE_OK && s->nnames > 0)
+    rc = store_rollup_add(ss->ru, seq);
   st = ss->st[SS_SPAN];
   for (size_t i = 0; rc == SQLITE_OK && i < s->nspans; i++) {
     const gtp_sum_span *sp = &s->spans[i];
@@ -392,6 +402,10 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
     rc = step_done(st);
   }
   return rc;
+}
+
+store_rollup *store_summary_rollup(store_summary *ss) {
+  return ss ? ss->ru : NULL;
 }
 
 /* The stored bytes of one row of SS_TODO, decompressed (malloc'd). */

@@ -1,0 +1,279 @@
+/* store_rollup.c: per-hour rollups of sum_names (store_rollup.h for the
+ * contract, store_schema.h for the tables).
+ *
+ * Design: the rollup is written by SQL from the rows store_summary_put has
+ * just inserted (one INSERT ... SELECT ... ON CONFLICT per generation), so
+ * whatever rows a generation has, commit or backfill, its rollup gets the
+ * same ones; the rebuild is the same aggregate over an hour. Deletes only
+ * mark the hour (a trigger, so every path that deletes a generation does),
+ * and readers treat a marked hour as raw.
+ *
+ * Invariants:
+ *   1. For every hour H without a sum_hours_dirty row, the sum_hours rows of
+ *      H equal the aggregate of the sum_names rows of the generations with
+ *      start_ns in H (start_ns >= 0, end_ns >= start_ns), grouped by
+ *      (service, kind, name): gens = count(*), count, total, min, max and
+ *      the merged histogram (store_rollup_check_invariants).
+ *   2. A generation's rows are added in the transaction that writes its
+ *      sum_names rows, exactly once (store_summary_put runs once per seq:
+ *      at commit, or by the backfill for a generation without sum_gens).
+ *   3. Every DELETE of a generation row with start_ns >= 0 leaves its hour
+ *      dirty with age 0 in the same transaction (the trigger).
+ *   4. A rebuild replaces the hour's rows and clears its mark in one
+ *      transaction: a reader sees the hour either dirty or rebuilt.
+ */
+#include "config.h"
+
+#include "store_rollup.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gtp_error.h"
+#include "store_int.h"
+#include "store_search.h"
+#include "summary.h"
+
+/* ---------------------------------------------------------- gt_hist_add */
+
+/* gt_hist_add(a, b): the encoded histogram of a + b (NULL or an empty blob
+ * counts as empty). A blob that does not decode is an error, not a zero. */
+static void hist_add(sqlite3_context *cx, int n, sqlite3_value **v) {
+  uint64_t h[GTP_SUM_BUCKETS];
+  memset(h, 0, sizeof h);
+  for (int i = 0; i < n; i++) {
+    const void *p = sqlite3_value_blob(v[i]);
+    int len = sqlite3_value_bytes(v[i]);
+    if (len > 0 && gtp_sum_hist_decode(p, (size_t)len, h) < 0) {
+      sqlite3_result_error(cx, "gt_hist_add: bad histogram", -1);
+      return;
+    }
+  }
+  uint8_t out[GTP_SUM_HIST_MAX];
+  size_t len = gtp_sum_hist_encode(h, out);
+  sqlite3_result_blob(cx, out, (int)len, SQLITE_TRANSIENT);
+}
+
+int store_rollup_register(sqlite3 *db) {
+  int rc = sqlite3_create_function_v2(db, "gt_hist_add", 2,
+                                      SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                      hist_add, NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return store_sqlite_err(rc) ? store_sqlite_err(rc) : GTP_E_INTERNAL;
+  return store_search_register(db);
+}
+
+/* ------------------------------------------------------------ statements */
+
+/* The rows of the generations of one hour ([?1, ?2) of start_ns) as they
+ * go into its rollup (invariant 1); ADD_SQL takes one generation. */
+#define HOUR_ROWS_SQL(WHERE)                                                   \
+  " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
+  " JOIN sum_names n ON n.seq = g.seq WHERE " WHERE                            \
+  " AND g.start_ns >= 0 AND g.end_ns >= g.start_ns"
+
+enum { RU_ADD, RU_AGE, RU_PICK, RU_DEL, RU_BUILD, RU_CLEAR, RU_COUNT, RU_N_ };
+
+static const char *const ru_sql[RU_N_] = {
+    [RU_ADD] =
+        "INSERT INTO sum_hours(hour, service, kind, name, gens, count,"
+        " total_ns, min_ns, max_ns, hist)"
+        " SELECT g.start_ns / 3600000000000, s.service, n.kind, n.name,"
+        " 1, n.count, n.total_ns, n.min_ns, n.max_ns, n.hist" HOUR_ROWS_SQL(
+            "g.seq = ?1") " ON CONFLICT(hour, service, kind, name) DO"
+                          " UPDATE SET gens = gens + 1,"
+                          " count = count + excluded.count,"
+                          " total_ns = total_ns + excluded.total_ns,"
+                          " min_ns = min(min_ns, excluded.min_ns),"
+                          " max_ns = max(max_ns, excluded.max_ns),"
+                          " hist = gt_hist_add(hist, excluded.hist)",
+    [RU_AGE] = "UPDATE sum_hours_dirty SET age = age + 1",
+    [RU_PICK] = "SELECT hour FROM sum_hours_dirty WHERE age >= ?1"
+                " ORDER BY hour DESC LIMIT ?2",
+    [RU_DEL] = "DELETE FROM sum_hours WHERE hour = ?1",
+    [RU_BUILD] = "INSERT INTO sum_hours(hour, service, kind, name, gens,"
+                 " count, total_ns, min_ns, max_ns, hist)"
+                 " SELECT ?3, s.service, n.kind, n.name, count(*),"
+                 " sum(n.count), sum(n.total_ns), min(n.min_ns),"
+                 " max(n.max_ns), gt_hist_merge(n.hist)" HOUR_ROWS_SQL(
+                     "g.start_ns >= ?1 AND g.start_ns < ?2") " GROUP BY"
+                                                             " s.service,"
+                                                             " n.kind, n.name",
+    [RU_CLEAR] = "DELETE FROM sum_hours_dirty WHERE hour = ?1",
+    [RU_COUNT] = "SELECT count(*) FROM sum_hours_dirty",
+};
+
+struct store_rollup {
+  sqlite3 *db;
+  sqlite3_stmt *st[RU_N_];
+};
+
+static int sql_err(int rc) {
+  int e = store_sqlite_err(rc);
+  return e ? e : GTP_E_INTERNAL;
+}
+
+static int run(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+int store_rollup_open(sqlite3 *db, store_rollup **out) {
+  *out = NULL;
+  int err = store_rollup_register(db);
+  if (err)
+    return err;
+  store_rollup *ru = calloc(1, sizeof *ru);
+  if (!ru)
+    return -ENOMEM;
+  ru->db = db;
+  for (int i = 0; i < RU_N_; i++) {
+    int rc = sqlite3_prepare_v3(db, ru_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                &ru->st[i], NULL);
+    if (rc != SQLITE_OK) {
+      store_rollup_close(ru);
+      return sql_err(rc);
+    }
+  }
+  *out = ru;
+  return 0;
+}
+
+void store_rollup_close(store_rollup *ru) {
+  if (!ru)
+    return;
+  for (int i = 0; i < RU_N_; i++)
+    sqlite3_finalize(ru->st[i]);
+  free(ru);
+}
+
+int store_rollup_add(store_rollup *ru, int64_t seq) {
+  sqlite3_stmt *st = ru->st[RU_ADD];
+  sqlite3_bind_int64(st, 1, seq);
+  return run(st); /* invariant 2: the caller's transaction */
+}
+
+int store_rollup_pending(store_rollup *ru, uint64_t *pending) {
+  sqlite3_stmt *st = ru->st[RU_COUNT];
+  int rc = sqlite3_step(st);
+  *pending = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? 0 : sql_err(rc);
+}
+
+/* Rebuilds one hour in its own transaction (invariant 4). */
+static int rebuild_hour(store_rollup *ru, int64_t hour) {
+  int rc = sqlite3_exec(ru->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return sql_err(rc);
+  sqlite3_stmt *st = ru->st[RU_DEL];
+  sqlite3_bind_int64(st, 1, hour);
+  rc = run(st);
+  if (rc == SQLITE_OK) {
+    st = ru->st[RU_BUILD];
+    sqlite3_bind_int64(st, 1, hour * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 2, (hour + 1) * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 3, hour);
+    rc = run(st);
+  }
+  if (rc == SQLITE_OK) {
+    st = ru->st[RU_CLEAR];
+    sqlite3_bind_int64(st, 1, hour);
+    rc = run(st);
+  }
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(ru->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(ru->db, "ROLLBACK", NULL, NULL, NULL);
+    return sql_err(rc);
+  }
+  GTP_ASSERT(store_rollup_check_invariants(ru->db, hour) == 0);
+  return 0;
+}
+
+/* The most hours one tick picks (the newest first: they are the ones a
+ * "last N hours" query reads). */
+#define RU_PICK_MAX 64
+
+int store_rollup_rebuild(store_rollup *ru, int max_hours, uint64_t *pending) {
+  *pending = 0;
+  int err = store_rollup_pending(ru, pending);
+  if (err || *pending == 0 || max_hours <= 0)
+    return err;
+  if (max_hours > RU_PICK_MAX)
+    max_hours = RU_PICK_MAX;
+  int rc = run(ru->st[RU_AGE]); /* autocommit: one small UPDATE */
+  if (rc != SQLITE_OK)
+    return sql_err(rc);
+  int64_t hours[RU_PICK_MAX];
+  int n = 0;
+  sqlite3_stmt *st = ru->st[RU_PICK];
+  sqlite3_bind_int(st, 1, STORE_ROLLUP_SETTLE);
+  sqlite3_bind_int(st, 2, max_hours);
+  while (n < max_hours && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    hours[n++] = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    return sql_err(rc);
+  int done = 0;
+  for (int i = 0; i < n; i++) {
+    /* Hours past the range a rollup can name are never picked twice: the
+     * trigger only marks hours of start_ns >= 0, whose bounds fit. */
+    if (hours[i] < 0 || hours[i] > INT64_MAX / STORE_ROLLUP_NS - 1) {
+      sqlite3_bind_int64(ru->st[RU_CLEAR], 1, hours[i]);
+      run(ru->st[RU_CLEAR]);
+      continue;
+    }
+    if ((err = rebuild_hour(ru, hours[i])) < 0)
+      return err;
+    done++;
+  }
+  err = store_rollup_pending(ru, pending);
+  return err ? err : done;
+}
+
+/* ------------------------------------------------------------ invariants */
+
+/* Rows of sum_hours that differ from the aggregate, both ways (EXCEPT over
+ * the two sets), for one hour or every clean hour. */
+#define CHECK_SQL                                                              \
+  "WITH raw AS (SELECT g.start_ns / 3600000000000 AS hour, s.service,"         \
+  " n.kind, n.name, count(*) AS gens, sum(n.count) AS count,"                  \
+  " sum(n.total_ns) AS total_ns, min(n.min_ns) AS min_ns,"                     \
+  " max(n.max_ns) AS max_ns, gt_hist_merge(n.hist) AS hist"                    \
+  " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
+  " JOIN sum_names n ON n.seq = g.seq WHERE g.start_ns >= 0"                   \
+  " AND g.end_ns >= g.start_ns AND (?1 < 0 OR (g.start_ns >= ?1 * "            \
+  "3600000000000 AND g.start_ns < (?1 + 1) * 3600000000000))"                  \
+  " GROUP BY 1, 2, 3, 4),"                                                     \
+  " ru AS (SELECT hour, service, kind, name, gens, count, total_ns, min_ns,"   \
+  " max_ns, gt_hist_add(hist, NULL) AS hist FROM sum_hours"                    \
+  " WHERE ?1 < 0 OR hour = ?1)"                                                \
+  " SELECT count(*) FROM (SELECT * FROM (SELECT * FROM raw EXCEPT"             \
+  " SELECT * FROM ru) UNION ALL SELECT * FROM (SELECT * FROM ru EXCEPT"        \
+  " SELECT * FROM raw)) d WHERE NOT EXISTS (SELECT 1 FROM sum_hours_dirty x"   \
+  " WHERE x.hour = d.hour)"
+
+int store_rollup_check_invariants(sqlite3 *db, int64_t hour) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, CHECK_SQL, -1, &st, NULL);
+  if (rc != SQLITE_OK) {
+    /* A reader connection may not have the functions yet. */
+    int err = store_rollup_register(db);
+    if (err)
+      return err;
+    rc = sqlite3_prepare_v2(db, CHECK_SQL, -1, &st, NULL);
+  }
+  if (rc != SQLITE_OK)
+    return sql_err(rc);
+  sqlite3_bind_int64(st, 1, hour);
+  rc = sqlite3_step(st);
+  int64_t bad = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW)
+    return sql_err(rc);
+  return bad == 0 ? 0 : 1;
+}

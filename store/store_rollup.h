@@ -1,0 +1,67 @@
+/* store_rollup.h: per-hour rollups of the summaries' per-name rows
+ * (sum_names) in the SQLite catalog, so a summary over a day adds up one
+ * row per (hour, service, name) instead of one per generation.
+ *
+ * The rollup of hour H is the sum of the sum_names rows of every generation
+ * whose start_ns lies in [H * STORE_ROLLUP_NS, (H + 1) * STORE_ROLLUP_NS),
+ * grouped by (service, kind, name): gens (rows), count, total, min, max and
+ * the merged histogram. store_summary_put adds a generation's rows in the
+ * transaction that writes them (counts and buckets add, min and max are
+ * kept exactly by min()/max()). A DELETE of a generation cannot undo a max,
+ * so a trigger marks its hour dirty instead (sum_hours_dirty), and the
+ * maintenance tick rebuilds a dirty hour from its remaining rows once no
+ * delete touched it for STORE_ROLLUP_SETTLE ticks (retention eats the oldest
+ * hour a chunk at a time: one rebuild when it is done, not one per chunk).
+ * Readers (store_search.c) use the rollup of an hour only when the whole
+ * hour is inside the query and the hour is not dirty; the rest comes from
+ * the raw rows, so the answer is exactly the raw one at every moment.
+ *
+ * A database from before schema 6 gets every hour that holds a generation
+ * marked dirty (and settled) by the migration: the rollups are then built
+ * by the same rebuild, a few hours per tick, while queries read raw rows.
+ *
+ * Thread: the store thread (the write connection), except
+ * store_rollup_register and store_rollup_check_invariants, which take any
+ * connection.
+ */
+#ifndef STORE_ROLLUP_H
+#define STORE_ROLLUP_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+/* One hour, in ns: the rollup grain. */
+#define STORE_ROLLUP_NS INT64_C(3600000000000)
+/* Ticks without a delete before a dirty hour is rebuilt. */
+#define STORE_ROLLUP_SETTLE 3
+
+typedef struct store_rollup store_rollup;
+
+/* Registers gt_hist_add(a, b) (a scalar: the merged histogram of two
+ * encoded ones) and gt_hist_merge (store_search.c's aggregate) on db. */
+int store_rollup_register(sqlite3 *db);
+
+/* Prepares the statements on the write connection (registering the
+ * functions first). Returns 0 or a negative code. */
+int store_rollup_open(sqlite3 *db, store_rollup **out);
+void store_rollup_close(store_rollup *ru);
+
+/* Adds generation seq's sum_names rows into its hour's rollup, inside the
+ * caller's transaction. Returns an SQLite code. */
+int store_rollup_add(store_rollup *ru, int64_t seq);
+
+/* One maintenance tick: ages the dirty hours and rebuilds up to max_hours
+ * settled ones, each in its own transaction. *pending = dirty hours left.
+ * Returns the number of hours rebuilt, or a negative code. */
+int store_rollup_rebuild(store_rollup *ru, int max_hours, uint64_t *pending);
+
+/* Dirty hours now (for the stats at open). */
+int store_rollup_pending(store_rollup *ru, uint64_t *pending);
+
+/* Invariant 1 (store_rollup.c) for one hour (hour >= 0) or every clean hour
+ * (hour < 0): the rollup rows equal the aggregate of the hour's raw rows.
+ * Returns 0 if they do, 1 if not, or a negative code. Costs a full
+ * aggregate: debug builds and tests only. */
+int store_rollup_check_invariants(sqlite3 *db, int64_t hour);
+
+#endif
