@@ -256,9 +256,11 @@ static void backfill_tick(store *s) {
     fprintf(stderr, "level=info %s\n", kv);
 }
 
-/* Hour rollups to (re)build per tick (store_rollup.c): an hour of a large
- * fleet is a few hundred thousand summary rows, so a few at a time. */
-#define STORE_ROLLUP_PER_TICK 2
+/* Hour rollups to (re)build per tick (store_rollup.c): one hour of a large
+ * fleet is a few hundred thousand summary rows, aggregated in one
+ * transaction that holds the store thread (bench/RESULTS.md has the
+ * figure), so one per tick. */
+#define STORE_ROLLUP_PER_TICK 1
 
 /* Rebuilds the settled dirty hours' rollups (after retention, or all hours
  * after the migration to schema 6). Progress goes to the log (only when an

@@ -419,7 +419,9 @@ static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
  * = ?9 h), of the dirty hours inside (C), and of the generations inside
  * that no rollup holds (D: end before start, which the store never writes
  * but a row may hold), plus the rollup rows of the clean hours inside.
- * Each generation is counted by exactly one part (store_rollup.c invariant
+ * ("+a.start_ns": D reads the span index, generations_by_span, not every
+ * generation of the range by start). Each generation is counted by exactly
+ * one part (store_rollup.c invariant
  * 1 is what makes the last part equal to its raw rows). Parameters: ?1
  * service, ?3 to, ?4 from, ?5 the range's first seq, ?6/?7 the name range,
  * ?12 the lowest start a generation of the range can have. */
@@ -445,8 +447,8 @@ static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
                          " d.hour * " HOUR_NS " AND g.start_ns < (d.hour + 1)" \
                          " * " HOUR_NS)                                        \
   " UNION ALL " RAW_ROWS("(SELECT a.seq AS aseq FROM generations a WHERE"      \
-                         " a.end_ns - a.start_ns < 0 AND a.start_ns >= ?10"    \
-                         " AND a.start_ns < ?11 LIMIT -1) x"                   \
+                         " a.end_ns - a.start_ns < 0 AND +a.start_ns >= ?10"   \
+                         " AND +a.start_ns < ?11 LIMIT -1) x"                  \
                          " CROSS JOIN generations g",                          \
                          SVC, NAME,                                            \
                          "g.seq = x.aseq AND " NOT_DIRTY(                      \
