@@ -11,13 +11,15 @@
  * Invariants:
  *   1. For every hour H without a sum_hours_dirty row, the sum_hours rows of
  *      H equal the aggregate of the sum_names rows of the generations with
- *      start_ns in H (start_ns >= 0, end_ns >= start_ns), grouped by
+ *      start_ns in H (0 <= start_ns < STORE_ROLLUP_END, end_ns >= start_ns),
+ *      grouped by
  *      (service, kind, name): gens = count(*), count, total, min, max and
  *      the merged histogram (store_rollup_check_invariants).
  *   2. A generation's rows are added in the transaction that writes its
  *      sum_names rows, exactly once (store_summary_put runs once per seq:
  *      at commit, or by the backfill for a generation without sum_gens).
- *   3. Every DELETE of a generation row with start_ns >= 0 leaves its hour
+ *   3. Every DELETE of a generation row with start_ns in [0,
+ *      STORE_ROLLUP_END) leaves its hour
  *      dirty with age 0 in the same transaction (the trigger).
  *   4. A rebuild replaces the hour's rows and clears its mark in one
  *      transaction: a reader sees the hour either dirty or rebuilt.
@@ -35,6 +37,9 @@
 #include "store_int.h"
 #include "store_search.h"
 #include "summary.h"
+
+_Static_assert(STORE_ROLLUP_END == INT64_C(9223369200000000000),
+               "the SQL spells STORE_ROLLUP_END out");
 
 /* ---------------------------------------------------------- gt_hist_add */
 
@@ -72,7 +77,8 @@ int store_rollup_register(sqlite3 *db) {
 #define HOUR_ROWS_SQL(WHERE)                                                   \
   " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
   " JOIN sum_names n ON n.seq = g.seq WHERE " WHERE                            \
-  " AND g.start_ns >= 0 AND g.end_ns >= g.start_ns"
+  " AND g.start_ns >= 0 AND g.start_ns < 9223369200000000000"                  \
+  " AND g.end_ns >= g.start_ns"
 
 enum { RU_ADD, RU_AGE, RU_PICK, RU_DEL, RU_BUILD, RU_CLEAR, RU_COUNT, RU_N_ };
 
@@ -220,9 +226,9 @@ int store_rollup_rebuild(store_rollup *ru, int max_hours, uint64_t *pending) {
     return sql_err(rc);
   int done = 0;
   for (int i = 0; i < n; i++) {
-    /* Hours past the range a rollup can name are never picked twice: the
-     * trigger only marks hours of start_ns >= 0, whose bounds fit. */
-    if (hours[i] < 0 || hours[i] > INT64_MAX / STORE_ROLLUP_NS - 1) {
+    /* The trigger marks only hours inside [0, STORE_ROLLUP_END); a row
+     * outside (written by hand) is dropped, not rebuilt. */
+    if (hours[i] < 0 || hours[i] >= STORE_ROLLUP_END / STORE_ROLLUP_NS) {
       sqlite3_bind_int64(ru->st[RU_CLEAR], 1, hours[i]);
       run(ru->st[RU_CLEAR]);
       continue;
@@ -246,6 +252,7 @@ int store_rollup_rebuild(store_rollup *ru, int max_hours, uint64_t *pending) {
   " max(n.max_ns) AS max_ns, gt_hist_merge(n.hist) AS hist"                    \
   " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
   " JOIN sum_names n ON n.seq = g.seq WHERE g.start_ns >= 0"                   \
+  " AND g.start_ns < 9223369200000000000"                                      \
   " AND g.end_ns >= g.start_ns AND (?1 < 0 OR (g.start_ns >= ?1 * "            \
   "3600000000000 AND g.start_ns < (?1 + 1) * 3600000000000))"                  \
   " GROUP BY 1, 2, 3, 4),"                                                     \

@@ -32,6 +32,10 @@
 
 /* One hour, in ns: the rollup grain. */
 #define STORE_ROLLUP_NS INT64_C(3600000000000)
+/* Rollups hold generations starting in [0, STORE_ROLLUP_END): the whole
+ * hours of int64 ns, so every hour's end fits (the SQL in store_schema.h
+ * and store_rollup.c writes it as 9223369200000000000). */
+#define STORE_ROLLUP_END (INT64_MAX / STORE_ROLLUP_NS * STORE_ROLLUP_NS)
 /* Ticks without a delete before a dirty hour is rebuilt. */
 #define STORE_ROLLUP_SETTLE 3
 

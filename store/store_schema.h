@@ -199,8 +199,9 @@
  * store_search.c reads them):
  *   sum_hours        (hour, service, kind, name): the sum of the sum_names
  *                    rows of the generations starting in that hour
- *                    (hour = start_ns / 1 h; start_ns >= 0 and end_ns >=
- *                    start_ns only): gens = rows, count, total, min, max,
+ *                    (hour = start_ns / 1 h; 0 <= start_ns < the last
+ *                    whole hour of int64 ns, STORE_ROLLUP_END, and end_ns
+ *                    >= start_ns only): gens = rows, count, total, min, max,
  *                    merged histogram.
  *   sum_hours_dirty  hours whose rollup may be wrong (a generation of it was
  *                    deleted: a max cannot be subtracted), with the ticks
@@ -216,7 +217,8 @@
   "CREATE TABLE IF NOT EXISTS sum_hours_dirty(hour INTEGER PRIMARY KEY,"       \
   " age INTEGER NOT NULL);"                                                    \
   "CREATE TRIGGER IF NOT EXISTS generations_hour_del AFTER DELETE"             \
-  " ON generations WHEN OLD.start_ns >= 0 BEGIN"                               \
+  " ON generations WHEN OLD.start_ns >= 0"                                     \
+  " AND OLD.start_ns < 9223369200000000000 BEGIN"                              \
   " INSERT OR REPLACE INTO sum_hours_dirty(hour, age)"                         \
   " VALUES(OLD.start_ns / 3600000000000, 0); END;"
 
@@ -228,7 +230,7 @@
   STORE_SCHEMA_ROLLUP_SQL                                                      \
   "INSERT OR IGNORE INTO sum_hours_dirty(hour, age)"                           \
   " SELECT DISTINCT start_ns / 3600000000000, 1000000 FROM generations"        \
-  " WHERE start_ns >= 0;"                                                      \
+  " WHERE start_ns >= 0 AND start_ns < 9223369200000000000;"                   \
   "UPDATE meta SET value = '6' WHERE key = 'schema_version';"
 
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),

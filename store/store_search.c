@@ -395,8 +395,8 @@ static int rollup_hours(int64_t from, int64_t to, int64_t *h0, int64_t *h1) {
   const int64_t H = STORE_ROLLUP_NS;
   *h0 = from <= 0 ? 0 : from / H + (from % H != 0);
   *h1 = to <= 0 ? 0 : to / H;
-  if (*h1 > INT64_MAX / H - 1)
-    *h1 = INT64_MAX / H - 1;
+  if (*h1 > STORE_ROLLUP_END / H)
+    *h1 = STORE_ROLLUP_END / H;
   return *h1 > *h0;
 }
 
@@ -434,30 +434,41 @@ static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
   " >= ?6 AND (?7 IS NULL OR n.name <= ?7) AND " COND
 #define NOT_DIRTY(HOUR)                                                        \
   "NOT EXISTS (SELECT 1 FROM sum_hours_dirty d WHERE d.hour = " HOUR ")"
-#define ROLLUP_SQL(SVC, RSVC, NAME)                                            \
-  "SELECT kind, name, sum(cnt), sum(tot), min(mn), max(mx), sum(gens),"        \
-  " gt_hist_merge(hist) FROM ("                                                \
+/* A: the left edge; B: the right edge; C: the dirty hours inside; D: the
+ * rows inside that no rollup holds; R: the rollups of the clean hours. */
+#define PART_A(SVC, NAME)                                                      \
   RAW_ROWS("generations g", SVC, NAME,                                         \
            "g.start_ns >= ?12 AND g.start_ns < ?10 AND g.seq >= ?5"            \
-           " AND n.seq >= ?5")                                                 \
-  " UNION ALL " RAW_ROWS("generations g", SVC, NAME, "g.start_ns >= ?11")      \
-  " UNION ALL " RAW_ROWS("sum_hours_dirty d CROSS JOIN generations g", SVC,    \
-                         NAME,                                                 \
-                         "d.hour >= ?8 AND d.hour < ?9 AND g.start_ns >="      \
-                         " d.hour * " HOUR_NS " AND g.start_ns < (d.hour + 1)" \
-                         " * " HOUR_NS)                                        \
-  " UNION ALL " RAW_ROWS("(SELECT a.seq AS aseq FROM generations a WHERE"      \
-                         " a.end_ns - a.start_ns < 0 AND +a.start_ns >= ?10"   \
-                         " AND +a.start_ns < ?11 LIMIT -1) x"                  \
-                         " CROSS JOIN generations g",                          \
-                         SVC, NAME,                                            \
-                         "g.seq = x.aseq AND " NOT_DIRTY(                      \
-                             "g.start_ns / " HOUR_NS))                         \
-  " UNION ALL SELECT r.kind, r.name, r.count, r.total_ns, r.min_ns,"           \
-  " r.max_ns, r.gens, r.hist FROM sum_hours r WHERE r.hour >= ?8"              \
-  " AND r.hour < ?9 AND " RSVC " AND r.name >= ?6"                             \
-  " AND (?7 IS NULL OR r.name <= ?7) AND " NOT_DIRTY("r.hour")                 \
-  ") GROUP BY kind, name ORDER BY sum(tot) DESC, kind, name"
+           " AND n.seq >= ?5")
+#define PART_B(SVC, NAME)                                                      \
+  RAW_ROWS("generations g", SVC, NAME, "g.start_ns >= ?11")
+#define PART_C(SVC, NAME)                                                      \
+  RAW_ROWS("sum_hours_dirty d CROSS JOIN generations g", SVC, NAME,            \
+           "d.hour >= ?8 AND d.hour < ?9 AND g.start_ns >= d.hour * " HOUR_NS  \
+           " AND g.start_ns < (d.hour + 1) * " HOUR_NS)
+#define PART_D(SVC, NAME)                                                      \
+  RAW_ROWS("(SELECT a.seq AS aseq FROM generations a WHERE"                    \
+           " a.end_ns - a.start_ns < 0 AND +a.start_ns >= ?10"                 \
+           " AND +a.start_ns < ?11 LIMIT -1) x CROSS JOIN generations g",      \
+           SVC, NAME,                                                          \
+           "g.seq = x.aseq AND " NOT_DIRTY("g.start_ns / " HOUR_NS))
+#define PART_R(RSVC)                                                           \
+  "SELECT r.kind, r.name, r.count, r.total_ns, r.min_ns, r.max_ns, r.gens,"    \
+  " r.hist FROM sum_hours r WHERE r.hour >= ?8 AND r.hour < ?9 AND " RSVC      \
+  " AND r.name >= ?6 AND (?7 IS NULL OR r.name <= ?7) AND " NOT_DIRTY(         \
+      "r.hour")
+#define UNION_ALL " UNION ALL "
+#define ROLLUP_HEAD                                                            \
+  "SELECT kind, name, sum(cnt), sum(tot), min(mn), max(mx), sum(gens),"        \
+  " gt_hist_merge(hist) FROM ("
+#define ROLLUP_TAIL ") GROUP BY kind, name ORDER BY sum(tot) DESC, kind, name"
+#define ROLLUP_SQL(SVC, RSVC, NAME)                                            \
+  ROLLUP_HEAD PART_A(SVC, NAME)                                                \
+  UNION_ALL PART_B(SVC, NAME)                                                  \
+  UNION_ALL PART_C(SVC, NAME)                                                  \
+  UNION_ALL PART_D(SVC, NAME)                                                  \
+  UNION_ALL PART_R(RSVC)                                                       \
+  ROLLUP_TAIL
 
 int store_search_summary(store_reader *r, const store_summary_query *q,
                          store_stats_cb cb, void *ctx, uint64_t *pending) {
@@ -487,8 +498,8 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   /* A session's summary stays raw: rollups are per service, and one
    * session's day is a service's day divided by its sessions. */
   int64_t h0 = 0, h1 = 0;
-  int hours = !q->raw && !q->session &&
-              rollup_hours(q->from_ns, q->to_ns, &h0, &h1);
+  int hours =
+      !q->raw && !q->session && rollup_hours(q->from_ns, q->to_ns, &h0, &h1);
   const char *sql, *raw_sql;
   raw_sql = q->service ? (q->name ? SUMMARY_SQL("s.service = ?1", "n.name")
                                   : SUMMARY_SQL("s.service = ?1", "+n.name"))
@@ -496,13 +507,13 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
                                   : SUMMARY_SQL(ANY_SVC, "+n.name"));
   sql = raw_sql;
   if (hours)
-    sql = q->service
-              ? (q->name ? ROLLUP_SQL("s.service = ?1", "r.service = ?1",
-                                      "n.name")
-                         : ROLLUP_SQL("s.service = ?1", "r.service = ?1",
-                                      "+n.name"))
-              : (q->name ? ROLLUP_SQL(ANY_SVC, ANY_RSVC, "n.name")
-                         : ROLLUP_SQL(ANY_SVC, ANY_RSVC, "+n.name"));
+    sql =
+        q->service
+            ? (q->name
+                   ? ROLLUP_SQL("s.service = ?1", "r.service = ?1", "n.name")
+                   : ROLLUP_SQL("s.service = ?1", "r.service = ?1", "+n.name"))
+            : (q->name ? ROLLUP_SQL(ANY_SVC, ANY_RSVC, "n.name")
+                       : ROLLUP_SQL(ANY_SVC, ANY_RSVC, "+n.name"));
 #undef ANY_SVC
 #undef ANY_RSVC
 #undef SUMMARY_SQL
