@@ -50,9 +50,15 @@ int store_rollup_register(sqlite3 *db);
 int store_rollup_open(sqlite3 *db, store_rollup **out);
 void store_rollup_close(store_rollup *ru);
 
-/* Adds generation seq's sum_names rows into its hour's rollup, inside the
- * caller's transaction. Returns an SQLite code. */
+/* Adds generation seq's sum_names rows (just written) into the sums of the
+ * open transaction. Returns an SQLite code. */
 int store_rollup_add(store_rollup *ru, int64_t seq);
+/* Writes the sums into sum_hours inside the open transaction and empties
+ * them: the writer calls it just before COMMIT. Returns an SQLite code. */
+int store_rollup_flush(store_rollup *ru);
+/* Drops the sums: the writer calls it when a transaction begins, so a
+ * rolled-back one leaves nothing behind. NULL is a no-op. */
+void store_rollup_reset(store_rollup *ru);
 
 /* One maintenance tick: ages the dirty hours and rebuilds up to max_hours
  * settled ones, each in its own transaction. *pending = dirty hours left.

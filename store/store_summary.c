@@ -367,7 +367,8 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
     sqlite3_bind_blob(st, 8, hist, (int)hl, SQLITE_STATIC);
     rc = step_done(st);
   }
-  /* The hour's rollup takes the rows just written (store_rollup.c). */
+  /* The hour's rollup takes the rows just written (store_rollup.c; the
+   * transaction's owner flushes it before COMMIT). */
   if (rc == SQLITE_OK && s->nnames > 0)
     rc = store_rollup_add(ss->ru, seq);
   st = ss->st[SS_SPAN];
@@ -443,6 +444,7 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
   int rc = sqlite3_exec(ss->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK)
     return store_sqlite_err(rc);
+  store_rollup_reset(ss->ru);
   sqlite3_stmt *st = ss->st[SS_TODO];
   sqlite3_bind_int64(st, 1, ss->below);
   sqlite3_bind_int(st, 2, max_gens);
@@ -471,6 +473,8 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
     rc = SQLITE_OK;
   int exhausted = rc == SQLITE_OK && !oom && done < max_gens;
   sqlite3_reset(st);
+  if (rc == SQLITE_OK)
+    rc = store_rollup_flush(ss->ru);
   if (rc == SQLITE_OK)
     rc = set_below(ss, exhausted ? 0 : low);
   if (rc == SQLITE_OK)
