@@ -17,10 +17,10 @@
  * Invariants:
  *   1. For every hour H without a sum_hours_dirty row, the sum_hours rows of
  *      H equal the aggregate of the sum_names rows of the generations with
- *      start_ns in H (0 <= start_ns < STORE_ROLLUP_END, end_ns >= start_ns),
- *      grouped by
- *      (service, kind, name): gens = count(*), count, total, min, max and
- *      the merged histogram (store_rollup_check_invariants).
+ *      start_ns in H (0 <= start_ns < STORE_ROLLUP_END, end_ns >=
+ *      start_ns), grouped by (service, kind, name): gens = count(*), count,
+ *      total, min, max and the merged histogram
+ *      (store_rollup_check_invariants).
  *   2. A generation's rows are added in the transaction that writes its
  *      sum_names rows, exactly once (store_summary_put runs once per seq:
  *      at commit, or by the backfill for a generation without sum_gens):
@@ -28,8 +28,8 @@
  *      transaction's COMMIT and dropped by store_rollup_reset when it
  *      begins (a rolled-back batch leaves nothing behind).
  *   3. Every DELETE of a generation row with start_ns in [0,
- *      STORE_ROLLUP_END) leaves its hour
- *      dirty with age 0 in the same transaction (the trigger).
+ *      STORE_ROLLUP_END) leaves its hour dirty with age 0 in the same
+ *      transaction (the trigger).
  *   4. A rebuild replaces the hour's rows and clears its mark in one
  *      transaction: a reader sees the hour either dirty or rebuilt.
  */
@@ -53,17 +53,17 @@ _Static_assert(STORE_ROLLUP_END == INT64_C(9223369200000000000),
 /* ---------------------------------------------------------- gt_hist_add */
 
 /* gt_hist_add(a, b): the encoded histogram of a + b (NULL or an empty blob
- * counts as empty). A blob that does not decode is an error, not a zero. */
+ * counts as empty). A blob that does not decode adds what decodes before
+ * the fault, as gt_hist_merge (the raw rows' merge) does: the rollup must
+ * give the raw answer even for a row written by hand. */
 static void hist_add(sqlite3_context *cx, int n, sqlite3_value **v) {
   uint64_t h[GTP_SUM_BUCKETS];
   memset(h, 0, sizeof h);
   for (int i = 0; i < n; i++) {
     const void *p = sqlite3_value_blob(v[i]);
     int len = sqlite3_value_bytes(v[i]);
-    if (len > 0 && gtp_sum_hist_decode(p, (size_t)len, h) < 0) {
-      sqlite3_result_error(cx, "gt_hist_add: bad histogram", -1);
-      return;
-    }
+    if (len > 0)
+      (void)gtp_sum_hist_decode(p, (size_t)len, h);
   }
   uint8_t out[GTP_SUM_HIST_MAX];
   size_t len = gtp_sum_hist_encode(h, out);
@@ -317,8 +317,8 @@ static int acc_row(store_rollup *ru, sqlite3_stmt *st) {
     e->max_ns = mx;
   const void *hb = sqlite3_column_blob(st, 8);
   int hl = sqlite3_column_bytes(st, 8);
-  if (hl > 0 && gtp_sum_hist_decode(hb, (size_t)hl, e->hist) < 0)
-    return SQLITE_CORRUPT;
+  if (hl > 0) /* a bad blob: what decodes, as gt_hist_merge (hist_add) */
+    (void)gtp_sum_hist_decode(hb, (size_t)hl, e->hist);
   return SQLITE_OK;
 }
 
