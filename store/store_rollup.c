@@ -136,7 +136,8 @@ static const char *const ru_sql[RU_N_] = {
 typedef struct ru_acc {
   int64_t hour;
   int kind;
-  char *service, *name; /* owned; NULL = empty slot */
+  char *service, *name;         /* owned; NULL = empty slot */
+  size_t service_len, name_len; /* bytes (a name may hold a NUL) */
   uint64_t hash;
   int64_t gens, count, total_ns, min_ns, max_ns;
   uint64_t hist[GTP_SUM_BUCKETS];
@@ -225,7 +226,7 @@ static ru_acc *acc_slot(store_rollup *ru, uint64_t h, int64_t hour, int kind,
     if (!e->name)
       return e;
     if (e->hash == h && e->hour == hour && e->kind == kind &&
-        strlen(e->service) == svc_len && strlen(e->name) == name_len &&
+        e->service_len == svc_len && e->name_len == name_len &&
         memcmp(e->service, svc, svc_len) == 0 &&
         memcmp(e->name, name, name_len) == 0)
       return e;
@@ -258,9 +259,9 @@ int store_rollup_flush(store_rollup *ru) {
     if (!e->name)
       continue;
     sqlite3_bind_int64(st, 1, e->hour);
-    sqlite3_bind_text(st, 2, e->service, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, e->service, (int)e->service_len, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, e->kind);
-    sqlite3_bind_text(st, 4, e->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, e->name, (int)e->name_len, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, e->gens);
     sqlite3_bind_int64(st, 6, e->count);
     sqlite3_bind_int64(st, 7, e->total_ns);
@@ -297,6 +298,8 @@ static int acc_row(store_rollup *ru, sqlite3_stmt *st) {
       memset(e, 0, sizeof *e);
       return SQLITE_NOMEM;
     }
+    e->service_len = svc_len;
+    e->name_len = name_len;
     e->hash = h;
     e->hour = hour;
     e->kind = kind;
