@@ -118,10 +118,10 @@ typedef struct store_stats {
   /* Summaries (store_summary.h): generations stored before schema 4 still
    * without one, and how many the background backfill made so far. */
   uint64_t summary_pending, summary_backfilled;
-  /* Per-hour rollups (store_rollup.h): hours whose rollup is not exact yet
+  /* Ten-minute rollups (store_rollup.h): slots whose rollup is not exact yet
    * (after a delete, or all hours of a database from before schema 6), and
-   * hours rebuilt so far. */
-  uint64_t rollup_pending_hours, rollup_rebuilt_hours;
+   * slots rebuilt so far. */
+  uint64_t rollup_pending_slots, rollup_rebuilt_slots;
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

@@ -1,21 +1,21 @@
-/* store_rollup.c: per-hour rollups of sum_names (store_rollup.h for the
+/* store_rollup.c: ten-minute rollups of sum_names (store_rollup.h for the
  * contract, store_schema.h for the tables).
  *
  * Design: a generation's rollup input is read back from the rows
  * store_summary_put has just inserted (one SELECT by seq, which also gives
- * the hour and the service the readers join on), so whatever rows a
+ * the slot and the service the readers join on), so whatever rows a
  * generation has, commit or backfill, its rollup gets the same ones. They
- * are summed in memory per (hour, service, kind, name) and written by one
+ * are summed in memory per (slot, service, kind, name) and written by one
  * upsert per key when the transaction is about to commit
  * (store_rollup_flush): a batch of a fleet's generations shares a few
  * keys, and an upsert per generation and name cost 75,000 instructions per
  * generation (callgrind, bench_search's generations), a quarter of the
  * summary's whole commit cost. The rebuild is the same aggregate over an
- * hour in SQL. Deletes only mark the hour (a trigger, so every path that
- * deletes a generation does), and readers treat a marked hour as raw.
+ * slot in SQL. Deletes only mark the slot (a trigger, so every path that
+ * deletes a generation does), and readers treat a marked slot as raw.
  *
  * Invariants:
- *   1. For every hour H without a sum_hours_dirty row, the sum_hours rows of
+ *   1. For every slot H without a sum_slots_dirty row, the sum_slots rows of
  *      H equal the aggregate of the sum_names rows of the generations with
  *      start_ns in H (0 <= start_ns < STORE_ROLLUP_END, end_ns >=
  *      start_ns), grouped by (service, kind, name): gens = count(*), count,
@@ -28,10 +28,10 @@
  *      transaction's COMMIT and dropped by store_rollup_reset when it
  *      begins (a rolled-back batch leaves nothing behind).
  *   3. Every DELETE of a generation row with start_ns in [0,
- *      STORE_ROLLUP_END) leaves its hour dirty with age 0 in the same
+ *      STORE_ROLLUP_END) leaves its slot dirty with age 0 in the same
  *      transaction (the trigger).
- *   4. A rebuild replaces the hour's rows and clears its mark in one
- *      transaction: a reader sees the hour either dirty or rebuilt.
+ *   4. A rebuild replaces the slot's rows and clears its mark in one
+ *      transaction: a reader sees the slot either dirty or rebuilt.
  */
 #include "config.h"
 
@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "gtp_error.h"
@@ -47,7 +48,7 @@
 #include "store_search.h"
 #include "summary.h"
 
-_Static_assert(STORE_ROLLUP_END == INT64_C(9223369200000000000),
+_Static_assert(STORE_ROLLUP_END == INT64_C(9223371600000000000),
                "the SQL spells STORE_ROLLUP_END out");
 
 /* ---------------------------------------------------------- gt_hist_add */
@@ -81,12 +82,12 @@ int store_rollup_register(sqlite3 *db) {
 
 /* ------------------------------------------------------------ statements */
 
-/* The rows of the generations of one hour ([?1, ?2) of start_ns) as they
+/* The rows of the generations of one slot ([?1, ?2) of start_ns) as they
  * go into its rollup (invariant 1); ADD_SQL takes one generation. */
 #define HOUR_ROWS_SQL(WHERE)                                                   \
   " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
   " JOIN sum_names n ON n.seq = g.seq WHERE " WHERE                            \
-  " AND g.start_ns >= 0 AND g.start_ns < 9223369200000000000"                  \
+  " AND g.start_ns >= 0 AND g.start_ns < 9223371600000000000"                  \
   " AND g.end_ns >= g.start_ns"
 
 enum {
@@ -102,24 +103,24 @@ enum {
 };
 
 static const char *const ru_sql[RU_N_] = {
-    [RU_ROWS] = "SELECT g.start_ns / 3600000000000, s.service, n.kind,"
+    [RU_ROWS] = "SELECT g.start_ns / 600000000000, s.service, n.kind,"
                 " n.name, n.count, n.total_ns, n.min_ns, n.max_ns,"
                 " n.hist" HOUR_ROWS_SQL("g.seq = ?1"),
-    [RU_UPSERT] = "INSERT INTO sum_hours(hour, service, kind, name, gens,"
+    [RU_UPSERT] = "INSERT INTO sum_slots(slot, service, kind, name, gens,"
                   " count, total_ns, min_ns, max_ns, hist)"
                   " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-                  " ON CONFLICT(hour, service, kind, name) DO UPDATE SET"
+                  " ON CONFLICT(slot, service, kind, name) DO UPDATE SET"
                   " gens = gens + excluded.gens,"
                   " count = count + excluded.count,"
                   " total_ns = total_ns + excluded.total_ns,"
                   " min_ns = min(min_ns, excluded.min_ns),"
                   " max_ns = max(max_ns, excluded.max_ns),"
                   " hist = gt_hist_add(hist, excluded.hist)",
-    [RU_AGE] = "UPDATE sum_hours_dirty SET age = age + 1",
-    [RU_PICK] = "SELECT hour FROM sum_hours_dirty WHERE age >= ?1"
-                " ORDER BY hour DESC LIMIT ?2",
-    [RU_DEL] = "DELETE FROM sum_hours WHERE hour = ?1",
-    [RU_BUILD] = "INSERT INTO sum_hours(hour, service, kind, name, gens,"
+    [RU_AGE] = "UPDATE sum_slots_dirty SET age = age + 1",
+    [RU_PICK] = "SELECT slot FROM sum_slots_dirty WHERE age >= ?1"
+                " ORDER BY slot DESC LIMIT ?2",
+    [RU_DEL] = "DELETE FROM sum_slots WHERE slot = ?1",
+    [RU_BUILD] = "INSERT INTO sum_slots(slot, service, kind, name, gens,"
                  " count, total_ns, min_ns, max_ns, hist)"
                  " SELECT ?3, s.service, n.kind, n.name, count(*),"
                  " sum(n.count), sum(n.total_ns), min(n.min_ns),"
@@ -127,14 +128,14 @@ static const char *const ru_sql[RU_N_] = {
                      "g.start_ns >= ?1 AND g.start_ns < ?2") " GROUP BY"
                                                              " s.service,"
                                                              " n.kind, n.name",
-    [RU_CLEAR] = "DELETE FROM sum_hours_dirty WHERE hour = ?1",
-    [RU_COUNT] = "SELECT count(*) FROM sum_hours_dirty",
+    [RU_CLEAR] = "DELETE FROM sum_slots_dirty WHERE slot = ?1",
+    [RU_COUNT] = "SELECT count(*) FROM sum_slots_dirty",
 };
 
 /* One key's sums of the open transaction. The sums are of the int64
  * values the rows hold, in uint64 as SQLite's sum() adds them. */
 typedef struct ru_acc {
-  int64_t hour;
+  int64_t slot;
   int kind;
   char *service, *name;         /* owned; NULL = empty slot */
   size_t service_len, name_len; /* bytes (a name may hold a NUL) */
@@ -197,9 +198,9 @@ void store_rollup_close(store_rollup *ru) {
   free(ru);
 }
 
-static uint64_t key_hash(int64_t hour, int kind, const char *svc,
+static uint64_t key_hash(int64_t slot, int kind, const char *svc,
                          size_t svc_len, const char *name, size_t name_len) {
-  uint64_t h = 1469598103934665603ull ^ (uint64_t)hour ^ ((uint64_t)kind << 56);
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)slot ^ ((uint64_t)kind << 56);
   for (size_t i = 0; i < svc_len; i++)
     h = (h ^ (uint8_t)svc[i]) * 1099511628211ull;
   h = (h ^ 0xff) * 1099511628211ull;
@@ -218,14 +219,14 @@ static char *dup_n(const char *p, size_t n) {
 }
 
 /* The slot of a key: its entry, or the empty slot where it goes. */
-static ru_acc *acc_slot(store_rollup *ru, uint64_t h, int64_t hour, int kind,
+static ru_acc *acc_slot(store_rollup *ru, uint64_t h, int64_t slot, int kind,
                         const char *svc, size_t svc_len, const char *name,
                         size_t name_len) {
   for (size_t k = 0;; k++) {
     ru_acc *e = &ru->acc[(h + k) & (RU_ACC_SLOTS - 1)];
     if (!e->name)
       return e;
-    if (e->hash == h && e->hour == hour && e->kind == kind &&
+    if (e->hash == h && e->slot == slot && e->kind == kind &&
         e->service_len == svc_len && e->name_len == name_len &&
         memcmp(e->service, svc, svc_len) == 0 &&
         memcmp(e->name, name, name_len) == 0)
@@ -258,7 +259,7 @@ int store_rollup_flush(store_rollup *ru) {
     const ru_acc *e = &ru->acc[i];
     if (!e->name)
       continue;
-    sqlite3_bind_int64(st, 1, e->hour);
+    sqlite3_bind_int64(st, 1, e->slot);
     sqlite3_bind_text(st, 2, e->service, (int)e->service_len, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, e->kind);
     sqlite3_bind_text(st, 4, e->name, (int)e->name_len, SQLITE_STATIC);
@@ -278,7 +279,7 @@ int store_rollup_flush(store_rollup *ru) {
 
 /* Adds one row of RU_ROWS into its key's sums. Returns an SQLite code. */
 static int acc_row(store_rollup *ru, sqlite3_stmt *st) {
-  int64_t hour = sqlite3_column_int64(st, 0);
+  int64_t slot = sqlite3_column_int64(st, 0);
   const char *svc = (const char *)sqlite3_column_text(st, 1);
   size_t svc_len = (size_t)sqlite3_column_bytes(st, 1);
   int kind = sqlite3_column_int(st, 2);
@@ -286,8 +287,8 @@ static int acc_row(store_rollup *ru, sqlite3_stmt *st) {
   size_t name_len = (size_t)sqlite3_column_bytes(st, 3);
   if (!svc || !name)
     return SQLITE_NOMEM;
-  uint64_t h = key_hash(hour, kind, svc, svc_len, name, name_len);
-  ru_acc *e = acc_slot(ru, h, hour, kind, svc, svc_len, name, name_len);
+  uint64_t h = key_hash(slot, kind, svc, svc_len, name, name_len);
+  ru_acc *e = acc_slot(ru, h, slot, kind, svc, svc_len, name, name_len);
   int64_t mn = sqlite3_column_int64(st, 6), mx = sqlite3_column_int64(st, 7);
   if (!e->name) {
     e->service = dup_n(svc, svc_len);
@@ -301,7 +302,7 @@ static int acc_row(store_rollup *ru, sqlite3_stmt *st) {
     e->service_len = svc_len;
     e->name_len = name_len;
     e->hash = h;
-    e->hour = hour;
+    e->slot = slot;
     e->kind = kind;
     e->min_ns = mn;
     e->max_ns = mx;
@@ -353,24 +354,24 @@ int store_rollup_pending(store_rollup *ru, uint64_t *pending) {
   return rc == SQLITE_ROW ? 0 : sql_err(rc);
 }
 
-/* Rebuilds one hour in its own transaction (invariant 4). */
-static int rebuild_hour(store_rollup *ru, int64_t hour) {
+/* Rebuilds one slot in its own transaction (invariant 4). */
+static int rebuild_slot(store_rollup *ru, int64_t slot) {
   int rc = sqlite3_exec(ru->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK)
     return sql_err(rc);
   sqlite3_stmt *st = ru->st[RU_DEL];
-  sqlite3_bind_int64(st, 1, hour);
+  sqlite3_bind_int64(st, 1, slot);
   rc = run(st);
   if (rc == SQLITE_OK) {
     st = ru->st[RU_BUILD];
-    sqlite3_bind_int64(st, 1, hour * STORE_ROLLUP_NS);
-    sqlite3_bind_int64(st, 2, (hour + 1) * STORE_ROLLUP_NS);
-    sqlite3_bind_int64(st, 3, hour);
+    sqlite3_bind_int64(st, 1, slot * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 2, (slot + 1) * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 3, slot);
     rc = run(st);
   }
   if (rc == SQLITE_OK) {
     st = ru->st[RU_CLEAR];
-    sqlite3_bind_int64(st, 1, hour);
+    sqlite3_bind_int64(st, 1, slot);
     rc = run(st);
   }
   if (rc == SQLITE_OK)
@@ -379,44 +380,52 @@ static int rebuild_hour(store_rollup *ru, int64_t hour) {
     sqlite3_exec(ru->db, "ROLLBACK", NULL, NULL, NULL);
     return sql_err(rc);
   }
-  GTP_ASSERT(store_rollup_check_invariants(ru->db, hour) == 0);
+  GTP_ASSERT(store_rollup_check_invariants(ru->db, slot) == 0);
   return 0;
 }
 
-/* The most hours one tick picks (the newest first: they are the ones a
- * "last N hours" query reads). */
+/* The most slots one tick picks (the newest first: they are the ones a
+ * "last N slots" query reads). */
 #define RU_PICK_MAX 64
 
-int store_rollup_rebuild(store_rollup *ru, int max_hours, uint64_t *pending) {
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int store_rollup_rebuild(store_rollup *ru, int max_slots, int64_t budget_ns,
+                         uint64_t *pending) {
+  int64_t t0 = mono_ns();
   *pending = 0;
   int err = store_rollup_pending(ru, pending);
-  if (err || *pending == 0 || max_hours <= 0)
+  if (err || *pending == 0 || max_slots <= 0)
     return err;
-  if (max_hours > RU_PICK_MAX)
-    max_hours = RU_PICK_MAX;
+  if (max_slots > RU_PICK_MAX)
+    max_slots = RU_PICK_MAX;
   int rc = run(ru->st[RU_AGE]); /* autocommit: one small UPDATE */
   if (rc != SQLITE_OK)
     return sql_err(rc);
-  int64_t hours[RU_PICK_MAX];
+  int64_t slots[RU_PICK_MAX];
   int n = 0;
   sqlite3_stmt *st = ru->st[RU_PICK];
   sqlite3_bind_int(st, 1, STORE_ROLLUP_SETTLE);
-  sqlite3_bind_int(st, 2, max_hours);
-  while (n < max_hours && (rc = sqlite3_step(st)) == SQLITE_ROW)
-    hours[n++] = sqlite3_column_int64(st, 0);
+  sqlite3_bind_int(st, 2, max_slots);
+  while (n < max_slots && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    slots[n++] = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE)
     return sql_err(rc);
   int done = 0;
-  for (int i = 0; i < n; i++) {
-    /* The trigger marks only hours inside [0, STORE_ROLLUP_END); a row
+  for (int i = 0; i < n && (i == 0 || mono_ns() - t0 < budget_ns); i++) {
+    /* The trigger marks only slots inside [0, STORE_ROLLUP_END); a row
      * outside (written by hand) is dropped, not rebuilt. */
-    if (hours[i] < 0 || hours[i] >= STORE_ROLLUP_END / STORE_ROLLUP_NS) {
-      sqlite3_bind_int64(ru->st[RU_CLEAR], 1, hours[i]);
+    if (slots[i] < 0 || slots[i] >= STORE_ROLLUP_END / STORE_ROLLUP_NS) {
+      sqlite3_bind_int64(ru->st[RU_CLEAR], 1, slots[i]);
       run(ru->st[RU_CLEAR]);
       continue;
     }
-    if ((err = rebuild_hour(ru, hours[i])) < 0)
+    if ((err = rebuild_slot(ru, slots[i])) < 0)
       return err;
     done++;
   }
@@ -426,28 +435,28 @@ int store_rollup_rebuild(store_rollup *ru, int max_hours, uint64_t *pending) {
 
 /* ------------------------------------------------------------ invariants */
 
-/* Rows of sum_hours that differ from the aggregate, both ways (EXCEPT over
- * the two sets), for one hour or every clean hour. */
+/* Rows of sum_slots that differ from the aggregate, both ways (EXCEPT over
+ * the two sets), for one slot or every clean slot. */
 #define CHECK_SQL                                                              \
-  "WITH raw AS (SELECT g.start_ns / 3600000000000 AS hour, s.service,"         \
+  "WITH raw AS (SELECT g.start_ns / 600000000000 AS slot, s.service,"          \
   " n.kind, n.name, count(*) AS gens, sum(n.count) AS count,"                  \
   " sum(n.total_ns) AS total_ns, min(n.min_ns) AS min_ns,"                     \
   " max(n.max_ns) AS max_ns, gt_hist_merge(n.hist) AS hist"                    \
   " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
   " JOIN sum_names n ON n.seq = g.seq WHERE g.start_ns >= 0"                   \
-  " AND g.start_ns < 9223369200000000000"                                      \
+  " AND g.start_ns < 9223371600000000000"                                      \
   " AND g.end_ns >= g.start_ns AND (?1 < 0 OR (g.start_ns >= ?1 * "            \
-  "3600000000000 AND g.start_ns < (?1 + 1) * 3600000000000))"                  \
+  "600000000000 AND g.start_ns < (?1 + 1) * 600000000000))"                    \
   " GROUP BY 1, 2, 3, 4),"                                                     \
-  " ru AS (SELECT hour, service, kind, name, gens, count, total_ns, min_ns,"   \
-  " max_ns, gt_hist_add(hist, NULL) AS hist FROM sum_hours"                    \
-  " WHERE ?1 < 0 OR hour = ?1)"                                                \
+  " ru AS (SELECT slot, service, kind, name, gens, count, total_ns, min_ns,"   \
+  " max_ns, gt_hist_add(hist, NULL) AS hist FROM sum_slots"                    \
+  " WHERE ?1 < 0 OR slot = ?1)"                                                \
   " SELECT count(*) FROM (SELECT * FROM (SELECT * FROM raw EXCEPT"             \
   " SELECT * FROM ru) UNION ALL SELECT * FROM (SELECT * FROM ru EXCEPT"        \
-  " SELECT * FROM raw)) d WHERE NOT EXISTS (SELECT 1 FROM sum_hours_dirty x"   \
-  " WHERE x.hour = d.hour)"
+  " SELECT * FROM raw)) d WHERE NOT EXISTS (SELECT 1 FROM sum_slots_dirty x"   \
+  " WHERE x.slot = d.slot)"
 
-int store_rollup_check_invariants(sqlite3 *db, int64_t hour) {
+int store_rollup_check_invariants(sqlite3 *db, int64_t slot) {
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(db, CHECK_SQL, -1, &st, NULL);
   if (rc != SQLITE_OK) {
@@ -459,7 +468,7 @@ int store_rollup_check_invariants(sqlite3 *db, int64_t hour) {
   }
   if (rc != SQLITE_OK)
     return sql_err(rc);
-  sqlite3_bind_int64(st, 1, hour);
+  sqlite3_bind_int64(st, 1, slot);
   rc = sqlite3_step(st);
   int64_t bad = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
   sqlite3_finalize(st);

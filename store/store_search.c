@@ -388,10 +388,10 @@ int store_search_spans(store_reader *r, const store_search_query *q,
 
 /* ---------------------------------------------------------------- summary */
 
-/* The whole hours [*h0, *h1) inside [from, to) that rollups may answer:
- * 1 if there is at least one. Hours start at unix 0 (rollups hold no
+/* The whole slots [*h0, *h1) inside [from, to) that rollups may answer:
+ * 1 if there is at least one. Slots start at unix 0 (rollups hold no
  * generation starting before it). */
-static int rollup_hours(int64_t from, int64_t to, int64_t *h0, int64_t *h1) {
+static int rollup_slots(int64_t from, int64_t to, int64_t *h0, int64_t *h1) {
   const int64_t H = STORE_ROLLUP_NS;
   *h0 = from <= 0 ? 0 : from / H + (from % H != 0);
   *h1 = to <= 0 ? 0 : to / H;
@@ -415,27 +415,27 @@ static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
 }
 
 /* The summary from rollups: the raw rows of the generations outside the
- * whole hours [?8, ?9) (A: starting before ?10 = ?8 h, B: at or after ?11
- * = ?9 h), of the dirty hours inside (C), and of the generations inside
+ * whole slots [?8, ?9) (A: starting before ?10 = ?8 slots, B: at or after
+ * ?11 = ?9 slots), of the dirty slots inside (C), and of the generations inside
  * that no rollup holds (D: end before start, which the store never writes
- * but a row may hold), plus the rollup rows of the clean hours inside.
+ * but a row may hold), plus the rollup rows of the clean slots inside.
  * ("+a.start_ns": D reads the span index, generations_by_span, not every
  * generation of the range by start). Each generation is counted by exactly
  * one part (store_rollup.c invariant
  * 1 is what makes the last part equal to its raw rows). Parameters: ?1
  * service, ?3 to, ?4 from, ?5 the range's first seq, ?6/?7 the name range,
  * ?12 the lowest start a generation of the range can have. */
-#define HOUR_NS "3600000000000"
+#define SLOT_NS "600000000000"
 #define RAW_ROWS(FROM, SVC, NAME, COND)                                        \
   "SELECT n.kind AS kind, n.name AS name, n.count AS cnt, n.total_ns AS tot,"  \
   " n.min_ns AS mn, n.max_ns AS mx, 1 AS gens, n.hist AS hist FROM " FROM      \
   " JOIN sessions s ON s.id = g.session_id JOIN sum_names n ON n.seq = g.seq"  \
   " WHERE " SVC " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND " NAME            \
   " >= ?6 AND (?7 IS NULL OR n.name <= ?7) AND " COND
-#define NOT_DIRTY(HOUR)                                                        \
-  "NOT EXISTS (SELECT 1 FROM sum_hours_dirty d WHERE d.hour = " HOUR ")"
-/* A: the left edge; B: the right edge; C: the dirty hours inside; D: the
- * rows inside that no rollup holds; R: the rollups of the clean hours. */
+#define NOT_DIRTY(SLOT)                                                        \
+  "NOT EXISTS (SELECT 1 FROM sum_slots_dirty d WHERE d.slot = " SLOT ")"
+/* A: the left edge; B: the right edge; C: the dirty slots inside; D: the
+ * rows inside that no rollup holds; R: the rollups of the clean slots. */
 #define PART_A(SVC, NAME)                                                      \
   RAW_ROWS("generations g", SVC, NAME,                                         \
            "g.start_ns >= ?12 AND g.start_ns < ?10 AND g.seq >= ?5"            \
@@ -443,20 +443,20 @@ static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
 #define PART_B(SVC, NAME)                                                      \
   RAW_ROWS("generations g", SVC, NAME, "g.start_ns >= ?11")
 #define PART_C(SVC, NAME)                                                      \
-  RAW_ROWS("sum_hours_dirty d CROSS JOIN generations g", SVC, NAME,            \
-           "d.hour >= ?8 AND d.hour < ?9 AND g.start_ns >= d.hour * " HOUR_NS  \
-           " AND g.start_ns < (d.hour + 1) * " HOUR_NS)
+  RAW_ROWS("sum_slots_dirty d CROSS JOIN generations g", SVC, NAME,            \
+           "d.slot >= ?8 AND d.slot < ?9 AND g.start_ns >= d.slot * " SLOT_NS  \
+           " AND g.start_ns < (d.slot + 1) * " SLOT_NS)
 #define PART_D(SVC, NAME)                                                      \
   RAW_ROWS("(SELECT a.seq AS aseq FROM generations a WHERE"                    \
            " a.end_ns - a.start_ns < 0 AND +a.start_ns >= ?10"                 \
            " AND +a.start_ns < ?11 LIMIT -1) x CROSS JOIN generations g",      \
            SVC, NAME,                                                          \
-           "g.seq = x.aseq AND " NOT_DIRTY("g.start_ns / " HOUR_NS))
+           "g.seq = x.aseq AND " NOT_DIRTY("g.start_ns / " SLOT_NS))
 #define PART_R(RSVC)                                                           \
   "SELECT r.kind, r.name, r.count, r.total_ns, r.min_ns, r.max_ns, r.gens,"    \
-  " r.hist FROM sum_hours r WHERE r.hour >= ?8 AND r.hour < ?9 AND " RSVC      \
+  " r.hist FROM sum_slots r WHERE r.slot >= ?8 AND r.slot < ?9 AND " RSVC      \
   " AND r.name >= ?6 AND (?7 IS NULL OR r.name <= ?7) AND " NOT_DIRTY(         \
-      "r.hour")
+      "r.slot")
 #define UNION_ALL " UNION ALL "
 #define ROLLUP_HEAD                                                            \
   "SELECT kind, name, sum(cnt), sum(tot), min(mn), max(mx), sum(gens),"        \
@@ -498,15 +498,15 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   /* A session's summary stays raw: rollups are per service, and one
    * session's day is a service's day divided by its sessions. */
   int64_t h0 = 0, h1 = 0;
-  int hours =
-      !q->raw && !q->session && rollup_hours(q->from_ns, q->to_ns, &h0, &h1);
+  int slots =
+      !q->raw && !q->session && rollup_slots(q->from_ns, q->to_ns, &h0, &h1);
   const char *sql, *raw_sql;
   raw_sql = q->service ? (q->name ? SUMMARY_SQL("s.service = ?1", "n.name")
                                   : SUMMARY_SQL("s.service = ?1", "+n.name"))
                        : (q->name ? SUMMARY_SQL(ANY_SVC, "n.name")
                                   : SUMMARY_SQL(ANY_SVC, "+n.name"));
   sql = raw_sql;
-  if (hours)
+  if (slots)
     sql =
         q->service
             ? (q->name
@@ -524,9 +524,9 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
       return rc;
     err = prep(db, sql, &st);
   }
-  if (err && hours) {
+  if (err && slots) {
     /* A database no daemon has migrated to schema 6 yet: raw rows. */
-    hours = 0;
+    slots = 0;
     err = prep(db, raw_sql, &st);
   }
   if (err)
@@ -540,7 +540,7 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   sqlite3_bind_int64(st, 5, seq_floor(db, q->from_ns));
   char hi[1100];
   bind_name(st, 6, q->name, q->prefix, hi, sizeof hi);
-  if (hours) {
+  if (slots) {
     sqlite3_bind_int64(st, 8, h0);
     sqlite3_bind_int64(st, 9, h1);
     sqlite3_bind_int64(st, 10, h0 * STORE_ROLLUP_NS);

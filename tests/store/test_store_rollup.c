@@ -1,4 +1,4 @@
-/* test_store_rollup.c: per-hour rollups of the summaries
+/* test_store_rollup.c: ten-minute rollups of the summaries
  * (store/store_rollup.c) against the raw per-generation rows: the summary
  * through rollups equals the raw one for random windows, after commits,
  * retention deletes under a pin, and the migration of a database made
@@ -22,6 +22,10 @@
 #define T0 (INT64_C(1767225600) * INT64_C(1000000000) + 13 * MIN)
 #define NSESS 4
 #define SPAN_H 6 /* hours of generations */
+/* The slots that hold a generation a rollup takes. */
+#define SLOTS_SQL                                                              \
+  "SELECT count(DISTINCT start_ns / 600000000000) FROM generations"            \
+  " WHERE end_ns >= start_ns"
 
 static const char *const svcs[] = {"checkout", "search"};
 
@@ -108,7 +112,7 @@ static int compare_windows(fx *f, uint64_t *rng, int rounds) {
     int64_t lo = T0 - HOUR, span = (SPAN_H + 2) * HOUR;
     q.from_ns = lo + (int64_t)(sf_rng(rng) % (uint64_t)span);
     q.to_ns = q.from_ns + (int64_t)(sf_rng(rng) % (uint64_t)span);
-    if (i % 4 == 1) { /* exact hour edges */
+    if (i % 4 == 1) { /* exact hour edges (slot edges too) */
       q.from_ns -= q.from_ns % HOUR;
       q.to_ns -= q.to_ns % HOUR;
     }
@@ -160,13 +164,13 @@ static void test_store_rollup__commit_keeps_rollups_equal_to_raw(void **state) {
   open_store(f, &c);
   uint64_t rng = 42;
   fill(f, &rng);
-  assert_true(q(f, "SELECT count(*) FROM sum_hours") > 0);
-  assert_int_equal(q(f, "SELECT count(DISTINCT hour) FROM sum_hours"),
-                   SPAN_H + 1);
-  assert_int_equal(q(f, "SELECT count(*) FROM sum_hours_dirty"), 0);
+  assert_true(q(f, "SELECT count(*) FROM sum_slots") > 0);
+  assert_int_equal(q(f, "SELECT count(DISTINCT slot) FROM sum_slots"),
+                   q(f, SLOTS_SQL));
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots_dirty"), 0);
   /* Every generation with rows is in exactly one rollup (the one that
    * ends before it starts in none). */
-  assert_int_equal(q(f, "SELECT sum(gens) FROM sum_hours WHERE"
+  assert_int_equal(q(f, "SELECT sum(gens) FROM sum_slots WHERE"
                         " name = 'request'"),
                    q(f, "SELECT count(*) FROM sum_names WHERE"
                         " name = 'request'") -
@@ -187,9 +191,9 @@ static void test_store_rollup__a_wrong_rollup_is_caught(void **state) {
   f->s = NULL;
   assert_int_equal(
       sf_sql_exec(f->dir.db,
-                  "UPDATE sum_hours SET count = count + 1, max_ns = max_ns + 1"
-                  " WHERE hour ="
-                  " (SELECT min(hour) + 2 FROM sum_hours)"
+                  "UPDATE sum_slots SET count = count + 1, max_ns = max_ns + 1"
+                  " WHERE slot ="
+                  " (SELECT min(slot) + 2 FROM sum_slots)"
                   " AND name = 'request'"),
       SQLITE_OK);
   assert_int_equal(check_all(f), 1);
@@ -204,10 +208,10 @@ static void test_store_rollup__a_wrong_rollup_is_caught(void **state) {
   summary(r, sq, 0, &a);
   summary(r, sq, 1, &b);
   assert_int_not_equal(diff(&a, &b), 0);
-  /* Marked dirty, the hour is read raw again. */
+  /* Marked dirty, the slot is read raw again. */
   assert_int_equal(sf_sql_exec(f->dir.db,
-                               "INSERT INTO sum_hours_dirty(hour, age)"
-                               " SELECT min(hour) + 2, 0 FROM sum_hours"),
+                               "INSERT INTO sum_slots_dirty(slot, age)"
+                               " SELECT min(slot) + 2, 0 FROM sum_slots"),
                    SQLITE_OK);
   summary(r, sq, 0, &a);
   assert_int_equal(diff(&a, &b), 0);
@@ -218,7 +222,7 @@ static void test_store_rollup__a_wrong_rollup_is_caught(void **state) {
  * holds: the touched hours turn dirty, answers stay equal to raw, and the
  * tick rebuilds them from the rows left. */
 static void
-test_store_rollup__retention_under_a_pin_rebuilds_hours(void **state) {
+test_store_rollup__retention_under_a_pin_rebuilds_slots(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   open_store(f, &c);
@@ -260,20 +264,20 @@ test_store_rollup__retention_under_a_pin_rebuilds_hours(void **state) {
   assert_true(compare_windows(f, &rng, 120) > 0);
   /* Settled, the dirty hours are rebuilt: none left, all exact. */
   assert_true(SF_WAIT_STATS(f->s, st, 30000,
-                            st.rollup_pending_hours == 0 &&
-                                st.rollup_rebuilt_hours > 0));
-  assert_int_equal(q(f, "SELECT count(*) FROM sum_hours_dirty"), 0);
-  /* Hours now empty have no rollup rows left. */
-  assert_int_equal(q(f, "SELECT count(*) FROM sum_hours h WHERE NOT EXISTS"
+                            st.rollup_pending_slots == 0 &&
+                                st.rollup_rebuilt_slots > 0));
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots_dirty"), 0);
+  /* Slots now empty have no rollup rows left. */
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots h WHERE NOT EXISTS"
                         " (SELECT 1 FROM generations g WHERE g.start_ns >="
-                        " h.hour * 3600000000000 AND g.start_ns <"
-                        " (h.hour + 1) * 3600000000000)"),
+                        " h.slot * 600000000000 AND g.start_ns <"
+                        " (h.slot + 1) * 600000000000)"),
                    0);
   assert_int_equal(check_all(f), 0);
   assert_true(compare_windows(f, &rng, 120) > 0);
 }
 
-/* A schema 5 database (no rollups) gets every hour marked at open; answers
+/* A schema 5 database (no rollups) gets every slot marked at open; answers
  * equal raw while the rollups are built in the background, and after. */
 static void
 test_store_rollup__schema_5_is_rolled_up_in_background(void **state) {
@@ -286,8 +290,8 @@ test_store_rollup__schema_5_is_rolled_up_in_background(void **state) {
   f->s = NULL;
   assert_int_equal(
       sf_sql_exec(f->dir.db,
-                  "DROP TRIGGER generations_hour_del; DROP TABLE sum_hours;"
-                  " DROP TABLE sum_hours_dirty;"
+                  "DROP TRIGGER generations_slot_del; DROP TABLE sum_slots;"
+                  " DROP TABLE sum_slots_dirty;"
                   " UPDATE meta SET value = '5' WHERE key = 'schema_version'"),
       SQLITE_OK);
   f->done.n = 0;
@@ -297,14 +301,18 @@ test_store_rollup__schema_5_is_rolled_up_in_background(void **state) {
   store_stats st;
   store_stats_get(f->s, &st);
   /* Marked at open (some may be rebuilt by the first tick already). */
-  assert_true(st.rollup_pending_hours + st.rollup_rebuilt_hours == SPAN_H + 1);
+  int64_t nslots = q(f, "SELECT count(DISTINCT start_ns / 600000000000)"
+                        " FROM generations");
+  assert_true(nslots > 30);
+  assert_true(st.rollup_pending_slots + st.rollup_rebuilt_slots ==
+              (uint64_t)nslots);
   assert_true(compare_windows(f, &rng, 60) > 0);
   assert_true(SF_WAIT_STATS(f->s, st, 30000,
-                            st.rollup_pending_hours == 0 &&
-                                st.rollup_rebuilt_hours == SPAN_H + 1));
+                            st.rollup_pending_slots == 0 &&
+                                st.rollup_rebuilt_slots == (uint64_t)nslots));
   assert_int_equal(check_all(f), 0);
-  assert_int_equal(q(f, "SELECT count(DISTINCT hour) FROM sum_hours"),
-                   SPAN_H + 1);
+  assert_int_equal(q(f, "SELECT count(DISTINCT slot) FROM sum_slots"),
+                   q(f, SLOTS_SQL));
   assert_true(compare_windows(f, &rng, 120) > 20);
   /* New commits add to the built rollups. */
   sf_gen_opts o = {.session = 30, .gen = 1, .start_ns = T0 + 2 * HOUR};
@@ -320,7 +328,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           test_store_rollup__a_wrong_rollup_is_caught, setup, teardown),
       cmocka_unit_test_setup_teardown(
-          test_store_rollup__retention_under_a_pin_rebuilds_hours, setup,
+          test_store_rollup__retention_under_a_pin_rebuilds_slots, setup,
           teardown),
       cmocka_unit_test_setup_teardown(
           test_store_rollup__schema_5_is_rolled_up_in_background, setup,
