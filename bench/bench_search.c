@@ -17,7 +17,7 @@
  *      for one service), the cheapest query a trace download makes.
  *   S2 summary: every name of one service over the last hour and the day,
  *      and of the whole fleet over the day,
- *      through the hour rollups, beside the same query on raw rows only
+ *      through the rollups, beside the same query on raw rows only
  *      (the summary before rollups; BENCH_S2_REPS rounds, medians).
  *   S3 summary at commit: CPU time of gtp_gen_parse_lazy + gtp_summary_compute
  *      per event on these generations; baseline zstd (level 1) of the same
@@ -395,7 +395,7 @@ query:;
            " ratio=%.2f bar=%.1f pass=%d\n",
            sq[i].what, a, bl, bl > 0 ? a / bl : 0, BAR_S, a < BAR_S);
   }
-  /* S2: the summary (hour rollups for the whole hours inside the range),
+  /* S2: the summary (rollups for the whole slots inside the range),
    * beside the same query on raw rows only (q.raw: the summary before
    * rollups), alternating, BENCH_S2_REPS (default 3) times; medians. */
   int reps2 = getenv("BENCH_S2_REPS") ? atoi(getenv("BENCH_S2_REPS")) : 3;

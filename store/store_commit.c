@@ -280,7 +280,7 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
   if (rc == SQLITE_OK && span > s->max_span_ns)
     rc = set_meta_int(s, "max_span_ns", span);
   if (rc == SQLITE_OK && ru != NULL)
-    rc = store_rollup_flush(ru); /* the hour rollups of the batch */
+    rc = store_rollup_flush(ru); /* the rollups of the batch */
   if (rc == SQLITE_OK)
     rc = step_done(s->st[ST_COMMIT]);
   int64_t dt = now_ns(CLOCK_MONOTONIC) - t0;

@@ -113,7 +113,7 @@ typedef struct carry_ent {
 } carry_ent;
 
 struct store_summary {
-  store_rollup *ru; /* the per-hour rollups the names are added to */
+  store_rollup *ru; /* the rollups the names are added to */
   carry_ent *carry; /* STORE_CARRY_MAX slots, calloc'd on first use */
   sqlite3 *db;
   sqlite3_stmt *st[SS_COUNT_];

@@ -58,7 +58,7 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
  * without a summary afterwards. */
 int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending);
 
-/* The per-hour rollups store_summary_put adds to (store_rollup.h), for the
+/* The ten-minute rollups store_summary_put adds to (store_rollup.h), for the
  * maintenance tick's rebuild; NULL for NULL. */
 store_rollup *store_summary_rollup(store_summary *ss);
 

@@ -96,8 +96,8 @@ assert sum(b["count"] for b in pay["buckets"]) == 10
 print("ok: summary counts")
 PY
 
-# A range holding whole hours reads their rollups (store/store_rollup.c): the
-# same answer, number for number, as last=1h (raw rows: no whole hour).
+# A range holding whole slots reads their rollups (store/store_rollup.c): the
+# same answer, number for number, as last=1h.
 from=$(date -u -d '-3 hours' +%FT%TZ)
 to=$(date -u -d '+2 hours' +%FT%TZ)
 curl -sf "$H/v1/summary?service=shop&from=$from&to=$to" >"$T/sum2.json" ||
