@@ -43,6 +43,9 @@ typedef struct store_config {
    * the store thread; NULL = logfmt lines on stderr. */
   void (*log)(void *ctx, const char *kv);
   void *log_ctx;
+  /* Optional: the same for progress lines (level info: the summary
+   * backfill, the rollup rebuild); NULL = logfmt lines on stderr. */
+  void (*log_info)(void *ctx, const char *kv);
 } store_config;
 
 /* A complete generation handed to the store. Ownership of the struct and

@@ -231,6 +231,14 @@ static void probe_disk(store *s) {
     stats_set_disk_full(s, 0);
 }
 
+/* A progress line (not an error: cfg.log takes error lines only). */
+static void log_info(store *s, const char *kv) {
+  if (s->cfg.log_info)
+    s->cfg.log_info(s->cfg.log_ctx, kv);
+  else
+    fprintf(stderr, "level=info %s\n", kv);
+}
+
 /* Thread: store only. committed: a batch just committed (retention then
  * runs at once if the tick is due, keeping the size bound tight). */
 /* Summaries of generations stored before schema 4, a few hundred per tick
@@ -251,10 +259,7 @@ static void backfill_tick(store *s) {
   char kv[160];
   snprintf(kv, sizeof kv, "msg=\"summary backfill\" summarized=%d pending=%llu",
            n, (unsigned long long)pending);
-  if (s->cfg.log)
-    s->cfg.log(s->cfg.log_ctx, kv);
-  else
-    fprintf(stderr, "level=info %s\n", kv);
+  log_info(s, kv);
 }
 
 /* Slot rollups (re)built per tick (store_rollup.c): each is one
@@ -286,10 +291,7 @@ static void rollup_tick(store *s) {
   char kv[160];
   snprintf(kv, sizeof kv, "msg=\"rollup rebuild\" slots=%d pending=%llu", n,
            (unsigned long long)pending);
-  if (s->cfg.log)
-    s->cfg.log(s->cfg.log_ctx, kv);
-  else
-    fprintf(stderr, "level=info %s\n", kv);
+  log_info(s, kv);
 }
 
 void store_maint_run(store *s, int committed) {
