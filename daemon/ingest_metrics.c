@@ -182,6 +182,13 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
     metric(b, "gentrace_summary_backfilled_total", "counter",
            "Generations summarized by the background backfill.", NULL,
            st.summary_backfilled);
+    metric(b, "gentrace_rollup_pending_slots", "gauge",
+           "Ten-minute slots whose summary rollup is being (re)built;"
+           " summaries read their raw rows meanwhile.",
+           NULL, st.rollup_pending_slots);
+    metric(b, "gentrace_rollup_rebuilt_slots_total", "counter",
+           "Slot rollups built or rebuilt by the maintenance tick.", NULL,
+           st.rollup_rebuilt_slots);
     storage_metrics(ing->store, b); /* the shared store's own */
   }
   session_auth_metrics(ing, b);

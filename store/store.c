@@ -256,6 +256,8 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     uint64_t pending = 0;
     store_summary_backfill(s->sum, 0, &pending); /* reads the count only */
     s->stats.summary_pending = pending;
+    store_rollup_pending(store_summary_rollup(s->sum), &pending);
+    s->stats.rollup_pending_slots = pending;
   }
   if ((err = store_setup_load_index(s, cause)) != 0)
     goto fail_db;

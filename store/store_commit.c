@@ -273,10 +273,14 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
   int64_t now_real = now_ns(CLOCK_REALTIME);
   int64_t span = s->max_span_ns;
   int rc = step_done(s->st[ST_BEGIN]);
+  store_rollup *ru = store_summary_rollup(s->sum);
+  store_rollup_reset(ru); /* store_rollup.c invariant 2 */
   for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
     rc = store_one(s, &items[i], now_real, &span);
   if (rc == SQLITE_OK && span > s->max_span_ns)
     rc = set_meta_int(s, "max_span_ns", span);
+  if (rc == SQLITE_OK && ru != NULL)
+    rc = store_rollup_flush(ru); /* the rollups of the batch */
   if (rc == SQLITE_OK)
     rc = step_done(s->st[ST_COMMIT]);
   int64_t dt = now_ns(CLOCK_MONOTONIC) - t0;

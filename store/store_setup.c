@@ -189,7 +189,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '5')");
+                           " ('schema_version', '6')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -204,7 +204,8 @@ int store_setup_schema(store *s, char **cause) {
                                         STORE_MIGRATE_2_SQL,
                                         STORE_MIGRATE_3_SQL,
                                         STORE_MIGRATE_4_SQL,
-                                        STORE_MIGRATE_5_SQL};
+                                        STORE_MIGRATE_5_SQL,
+                                        STORE_MIGRATE_6_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
@@ -232,8 +233,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 5,
-    "store_setup.c writes schema_version 5 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 6,
+    "store_setup.c writes schema_version 6 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {
