@@ -183,6 +183,11 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
            "Generations summarized by the background backfill.", NULL,
            st.summary_backfilled);
     storage_metrics(ing->store, b); /* the shared store's own */
+    acklat_metrics(&ing->ack_lat, b, "gentrace_ack_seconds",
+                   "Generations ACKed: GEN_END read to ACK written.");
+    acklat_metrics(&ing->commit_lat, b, "gentrace_ack_commit_seconds",
+                   "Generations ACKed: GEN_END read to its COMMIT returned"
+                   " (the rest of gentrace_ack_seconds is the loop's).");
   }
   session_auth_metrics(ing, b);
   if (ing->tls != NULL)
