@@ -159,9 +159,8 @@ int main(int argc, char **argv) {
   fprintf(stderr,
           "bench_commit: sessions=%u batch=%u rounds=%u gens=%zu payload=%zu"
           " bytes stored=%llu cpu=%.3fs written=%.1f MB (%.0f bytes/gen)\n",
-          sessions, batch, rounds, submitted, len,
-          (unsigned long long)done_ok, cpu, wr / 1e6,
-          wr / (double)submitted);
+          sessions, batch, rounds, submitted, len, (unsigned long long)done_ok,
+          cpu, wr / 1e6, wr / (double)submitted);
   printf("BENCH id=COMMIT value=%.2f unit=us/gen(sessions=%u,batch=%u)"
          " baseline=none:0 ratio=0 bar=none pass=1\n",
          cpu * 1e6 / (double)submitted, sessions, batch);

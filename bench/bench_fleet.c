@@ -172,11 +172,12 @@ static void sleep_ms(unsigned ms) {
 /* ------------------------------------------------------ /proc of a pid */
 
 /* CPU seconds of each thread of pid (tids ascending, so the main thread,
- * which runs gentraced's loop, comes first), into tid[]/cpu[]; returns the
- * count. */
+ * which runs gentraced's loop, comes first), into tid[]/cpu[], and the
+ * seconds it was runnable but waited for a CPU (schedstat) into wait[];
+ * returns the count. */
 #define MAX_THREADS 32
 static int thread_cpu(pid_t pid, int tid[MAX_THREADS], double cpu[MAX_THREADS],
-                      char name[MAX_THREADS][16]) {
+                      double wait[MAX_THREADS], char name[MAX_THREADS][16]) {
   int n = 0;
   char cmd[96];
   snprintf(cmd, sizeof cmd, "ls /proc/%d/task | sort -n", (int)pid);
@@ -200,6 +201,14 @@ static int thread_cpu(pid_t pid, int tid[MAX_THREADS], double cpu[MAX_THREADS],
       continue;
     snprintf(name[n], 16, "%.*s", (int)(p - q - 1), q + 1);
     cpu[n] = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, tid[n]);
+    unsigned long long on = 0, delay = 0;
+    if ((s = fopen(path, "r")) != NULL) {
+      if (fscanf(s, "%llu %llu", &on, &delay) != 2)
+        delay = 0;
+      fclose(s);
+    }
+    wait[n] = (double)delay / 1e9;
     n++;
   }
   pclose(f);
@@ -896,9 +905,9 @@ static int run_load(const opts *o, int gentraced, result *r) {
   double cpu0 = gtd_proc_cpu_s(sv.pid);
   double io0 = io_written(sv.pid);
   int tid0[MAX_THREADS], tid1[MAX_THREADS];
-  double tc0[MAX_THREADS], tc1[MAX_THREADS];
+  double tc0[MAX_THREADS], tc1[MAX_THREADS], tw0[MAX_THREADS], tw1[MAX_THREADS];
   char tn0[MAX_THREADS][16], tn1[MAX_THREADS][16];
-  int nt0 = thread_cpu(sv.pid, tid0, tc0, tn0);
+  int nt0 = thread_cpu(sv.pid, tid0, tc0, tw0, tn0);
   double kcpu0 = 0;
   for (unsigned k = 0; k < o->procs; k++)
     kcpu0 += gtd_proc_cpu_s(kids[k]);
@@ -923,25 +932,30 @@ static int run_load(const opts *o, int gentraced, result *r) {
   r->d_ack50 = r->d_ack99 = r->d_commit50 = r->d_commit99 = -1;
   if (m0 != NULL && m1 != NULL) {
     r->d_ack50 = gtd_metric_hist_pct(m0, m1, "gentrace_ack_seconds", 0.5) * 1e3;
-    r->d_ack99 = gtd_metric_hist_pct(m0, m1, "gentrace_ack_seconds", 0.99) * 1e3;
-    r->d_commit50 = gtd_metric_hist_pct(m0, m1, "gentrace_ack_commit_seconds", 0.5) *
-                   1e3;
-    r->d_commit99 = gtd_metric_hist_pct(m0, m1, "gentrace_ack_commit_seconds", 0.99) *
-                   1e3;
+    r->d_ack99 =
+        gtd_metric_hist_pct(m0, m1, "gentrace_ack_seconds", 0.99) * 1e3;
+    r->d_commit50 =
+        gtd_metric_hist_pct(m0, m1, "gentrace_ack_commit_seconds", 0.5) * 1e3;
+    r->d_commit99 =
+        gtd_metric_hist_pct(m0, m1, "gentrace_ack_commit_seconds", 0.99) * 1e3;
   }
   free(m0);
   free(m1);
   int64_t t1 = now_ns();
-  int nt1 = thread_cpu(sv.pid, tid1, tc1, tn1);
-  /* Where the server's CPU went, thread by thread (main = the loop). */
-  fprintf(stderr, "bench_fleet: %s pid %d CPU by thread:", sv.name,
+  int nt1 = thread_cpu(sv.pid, tid1, tc1, tw1, tn1);
+  /* Where the server's CPU went, thread by thread (main = the loop), and
+   * how long each waited for a CPU while runnable. */
+  fprintf(stderr, "bench_fleet: %s pid %d CPU (waited) by thread:", sv.name,
           (int)sv.pid);
   for (int i = 0; i < nt1; i++) {
-    double before = 0;
+    double before = 0, wbefore = 0;
     for (int j = 0; j < nt0; j++)
-      if (tid0[j] == tid1[i])
+      if (tid0[j] == tid1[i]) {
         before = tc0[j];
-    fprintf(stderr, " %s/%d=%.2fs", tn1[i], tid1[i], tc1[i] - before);
+        wbefore = tw0[j];
+      }
+    fprintf(stderr, " %s/%d=%.2fs(%.2fs)", tn1[i], tid1[i], tc1[i] - before,
+            tw1[i] - wbefore);
   }
   fprintf(stderr, "\n");
   if (o->idle && r->rss_kib < gtd_proc_kib(sv.pid, "VmRSS"))

@@ -10,8 +10,8 @@
 /* Upper bounds in microseconds: fine around the 50 ms goal, coarse past
  * a second. */
 static const uint64_t bound_us[ACKLAT_BUCKETS - 1] = {
-    500,    1000,   2000,   5000,   10000,  20000,   30000,
-    40000,  50000,  75000,  100000, 150000, 200000,  300000,
+    500,    1000,   2000,    5000,    10000,  20000,  30000,
+    40000,  50000,  75000,   100000,  150000, 200000, 300000,
     500000, 750000, 1000000, 2000000, 5000000};
 
 void acklat_add(acklat *h, uint64_t ns) {

@@ -253,8 +253,8 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
       return rc;
     /* A resend (the trigger did not fire): the agent is alive, so its row
      * still moves forward, as it did before the trigger moved it. */
-    rc = touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost,
-                       &found);
+    rc =
+        touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost, &found);
     if (rc != SQLITE_OK)
       return rc;
     g->result = same ? 1 : GTP_E_CONFLICT;

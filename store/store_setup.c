@@ -69,9 +69,8 @@ static const char *const store_sql[ST_COUNT_] = {
      * row is not written here: generations_add moves it, once): that the
      * cached id still names this session's row, its totals for invariant
      * 11, and whether its key is bound yet. */
-    [ST_SESSION_CHECK] =
-        "SELECT events, lost, key_hash IS NULL FROM sessions"
-        " WHERE id = ?1 AND session = ?2",
+    [ST_SESSION_CHECK] = "SELECT events, lost, key_hash IS NULL FROM sessions"
+                         " WHERE id = ?1 AND session = ?2",
     [ST_INSERT_GEN] =
         "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
         " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
@@ -231,8 +230,9 @@ int store_setup_schema(store *s, char **cause) {
   if (pragma_int(s->db, "SELECT count(*) FROM sqlite_master WHERE"
                         " type = 'trigger' AND name = 'generations_add'"
                         " AND sql LIKE '%last_gen%'") != 1) {
-    rc = exec_sql(s->db, "DROP TRIGGER IF EXISTS generations_add;"
-                         STORE_SCHEMA_ADD_TRIGGER_SQL);
+    rc = exec_sql(
+        s->db,
+        "DROP TRIGGER IF EXISTS generations_add;" STORE_SCHEMA_ADD_TRIGGER_SQL);
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: updating the generations trigger: %s",
                       s->path, sqlite3_errmsg(s->db));

@@ -151,11 +151,11 @@ static void test_store_group__older_trigger_is_replaced_at_open(void **state) {
                   "UPDATE sessions SET last_seen_ns = 5"),
       0);
   open_store(f, &c);
-  assert_int_equal(
-      sf_sql_int(f->dir.db, "SELECT count(*) FROM sqlite_master WHERE"
-                            " name = 'generations_add'"
-                            " AND sql LIKE '%last_gen%'"),
-      1);
+  assert_int_equal(sf_sql_int(f->dir.db,
+                              "SELECT count(*) FROM sqlite_master WHERE"
+                              " name = 'generations_add'"
+                              " AND sql LIKE '%last_gen%'"),
+                   1);
   for (uint64_t g = 2; g <= 3; g++) {
     o.gen = g;
     assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
