@@ -929,15 +929,15 @@ static int run_load(const opts *o, int gentraced, result *r) {
   loadavg(r->load, sizeof r->load);
   if (gentraced)
     m1 = gtd_http_get(&sv.d, "/metrics", &hs);
-  r->d_ack50 = r->d_ack99 = r->d_commit50 = r->d_commit99 = -1;
-  if (m0 != NULL && m1 != NULL) {
-    r->d_ack50 = gtd_metric_hist_pct(m0, m1, "gentrace_ack_seconds", 0.5) * 1e3;
-    r->d_ack99 =
-        gtd_metric_hist_pct(m0, m1, "gentrace_ack_seconds", 0.99) * 1e3;
-    r->d_commit50 =
-        gtd_metric_hist_pct(m0, m1, "gentrace_ack_commit_seconds", 0.5) * 1e3;
-    r->d_commit99 =
-        gtd_metric_hist_pct(m0, m1, "gentrace_ack_commit_seconds", 0.99) * 1e3;
+  double *dv[] = {&r->d_ack50, &r->d_ack99, &r->d_commit50, &r->d_commit99};
+  for (int i = 0; i < 4; i++) { /* ms; -1 when there were none */
+    *dv[i] = m0 == NULL || m1 == NULL
+                 ? -1
+                 : gtd_metric_hist_pct(m0, m1,
+                                       i < 2 ? "gentrace_ack_seconds"
+                                             : "gentrace_ack_commit_seconds",
+                                       i % 2 ? 0.99 : 0.5);
+    *dv[i] = *dv[i] < 0 ? -1 : *dv[i] * 1e3;
   }
   free(m0);
   free(m1);
