@@ -30,7 +30,7 @@ exec valgrind --tool=callgrind --separate-threads=yes \
 EOF
 chmod +x "$tmp/gentraced"
 # Total Ir of the files of one run: all threads, or the first (the loop).
-ir() { cat "$@" | awk '/^(summary|totals):/ { s += $2 } END { print s }'; }
+ir() { cat "$@" | awk '/^totals:/ { s += $2 } END { print s }'; }
 for w in small large; do
 	for g in $G1 $G2; do
 		GT_IR_TAG=$w.$g GENTRACED="$tmp/gentraced" top_builddir="$B" \
