@@ -123,8 +123,8 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "{kind=\"queued_generations\"}", C(budget_queued));
   metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
          "{kind=\"identities\"}", C(budget_ident));
-  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL, "{kind=\"replies\"}",
-         C(budget_replies));
+  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+         "{kind=\"replies\"}", C(budget_replies));
   if (ing->store != NULL)
     metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
            "{kind=\"compression_scratch\"}", storage_scratch_bytes(ing->store));
