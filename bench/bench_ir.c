@@ -7,11 +7,11 @@
  * 127.0.0.1 port 0, connects one agent session and sends GENS generations
  * one at a time, each in one write after the ACK of the one before (so
  * every commit is a transaction of one generation and neither the store's
- * work nor the loop's wake-ups depend on timing), then stops gentraced with SIGTERM (a profiler wrapper writes its
- * output on that exit) and removes its files. `small`: the fixture
- * generation of tests/proto/gen_fixture.h (about 1 KB, the per-generation
- * cost); `large`: one incompressible 64 KiB EVENTS record each (the
- * per-byte cost, read in place).
+ * work nor the loop's wake-ups depend on timing), then stops gentraced with
+ * SIGTERM (a profiler wrapper writes its output on that exit) and removes its
+ * files. `small`: the fixture generation of tests/proto/gen_fixture.h (about 1
+ * KB, the per-generation cost); `large`: one incompressible 64 KiB EVENTS
+ * record each (the per-byte cost, read in place).
  *
  * Two runs with different GENS, differenced, give instructions per
  * generation with start-up and shutdown cancelled out: bench/ir.sh does
