@@ -266,9 +266,21 @@ int budget_admit_ip(ingest *ing, conn *c) {
   if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) != 0 ||
       iplimit_key((struct sockaddr *)&ss, c->ipkey) != 0)
     return 1; /* no address to count it by (the listener is IP only) */
-  if (iplimit_acquire(ing->iplim, c->ipkey, ing->cfg.max_conns_per_ip)) {
+  int got = iplimit_acquire(ing->iplim, c->ipkey, ing->cfg.max_conns_per_ip);
+  if (got > 0) {
     c->ip_held = 1;
     return 1;
+  }
+  uint8_t mem[128];
+  gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
+  if (got < 0) { /* out of memory: refused, the agent retries */
+    CTR_ADD(ing, oom, 1);
+    log_warn("out of memory", "what=address-count");
+    gtp_frame_error_encode(&b, got, 0, 0,
+                           "daemon out of memory (address count); retry");
+    uv_buf_t ub = uv_buf_init((char *)b.data, (unsigned)b.len);
+    uv_try_write((uv_stream_t *)&c->tcp, &ub, 1);
+    return 0;
   }
   CTR_ADD(ing, refused_per_ip, 1);
   CTR_ADD(ing, limit_hits[LIM_CONNS_PER_IP], 1);
@@ -287,8 +299,6 @@ int budget_admit_ip(ingest *ing, conn *c) {
   } else {
     ing->iplim_quiet++;
   }
-  uint8_t mem[128];
-  gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
   gtp_frame_error_encode(&b, GTP_E_LIMIT, 0, 0,
                          "too many agent connections from this address");
   uv_buf_t ub = uv_buf_init((char *)b.data, (unsigned)b.len);

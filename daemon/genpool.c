@@ -36,9 +36,11 @@
  *     buffers would add to the memory --max-buffer bounds or, kept while
  *     agents wait, hold them back (ingest.c invariant 8).
  *  4. A slot MUST change state only under lock, and the filler owns it only
- *     while BUSY; an EMPTY slot holds no size or data, ASKED and BUSY hold
- *     a size and no data, READY its data, otherwise a buffer could be
- *     handed out twice or freed while the filler faults it in.
+ *     while BUSY; an EMPTY slot holds no size or data, ASKED, BUSY and
+ *     FAILED (the filler's malloc failed) hold a size and no data, READY
+ *     its data, otherwise a buffer could be handed out twice or freed
+ *     while the filler faults it in. A FAILED slot is the loop's to clear
+ *     (it owns bytes): the filler never allocates for it again.
  *  5. A buffer MUST be released only once nothing reads it any more (the
  *     store handed its generation back), otherwise the store would read a
  *     buffer being refilled. The caller's duty: the pool cannot see it.
@@ -113,10 +115,17 @@ static void *filler_main(void *arg) {
     size_t n = sl->size;
     pthread_mutex_unlock(&p->lock);
     uint8_t *d = malloc(n);
-    if (d == NULL)
-      GTP_OOM(); /* the daemon may die loudly on out-of-memory */
-    prefault(d, n - n / 9);
+    if (d != NULL)
+      prefault(d, n - n / 9);
     pthread_mutex_lock(&p->lock);
+    if (d == NULL) {
+      /* Out of memory: not worth stopping ingest for. The loop clears the
+       * slot (it owns bytes) and makes its buffers itself meanwhile, where
+       * a failure ends only the connection that needed it. */
+      sl->state = GENPOOL_FAILED;
+      __atomic_fetch_add(&p->stats.fill_failed, 1, __ATOMIC_RELAXED);
+      continue;
+    }
     sl->data = d;
     sl->state = GENPOOL_READY;
     __atomic_fetch_add(&p->stats.prepared_ready, 1, __ATOMIC_RELAXED);
@@ -173,6 +182,10 @@ static void fill_ask(genpool *p, uint64_t used, size_t want) {
   pthread_mutex_lock(&p->lock);
   for (unsigned i = 0; i < GENPOOL_FILL_MAX; i++) {
     genpool_slot *sl = &p->fill[i];
+    if (sl->state == GENPOOL_FAILED) { /* asked again below, if it fits */
+      pool_account(p, -(int64_t)sl->size);
+      *sl = (genpool_slot){GENPOOL_EMPTY, 0, NULL};
+    }
     if (sl->state != GENPOOL_EMPTY && fits_want(sl->size, want))
       fit++;
   }
@@ -304,7 +317,8 @@ void genpool_trim(genpool *p, uint64_t used) {
     genpool_slot *sl = &p->fill[i];
     if (used + p->bytes <= p->max_buffer)
       break;
-    if (sl->state == GENPOOL_READY || sl->state == GENPOOL_ASKED) {
+    if (sl->state == GENPOOL_READY || sl->state == GENPOOL_ASKED ||
+        sl->state == GENPOOL_FAILED) {
       if (sl->state == GENPOOL_READY) {
         drop[ndrop++] = sl->data;
         __atomic_fetch_add(&p->stats.prepared_ready, (uint64_t)-1,
@@ -341,6 +355,7 @@ int genpool_check_invariants(genpool *p) {
       break;
     case GENPOOL_ASKED:
     case GENPOOL_BUSY:
+    case GENPOOL_FAILED:
       if (sl->size == 0 || sl->data != NULL)
         rc = -4;
       break;
@@ -371,4 +386,5 @@ void genpool_stats_get(genpool *p, genpool_stats *out) {
       __atomic_load_n(&p->stats.prepared_used, __ATOMIC_RELAXED);
   out->prepared_ready =
       __atomic_load_n(&p->stats.prepared_ready, __ATOMIC_RELAXED);
+  out->fill_failed = __atomic_load_n(&p->stats.fill_failed, __ATOMIC_RELAXED);
 }

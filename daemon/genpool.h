@@ -18,8 +18,16 @@
 
 /* One buffer the filler thread prepares (invariant 4):
  * EMPTY -loop asks-> ASKED -filler-> BUSY -filler-> READY -loop takes->
- * EMPTY; the loop may also cancel ASKED or free READY (back to EMPTY). */
-enum genpool_fill { GENPOOL_EMPTY, GENPOOL_ASKED, GENPOOL_BUSY, GENPOOL_READY };
+ * EMPTY; the loop may also cancel ASKED or free READY (back to EMPTY).
+ * BUSY -filler, out of memory-> FAILED -loop-> EMPTY: the loop makes its
+ * buffers itself until the next ask. */
+enum genpool_fill {
+  GENPOOL_EMPTY,
+  GENPOOL_ASKED,
+  GENPOOL_BUSY,
+  GENPOOL_READY,
+  GENPOOL_FAILED
+};
 typedef struct genpool_slot {
   enum genpool_fill state;
   size_t size;   /* bytes asked for; counted in bytes until taken */
@@ -38,6 +46,7 @@ typedef struct genpool_stats {
   uint64_t reused;         /* allocations served from the pool */
   uint64_t prepared_used;  /* allocations served by the filler */
   uint64_t prepared_ready; /* slots READY now */
+  uint64_t fill_failed;    /* buffers the filler could not allocate */
 } genpool_stats;
 
 typedef struct genpool {

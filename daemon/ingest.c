@@ -222,13 +222,59 @@ static void free_refused(uv_handle_t *h) {
   free(h->data);
 }
 
+static void on_connection(uv_stream_t *server, int status);
+
+/* The nomem handle closed: a connection that came meanwhile waits in libuv,
+ * which stops watching the listener until one is accepted; take it now. */
+static void nomem_closed(uv_handle_t *h) {
+  ingest *ing = h->data;
+  ing->nomem_busy = 0;
+  if (ing->nomem_waiting && ing->listening && !ing->stopping &&
+      !uv_is_closing((uv_handle_t *)&ing->listener)) {
+    ing->nomem_waiting = 0;
+    on_connection((uv_stream_t *)&ing->listener, 0);
+  }
+}
+
+/* No memory for a new connection's state: accept it into the one handle
+ * the ingest keeps for this, tell the agent (ERROR ENOMEM, best effort, it
+ * reconnects with backoff) and close it. Not accepting at all would stop
+ * libuv accepting anything. While that handle is busy the connection waits
+ * in libuv and nomem_closed takes it. */
+static void refuse_nomem(ingest *ing) {
+  CTR_ADD(ing, oom, 1);
+  log_warn("out of memory", "what=connection");
+  if (ing->nomem_busy) {
+    ing->nomem_waiting = 1;
+    return;
+  }
+  if (uv_tcp_init(ing->loop, &ing->nomem_tcp) != 0)
+    return;
+  ing->nomem_busy = 1;
+  ing->nomem_tcp.data = ing;
+  if (uv_accept((uv_stream_t *)&ing->listener,
+                (uv_stream_t *)&ing->nomem_tcp) == 0) {
+    uint8_t mem[128];
+    gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
+    gtp_frame_error_encode(&b, -ENOMEM, 0, 0,
+                           "daemon out of memory (connection); retry");
+    uv_buf_t ub = uv_buf_init((char *)b.data, (unsigned)b.len);
+    uv_try_write((uv_stream_t *)&ing->nomem_tcp, &ub, 1);
+  }
+  uv_close((uv_handle_t *)&ing->nomem_tcp, nomem_closed);
+}
+
 static void on_connection(uv_stream_t *server, int status) {
   ingest *ing = server->data;
   if (status < 0) {
     log_warn("accept failed", "error=%s", uv_err_name(status));
     return;
   }
-  conn *c = ingest_xcalloc(1, sizeof *c);
+  conn *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    refuse_nomem(ing);
+    return;
+  }
   c->ing = ing;
   uv_tcp_init(ing->loop, &c->tcp);
   c->tcp.data = c;

@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +130,8 @@ void ingest_conn_send(conn *c, const gtp_wbuf *b) {
 }
 
 void ingest_conn_write_raw(conn *c, const void *p, size_t n) {
+  if (c->write_failed)
+    return; /* the stream may end inside a frame: nothing more is sent */
   /* Most replies (an ACK is 11 bytes) fit the socket at once: written
    * directly they cost one write(2), where a queued uv_write also costs an
    * allocation, a completion callback on the next loop pass and an
@@ -151,8 +154,17 @@ void ingest_conn_write_raw(conn *c, const void *p, size_t n) {
     n -= (size_t)tw;
   }
   wreq *w = malloc(sizeof *w + n);
-  if (w == NULL)
-    GTP_OOM();
+  if (w == NULL) {
+    /* The reply cannot be queued, and a part of it may be on the wire
+     * already: the peer cannot be told any more, so nothing else is
+     * written (not even the ERROR) and the connection ends. */
+    c->write_failed = 1;
+    if (c->state != CONN_CLOSING)
+      ingest_conn_nomem(c, "reply queue");
+    else
+      CTR_ADD(c->ing, oom, 1);
+    return;
+  }
   w->c = c;
   w->len = n;
   memcpy(w->data, p, n);
@@ -187,6 +199,18 @@ void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
   ingest_conn_send(c, &b);
 }
 
+void ingest_conn_nomem(conn *c, const char *what) {
+  CTR_ADD(c->ing, oom, 1);
+  log_warn("out of memory", "conn=%" PRIu64 " peer=%s what=%s", c->id, c->peer,
+           what);
+  char r[96];
+  snprintf(r, sizeof r, "daemon out of memory (%s); reconnect and resend",
+           what);
+  /* No generation in the ERROR: one with a generation would make the agent
+   * drop it (final), one without makes it resend everything unACKed. */
+  ingest_conn_close(c, -ENOMEM, 0, 0, r);
+}
+
 static void send_goodbye(conn *c, int code, const char *reason) {
   uint8_t mem[GTP_REASON_MAX + 64];
   gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};
@@ -217,7 +241,7 @@ void ingest_conn_drop_gens(conn *c) {
   c->ngens = 0;
 }
 
-static void conn_free_identity(conn *c) {
+void ingest_conn_free_identity(conn *c) {
   free(c->service);
   free(c->host);
   free(c->agent_version);
@@ -228,13 +252,16 @@ static void conn_free_identity(conn *c) {
   }
   free(c->tag_keys);
   free(c->tag_values);
+  c->service = c->host = c->agent_version = c->tags_json = NULL;
+  c->tag_keys = c->tag_values = NULL;
+  c->ntags = 0;
 }
 
 void ingest_conn_unref(conn *c) {
   if (--c->refs > 0)
     return;
   budget_ident_drop(c);
-  conn_free_identity(c);
+  ingest_conn_free_identity(c);
   free(c);
 }
 

@@ -14,6 +14,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,51 @@ static void json_str(gtp_wbuf *b, const char *s) {
   gtp_wbuf_put(b, "\"", 1);
   gtp_json_escape(gtp_wbuf_sink, b, s, strlen(s));
   gtp_wbuf_put(b, "\"", 1);
+}
+
+/* Copies HELLO's identity strings into c (owned, NUL-terminated) and
+ * renders its tags as one JSON object. 0, or -ENOMEM with none of it kept
+ * (c's identity fields stay NULL, so c can be closed as is). */
+static int hello_identity(conn *c, const gtp_hello *h) {
+  gtp_wbuf tj;
+  gtp_wbuf_init(&tj, 1u << 20);
+  c->service = strndup(h->service.ptr, h->service.len);
+  c->host = strndup(h->host.ptr, h->host.len);
+  c->agent_version = strndup(h->agent_version.ptr, h->agent_version.len);
+  if (c->service == NULL || c->host == NULL || c->agent_version == NULL)
+    goto fail;
+  if (h->ntags > 0) {
+    c->tag_keys = calloc(h->ntags, sizeof(char *));
+    c->tag_values = calloc(h->ntags, sizeof(char *));
+    if (c->tag_keys == NULL || c->tag_values == NULL)
+      goto fail;
+  }
+  gtp_wbuf_put(&tj, "{", 1);
+  for (uint32_t i = 0; i < h->ntags; i++) {
+    /* Counted as they are filled: ingest_conn_free_identity frees ntags of
+     * each, NULL included. */
+    c->ntags = i + 1;
+    c->tag_keys[i] = strndup(h->tags[i].key.ptr, h->tags[i].key.len);
+    c->tag_values[i] = strndup(h->tags[i].value.ptr, h->tags[i].value.len);
+    if (c->tag_keys[i] == NULL || c->tag_values[i] == NULL)
+      goto fail;
+    if (i > 0)
+      gtp_wbuf_put(&tj, ",", 1);
+    json_str(&tj, c->tag_keys[i]);
+    gtp_wbuf_put(&tj, ":", 1);
+    json_str(&tj, c->tag_values[i]);
+  }
+  gtp_wbuf_put(&tj, "}", 1);
+  if (tj.err == 0)
+    c->tags_json = strndup((const char *)tj.data, tj.len);
+  if (c->tags_json == NULL)
+    goto fail;
+  gtp_wbuf_fini(&tj);
+  return 0;
+fail:
+  gtp_wbuf_fini(&tj);
+  ingest_conn_free_identity(c);
+  return -ENOMEM;
 }
 
 static int hello_welcome(conn *c, int has_last, uint64_t last);
@@ -102,34 +148,12 @@ int ingest_hello(conn *c, const gtp_frame *f) {
   memcpy(c->session, h.session, 16);
   gtp_session_hex(c->session, c->session_hex);
   c->version = hi;
-  c->service = ingest_xstrndup(h.service.ptr, h.service.len);
-  c->host = ingest_xstrndup(h.host.ptr, h.host.len);
-  c->agent_version = ingest_xstrndup(h.agent_version.ptr, h.agent_version.len);
   c->pid = h.pid;
   c->process_start_ns = h.process_start_ns;
-  c->ntags = h.ntags;
-  if (h.ntags > 0) {
-    c->tag_keys = ingest_xcalloc(h.ntags, sizeof(char *));
-    c->tag_values = ingest_xcalloc(h.ntags, sizeof(char *));
+  if (hello_identity(c, &h) < 0) {
+    ingest_conn_nomem(c, "HELLO identity");
+    return -1;
   }
-  gtp_wbuf tj;
-  gtp_wbuf_init(&tj, 1u << 20);
-  gtp_wbuf_put(&tj, "{", 1);
-  for (uint32_t i = 0; i < h.ntags; i++) {
-    c->tag_keys[i] = ingest_xstrndup(h.tags[i].key.ptr, h.tags[i].key.len);
-    c->tag_values[i] =
-        ingest_xstrndup(h.tags[i].value.ptr, h.tags[i].value.len);
-    if (i > 0)
-      gtp_wbuf_put(&tj, ",", 1);
-    json_str(&tj, c->tag_keys[i]);
-    gtp_wbuf_put(&tj, ":", 1);
-    json_str(&tj, c->tag_values[i]);
-  }
-  gtp_wbuf_put(&tj, "}", 1);
-  if (tj.err)
-    GTP_OOM();
-  c->tags_json = ingest_xstrndup((const char *)tj.data, tj.len);
-  gtp_wbuf_fini(&tj);
   budget_ident_set(c); /* held while c lives: counted (budget.c) */
   if (shared) {
     c->hello_wait = 1; /* stops reading (see ing->update_reading) */

@@ -97,6 +97,9 @@ typedef struct conn {
   int self_paused; /* over max-conn-buffer */
   int in_session_map;
   int write_overflow; /* replies over WRITE_QUEUE_MAX: closing */
+  int write_failed;   /* a reply could not be queued (out of memory): the
+                         stream may end inside a frame, so nothing more is
+                         written (ingest_conn_write_raw) */
   int hello_wait;     /* HELLO's store lookup in flight (ingest_hello.c):
                          not reading, holds a reference */
   uint64_t id;
@@ -152,6 +155,7 @@ typedef struct counters {
   uint64_t shed_conns, shed_bytes;
   uint64_t refused_per_ip, hello_toobig;
   uint64_t trust[TR_COUNT_]; /* session_auth.c refusals */
+  uint64_t oom; /* allocations that failed on the ingest path (nomem) */
 } counters;
 
 struct ingest {
@@ -209,6 +213,11 @@ struct ingest {
   void *stop_arg;
   int stop_called;
   int handles_open;
+  /* A connection accepted only to be refused, when even its struct conn
+   * could not be allocated (ingest.c, refuse_nomem): busy until closed. */
+  uv_tcp_t nomem_tcp;
+  int nomem_busy;    /* nomem_tcp is in use (closing) */
+  int nomem_waiting; /* a connection waits in libuv for nomem_tcp */
   /* The frame loop's read callbacks (ingest_read.c), set by ingest_new, so
    * that ingest_conn_close can keep a closing connection read without
    * ingest_conn.c calling up into the frame loop. */
@@ -245,11 +254,10 @@ struct ingest {
   __atomic_store_n(&(ing)->ctr.f, (v), __ATOMIC_RELAXED)
 #define CTR_GET(ing, f) __atomic_load_n(&(ing)->ctr.f, __ATOMIC_RELAXED)
 
-/* Shared between ingest.c, reasm.c and ingest_metrics.c. Thread: loop only,
- * except the allocators. */
-/* Allocators that die loudly naming their caller (proto/check.h). */
-#define ingest_xcalloc(n, size) GTP_XCALLOC((n), (size))
-#define ingest_xstrndup(s, n) GTP_XSTRNDUP((s), (n))
+/* Shared between ingest.c, reasm.c and ingest_metrics.c. Thread: loop only.
+ * Nothing on the ingest path dies of out-of-memory (docs/ARCHITECTURE.md,
+ * "When memory runs out"): an allocation that fails ends the connection
+ * that needed it through ingest_conn_nomem, and its agent resends. */
 void ingest_conn_close(conn *c, int code, int has_gen, uint64_t gen,
                        const char *reason);
 void ingest_send_error(conn *c, int code, int has_gen, uint64_t gen,
@@ -272,6 +280,15 @@ conn *ingest_sess_find(ingest *ing, const uint8_t s[16]);
 void ingest_sess_insert(conn *c);
 void ingest_conn_send(conn *c, const gtp_wbuf *b);
 void ingest_send_ack(conn *c, uint64_t gen);
+/* An allocation for c failed (what: the thing it was for, for the log and
+ * the agent): counted (gentrace_out_of_memory_total) and c closed with
+ * ERROR(ENOMEM) without a generation, so the agent reconnects and resends
+ * everything not ACKed (PROTOCOL.md 11). Nothing of another connection, and
+ * nothing already submitted to the store, is touched. */
+void ingest_conn_nomem(conn *c, const char *what);
+/* Frees c's identity from HELLO (any part of it may be NULL) and resets
+ * it to none. */
+void ingest_conn_free_identity(conn *c);
 void ingest_conn_unref(conn *c);
 void ingest_conn_closed(uv_handle_t *h);
 void ingest_drain_check(ingest *ing);

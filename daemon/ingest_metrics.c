@@ -82,6 +82,13 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          C(staged_frames));
   metric(b, "gentrace_protocol_errors_total", "counter",
          "Connections closed for a protocol error.", NULL, C(protocol_errors));
+  metric(b, "gentrace_out_of_memory_total", "counter",
+         "Allocations that failed: on the ingest path each ended the agent "
+         "connection that needed it (the agent resends); in the buffer "
+         "filler, the loop made the buffer itself.",
+         "{where=\"ingest\"}", C(oom));
+  metric(b, "gentrace_out_of_memory_total", "counter", NULL,
+         "{where=\"buffer-filler\"}", gp.fill_failed);
   metric(b, "gentrace_generations_committed_total", "counter",
          "Generations stored.", NULL, C(committed));
   metric(b, "gentrace_generations_rejected_total", "counter",

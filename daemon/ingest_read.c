@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,12 @@ void ingest_conn_input(conn *c, const uint8_t *p, size_t n) {
     }
     int rc = gtp_frame_decoder_feed(&c->dec, p, n, &used, &f);
     ingest_conn_account_decoder(c);
+    if (rc == -ENOMEM) {
+      /* No room for a partial frame: not the agent's fault (no protocol
+       * error); it reconnects and resends. */
+      ingest_conn_nomem(c, "frame buffer");
+      break;
+    }
     if (rc < 0) {
       CTR_ADD(ing, protocol_errors, 1);
       int early = rc == GTP_E_TOOBIG && c->state == CONN_HANDSHAKE;

@@ -14,6 +14,7 @@
 
 #include "iplimit.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,7 @@ int iplimit_acquire(iplimit *l, const uint8_t key[16], uint64_t max) {
       return 0;
     ipent *e = calloc(1, sizeof *e);
     if (e == NULL)
-      return 0; /* out of memory: refusing is the safe answer */
+      return -ENOMEM; /* refusing is the safe answer */
     memcpy(e->key, key, 16);
     *pp = e;
   }

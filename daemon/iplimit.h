@@ -23,8 +23,9 @@ void iplimit_free(iplimit *l);
 int iplimit_key(const struct sockaddr *sa, uint8_t key[16]);
 
 /* Counts one more connection from key if fewer than max are counted:
- * returns 1 (counted; call iplimit_release once it closes) or 0 (over the
- * limit, nothing counted). */
+ * returns 1 (counted; call iplimit_release once it closes), 0 (over the
+ * limit, nothing counted) or -ENOMEM (no memory to count a new address,
+ * nothing counted). */
 int iplimit_acquire(iplimit *l, const uint8_t key[16], uint64_t max);
 void iplimit_release(iplimit *l, const uint8_t key[16]);
 

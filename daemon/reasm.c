@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,16 @@ static void gen_reject(conn *c, opengen *g, int code, const char *reason) {
            "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
            c->session_hex, g->gen, gtp_errname(code));
   ingest_send_error(c, code, 1, g->gen, reason);
+}
+
+/* Out of memory while assembling a generation: not the agent's fault and
+ * not final for the generation (an ERROR with its gen would make the agent
+ * drop it), so the connection ends with ERROR(ENOMEM) and no gen, its open
+ * generations are dropped (ingest_conn_close) and the agent resends
+ * everything unACKed. Returns -1 (the connection was closed). */
+static int gen_nomem(conn *c, const char *what) {
+  ingest_conn_nomem(c, what);
+  return -1;
 }
 
 static void gen_start_of(const conn *c, uint64_t gen, gtp_gen_start *s) {
@@ -117,7 +128,11 @@ int reasm_batch(conn *c, const gtp_frame *f) {
                         "too many generations open at once");
       return -1;
     }
-    g = ingest_xcalloc(1, sizeof *g);
+    g = calloc(1, sizeof *g);
+    if (g == NULL) {
+      ingest_conn_nomem(c, "open generation");
+      return -1;
+    }
     g->gen = gen;
     gtp_wbuf_init(&g->buf, (size_t)ing->cfg.max_gen_size + 4096);
     /* Reserve what this agent's previous generation needed, so the buffer
@@ -140,6 +155,8 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     gtp_gen_start s;
     gen_start_of(c, gen, &s);
     rc = gtp_put_gen_start(&g->buf, &s);
+    if (rc == -ENOMEM)
+      return gen_nomem(c, "generation buffer");
     if (rc < 0) {
       gen_reject(c, g, rc, "cannot build GEN_START");
       return 0;
@@ -164,6 +181,8 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     return 0;
   }
   gtp_wbuf_put(&g->buf, recs, rlen);
+  if (g->buf.err == -ENOMEM)
+    return gen_nomem(c, "generation buffer");
   if (g->buf.err) {
     gen_reject(c, g, g->buf.err, NULL);
     return 0;
@@ -262,6 +281,43 @@ int reasm_stage_read(conn *c, size_t nread) {
   return check_open_bytes(c);
 }
 
+/* The store's record of a validated generation: c's identity copied, the
+ * clock span of parsed, the manifest e; no payload yet. NULL when out of
+ * memory (nothing left allocated). */
+static store_gen *store_gen_of(const conn *c, const gtp_gen *parsed,
+                               const gtp_gen_end *e) {
+  store_gen *sg = calloc(1, sizeof *sg);
+  if (sg == NULL)
+    return NULL;
+  sg->service = strdup(c->service);
+  sg->host = strdup(c->host);
+  sg->agent_version = strdup(c->agent_version);
+  sg->tags_json = strdup(c->tags_json);
+  if (sg->service == NULL || sg->host == NULL || sg->agent_version == NULL ||
+      sg->tags_json == NULL) {
+    store_gen_free(sg);
+    return NULL;
+  }
+  memcpy(sg->session, c->session, 16);
+  sg->pid = c->pid;
+  sg->process_start_ns = c->process_start_ns;
+  sg->gen = e->gen;
+  memcpy(sg->key_hash, c->key_hash, sizeof sg->key_hash);
+  sg->has_key = 1;
+  uint64_t s_ns = parsed->clock.start_real_ns;
+  uint64_t e_ns = parsed->clock.end_real_ns;
+  if (s_ns > INT64_MAX)
+    s_ns = INT64_MAX;
+  if (e_ns > INT64_MAX)
+    e_ns = INT64_MAX;
+  if (e_ns < s_ns)
+    e_ns = s_ns;
+  sg->start_ns = (int64_t)s_ns;
+  sg->end_ns = (int64_t)e_ns;
+  sg->end = *e;
+  return sg;
+}
+
 /* An all-zero manifest and ledger: no generation has one (each has at least
  * its CLOCK record), so it can only mean an abort. */
 static int gen_end_is_abort(const gtp_gen_end *e) {
@@ -330,6 +386,12 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
         rc = session_auth_gen_check(c, &parsed, &e, &why);
     }
   }
+  if (rc == -ENOMEM) {
+    if (parsed_ok)
+      gtp_gen_fini(&parsed);
+    ingest_conn_free_gen(c, g);
+    return gen_nomem(c, "generation validation");
+  }
   if (rc < 0) {
     if (parsed_ok)
       gtp_gen_fini(&parsed);
@@ -344,29 +406,14 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     return c->state == CONN_CLOSING ? -1 : 0;
   }
 
-  store_gen *sg = ingest_xcalloc(1, sizeof *sg);
-  memcpy(sg->session, c->session, 16);
-  sg->service = ingest_xstrndup(c->service, strlen(c->service));
-  sg->host = ingest_xstrndup(c->host, strlen(c->host));
-  sg->agent_version =
-      ingest_xstrndup(c->agent_version, strlen(c->agent_version));
-  sg->tags_json = ingest_xstrndup(c->tags_json, strlen(c->tags_json));
-  sg->pid = c->pid;
-  sg->process_start_ns = c->process_start_ns;
-  sg->gen = e.gen;
-  memcpy(sg->key_hash, c->key_hash, sizeof sg->key_hash);
-  sg->has_key = 1;
-  uint64_t s_ns = parsed.clock.start_real_ns, e_ns = parsed.clock.end_real_ns;
-  if (s_ns > INT64_MAX)
-    s_ns = INT64_MAX;
-  if (e_ns > INT64_MAX)
-    e_ns = INT64_MAX;
-  if (e_ns < s_ns)
-    e_ns = s_ns;
-  sg->start_ns = (int64_t)s_ns;
-  sg->end_ns = (int64_t)e_ns;
-  sg->end = e;
+  store_gen *sg = store_gen_of(c, &parsed, &e);
   gtp_gen_fini(&parsed);
+  pending *pd = sg != NULL ? calloc(1, sizeof *pd) : NULL;
+  if (pd == NULL) {
+    store_gen_free(sg);
+    ingest_conn_free_gen(c, g);
+    return gen_nomem(c, "store queue entry");
+  }
   /* The payload moves to the store; it stays counted in the buffers until
    * the completion (invariant 5). */
   sg->payload = g->buf.data;
@@ -374,7 +421,6 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   c->last_gen_size = g->buf.len + g->buf.len / 8;
   if (c->last_gen_size > ing->cfg.max_gen_size)
     c->last_gen_size = (size_t)ing->cfg.max_gen_size; /* under buf.limit */
-  pending *pd = ingest_xcalloc(1, sizeof *pd);
   pd->c = c;
   pd->g = sg;
   pd->cap = g->buf.cap;
@@ -389,13 +435,16 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   pd->t_read_ns = uv_hrtime();
   rc = storage_submit(ing->store, sg);
   if (rc < 0) {
-    /* Closing store: nothing will commit; the agent resends later. */
+    /* Closing store, or no memory to queue it: nothing will commit; the
+     * agent resends later. */
     c->refs--;
     c->inflight--;
     ing->inflight--;
     budget_dequeue(c, pd->held);
     store_gen_free(sg);
     free(pd);
+    if (rc == -ENOMEM)
+      return gen_nomem(c, "store queue");
     ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");
     return -1;
   }

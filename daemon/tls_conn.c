@@ -299,6 +299,10 @@ void tls_conn_start(conn *c, const tls_conn_ops *ops) {
   tls_server *srv = ing->tls;
   tls_conn *t = calloc(1, sizeof *t);
   if (t == NULL || gnutls_init(&t->s, GNUTLS_SERVER | GNUTLS_NONBLOCK) < 0) {
+    /* Out of memory (GnuTLS fails only so here): closed untold, since a
+     * plain ERROR frame means nothing to a TLS client; it reconnects. */
+    CTR_ADD(ing, oom, 1);
+    log_warn("out of memory", "conn=%" PRIu64 " what=tls-session", c->id);
     free(t);
     ops->close(c, 0, 0, 0, NULL);
     return;

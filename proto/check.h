@@ -15,10 +15,12 @@
  * Each stateful module has an X_check_invariants() made of GTP_ASSERTs,
  * called where its state changes, as SQLite's pager does.
  *
- * GTP_OOM() is the daemon's one out-of-memory exit: it prints the caller's
- * file and line and aborts. GTP_XMALLOC/GTP_XCALLOC/GTP_XSTRNDUP wrap it.
- * Header-only (static inline) so nothing that aborts is ever linked into the
- * agent: the agent must handle every allocation failure itself.
+ * There is no out-of-memory exit: nothing in the project dies when an
+ * allocation fails. The agent handles every failure itself (it never
+ * aborts in its host); gentraced's start-up returns -ENOMEM with a cause
+ * and exits with an error; once running, an allocation that fails ends
+ * only the agent connection (or request) that needed it, and the agent
+ * resends (docs/ARCHITECTURE.md, "When memory runs out").
  */
 #ifndef GTP_CHECK_H
 #define GTP_CHECK_H
@@ -59,41 +61,6 @@ static inline void gtp_check_abort(const char *file, int line,
   fprintf(stderr, "invariant failed at %s:%d: %s\n", file, line, expr);
   abort();
 }
-
-static inline _Noreturn void gtp__oom(const char *file, int line) {
-  fprintf(stderr, "gentraced: out of memory at %s:%d\n", file, line);
-  abort();
-}
-
-static inline void *gtp__xmalloc(size_t n, const char *file, int line) {
-  void *p = malloc(n ? n : 1);
-  if (p == NULL)
-    gtp__oom(file, line);
-  return p;
-}
-
-static inline void *gtp__xcalloc(size_t n, size_t size, const char *file,
-                                 int line) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  if (p == NULL)
-    gtp__oom(file, line);
-  return p;
-}
-
-static inline char *gtp__xstrndup(const char *s, size_t n, const char *file,
-                                  int line) {
-  char *d = gtp__xmalloc(n + 1, file, line);
-  if (n)
-    memcpy(d, s, n);
-  d[n] = '\0';
-  return d;
-}
-
-/* Daemon only: die loudly, naming the caller, when memory runs out. */
-#define GTP_OOM() gtp__oom(__FILE__, __LINE__)
-#define GTP_XMALLOC(n) gtp__xmalloc((n), __FILE__, __LINE__)
-#define GTP_XCALLOC(n, size) gtp__xcalloc((n), (size), __FILE__, __LINE__)
-#define GTP_XSTRNDUP(s, n) gtp__xstrndup((s), (n), __FILE__, __LINE__)
 
 #ifdef __cplusplus
 }

@@ -275,6 +275,12 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
     __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
                        __ATOMIC_RELAXED);
   }
+  /* Without its summary (out of memory) the generation would be stored
+   * but missing from every summary total: fail the transaction instead
+   * (store error: the daemon closes the connection and the agent resends,
+   * with memory back by then). */
+  if (rc == SQLITE_OK && it->sum == NULL && !s->no_summary)
+    rc = SQLITE_NOMEM;
   if (rc == SQLITE_OK && it->sum != NULL) /* same transaction */
     rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum);
   if (rc != SQLITE_OK)

@@ -42,6 +42,10 @@ store_sum_item *store_sum_build(const uint8_t *payload, size_t len) {
   size_t used = 0;
   /* Lazy: the summary decodes (and so checks) every event itself. */
   int rc = gtp_gen_parse_lazy(payload, len, &it->g, &used);
+  if (rc == -ENOMEM) { /* not the generation's fault: no summary yet */
+    free(it);
+    return NULL;
+  }
   if (rc < 0) {
     memset(&it->g, 0, sizeof it->g); /* nothing of it stays allocated */
     it->status = rc;

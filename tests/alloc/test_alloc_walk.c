@@ -109,11 +109,9 @@ static void test_alloc_walk__frame_decoder(void **state) {
 
 /* Reassembly as daemon/reasm.c does it on a generation's buffer: its
  * GEN_START, then each BATCH frame decoded and its records appended, then
- * GEN_END, then the one validation parse. The daemon's small fixed
- * allocations (the opengen, the store_gen) exit through GTP_OOM by design
- * (proto/check.h); the buffer is what can fail softly, and then reasm
- * refuses the generation (gen_reject with buf.err): here, a clean error
- * with nothing left allocated. */
+ * GEN_END, then the one validation parse: here, a clean error with nothing
+ * left allocated. The daemon's own reassembly, with its opengen, store_gen
+ * and connection around this, is walked by test_alloc_ingest.c. */
 typedef struct reasm_input {
   gtp_wbuf start;  /* the GEN_START record */
   gtp_wbuf frames; /* BATCH frames, one body record each */

@@ -3,6 +3,7 @@
 
 #include "failalloc.h"
 
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -27,6 +28,8 @@ void __wrap_free(void *p);
  * else is ordered by it. */
 static atomic_long fail_at, seen;
 static atomic_int fired;
+/* A thread whose allocations are neither counted nor failed (fa_exempt). */
+static _Thread_local int exempt;
 
 /* The live set: every block the project's code allocated during a run and
  * has not freed yet (open addressing, linear probing, tombstones). Blocks
@@ -83,10 +86,17 @@ static void live_clear(void) {
 }
 
 int fa_should_fail(void) {
+  if (exempt)
+    return 0;
   long at = atomic_load_explicit(&fail_at, memory_order_relaxed);
   long n = atomic_fetch_add_explicit(&seen, 1, memory_order_relaxed) + 1;
   if (at > 0 && n == at) {
     atomic_store_explicit(&fired, 1, memory_order_relaxed);
+    if (getenv("FA_TRACE") != NULL) { /* where each failure lands */
+      void *pc[12];
+      fprintf(stderr, "failalloc: allocation %ld fails here:\n", n);
+      backtrace_symbols_fd(pc, backtrace(pc, 12), 2);
+    }
     return 1;
   }
   return 0;
@@ -138,6 +148,21 @@ void fa_arm(long nth) {
   atomic_store(&fail_at, nth);
 }
 
+long fa_pause(void) {
+  long at = atomic_exchange(&fail_at, 0);
+  long n = atomic_load(&seen);
+  return at > n ? at - n : 0;
+}
+
+void fa_resume(long nth) {
+  atomic_store(&seen, 0);
+  atomic_store(&fail_at, nth);
+}
+
+void fa_exempt(int on) {
+  exempt = on;
+}
+
 int fa_fired(void) {
   return atomic_load(&fired);
 }
@@ -156,6 +181,11 @@ static long live_count(void) {
 }
 
 int fa_walk(const char *name, fa_op op, void *ctx, long max, fa_report *rep) {
+  return fa_walk_step(name, op, ctx, max, 1, rep);
+}
+
+int fa_walk_step(const char *name, fa_op op, void *ctx, long max, long step,
+                 fa_report *rep) {
   memset(rep, 0, sizeof *rep);
   /* A clean run first: one-time allocations (libc's, SQLite's caches) are
    * made here, so they do not count as leaks of the runs below. */
@@ -168,7 +198,9 @@ int fa_walk(const char *name, fa_op op, void *ctx, long max, fa_report *rep) {
     rep->bad_rc = rc;
     return -1;
   }
-  for (long n = 1; n <= max; n++) {
+  if (step < 1)
+    step = 1;
+  for (long n = 1; n <= max; n += step) {
     why = NULL;
     live_clear();
     fa_arm(n);

@@ -15,6 +15,8 @@
  * allocated during each run (free is wrapped too) and reports any left
  * after it; what libc or SQLite allocate for us (asprintf, sqlite3_*) is
  * not in that set, and LeakSanitizer checks it in the ASan build.
+ * FA_TRACE=1 in the environment prints where each failure lands (a
+ * backtrace on stderr).
  */
 #ifndef FAILALLOC_H
 #define FAILALLOC_H
@@ -30,6 +32,17 @@ void fa_arm(long nth);
 /* Counts one allocation; 1 if it is the one to fail. For allocators the
  * wrap cannot reach (SQLite's, through sqlite3_config). */
 int fa_should_fail(void);
+/* Stops counting towards the armed allocation, keeping fa_fired; returns
+ * how many allocations were still to come before it (0: none armed, or it
+ * failed already). With fa_resume, an operation keeps its own set-up and
+ * tear-down out of the walk: n = fa_pause(); set up; fa_resume(n); ... */
+long fa_pause(void);
+/* Arms the nth allocation from now (0: none), keeping fa_fired. */
+void fa_resume(long nth);
+/* on = 1: the calling thread's allocations are not counted and never fail
+ * (a test's own client beside the threads under test); they are still in
+ * the live set. */
+void fa_exempt(int on);
 /* 1 once the armed allocation was failed. */
 int fa_fired(void);
 /* Allocations seen since the last fa_arm. */
@@ -45,5 +58,9 @@ typedef struct fa_report {
 /* Walks op over every allocation failure, at most max runs. Returns 0 when
  * every run failed cleanly or succeeded and nothing leaked; fills *rep. */
 int fa_walk(const char *name, fa_op op, void *ctx, long max, fa_report *rep);
+/* The same over N = 1, 1 + step, 1 + 2 step, ...: a sample of a walk too
+ * long to run whole in `make check`. */
+int fa_walk_step(const char *name, fa_op op, void *ctx, long max, long step,
+                 fa_report *rep);
 
 #endif
