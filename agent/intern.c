@@ -7,6 +7,8 @@
 #include "intern.h"
 
 #include <errno.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,6 +191,50 @@ int gt__itab_check_invariants(const gt__itab *t) {
     }
   }
   return used <= n ? 0 : -3;
+}
+
+/* ------------------------------------------- the main program's rodata */
+
+/* Read-only PT_LOAD segments of the main program: [lo, hi) each. Written
+ * once (pthread_once) before the first session's stamp is published, read
+ * by writers after they loaded the stamp (acquire), so never torn. */
+#define RODATA_MAX 4
+static struct {
+  uintptr_t lo, hi;
+} rodata[RODATA_MAX];
+static unsigned rodata_n;
+static pthread_once_t rodata_once = PTHREAD_ONCE_INIT;
+
+static int rodata_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  (void)arg;
+  /* The first object is the main program. */
+  for (int i = 0; i < info->dlpi_phnum && rodata_n < RODATA_MAX; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
+      continue;
+    uintptr_t lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+    rodata[rodata_n].lo = lo;
+    rodata[rodata_n].hi = lo + ph->p_memsz;
+    rodata_n++;
+  }
+  return 1; /* stop: only the main program */
+}
+
+static void rodata_scan(void) {
+  dl_iterate_phdr(rodata_cb, NULL);
+}
+
+void gt__rodata_init(void) {
+  pthread_once(&rodata_once, rodata_scan);
+}
+
+int gt__rodata_has(const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p;
+  for (unsigned i = 0; i < rodata_n; i++)
+    if (a >= rodata[i].lo && a < rodata[i].hi && n <= rodata[i].hi - a)
+      return 1;
+  return 0;
 }
 
 /* --------------------------------------------------------------- strings */

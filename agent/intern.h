@@ -14,6 +14,12 @@
  *     in, and only after the caller's bytes have been compared with the
  *     interned copy (length and every byte), otherwise a caller reusing a
  *     char buffer with new contents would be traced under the old name.
+ *     The one exception: an entry marked GT_STRCACHE_FIXED, whose key lay
+ *     (bytes and NUL) in a read-only segment of the main program when it
+ *     was filled (gt__rodata_has). Those bytes never change and are never
+ *     unmapped while the process lives (unlike a shared library's, which
+ *     dlclose can unmap and a later mapping reuse), so comparing them again
+ *     could only ever succeed.
  *  3. Tables are bounded (entries and bytes fixed at init); a full table
  *     returns id 0 ("no string"/"no stack"), never grows.
  *  4. A string table MUST keep GT_STRCACHE_PAD readable bytes after every
@@ -128,8 +134,21 @@ typedef struct gt__strcache_ent {
   const char *key;  /* caller's pointer */
   const char *copy; /* interned copy (table arena) */
   uint64_t stamp;   /* generation stamp */
-  uint32_t len, id;
+  uint32_t len, id; /* len may carry GT_STRCACHE_FIXED */
 } gt__strcache_ent;
+
+/* In a cache entry's len: the key is in the main program's read-only
+ * bytes, no compare needed (invariant 2). Above any string's length
+ * (GTP_STRING_MAX). */
+#define GT_STRCACHE_FIXED 0x80000000u
+
+/* Whether [p, p + n) lies inside one read-only segment of the main
+ * program (its text and constants: where string literals of the program
+ * live). The segments are read once per process (dl_iterate_phdr, first
+ * call from gt_start, before any writer runs); afterwards lock-free and
+ * cheap (a few compares), called on cache fills only. */
+void gt__rodata_init(void);
+int gt__rodata_has(const void *p, size_t n);
 
 #define GT_STACKCACHE_SIZE 64
 typedef struct gt__stackcache_ent {
@@ -173,6 +192,9 @@ static inline uint32_t
 gt__strcache_get(const gt__strcache_ent *e, const char *s, uint64_t stamp) {
   if (e->key != s || e->stamp != stamp)
     return 0;
+  /* A literal of the main program: its bytes cannot have changed. */
+  if (e->len & GT_STRCACHE_FIXED)
+    return e->id;
   const char *c = e->copy;
   size_t n = (size_t)e->len + 1; /* bytes to compare, NUL included */
   size_t i = 0;

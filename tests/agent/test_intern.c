@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -288,6 +289,28 @@ static void test_itab__concurrent_writers_agree_without_a_lock(void **state) {
   gt__strtab_fini(&t);
 }
 
+/* Invariant 2's exception: a literal of the main program (this test) is
+ * read-only, a stack or heap buffer is not; only a FIXED entry answers
+ * without comparing (the entry below points at a copy that differs). */
+static void test_rodata__literals_of_the_program_are_fixed(void **state) {
+  (void)state;
+  gt__rodata_init();
+  static const char lit[32] = "a.literal.name"; /* room for word loads */
+  char stackbuf[16] = "a.stack.name";
+  assert_true(gt__rodata_has(lit, sizeof lit));
+  assert_true(gt__rodata_has("another literal", 16));
+  assert_false(gt__rodata_has(stackbuf, sizeof stackbuf));
+  char *heap = strdup("a.heap.name");
+  assert_false(gt__rodata_has(heap, strlen(heap) + 1));
+  free(heap);
+  static const char other[32] = "different";
+  gt__strcache_ent e = {lit, other, 5, (uint32_t)strlen(lit), 7};
+  assert_int_equal(gt__strcache_get(&e, lit, 5), 0); /* compared: differs */
+  e.len |= GT_STRCACHE_FIXED;
+  assert_int_equal(gt__strcache_get(&e, lit, 5), 7);
+  assert_int_equal(gt__strcache_get(&e, lit, 6), 0); /* another stamp */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strtab__same_bytes_same_id_until_reset),
@@ -300,6 +323,7 @@ int main(void) {
       cmocka_unit_test(test_stacktab__dedups_by_frames),
       cmocka_unit_test(test_itab__invariants_hold_and_a_broken_table_is_caught),
       cmocka_unit_test(test_itab__concurrent_writers_agree_without_a_lock),
+      cmocka_unit_test(test_rodata__literals_of_the_program_are_fixed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
