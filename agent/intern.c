@@ -82,10 +82,9 @@ static long itab_reserve(gt__itab *t, size_t bytes, size_t *off) {
     uint64_t n = top >> 32, len = (uint32_t)top;
     if (n >= t->max_ents || len + bytes > t->max_bytes)
       return -1;
-    if (atomic_compare_exchange_weak_explicit(&t->top, &top,
-                                              (n + 1) << 32 | (len + bytes),
-                                              memory_order_relaxed,
-                                              memory_order_relaxed)) {
+    if (atomic_compare_exchange_weak_explicit(
+            &t->top, &top, (n + 1) << 32 | (len + bytes), memory_order_relaxed,
+            memory_order_relaxed)) {
       *off = (size_t)len;
       return (long)n;
     }
@@ -199,9 +198,7 @@ int gt__itab_check_invariants(const gt__itab *t) {
  * once (pthread_once) before the first session's stamp is published, read
  * by writers after they loaded the stamp (acquire), so never torn. */
 #define RODATA_MAX 4
-static struct {
-  uintptr_t lo, hi;
-} rodata[RODATA_MAX];
+static struct { uintptr_t lo, hi; } rodata[RODATA_MAX];
 static unsigned rodata_n;
 static pthread_once_t rodata_once = PTHREAD_ONCE_INIT;
 
