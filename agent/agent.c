@@ -337,6 +337,8 @@ int gt_start(const gt_config *user) {
 
   stacks_on = c.stacks;
   hot_slow = stacks_on || !gt__clock_tsc;
+  /* Before the stamp: writers read the segments after loading it. */
+  gt__rodata_init();
   A.stamp_base = stamp_last; /* wire gens start at 1 */
   A.open_stamp = ++stamp_last;
   clock_now(&A.open_clock.start_ticks, &A.open_clock.start_mono_ns,

@@ -14,16 +14,34 @@
  *     in, and only after the caller's bytes have been compared with the
  *     interned copy (length and every byte), otherwise a caller reusing a
  *     char buffer with new contents would be traced under the old name.
+ *     The one exception: an entry marked GT_STRCACHE_FIXED, whose key lay
+ *     (bytes and NUL) in a read-only segment of the main program when it
+ *     was filled (gt__rodata_has). Those bytes never change and are never
+ *     unmapped while the process lives (unlike a shared library's, which
+ *     dlclose can unmap and a later mapping reuse), so comparing them again
+ *     could only ever succeed.
  *  3. Tables are bounded (entries and bytes fixed at init); a full table
  *     returns id 0 ("no string"/"no stack"), never grows.
  *  4. A string table MUST keep GT_STRCACHE_PAD readable bytes after every
  *     copy's NUL (the arena is allocated that much larger), otherwise the
  *     word-wise cache check could read past the arena.
+ *  5. Interning takes no lock (a writer must never wait for another, nor
+ *     for the sealer). An entry and its bytes are reserved together by one
+ *     compare-and-swap of `top` (so entries stay in arena order and the
+ *     bounds of invariant 3 hold exactly), written, and only then published
+ *     by a compare-and-swap of an empty slot (release; readers load slots
+ *     with acquire), so a slot never names a half-written entry. Two
+ *     threads adding the same new string at once both reserve; the loser
+ *     of the slot finds the winner's equal entry and uses its id, and its
+ *     own entry stays in the table unnamed by any slot: encoded like any
+ *     other (an id no event uses), counted against the bounds, never read
+ *     through a slot. So every slot names a distinct entry, and entries
+ *     may outnumber used slots.
  */
 #ifndef GT_INTERN_H
 #define GT_INTERN_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,33 +58,46 @@ typedef struct gt__itab_ent {
 } gt__itab_ent;
 
 typedef struct gt__itab {
-  pthread_mutex_t lock;
   /* Written once at init. */
   size_t max_ents, max_bytes, nslots;
   size_t unit; /* bytes per unit: 1 (strings) or 8 (stacks) */
   size_t nul;  /* bytes written after each copy: 1 (a string's NUL) or 0 */
   size_t pad;  /* readable bytes kept after the arena (invariant 4) */
-  /* Protected by lock (the sealer reads it unlocked once writers left). */
-  uint32_t *slots; /* 0 = empty, else entry index + 1 */
-  gt__itab_ent *ents;
-  size_t n;
+  /* Shared by the writers without a lock (invariant 5); the sealer reads
+   * them plainly once no writer can use the table. */
+  _Atomic uint32_t *slots; /* 0 = empty, else entry index + 1 */
+  gt__itab_ent *ents;      /* [i] written by the thread that reserved it */
+  /* Entries reserved << 32 | arena bytes reserved: one CAS takes both. */
+  _Atomic uint64_t top;
   uint8_t *arena; /* malloc'd: 8-byte aligned, so stack copies are too */
-  size_t arena_len;
 } gt__itab;
+
+/* Entries reserved so far (every one written once no writer is left). */
+static inline size_t gt__itab_count(const gt__itab *t) {
+  return (size_t)(atomic_load_explicit(&((gt__itab *)t)->top,
+                                       memory_order_relaxed) >>
+                  32);
+}
+
+/* Arena bytes reserved so far. */
+static inline size_t gt__itab_bytes(const gt__itab *t) {
+  return (size_t)(uint32_t)atomic_load_explicit(&((gt__itab *)t)->top,
+                                                memory_order_relaxed);
+}
 
 /* 0 or -errno. max_bytes: arena bytes (copies and NULs). */
 int gt__itab_init(gt__itab *t, size_t max_ents, size_t max_bytes, size_t unit,
                   size_t nul, size_t pad);
 void gt__itab_fini(gt__itab *t);
 /* Id (>= 1) of the len units at p, adding them if new; 0 when full.
- * *copy receives the interned copy. Takes the lock. */
+ * *copy receives the interned copy. Lock-free (invariant 5). */
 uint32_t gt__itab_intern(gt__itab *t, const void *p, size_t len, uint32_t hash,
                          const void **copy);
 void gt__itab_reset(gt__itab *t);
 size_t gt__itab_mem(const gt__itab *t);
 /* 0, or minus the number of the first invariant that does not hold (1..3
- * of the header above, for this table's own bookkeeping). Caller holds the
- * lock or is the only user. Tests call it; debug builds also check it at
+ * of the header above, for this table's own bookkeeping). Caller is the
+ * only user. Tests call it; debug builds also check it at
  * each reset (counted, never aborting: this runs inside the host). */
 int gt__itab_check_invariants(const gt__itab *t);
 
@@ -76,7 +107,7 @@ typedef gt__itab gt__strtab;
 int gt__strtab_init(gt__strtab *t, size_t max_ents, size_t max_bytes);
 void gt__strtab_fini(gt__strtab *t);
 /* Id (>= 1) of s[0..len) in this table, adding it if new; 0 when full.
- * *copy receives the interned copy. Takes the lock. */
+ * *copy receives the interned copy. Lock-free. */
 uint32_t gt__strtab_intern(gt__strtab *t, const char *s, size_t len,
                            const char **copy);
 /* Appends STRINGS records (split under GTP_RECORD_MAX). Caller only when no
@@ -103,8 +134,21 @@ typedef struct gt__strcache_ent {
   const char *key;  /* caller's pointer */
   const char *copy; /* interned copy (table arena) */
   uint64_t stamp;   /* generation stamp */
-  uint32_t len, id;
+  uint32_t len, id; /* len may carry GT_STRCACHE_FIXED */
 } gt__strcache_ent;
+
+/* In a cache entry's len: the key is in the main program's read-only
+ * bytes, no compare needed (invariant 2). Above any string's length
+ * (GTP_STRING_MAX). */
+#define GT_STRCACHE_FIXED 0x80000000u
+
+/* Whether [p, p + n) lies inside one read-only segment of the main
+ * program (its text and constants: where string literals of the program
+ * live). The segments are read once per process (dl_iterate_phdr, first
+ * call from gt_start, before any writer runs); afterwards lock-free and
+ * cheap (a few compares), called on cache fills only. */
+void gt__rodata_init(void);
+int gt__rodata_has(const void *p, size_t n);
 
 #define GT_STACKCACHE_SIZE 64
 typedef struct gt__stackcache_ent {
@@ -148,6 +192,9 @@ static inline uint32_t
 gt__strcache_get(const gt__strcache_ent *e, const char *s, uint64_t stamp) {
   if (e->key != s || e->stamp != stamp)
     return 0;
+  /* A literal of the main program: its bytes cannot have changed. */
+  if (e->len & GT_STRCACHE_FIXED)
+    return e->id;
   const char *c = e->copy;
   size_t n = (size_t)e->len + 1; /* bytes to compare, NUL included */
   size_t i = 0;

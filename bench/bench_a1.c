@@ -51,10 +51,47 @@ static double k_rdtsc_store(int n) {
   return (double)(now_ns() - t0) / n;
 }
 
+/* The fair floor (issue 19 asks for both): read the TSC and write
+ * `stride` bytes an event (the bytes the measured kind writes, found by
+ * kind_bytes) into a buffer of the agent's per-thread buffer size, with the
+ * room check a recorder needs, wrapping when full. Unlike the 32 KiB ring
+ * above, whose 8-byte slots stay in L1 however many events run, this
+ * streams the event's bytes the way the agent does (its 64 KiB buffer
+ * lives in L2, the writes land at byte offsets). */
+static size_t stream_stride = 4;
+static double k_stream(int n) {
+  static __thread uint8_t buf[GT_BUF_SIZE] __attribute__((aligned(64)));
+  size_t pos = 0, stride = stream_stride;
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++) {
+    if (pos + 8 > sizeof buf)
+      pos = 0;
+    uint64_t v = tsc();
+    __builtin_memcpy(buf + pos, &v, 8);
+    pos += stride;
+    __asm__ volatile("" ::"r"(buf) : "memory");
+  }
+  sink = buf[pos & (sizeof buf - 1)];
+  return (double)(now_ns() - t0) / n;
+}
+
 static double k_instant(int n) {
   uint64_t t0 = now_ns();
   for (int i = 0; i < n; i++)
     gt_instant("bench.instant");
+  return (double)(now_ns() - t0) / n;
+}
+
+/* The name in a writable buffer (a caller building names at run time):
+ * the string cache compares its bytes on every event, where a literal of
+ * the program skips that (intern.h, invariant 2). */
+static char heap_name[32] = "bench.instant.buffer";
+static double k_instant_buf(int n) {
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++) {
+    __asm__ volatile("" ::"r"(heap_name) : "memory");
+    gt_instant(heap_name);
+  }
   return (double)(now_ns() - t0) / n;
 }
 
@@ -90,6 +127,32 @@ static double k_task(int n) {
   for (int i = 0; i < n; i++)
     gt_task_end(gt_task_begin("bench.task", 0));
   return (double)(now_ns() - t0) / (2.0 * n);
+}
+
+/* Bytes an event of kind f writes into the agent's buffer (the stride of
+ * the fair baseline): a short loop that stays in one buffer, retried when
+ * it crossed into another (4 if it never could: said in the unit). */
+static size_t kind_bytes(double (*f)(int)) {
+  for (int tries = 0; tries < 8; tries++) {
+    f(2); /* the thread has a buffer of this generation */
+    gt__thread *t = gt__tls_self;
+    uint64_t st = atomic_load(&gt__stamp_now);
+    gt__buf *b = atomic_load(&t->bufs[st & 1]);
+    if (b == NULL)
+      continue;
+    if ((size_t)(b->end - b->pos) < 1000 * 40) {
+      /* Too near the end: the loop below would refill. Fill this buffer
+       * up, so the next try starts in a fresh one. */
+      for (int i = 0; i < 100000 && atomic_load(&t->bufs[st & 1]) == b; i++)
+        f(64);
+      continue;
+    }
+    const uint8_t *p0 = b->pos;
+    f(1000);
+    if (atomic_load(&t->bufs[st & 1]) == b)
+      return (size_t)(b->pos - p0 + 999) / 1000;
+  }
+  return 4;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -262,7 +325,7 @@ int main(int argc, char **argv) {
    * faults, ~1 ns per event: A1_cold reports that first pass apart). */
   /* What the loops below write: at most 32 bytes an event (a log of 16
    * bytes is 20), a 64 KiB buffer more per loop for the partial ones. */
-  pool_touch(((size_t)reps + 2) * 5 * ((size_t)n * 32 + GT_BUF_SIZE));
+  pool_touch(((size_t)reps + 2) * 6 * ((size_t)n * 32 + GT_BUF_SIZE));
   static const struct {
     const char *unit;
     double (*f)(int);
@@ -272,24 +335,40 @@ int main(int argc, char **argv) {
       {"ns/event(counter)", k_counter},
       {"ns/event(log,16B)", k_log},
       {"ns/event(task_begin+end)/2", k_task},
+      {"ns/event(instant,name-in-writable-buffer)", k_instant_buf},
   };
   enum { NK = sizeof kinds / sizeof kinds[0] };
-  static double v[NK + 1][MAXREPS];
-  for (int k = 0; k < NK; k++)
+  static double v[NK + 1][MAXREPS], fair[NK][MAXREPS];
+  size_t stride[NK];
+  for (int k = 0; k < NK; k++) {
     kinds[k].f(n / 10); /* warm: buffers, string cache */
+    stride[k] = kind_bytes(kinds[k].f);
+  }
   k_rdtsc_store(n);
   for (int r = 0; r < reps; r++) {
     v[NK][r] = k_rdtsc_store(n);
-    for (int k = 0; k < NK; k++)
+    for (int k = 0; k < NK; k++) {
+      stream_stride = stride[k];
+      fair[k][r] = k_stream(n);
       v[k][r] = kinds[k].f(n);
+    }
   }
   gt_stop();
   double base = med(v[NK], reps);
   printf("BENCH id=A1_base value=%.2f min=%.2f max=%.2f reps=%d "
          "unit=ns/op(rdtsc+store) baseline=none:0 ratio=1 bar=none pass=1\n",
          base, v[NK][0], v[NK][reps - 1], reps);
+  /* The issue's bar is judged against rdtsc+store (kept as it was); the
+   * fair baseline's ratio is reported beside it (bar=none). */
   for (int k = 0; k < NK; k++)
     line("A1", kinds[k].unit, v[k], reps, "rdtsc+store", base, "<=1.25", 1.25);
+  for (int k = 0; k < NK; k++) {
+    char bname[64];
+    double fb = med(fair[k], reps);
+    snprintf(bname, sizeof bname, "rdtsc+stream(%zuB/event,64KiB-buffer)",
+             stride[k]);
+    line("A1_fair", kinds[k].unit, v[k], reps, bname, fb, "none", 0);
+  }
 
   /* Generation switch and full pool, each against a plain event of the
    * same run (the switch) and the baseline (the full pool). */

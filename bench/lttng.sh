@@ -103,16 +103,45 @@ b1_gentraced_up() {
 
 lt_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && a <= b) }'; }
 
-# One LTTng B1 trial: rate events/s over threads for SECS through
-# sessiond -> relayd -> files, counted by babeltrace2. Prints
-# "ok|loss emitted recorded discarded elapsed bytes".
+# One LTTng B1 trial: rate events/s over threads (of each of procs
+# processes, default 1: the rate is split evenly between them, as bench_b1
+# splits it between its agents) for SECS through sessiond -> relayd ->
+# files, counted by babeltrace2. Prints
+# "ok|loss emitted recorded discarded elapsed bytes" (emitted summed over
+# the processes, elapsed the slowest one's).
 lttng_trial() {
-	local rate=$1 th=$2 s="b1-$1-$2-$RANDOM"
+	local rate=$1 th=$2 procs=${3:-1} s="b1-$1-$2-$RANDOM"
 	rm -rf "$LD/relay"
 	AS lttng create "$s" --set-url="net://127.0.0.1:$RPORT:$((RPORT + 1))" >>"$LT_LOG" 2>&1
 	AS lttng enable-event -u 'gtbench:*' >>"$LT_LOG" 2>&1
 	AS lttng start >>"$LT_LOG" 2>&1
-	AS "$LD/lttng_bench" emit lttng "$rate" "$th" "$SECS" >"$W/emit.out" 2>&1
+	if [ "$procs" = 1 ]; then
+		AS "$LD/lttng_bench" emit lttng "$rate" "$th" "$SECS" >"$W/emit.out" 2>&1
+	else
+		# Each process is an app of its own (registered with sessiond,
+		# per-UID buffers shared by all of them, LTTng's default);
+		# each waits until it is registered before it emits (without the
+		# wait, a process started among a thousand emits its first second
+		# before sessiond enabled its tracepoint, and those events vanish
+		# uncounted).
+		local i kids=""
+		rm -f "$W"/emit.*.out
+		for i in $(seq 1 "$procs"); do
+			"${AS_CMD[@]}" LTTNG_UST_REGISTER_TIMEOUT=-1 "$LD/lttng_bench" emit lttng \
+				"$(awk -v r="$rate" -v n="$procs" 'BEGIN { printf "%.3f", r / n }')" \
+				"$th" "$SECS" >"$W/emit.$i.out" 2>&1 &
+			kids="$kids $!"
+		done
+		for i in $kids; do wait "$i"; done
+		cat "$W"/emit.*.out | awk '
+			/EMIT/ { for (i = 1; i <= NF; i++) { split($i, kv, "=")
+				if (kv[1] == "emitted") em += kv[2]
+				if (kv[1] == "elapsed" && kv[2] > el) el = kv[2] }; n++ }
+			END { printf "EMIT emitted=%d elapsed=%.3f procs=%d\n", em, el, n }' >"$W/emit.out"
+		# A process that printed nothing emitted nothing we can count.
+		[ "$(sed -n 's/.*procs=\([0-9]*\).*/\1/p' "$W/emit.out")" = "$procs" ] ||
+			echo "EMIT emitted= elapsed=" >"$W/emit.out"
+	fi
 	AS lttng stop >>"$LT_LOG" 2>&1
 	local disc
 	disc=$(AS lttng list "$s" -c channel0 2>/dev/null |

@@ -1,11 +1,13 @@
 /* test_intern.c: per-generation string tables and the per-thread cache. */
 #include "config.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -201,16 +203,112 @@ test_itab__invariants_hold_and_a_broken_table_is_caught(void **state) {
   }
   assert_int_equal(gt__itab_check_invariants(&s), 0);
   assert_int_equal(gt__itab_check_invariants(&k), 0);
-  assert_int_equal(s.n, 16);
-  assert_int_equal(k.n, 16);
-  s.arena_len--; /* a copy no longer where the arena says */
+  assert_int_equal(gt__itab_count(&s), 16);
+  assert_int_equal(gt__itab_count(&k), 16);
+  atomic_fetch_sub(&s.top, 1); /* a copy no longer where the arena says */
   assert_int_equal(gt__itab_check_invariants(&s), -1);
-  s.arena_len++;
+  atomic_fetch_add(&s.top, 1);
   k.slots[0] = 99; /* a slot naming no entry */
   assert_int_equal(gt__itab_check_invariants(&k), -3);
   k.slots[0] = 0;
+  /* An entry named by two slots (invariant 5: each slot names a distinct
+   * entry). */
+  size_t mask = s.nslots - 1, at = s.ents[0].hash & mask;
+  while (s.slots[at] != 1)
+    at = (at + 1) & mask;
+  size_t free_at = (at + 1) & mask;
+  while (s.slots[free_at] != 0)
+    free_at = (free_at + 1) & mask;
+  s.slots[free_at] = 1;
+  assert_int_equal(gt__itab_check_invariants(&s), -3);
+  s.slots[free_at] = 0;
+  assert_int_equal(gt__itab_check_invariants(&s), 0);
   gt__strtab_fini(&s);
   gt__stacktab_fini(&k);
+}
+
+/* Invariant 5: writers intern the same new names at once, without a lock.
+ * Every id a thread got names exactly its bytes, equal names get one id
+ * (a lost race's reserved entry is unnamed, never a second id handed out),
+ * and the table's invariants hold after every round. */
+enum { RACE_THREADS = 4, RACE_NAMES = 64, RACE_ROUNDS = 200 };
+typedef struct race_arg {
+  gt__strtab *t;
+  pthread_barrier_t *bar;
+  uint32_t ids[RACE_ROUNDS][RACE_NAMES];
+  int bad;
+} race_arg;
+
+static void *race_worker(void *p) {
+  race_arg *a = p;
+  char name[32];
+  for (int r = 0; r < RACE_ROUNDS; r++) {
+    pthread_barrier_wait(a->bar);
+    for (int i = 0; i < RACE_NAMES; i++) {
+      int len = snprintf(name, sizeof name, "race.name.%d", i);
+      const char *c = NULL;
+      uint32_t id = gt__strtab_intern(a->t, name, (size_t)len, &c);
+      a->ids[r][i] = id;
+      if (id == 0 || c == NULL || strcmp(c, name) != 0)
+        a->bad++;
+    }
+    pthread_barrier_wait(a->bar); /* the main thread checks and resets */
+    pthread_barrier_wait(a->bar);
+  }
+  return NULL;
+}
+
+static void test_itab__concurrent_writers_agree_without_a_lock(void **state) {
+  (void)state;
+  gt__strtab t;
+  assert_int_equal(gt__strtab_init(&t, 1024, 64 << 10), 0);
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, RACE_THREADS + 1);
+  static race_arg args[RACE_THREADS];
+  pthread_t th[RACE_THREADS];
+  for (int i = 0; i < RACE_THREADS; i++) {
+    args[i] = (race_arg){.t = &t, .bar = &bar};
+    assert_int_equal(pthread_create(&th[i], NULL, race_worker, &args[i]), 0);
+  }
+  for (int r = 0; r < RACE_ROUNDS; r++) {
+    pthread_barrier_wait(&bar);
+    pthread_barrier_wait(&bar);
+    assert_int_equal(gt__itab_check_invariants(&t), 0);
+    for (int i = 0; i < RACE_NAMES; i++)
+      for (int k = 1; k < RACE_THREADS; k++)
+        assert_int_equal(args[k].ids[r][i], args[0].ids[r][i]);
+    assert_true(gt__itab_count(&t) >= RACE_NAMES);
+    gt__strtab_reset(&t);
+    pthread_barrier_wait(&bar);
+  }
+  for (int i = 0; i < RACE_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(args[i].bad, 0);
+  }
+  pthread_barrier_destroy(&bar);
+  gt__strtab_fini(&t);
+}
+
+/* Invariant 2's exception: a literal of the main program (this test) is
+ * read-only, a stack or heap buffer is not; only a FIXED entry answers
+ * without comparing (the entry below points at a copy that differs). */
+static void test_rodata__literals_of_the_program_are_fixed(void **state) {
+  (void)state;
+  gt__rodata_init();
+  static const char lit[32] = "a.literal.name"; /* room for word loads */
+  char stackbuf[16] = "a.stack.name";
+  assert_true(gt__rodata_has(lit, sizeof lit));
+  assert_true(gt__rodata_has("another literal", 16));
+  assert_false(gt__rodata_has(stackbuf, sizeof stackbuf));
+  char *heap = strdup("a.heap.name");
+  assert_false(gt__rodata_has(heap, strlen(heap) + 1));
+  free(heap);
+  static const char other[32] = "different";
+  gt__strcache_ent e = {lit, other, 5, (uint32_t)strlen(lit), 7};
+  assert_int_equal(gt__strcache_get(&e, lit, 5), 0); /* compared: differs */
+  e.len |= GT_STRCACHE_FIXED;
+  assert_int_equal(gt__strcache_get(&e, lit, 5), 7);
+  assert_int_equal(gt__strcache_get(&e, lit, 6), 0); /* another stamp */
 }
 
 int main(void) {
@@ -224,6 +322,8 @@ int main(void) {
           test_strcache__shorter_string_before_unmapped_page_misses),
       cmocka_unit_test(test_stacktab__dedups_by_frames),
       cmocka_unit_test(test_itab__invariants_hold_and_a_broken_table_is_caught),
+      cmocka_unit_test(test_itab__concurrent_writers_agree_without_a_lock),
+      cmocka_unit_test(test_rodata__literals_of_the_program_are_fixed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
