@@ -265,6 +265,12 @@ conn *ingest_sess_find(ingest *ing, const uint8_t s[16]);
 void ingest_sess_insert(conn *c);
 void ingest_conn_send(conn *c, const gtp_wbuf *b);
 void ingest_send_ack(conn *c, uint64_t gen);
+/* Refuses generation gen of c whole: counts it and its events as rejected
+ * (the session's ledger too), logs it and sends ERROR (code, gen, why) if
+ * c is still open. At GEN_END (reasm.c) or when the store found an invalid
+ * event (ingest_commit.c). */
+void ingest_refuse_gen(conn *c, uint64_t gen, uint64_t events, int code,
+                       const char *why);
 void ingest_conn_unref(conn *c);
 void ingest_conn_closed(uv_handle_t *h);
 void ingest_drain_check(ingest *ing);

@@ -893,6 +893,16 @@ int gtp_gen_parse_lazy(const uint8_t *p, size_t len, gtp_gen *g,
   return gen_parse(p, len, g, consumed, 0);
 }
 
+int gtp_gen_check_events(const gtp_gen *g) {
+  size_t cursor = 0;
+  gtp_batch b;
+  int rc;
+  while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1)
+    if ((rc = batch_validate(&b)) < 0)
+      return rc;
+  return rc;
+}
+
 void gtp_gen_fini(gtp_gen *g) {
   free(g->strings);
   free(g->stacks);

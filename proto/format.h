@@ -367,10 +367,16 @@ int gtp_gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed);
 /* The same without decoding each event of each batch (framing, manifest,
  * CRC and tables are checked as above): for a caller that decodes every
  * event itself with gtp_event_next, which checks each one, so a bad event
- * is still an error, only later. The store's summaries of generations the
- * daemon already parsed whole use it (one walk over the events, not two). */
+ * is still an error, only later. gentraced's loop parses lazily and its
+ * store checks the events in the walk that summarizes them
+ * (gtp_summary_compute_check): one decode per event, off the loop. */
 int gtp_gen_parse_lazy(const uint8_t *p, size_t len, gtp_gen *g,
                        size_t *consumed);
+/* The event check gtp_gen_parse makes and gtp_gen_parse_lazy skips, on a
+ * lazily parsed generation: 0 when every event of every batch decodes (an
+ * unknown event type ends its batch without error, as in gtp_gen_parse),
+ * else the first error. No allocation. */
+int gtp_gen_check_events(const gtp_gen *g);
 void gtp_gen_fini(gtp_gen *g);
 
 /* Lookups; an unknown id gives {NULL, 0} / -GTP_E_NOTFOUND. */

@@ -1,12 +1,13 @@
 /* summary.c: the summary of one generation (see summary.h).
  *
- * Two passes over the events. Regions nest per thread, and one thread may
+ * One walk over the events. Regions nest per thread, and one thread may
  * have several EVENTS records in a generation (its buffer filled up), so the
- * batches are first listed and sorted by thread (stable: a thread's batches
- * keep their order), then walked thread by thread with one region stack.
- * Tasks begin and end on any thread: their begins and ends are collected
- * and sorted by (task id, ticks), and each begin pairs with the next end of
- * the same id.
+ * batches are first listed (record headers only) and sorted by thread
+ * (stable: a thread's batches keep their order), then walked thread by
+ * thread with one region stack. Tasks begin and end on any thread: their
+ * begins and ends are collected and sorted by (task id, ticks), and each
+ * begin pairs with the next end of the same id. The same walk checks every
+ * event (invariant 4), so the daemon decodes each event once.
  *
  * Invariants:
  *   1. Every allocation is bounded by the generation: names by its strings
@@ -18,6 +19,12 @@
  *   3. Region nesting deeper than GTP_SUM_DEPTH_MAX is not tracked: the
  *      extra begins and their ends are counted as neither, so the stack
  *      stays bounded and the tracked levels still pair correctly.
+ *   4. The walk decodes every event with gtp_event_next's checks and walks
+ *      every batch to its end (or to an unknown event type, which ends a
+ *      batch as in gtp_gen_parse), so gtp_summary_compute_check's verdict
+ *      on a lazily parsed generation is gtp_gen_parse's: gentraced checks
+ *      the events only here (one decode per event, not two), and a
+ *      generation the verdict refuses is never stored.
  */
 #include "summary.h"
 
@@ -212,6 +219,7 @@ typedef struct sum_build {
   double ns_per_tick; /* the CLOCK record's rate (gtp_gen_wall_ns's) */
   uint64_t last_id;   /* the string id looked up last, and its index: */
   size_t last_index;  /* events of a batch mostly repeat one name */
+  int unknown;        /* a batch held an event type of a newer minor */
 } sum_build;
 
 typedef struct batch_ref {
@@ -505,7 +513,12 @@ static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
         break;
       }
     }
-    if (rc == 0 && r < 0)
+    /* An unknown event type (a newer minor) ends its batch, as in
+     * gtp_gen_parse: the other batches are still checked, and the summary
+     * is then not kept (its counts would miss events). */
+    if (rc == 0 && r == GTP_E_UNKNOWN)
+      sb->unknown = 1;
+    else if (rc == 0 && r < 0)
       rc = r;
   }
   if (rc == 0 && nrefs > 0)
@@ -538,13 +551,10 @@ static int pair_tasks(sum_build *sb, task_mark *t, size_t n) {
   return 0;
 }
 
-int gtp_summary_compute(const gtp_gen *g, gtp_summary *out) {
-  return gtp_summary_compute_spans(g, GTP_SUM_SPAN_FLOOR_NS, GTP_SUM_SPANS_MAX,
-                                   out);
-}
-
-int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
-                              size_t spans_max, gtp_summary *out) {
+/* The summary, and with check (not NULL) the verdict of gtp_gen_parse's
+ * event check from the same walk (invariant 4). */
+static int summarize(const gtp_gen *g, uint64_t floor_ns, size_t spans_max,
+                     gtp_summary *out, int *check) {
   memset(out, 0, sizeof *out);
   out->span_floor_ns = floor_ns;
   sum_build sb = {.g = g, .out = out, .floor_ns = floor_ns};
@@ -586,6 +596,12 @@ int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
     qsort(refs, nrefs, sizeof *refs, cmp_batch);
   if ((rc = walk(&sb, refs, nrefs, &tasks, &ntasks, &cap_tasks)) < 0)
     goto fail;
+  if (check)
+    *check = 0; /* every batch was walked to its end or an unknown type */
+  if (sb.unknown) {
+    rc = GTP_E_UNKNOWN;
+    goto fail;
+  }
   if ((rc = pair_tasks(&sb, tasks, ntasks)) < 0)
     goto fail;
 
@@ -612,7 +628,30 @@ fail:
   free(refs);
   free(tasks);
   gtp_summary_fini(out);
-  return rc < 0 ? rc : -ENOMEM;
+  if (rc >= 0)
+    rc = -ENOMEM;
+  /* Out of memory before the walk ended: the check alone, which does not
+   * allocate. Any other error is the events' own (the verdict). */
+  if (check && rc == -ENOMEM)
+    *check = gtp_gen_check_events(g);
+  else if (check && rc != GTP_E_UNKNOWN)
+    *check = rc;
+  return rc;
+}
+
+int gtp_summary_compute(const gtp_gen *g, gtp_summary *out) {
+  return summarize(g, GTP_SUM_SPAN_FLOOR_NS, GTP_SUM_SPANS_MAX, out, NULL);
+}
+
+int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
+                              size_t spans_max, gtp_summary *out) {
+  return summarize(g, floor_ns, spans_max, out, NULL);
+}
+
+int gtp_summary_compute_check(const gtp_gen *g, gtp_summary *out,
+                              int *check) {
+  *check = 0;
+  return summarize(g, GTP_SUM_SPAN_FLOOR_NS, GTP_SUM_SPANS_MAX, out, check);
 }
 
 void gtp_summary_fini(gtp_summary *s) {
