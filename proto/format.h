@@ -5,13 +5,13 @@
  *   header (16 bytes)  "gentrace" | u16le major | u16le minor | u32le 0
  *   generation*        GEN_START record, body records, GEN_END record
  *
- * Every record is  u8 type | uvarint len | payload[len]  (len <= GTP_RECORD_MAX),
- * so a reader can skip record types it does not know. A generation is
- * decodable on its own: string and stack ids restart in every generation.
- * Body records: EVENTS (one thread's batch), STRINGS, STACKS, MODULES, CLOCK
- * (exactly one per generation), in any order. The GEN_END manifest covers the
- * body: record count, EVENTS count, byte count, CRC32C of the body bytes, event
- * count, and the loss ledger.
+ * Every record is  u8 type | uvarint len | payload[len]  (len <=
+ * GTP_RECORD_MAX), so a reader can skip record types it does not know. A
+ * generation is decodable on its own: string and stack ids restart in every
+ * generation. Body records: EVENTS (one thread's batch), STRINGS, STACKS,
+ * MODULES, CLOCK (exactly one per generation), in any order. The GEN_END
+ * manifest covers the body: record count, EVENTS count, byte count, CRC32C of
+ * the body bytes, event count, and the loss ledger.
  *
  * On the wire the agent sends only body records (BATCH frames) and the GEN_END
  * payload; the daemon synthesizes GEN_START from the authenticated HELLO, so a
@@ -49,14 +49,15 @@ extern "C" {
 #define GTP_FILE_HEADER_SIZE 16
 
 /* Limits every decoder enforces (hostile input). */
-#define GTP_RECORD_MAX (1u << 20)   /* payload bytes of one record */
-#define GTP_BATCH_MAX (64u << 10)   /* EVENTS record: event bytes, header excluded */
-#define GTP_IDENT_STR_MAX 1024      /* service, host, agent version, tag k/v */
-#define GTP_TAGS_MAX 32             /* tags per session */
-#define GTP_STRING_MAX 65535        /* one interned string */
-#define GTP_LOG_MAX 8192            /* inline log message bytes */
-#define GTP_STACK_DEPTH_MAX 128     /* frames per stack */
-#define GTP_BUILDID_MAX 64          /* build-id bytes */
+#define GTP_RECORD_MAX (1u << 20) /* payload bytes of one record */
+#define GTP_BATCH_MAX                                                          \
+  (64u << 10)                  /* EVENTS record: event bytes, header excluded */
+#define GTP_IDENT_STR_MAX 1024 /* service, host, agent version, tag k/v */
+#define GTP_TAGS_MAX 32        /* tags per session */
+#define GTP_STRING_MAX 65535   /* one interned string */
+#define GTP_LOG_MAX 8192       /* inline log message bytes */
+#define GTP_STACK_DEPTH_MAX 128        /* frames per stack */
+#define GTP_BUILDID_MAX 64             /* build-id bytes */
 #define GTP_GEN_MAX_BYTES (256u << 20) /* bytes of one whole generation */
 
 /* Record types. Append only (minor bump). */
@@ -87,7 +88,7 @@ enum gtp_event_type {
   GTP_EV_INSTANT_STACK = 10,     /* name:str stack:u */
   GTP_EV_LOG_STACK = 11,         /* category:str stack:u message:inline */
   GTP_EV_LOST = 12,              /* count:u events this thread dropped */
-  GTP_EV_COUNT_ /* one past the last */
+  GTP_EV_COUNT_                  /* one past the last */
 };
 
 #define GTP_EVENT_ARGS_MAX 3
@@ -97,12 +98,12 @@ enum gtp_event_type {
 
 /* Static description of an event type (for dump, stat, tests). */
 typedef struct gtp_event_info {
-  const char *name;     /* "region_begin", ... */
-  uint8_t nargs;        /* uvarint args, not counting an inline message */
-  uint8_t has_message;  /* LOG, LOG_STACK: inline message follows the args */
-  uint8_t str_mask;     /* bit i set: arg i is a string id */
-  uint8_t signed_mask;  /* bit i set: arg i is zigzag-encoded */
-  uint8_t stack_arg;    /* index+1 of the stack-id arg, 0 = none */
+  const char *name;    /* "region_begin", ... */
+  uint8_t nargs;       /* uvarint args, not counting an inline message */
+  uint8_t has_message; /* LOG, LOG_STACK: inline message follows the args */
+  uint8_t str_mask;    /* bit i set: arg i is a string id */
+  uint8_t signed_mask; /* bit i set: arg i is zigzag-encoded */
+  uint8_t stack_arg;   /* index+1 of the stack-id arg, 0 = none */
 } gtp_event_info;
 
 /* NULL for unknown types. */
@@ -190,7 +191,8 @@ void gtp_file_header_write(uint8_t out[GTP_FILE_HEADER_SIZE]);
 int gtp_file_header_check(const uint8_t *p, size_t len);
 
 /* Parses the record at p. Returns 0 and fills rec, or GTP_E_TRUNC /
- * GTP_E_TOOBIG (len > GTP_RECORD_MAX) / GTP_E_VARINT / GTP_E_CORRUPT (type 0). */
+ * GTP_E_TOOBIG (len > GTP_RECORD_MAX) / GTP_E_VARINT / GTP_E_CORRUPT (type 0).
+ */
 int gtp_record_parse(const uint8_t *p, size_t len, gtp_record *rec);
 
 /* Payload decoders: 0 or a negative code; trailing bytes are GTP_E_CORRUPT
@@ -202,11 +204,10 @@ int gtp_batch_decode(const uint8_t *p, size_t len, gtp_batch *out);
 
 /* Table iterators: init on a STRINGS/STACKS/MODULES payload, then call next
  * until it returns 0 (done) or < 0 (error). 1 = one entry produced.
- * STRINGS payload: uvarint count | count x (uvarint id>=1 | uvarint len | bytes)
- * STACKS payload:  uvarint count | count x (uvarint id>=1 | uvarint nframes |
- *                  nframes x uvarint pc)
- * MODULES payload: uvarint count | count x (str path | uvarint base |
- *                  uvarint size | uvarint build_id_len | bytes) */
+ * STRINGS payload: uvarint count | count x (uvarint id>=1 | uvarint len |
+ * bytes) STACKS payload:  uvarint count | count x (uvarint id>=1 | uvarint
+ * nframes | nframes x uvarint pc) MODULES payload: uvarint count | count x (str
+ * path | uvarint base | uvarint size | uvarint build_id_len | bytes) */
 typedef struct gtp_table_iter {
   const uint8_t *p, *end;
   uint64_t left;
@@ -222,9 +223,10 @@ int gtp_modules_next(gtp_table_iter *it, gtp_module *m);
 
 typedef struct gtp_event {
   uint8_t type;
-  uint64_t ticks;                      /* absolute, agent clock */
-  uint64_t args[GTP_EVENT_ARGS_MAX];   /* signed args: cast to int64_t, already un-zigzagged */
-  const uint8_t *msg;                  /* LOG/LOG_STACK message, borrowed */
+  uint64_t ticks;                    /* absolute, agent clock */
+  uint64_t args[GTP_EVENT_ARGS_MAX]; /* signed args: cast to int64_t, already
+                                        un-zigzagged */
+  const uint8_t *msg;                /* LOG/LOG_STACK message, borrowed */
   size_t msg_len;
 } gtp_event;
 
@@ -241,9 +243,12 @@ void gtp_event_iter_init(gtp_event_iter *it, const gtp_batch *b);
 int gtp_event_next(gtp_event_iter *it, gtp_event *ev);
 
 /* gtp_event_next itself, inline, for the hot loops that decode every event
- * of a generation (the summary at commit): the same checks and results. */
+ * of a generation (gtp_gen_parse's check, the summary at commit): the same
+ * checks and results. Always inlined: a call per event, and an event
+ * struct in memory, cost the walks a third of their time. */
 extern const gtp_event_info gtp_event_infos[GTP_EV_COUNT_];
-static inline int gtp_event_next_inline(gtp_event_iter *it, gtp_event *ev) {
+static inline __attribute__((always_inline)) int
+gtp_event_next_inline(gtp_event_iter *it, gtp_event *ev) {
   if (it->left == 0)
     return it->p == it->end ? 0 : GTP_E_MANIFEST;
   if (it->p == it->end)
@@ -252,8 +257,7 @@ static inline int gtp_event_next_inline(gtp_event_iter *it, gtp_event *ev) {
   uint8_t type = *p++;
   if (type == 0 || type >= GTP_EV_COUNT_)
     return GTP_E_UNKNOWN;
-  const gtp_event_info *info = &gtp_event_infos[type];
-  uint64_t delta;
+  uint64_t delta, v;
   int rc;
   if ((rc = gtp_uvarint_get(&p, end, &delta)) < 0)
     return rc;
@@ -264,27 +268,125 @@ static inline int gtp_event_next_inline(gtp_event_iter *it, gtp_event *ev) {
   ev->msg = NULL;
   ev->msg_len = 0;
   ev->args[0] = ev->args[1] = ev->args[2] = 0;
-  for (unsigned i = 0; i < info->nargs; i++) {
-    uint64_t v;
+  /* The commonest kinds (B1's counters, regions) without the table's
+   * loop: the same reads in the same order as the loop below makes. */
+  switch (type) {
+  case GTP_EV_REGION_END:
+    break;
+  case GTP_EV_REGION_BEGIN:
     if ((rc = gtp_uvarint_get(&p, end, &v)) < 0)
       return rc;
-    ev->args[i] = (info->signed_mask >> i & 1) ? (uint64_t)gtp_unzigzag(v) : v;
-  }
-  if (info->has_message) {
-    uint64_t n;
-    if ((rc = gtp_uvarint_get(&p, end, &n)) < 0)
+    ev->args[0] = v;
+    break;
+  case GTP_EV_COUNTER:
+    if ((rc = gtp_uvarint_get(&p, end, &v)) < 0)
       return rc;
-    if (n > GTP_LOG_MAX)
-      return GTP_E_TOOBIG;
-    if ((size_t)(end - p) < n)
-      return GTP_E_TRUNC;
-    ev->msg = p;
-    ev->msg_len = (size_t)n;
-    p += n;
+    ev->args[0] = v;
+    if ((rc = gtp_uvarint_get(&p, end, &v)) < 0)
+      return rc;
+    ev->args[1] = (uint64_t)gtp_unzigzag(v);
+    break;
+  default: {
+    const gtp_event_info *info = &gtp_event_infos[type];
+    for (unsigned i = 0; i < info->nargs; i++) {
+      if ((rc = gtp_uvarint_get(&p, end, &v)) < 0)
+        return rc;
+      ev->args[i] =
+          (info->signed_mask >> i & 1) ? (uint64_t)gtp_unzigzag(v) : v;
+    }
+    if (info->has_message) {
+      uint64_t n;
+      if ((rc = gtp_uvarint_get(&p, end, &n)) < 0)
+        return rc;
+      if (n > GTP_LOG_MAX)
+        return GTP_E_TOOBIG;
+      if ((size_t)(end - p) < n)
+        return GTP_E_TRUNC;
+      ev->msg = p;
+      ev->msg_len = (size_t)n;
+      p += n;
+    }
+    break;
+  }
   }
   it->p = p;
   it->ticks = ev->ticks;
   it->left--;
+  return 1;
+}
+
+/* A run of COUNTER events of one name (gtp_event_counter_run): B1's
+ * events, and most of any metrics-heavy trace. */
+typedef struct gtp_counter_run {
+  uint64_t name; /* string id */
+  uint64_t n;    /* events (>= 1) */
+  int64_t first; /* the first event's value, and its ticks */
+  uint64_t first_ticks;
+  int64_t min, max;
+  int64_t last; /* the last event's value, and its ticks */
+  uint64_t last_ticks;
+} gtp_counter_run;
+
+/* When the next event of it is a COUNTER, decodes it and every COUNTER of
+ * the same name right after it, each with gtp_event_next's checks in its
+ * order, into *run, and returns 1 (it stands after the run). 0: the next
+ * event is no counter (or the batch is at its end): it is unchanged, for
+ * gtp_event_next. < 0: gtp_event_next's error for a counter of the run.
+ * One loop with no event struct and no table: the walks that check or
+ * summarize every event (gtp_gen_parse, the summary) decode counters
+ * with it. */
+static inline __attribute__((always_inline)) int
+gtp_event_counter_run(gtp_event_iter *it, gtp_counter_run *run) {
+  const uint8_t *p = it->p, *end = it->end, *q;
+  uint64_t ticks = it->ticks, left = it->left, d, id, v, name;
+  int64_t x, mn, mx;
+  int rc;
+  if (left == 0 || p == end || *p != GTP_EV_COUNTER)
+    return 0;
+  /* The first counter names the run; the loop takes the same name only
+   * (no per-event test of "first"). Reads in gtp_event_next's order. */
+  q = p + 1;
+  if ((rc = gtp_uvarint_get(&q, end, &d)) < 0)
+    return rc;
+  if (d > UINT64_MAX - ticks)
+    return GTP_E_CORRUPT; /* time would wrap */
+  if ((rc = gtp_uvarint_get(&q, end, &name)) < 0 ||
+      (rc = gtp_uvarint_get(&q, end, &v)) < 0)
+    return rc;
+  ticks += d;
+  x = mn = mx = gtp_unzigzag(v);
+  run->name = name;
+  run->first = x;
+  run->first_ticks = ticks;
+  left--;
+  p = q;
+  while (left > 0 && p != end && *p == GTP_EV_COUNTER) {
+    q = p + 1;
+    if ((rc = gtp_uvarint_get(&q, end, &d)) < 0)
+      return rc;
+    if (d > UINT64_MAX - ticks)
+      return GTP_E_CORRUPT;
+    if ((rc = gtp_uvarint_get(&q, end, &id)) < 0)
+      return rc;
+    if (id != name)
+      break; /* another name: the next run */
+    if ((rc = gtp_uvarint_get(&q, end, &v)) < 0)
+      return rc;
+    ticks += d;
+    x = gtp_unzigzag(v);
+    mn = x < mn ? x : mn;
+    mx = x > mx ? x : mx;
+    left--;
+    p = q;
+  }
+  run->n = it->left - left;
+  run->min = mn;
+  run->max = mx;
+  run->last = x;
+  run->last_ticks = ticks;
+  it->p = p;
+  it->ticks = ticks;
+  it->left = left;
   return 1;
 }
 
@@ -310,8 +412,8 @@ int gtp_put_batch(gtp_wbuf *b, uint64_t gen, uint64_t thread,
                   size_t events_len);
 int gtp_put_strings(gtp_wbuf *b, const uint64_t *ids, const gtp_str *strs,
                     size_t n);
-int gtp_put_stacks(gtp_wbuf *b, const uint64_t *ids,
-                   const uint64_t *const *pcs, const size_t *depths, size_t n);
+int gtp_put_stacks(gtp_wbuf *b, const uint64_t *ids, const uint64_t *const *pcs,
+                   const size_t *depths, size_t n);
 int gtp_put_modules(gtp_wbuf *b, const gtp_module *mods, size_t n);
 
 /* GEN_END payload alone (the wire's GEN_END frame carries it). */

@@ -28,8 +28,8 @@ typedef struct store_sum_item {
   gtp_gen g;
   gtp_summary sum;
   int status;
-  int bad; /* store_sum_build_checked: 0, or the error that makes the
-              generation invalid (it must not be stored) */
+  int bad;           /* store_sum_build_checked: 0, or the error that makes the
+                        generation invalid (it must not be stored) */
   char *carry_names; /* names of spans carried in (owned) */
 } store_sum_item;
 
