@@ -10,10 +10,10 @@
  *   HANDSHAKE --HELLO ok (ingest_hello)--> ACTIVE
  *   HANDSHAKE/ACTIVE --error, timeout, GOODBYE, EOF, replaced
  *       (ingest_conn_close)--> CLOSING --shutdown flushed, or
- *       CLOSE_GRACE_MS (on_shutdown / on_sweep)--> uv_close
- * --ingest_conn_closed--> freed when refs drops to 0 HANDSHAKE/ACTIVE
- * --ingest_stop--> DRAINING --all committed and ACKed (ingest_drain_check)-->
- * GOODBYE(SHUTDOWN) + ingest_conn_close
+ *       CLOSE_GRACE_MS (on_shutdown / on_sweep)--> uv_close --ingest_conn_closed-->
+ *       freed when refs drops to 0
+ *   HANDSHAKE/ACTIVE --ingest_stop--> DRAINING --all committed and ACKed
+ *       (ingest_drain_check)--> GOODBYE(SHUTDOWN) + ingest_conn_close
  *
  * In CLOSING the socket is still read, and the input discarded, until the
  * handle closes: closing with unread input sends RST, which can destroy the

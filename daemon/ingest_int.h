@@ -74,7 +74,7 @@ typedef struct pending {
   struct pending *next;
   struct conn *c;
   store_gen *g;
-  size_t cap;    /* capacity of g->payload, for the buffer pool */
+  size_t cap; /* capacity of g->payload, for the buffer pool */
   uint64_t held; /* bytes counted as queued: cap + identity copies */
 } pending;
 
@@ -182,7 +182,7 @@ struct ingest {
   uint64_t iplim_log_ms, iplim_quiet;
   int global_paused;
   int disk_full;
-  pending *probe;   /* the generation testing whether the disk has room */
+  pending *probe; /* the generation testing whether the disk has room */
   uint64_t lookups; /* HELLO lookups on the thread pool (hello_lookup.h) */
   uint64_t last_probe_ms;
   /* Disk-full log damping: while small generations still fit in the last
@@ -194,7 +194,7 @@ struct ingest {
    * guessing tokens must not flood the log), with the refusals since. */
   uint64_t token_log_ms;
   uint64_t token_quiet;
-  int full_logged; /* the current pause was logged (so is its end) */
+  int full_logged;      /* the current pause was logged (so is its end) */
   char host[256];
   pending *retry_head, **retry_tail;
   uint64_t retry_n;

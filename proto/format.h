@@ -5,13 +5,13 @@
  *   header (16 bytes)  "gentrace" | u16le major | u16le minor | u32le 0
  *   generation*        GEN_START record, body records, GEN_END record
  *
- * Every record is  u8 type | uvarint len | payload[len]  (len <=
- * GTP_RECORD_MAX), so a reader can skip record types it does not know. A
- * generation is decodable on its own: string and stack ids restart in every
- * generation. Body records: EVENTS (one thread's batch), STRINGS, STACKS,
- * MODULES, CLOCK (exactly one per generation), in any order. The GEN_END
- * manifest covers the body: record count, EVENTS count, byte count, CRC32C of
- * the body bytes, event count, and the loss ledger.
+ * Every record is  u8 type | uvarint len | payload[len]  (len <= GTP_RECORD_MAX),
+ * so a reader can skip record types it does not know. A generation is
+ * decodable on its own: string and stack ids restart in every generation.
+ * Body records: EVENTS (one thread's batch), STRINGS, STACKS, MODULES, CLOCK
+ * (exactly one per generation), in any order. The GEN_END manifest covers the
+ * body: record count, EVENTS count, byte count, CRC32C of the body bytes, event
+ * count, and the loss ledger.
  *
  * On the wire the agent sends only body records (BATCH frames) and the GEN_END
  * payload; the daemon synthesizes GEN_START from the authenticated HELLO, so a
@@ -49,15 +49,14 @@ extern "C" {
 #define GTP_FILE_HEADER_SIZE 16
 
 /* Limits every decoder enforces (hostile input). */
-#define GTP_RECORD_MAX (1u << 20) /* payload bytes of one record */
-#define GTP_BATCH_MAX                                                          \
-  (64u << 10)                  /* EVENTS record: event bytes, header excluded */
-#define GTP_IDENT_STR_MAX 1024 /* service, host, agent version, tag k/v */
-#define GTP_TAGS_MAX 32        /* tags per session */
-#define GTP_STRING_MAX 65535   /* one interned string */
-#define GTP_LOG_MAX 8192       /* inline log message bytes */
-#define GTP_STACK_DEPTH_MAX 128        /* frames per stack */
-#define GTP_BUILDID_MAX 64             /* build-id bytes */
+#define GTP_RECORD_MAX (1u << 20)   /* payload bytes of one record */
+#define GTP_BATCH_MAX (64u << 10)   /* EVENTS record: event bytes, header excluded */
+#define GTP_IDENT_STR_MAX 1024      /* service, host, agent version, tag k/v */
+#define GTP_TAGS_MAX 32             /* tags per session */
+#define GTP_STRING_MAX 65535        /* one interned string */
+#define GTP_LOG_MAX 8192            /* inline log message bytes */
+#define GTP_STACK_DEPTH_MAX 128     /* frames per stack */
+#define GTP_BUILDID_MAX 64          /* build-id bytes */
 #define GTP_GEN_MAX_BYTES (256u << 20) /* bytes of one whole generation */
 
 /* Record types. Append only (minor bump). */
@@ -88,7 +87,7 @@ enum gtp_event_type {
   GTP_EV_INSTANT_STACK = 10,     /* name:str stack:u */
   GTP_EV_LOG_STACK = 11,         /* category:str stack:u message:inline */
   GTP_EV_LOST = 12,              /* count:u events this thread dropped */
-  GTP_EV_COUNT_                  /* one past the last */
+  GTP_EV_COUNT_ /* one past the last */
 };
 
 #define GTP_EVENT_ARGS_MAX 3
@@ -98,12 +97,12 @@ enum gtp_event_type {
 
 /* Static description of an event type (for dump, stat, tests). */
 typedef struct gtp_event_info {
-  const char *name;    /* "region_begin", ... */
-  uint8_t nargs;       /* uvarint args, not counting an inline message */
-  uint8_t has_message; /* LOG, LOG_STACK: inline message follows the args */
-  uint8_t str_mask;    /* bit i set: arg i is a string id */
-  uint8_t signed_mask; /* bit i set: arg i is zigzag-encoded */
-  uint8_t stack_arg;   /* index+1 of the stack-id arg, 0 = none */
+  const char *name;     /* "region_begin", ... */
+  uint8_t nargs;        /* uvarint args, not counting an inline message */
+  uint8_t has_message;  /* LOG, LOG_STACK: inline message follows the args */
+  uint8_t str_mask;     /* bit i set: arg i is a string id */
+  uint8_t signed_mask;  /* bit i set: arg i is zigzag-encoded */
+  uint8_t stack_arg;    /* index+1 of the stack-id arg, 0 = none */
 } gtp_event_info;
 
 /* NULL for unknown types. */
@@ -191,8 +190,7 @@ void gtp_file_header_write(uint8_t out[GTP_FILE_HEADER_SIZE]);
 int gtp_file_header_check(const uint8_t *p, size_t len);
 
 /* Parses the record at p. Returns 0 and fills rec, or GTP_E_TRUNC /
- * GTP_E_TOOBIG (len > GTP_RECORD_MAX) / GTP_E_VARINT / GTP_E_CORRUPT (type 0).
- */
+ * GTP_E_TOOBIG (len > GTP_RECORD_MAX) / GTP_E_VARINT / GTP_E_CORRUPT (type 0). */
 int gtp_record_parse(const uint8_t *p, size_t len, gtp_record *rec);
 
 /* Payload decoders: 0 or a negative code; trailing bytes are GTP_E_CORRUPT
@@ -204,10 +202,11 @@ int gtp_batch_decode(const uint8_t *p, size_t len, gtp_batch *out);
 
 /* Table iterators: init on a STRINGS/STACKS/MODULES payload, then call next
  * until it returns 0 (done) or < 0 (error). 1 = one entry produced.
- * STRINGS payload: uvarint count | count x (uvarint id>=1 | uvarint len |
- * bytes) STACKS payload:  uvarint count | count x (uvarint id>=1 | uvarint
- * nframes | nframes x uvarint pc) MODULES payload: uvarint count | count x (str
- * path | uvarint base | uvarint size | uvarint build_id_len | bytes) */
+ * STRINGS payload: uvarint count | count x (uvarint id>=1 | uvarint len | bytes)
+ * STACKS payload:  uvarint count | count x (uvarint id>=1 | uvarint nframes |
+ *                  nframes x uvarint pc)
+ * MODULES payload: uvarint count | count x (str path | uvarint base |
+ *                  uvarint size | uvarint build_id_len | bytes) */
 typedef struct gtp_table_iter {
   const uint8_t *p, *end;
   uint64_t left;
@@ -223,10 +222,9 @@ int gtp_modules_next(gtp_table_iter *it, gtp_module *m);
 
 typedef struct gtp_event {
   uint8_t type;
-  uint64_t ticks;                    /* absolute, agent clock */
-  uint64_t args[GTP_EVENT_ARGS_MAX]; /* signed args: cast to int64_t, already
-                                        un-zigzagged */
-  const uint8_t *msg;                /* LOG/LOG_STACK message, borrowed */
+  uint64_t ticks;                      /* absolute, agent clock */
+  uint64_t args[GTP_EVENT_ARGS_MAX];   /* signed args: cast to int64_t, already un-zigzagged */
+  const uint8_t *msg;                  /* LOG/LOG_STACK message, borrowed */
   size_t msg_len;
 } gtp_event;
 
@@ -412,8 +410,8 @@ int gtp_put_batch(gtp_wbuf *b, uint64_t gen, uint64_t thread,
                   size_t events_len);
 int gtp_put_strings(gtp_wbuf *b, const uint64_t *ids, const gtp_str *strs,
                     size_t n);
-int gtp_put_stacks(gtp_wbuf *b, const uint64_t *ids, const uint64_t *const *pcs,
-                   const size_t *depths, size_t n);
+int gtp_put_stacks(gtp_wbuf *b, const uint64_t *ids,
+                   const uint64_t *const *pcs, const size_t *depths, size_t n);
 int gtp_put_modules(gtp_wbuf *b, const gtp_module *mods, size_t n);
 
 /* GEN_END payload alone (the wire's GEN_END frame carries it). */

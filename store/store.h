@@ -26,19 +26,19 @@ typedef struct store store;
 #define STORE_KEY_HASH_SIZE 32
 
 typedef struct store_config {
-  const char *path;      /* database file */
-  int sync_full;         /* 1: synchronous=FULL (power-loss safe) */
-  int64_t retain_ns;     /* 0 = keep forever */
-  uint64_t max_db_bytes; /* 0 = unlimited; main db + WAL */
-  int zstd_level;        /* default 3 */
-  uint32_t batch_max;    /* generations per transaction, default 64 */
+  const char *path;          /* database file */
+  int sync_full;             /* 1: synchronous=FULL (power-loss safe) */
+  int64_t retain_ns;         /* 0 = keep forever */
+  uint64_t max_db_bytes;     /* 0 = unlimited; main db + WAL */
+  int zstd_level;            /* default 3 */
+  uint32_t batch_max;        /* generations per transaction, default 64 */
   /* Group commit: once a generation is ready, wait up to this long for
    * more from other sessions (until batch_max or STORE_LINGER_BYTES) so
    * one transaction carries many small generations; 0 = commit at once.
    * Adds at most this to an ACK's latency. */
   uint32_t linger_ms;
-  uint32_t test_delay_ms; /* sleep before each commit (tests: slow store) */
-  store_pins *pins;       /* retention never deletes seq >= pinned min */
+  uint32_t test_delay_ms;    /* sleep before each commit (tests: slow store) */
+  store_pins *pins;          /* retention never deletes seq >= pinned min */
   /* Optional: receives one logfmt body ("msg=... k=v") per error line, from
    * the store thread; NULL = logfmt lines on stderr. */
   void (*log)(void *ctx, const char *kv);
@@ -54,13 +54,13 @@ typedef struct store_gen {
   char *tags_json; /* JSON object text, e.g. {"az":"b"} */
   uint64_t pid, process_start_ns;
   uint64_t gen;
-  int64_t start_ns, end_ns; /* wall clock from the CLOCK record */
+  int64_t start_ns, end_ns;        /* wall clock from the CLOCK record */
   /* Hash of the session key that sent it (has_key 1); bound to the session
    * at store_submit if the session has none yet (store_session_key). */
   uint8_t key_hash[STORE_KEY_HASH_SIZE];
   int has_key;
-  gtp_gen_end end;  /* manifest + ledger */
-  uint8_t *payload; /* GEN_START + body + GEN_END, malloc'd */
+  gtp_gen_end end;                 /* manifest + ledger */
+  uint8_t *payload;                /* GEN_START + body + GEN_END, malloc'd */
   size_t len;
   /* 1: the submitter parsed the payload only lazily (gtp_gen_parse_lazy,
    * events unchecked). The store then checks every event in the walk that
@@ -69,16 +69,16 @@ typedef struct store_gen {
    * result = the decode error, nothing stored. gentraced's loop does this
    * so that no event is decoded on the loop nor twice. */
   int check_events;
-  void *cookie; /* the caller's, untouched */
+  void *cookie;                    /* the caller's, untouched */
   /* filled by the store before done(): */
-  int result;  /* 0 committed, 1 duplicate (already stored with the
-                  same CRC: ACK it), GTP_E_CONFLICT (stored with
-                  another CRC: refuse it), GTP_E_TOOBIG (the session's
-                  totals would overflow: refuse it), GTP_E_DISKFULL,
-                  or another negative code */
-  int64_t seq; /* commit sequence (feed cursor), 0 if not stored */
+  int result;       /* 0 committed, 1 duplicate (already stored with the
+                       same CRC: ACK it), GTP_E_CONFLICT (stored with
+                       another CRC: refuse it), GTP_E_TOOBIG (the session's
+                       totals would overflow: refuse it), GTP_E_DISKFULL,
+                       or another negative code */
+  int64_t seq;      /* commit sequence (feed cursor), 0 if not stored */
   uint64_t stored_bytes;
-  int bad_events; /* check_events found an invalid event (see there) */
+  int bad_events;   /* check_events found an invalid event (see there) */
 } store_gen;
 
 /* Called on the store thread after the transaction holding g committed or
@@ -114,12 +114,12 @@ int store_session_key(store *s, const uint8_t session[16],
 void store_gen_free(store_gen *g);
 
 typedef struct store_stats {
-  uint64_t queued_gens, queued_bytes; /* waiting for the store thread */
+  uint64_t queued_gens, queued_bytes;   /* waiting for the store thread */
   uint64_t committed_gens, committed_bytes, duplicate_gens;
   uint64_t transactions, commit_ns_total, commit_ns_max;
   uint64_t retention_deleted_gens;
-  uint64_t db_bytes;        /* main db + WAL, last measured */
-  int disk_full;            /* 1 while ingest must pause */
+  uint64_t db_bytes;                    /* main db + WAL, last measured */
+  int disk_full;                        /* 1 while ingest must pause */
   uint64_t norow_sessions;  /* sessions tracked that stored nothing */
   uint64_t norow_untracked; /* rejections not tracked (norow full) */
   uint64_t index_sessions;  /* entries of the in-memory session index */
