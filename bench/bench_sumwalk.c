@@ -4,6 +4,7 @@
  *   bench_sumwalk [REPS]
  *   valgrind --tool=callgrind bench_sumwalk --profile [SHAPE]
  *                     (no dump per section: one profile, by line)
+ *   bench_sumwalk --daemon GENS   (the whole of gentraced, see daemon_run)
  *
  * Three generation shapes, built with the writer API: B1's (gt_counter on
  * two threads, one name, growing values, 64 KiB batches), regions (begin/end
@@ -33,6 +34,7 @@
 
 #include <valgrind/callgrind.h>
 
+#include "client.h"
 #include "demo_gen.h"
 #include "format.h"
 #include "store_summary.h"
@@ -72,25 +74,23 @@ static void put_ev(uint8_t *buf, size_t *len, uint64_t *prev, uint8_t type,
   }
 }
 
-/* A generation of `batches` batches per thread on `threads` threads; kind
- * 0: B1's counters, 1: region begin/end pairs over four names. */
-static uint64_t build(gtp_wbuf *b, int kind, unsigned threads,
-                      unsigned batches) {
-  gtp_gen_start gs;
-  memset(&gs, 0, sizeof gs);
-  gs.session[0] = 1;
-  gs.gen = 1;
-  gs.service = (gtp_str){"b1", 2};
-  gs.host = (gtp_str){"h", 1};
-  gs.agent_version = (gtp_str){"bench", 5};
-  gtp_put_gen_start(b, &gs);
+/* The body records of generation gen (STRINGS, `batches` batches per thread
+ * on `threads` threads, CLOCK) into b, its manifest into *e, each record's
+ * offset into off[] (at most 64). kind 0: B1's counters, 1: region
+ * begin/end pairs over four names. Returns the events. */
+static uint64_t build_body(gtp_wbuf *b, int kind, unsigned threads,
+                           unsigned batches, uint64_t gen, gtp_gen_end *e,
+                           size_t *off, size_t *nrec) {
   size_t body = b->len;
+  *nrec = 0;
+  off[(*nrec)++] = b->len - body;
   static const char *const names[] = {"b1", "checkout", "db.query", "render"};
   uint64_t ids[4] = {1, 2, 3, 4};
   gtp_str strs[4];
   for (int i = 0; i < 4; i++)
     strs[i] = (gtp_str){names[i], strlen(names[i])};
   gtp_put_strings(b, ids, strs, 4);
+  off[(*nrec)++] = b->len - body; /* each record's start, then the end */
   uint8_t *buf = malloc(GTP_BATCH_MAX);
   uint64_t events = 0, base = 1000000, value = 3000000, end_ticks = base;
   for (unsigned th = 0; th < threads; th++) {
@@ -111,7 +111,8 @@ static uint64_t build(gtp_wbuf *b, int kind, unsigned threads,
           n += 2;
         }
       }
-      gtp_put_batch(b, 1, 10 + th, bbase, n, buf, len);
+      gtp_put_batch(b, gen, 10 + th, bbase, n, buf, len);
+      off[(*nrec)++] = b->len - body;
       events += n;
     }
     if (prev > end_ticks)
@@ -125,12 +126,68 @@ static uint64_t build(gtp_wbuf *b, int kind, unsigned threads,
                  1000 + (end_ticks - base) / 2,
                  1767225600000000000ull + (end_ticks - base) / 2};
   gtp_put_clock(b, &c);
+  off[*nrec] = b->len - body;
+  memset(e, 0, sizeof *e);
+  e->gen = gen;
+  gtp_manifest_compute(b->data + body, b->len - body, e);
+  return events;
+}
+
+/* A whole generation (GEN_START, body, GEN_END) of build_body's. */
+static uint64_t build(gtp_wbuf *b, int kind, unsigned threads,
+                      unsigned batches) {
+  gtp_gen_start gs;
+  memset(&gs, 0, sizeof gs);
+  gs.session[0] = 1;
+  gs.gen = 1;
+  gs.service = (gtp_str){"b1", 2};
+  gs.host = (gtp_str){"h", 1};
+  gs.agent_version = (gtp_str){"bench", 5};
+  gtp_put_gen_start(b, &gs);
   gtp_gen_end e;
-  memset(&e, 0, sizeof e);
-  e.gen = 1;
-  gtp_manifest_compute(b->data + body, b->len - body, &e);
+  size_t off[64], nrec;
+  uint64_t events = build_body(b, kind, threads, batches, 1, &e, off, &nrec);
   gtp_put_gen_end(b, &e);
   return events;
+}
+
+/* --daemon GENS: GENS B1-shaped generations (the counters shape) through a
+ * real gentraced ($GENTRACED, e.g. a script that runs it under callgrind;
+ * its environment passes on, so GENTRACE_BENCH_NO_SUMMARY=1 turns its
+ * summaries off), each sent whole and ACKed before the next: closed loop,
+ * so no load on the machine can lose an event. Prints the events sent. */
+static int daemon_run(int gens) {
+  gtd d;
+  gtc c;
+  gtf_spec s;
+  gtp_welcome w;
+  if (gtd_init(&d) < 0 || gtd_start(&d, NULL, NULL) < 0) {
+    fprintf(stderr, "bench_sumwalk: cannot start gentraced\n");
+    return 1;
+  }
+  gtf_spec_init(&s, 5, 1);
+  int rc = gtc_connect(&c, d.agent_port) < 0 || gtc_hello(&c, &s, NULL, &w);
+  uint64_t events = 0;
+  for (int k = 1; rc == 0 && k <= gens; k++) {
+    gtc_gen g;
+    memset(&g, 0, sizeof g);
+    gtp_wbuf_init(&g.body, 0);
+    events += build_body(&g.body, 0, 2, 8, (uint64_t)k, &g.end, g.off, &g.nrec);
+    uint64_t gen = 0;
+    int code = 0;
+    if (gtc_send_gen(&c, &g) < 0 ||
+        gtc_read_reply(&c, &gen, &code, 600000) != 1 || gen != (uint64_t)k) {
+      fprintf(stderr, "bench_sumwalk: generation %d not ACKed (%d)\n", k, code);
+      rc = 1;
+    }
+    gtp_wbuf_fini(&g.body);
+  }
+  gtc_close(&c);
+  gtd_stop(&d);
+  gtd_cleanup(&d);
+  printf("daemon: %llu events in %d generations, ACKed: %s\n",
+         (unsigned long long)events, gens, rc == 0 ? "all" : "NO");
+  return rc;
 }
 
 /* The loop's part at GEN_END (reasm.c on SQLite): framing, manifest, CRC
@@ -183,6 +240,8 @@ static double time_sec(int (*f)(const shape *), const shape *s, int reps) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], "--daemon") == 0)
+    return daemon_run(atoi(argv[2]));
   int profile = argc > 1 && strcmp(argv[1], "--profile") == 0;
   int reps = argc > 1 && !profile ? atoi(argv[1]) : 20;
   if (reps < 1)
