@@ -10,6 +10,10 @@
  *     previous one before it is read, otherwise a garbage value could fault
  *     or loop forever.
  *  2. The depth MUST stay <= max (<= GTP_STACK_DEPTH_MAX).
+ *  3. Once the table of executable segments exists, a return address
+ *     outside every one of them MUST end the walk: it is data read through
+ *     a frame pointer the host code did not keep (stack.c, "executable
+ *     ranges").
  */
 #ifndef GT_STACK_H
 #define GT_STACK_H

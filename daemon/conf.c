@@ -219,7 +219,12 @@ static const opt opts[] = {
 #undef O
 #define NOPTS (sizeof opts / sizeof opts[0])
 /* cli_mask_ has one bit per option. */
-_Static_assert(sizeof opts / sizeof opts[0] <= 64, "too many options");
+_Static_assert(NOPTS <= CONF_OPTS_MAX, "too many options: raise CONF_OPTS_MAX");
+
+static int cli_set(const conf *c, const opt *o) {
+  size_t i = (size_t)(o - opts);
+  return (c->cli_mask_[i / 64] >> (i % 64)) & 1;
+}
 
 /* Every error of this file is a bad argument with a message (invariant 2). */
 #define fail(cause, ...) gtp_causef((cause), GTP_E_BADARG, __VA_ARGS__)
@@ -523,7 +528,7 @@ int conf_parse_text(conf *c, const char *name, const char *text, char **cause) {
                   lineno);
         break;
       }
-      if (!(c->cli_mask_ & (1ull << (o - opts)))) {
+      if (!cli_set(c, o)) {
         char where[512];
         snprintf(where, sizeof where, "%s:%u: %s", name, lineno, o->name);
         rc = apply(c, o, val, where, cause);
@@ -613,7 +618,7 @@ int conf_parse_args(conf *c, int argc, char **argv, char **cause) {
         return fail(cause, "--%s needs a value", o->name);
       v = argv[++i];
     }
-    c->cli_mask_ |= 1ull << (o - opts);
+    c->cli_mask_[(size_t)(o - opts) / 64] |= 1ull << ((size_t)(o - opts) % 64);
     if (o->kind == OPT_CONFIG)
       cfg = v;
   }
@@ -673,7 +678,7 @@ int conf_check_invariants(const conf *c) {
 
 int conf_from_cli(const conf *c, const char *name) {
   const opt *o = find_opt(name, strlen(name));
-  return o != NULL && (c->cli_mask_ & (1ull << (o - opts))) != 0;
+  return o != NULL && cli_set(c, o);
 }
 
 const char *conf_usage(void) {

@@ -14,6 +14,9 @@
 
 #define CONF_HOST_MAX 256
 
+/* Room for this many options: conf.c asserts its table fits. */
+#define CONF_OPTS_MAX 128
+
 typedef struct conf_addr {
   char host[CONF_HOST_MAX]; /* numeric IPv4/IPv6 or a name */
   uint16_t port;            /* 0 = pick a free port */
@@ -77,7 +80,8 @@ typedef struct conf {
   char *symbols;             /* --symbols DIR (build-id tree); owned */
   char *symbols_from_host;   /* --symbols-from-host yes|no|DIRS; owned */
   uint64_t symbols_cache;    /* --symbols-cache bytes, 0 = default */
-  uint64_t cli_mask_;        /* internal: options set on the command line */
+  /* internal: options set on the command line, one bit per option */
+  uint64_t cli_mask_[CONF_OPTS_MAX / 64];
 } conf;
 
 /* What conf_parse_args asks the caller to do. */

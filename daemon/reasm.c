@@ -11,7 +11,9 @@
  * the manifest, appends the GEN_END record, parses the whole generation and
  * hands it to the store, or rejects it (ERROR with the gen). A refused
  * generation stays as a tombstone (rejected = 1, no bytes) until its
- * GEN_END, so its late BATCH frames are swallowed.
+ * GEN_END, so its late BATCH frames are swallowed. A GEN_END whose manifest
+ * and ledger are all zero is an abort (PROTOCOL.md 3.4): the agent dropped
+ * a generation it had started sending; it is discarded without a reply.
  */
 #include "config.h"
 
@@ -260,6 +262,14 @@ int reasm_stage_read(conn *c, size_t nread) {
   return check_open_bytes(c);
 }
 
+/* An all-zero manifest and ledger: no generation has one (each has at least
+ * its CLOCK record), so it can only mean an abort. */
+static int gen_end_is_abort(const gtp_gen_end *e) {
+  return e->records == 0 && e->batches == 0 && e->bytes == 0 && e->crc == 0 &&
+         e->events == 0 && e->dropped == 0 && e->evicted == 0 &&
+         e->rejected == 0;
+}
+
 int reasm_gen_end(conn *c, const gtp_frame *f) {
   ingest *ing = c->ing;
   gtp_gen_end e;
@@ -270,6 +280,18 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     return -1;
   }
   opengen *g = gen_find(c, e.gen);
+  if (gen_end_is_abort(&e)) {
+    /* Nothing is stored or counted: the agent counts the generation in its
+     * own ledger (dropped), which reaches us with its next one. */
+    if (g != NULL) {
+      log_info("generation aborted by the agent",
+               "conn=%" PRIu64 " session=%s gen=%" PRIu64, c->id,
+               c->session_hex, e.gen);
+      gen_unlink(c, g);
+      ingest_conn_free_gen(c, g);
+    }
+    return 0;
+  }
   if (g == NULL) {
     /* Every generation has a CLOCK record, so one without BATCH frames is
      * malformed; refuse it so the agent accounts for it. */

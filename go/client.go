@@ -69,6 +69,12 @@ type client struct {
 	closing  bool
 	deadline time.Time
 
+	// Early sending (early.go).
+	earlyBusy   *goGen   // the sender is writing chunks of it now
+	aborts      []uint64 // generations to abort on the live connection
+	earlySent   uint64   // Stats.EarlyChunks
+	earlyAborts uint64   // Stats.Aborts
+
 	wake chan struct{} // cap 1: something to send, or stopping
 	done chan struct{} // closed when the sender exits
 	fr   flightRecorder
@@ -197,6 +203,12 @@ type Stats struct {
 	// AuthRefused counts HELLOs the daemon refused with AUTH (e.g. the
 	// client certificate does not name this service).
 	AuthRefused uint64
+	// EarlyChunks counts chunks sent before their generation ended; Aborts
+	// counts generations dropped after some of their chunks were sent,
+	// which the client then told the daemon to discard. Both are also
+	// counted above (the aborted ones as Dropped).
+	EarlyChunks uint64
+	Aborts      uint64
 }
 
 // GetStats returns the counters of the running client, or, between Stop
@@ -228,6 +240,8 @@ func (c *client) stats() Stats {
 		SpoolBytes:  c.sp.bytes,
 		TLSFailures: c.tlsFails,
 		AuthRefused: c.authRef,
+		EarlyChunks: c.earlySent,
+		Aborts:      c.earlyAborts,
 	}
 	for _, g := range c.sp.gens {
 		if !g.ledgerOnly {
@@ -274,6 +288,7 @@ func (c *client) afterSplit() {
 		c.err = c.split.err
 		c.logf("%v", c.err)
 		if c.cur != nil && !c.skipping {
+			c.abortSent(c.cur)
 			c.cur = nil
 			c.sp.written++ // it was written, and is lost: counted as dropped
 			c.dropGen()
@@ -337,6 +352,9 @@ func (c *client) data(p []byte) {
 				return
 			}
 			g.mem += size
+			if n > 0 {
+				c.poke() // a full chunk: the sender may send it now (early.go)
+			}
 			if size == chunkSize {
 				g.chunks = append(g.chunks, c.sp.chunk())
 			} else {
@@ -359,7 +377,10 @@ func (c *client) data(p []byte) {
 func (c *client) dropCur() {
 	g := c.cur
 	c.sp.abandon()
-	c.sp.recycle(g.chunks)
+	if c.earlyBusy != g { // else the sender may be reading them (early.go 3)
+		c.sp.recycle(g.chunks)
+	}
+	c.abortSent(g)
 	g.chunks, g.crcs, g.size, g.mem = nil, nil, 0, 0
 	c.dropping = true
 }

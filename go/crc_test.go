@@ -116,7 +116,7 @@ func BenchmarkClient_writeSealSendPerByte(b *testing.B) {
 		if len(c.sp.gens) != 1 {
 			b.Fatalf("%d generations", len(c.sp.gens))
 		}
-		if err := writeGen(bw, io.Discard, c.sp.gens[0]); err != nil {
+		if err := writeGen(bw, io.Discard, c.sp.gens[0], 0); err != nil {
 			b.Fatal(err)
 		}
 		c.sp.ack(1)

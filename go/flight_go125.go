@@ -35,6 +35,7 @@ func (c *client) snapshot() error {
 	w.split.finish()
 	if w.split.err != nil {
 		if c.cur != nil && !c.skipping {
+			c.abortSent(c.cur)
 			c.cur = nil
 			c.sp.written++
 			c.dropGen()

@@ -61,6 +61,11 @@ func (c *client) finished(now time.Time) bool {
 
 func (c *client) run() {
 	defer close(c.done)
+	defer func() { // nothing reads or writes the chunks any more
+		c.mu.Lock()
+		c.sp.release()
+		c.mu.Unlock()
+	}()
 	backoff := backoffMin
 	rng := rand.New(rand.NewSource(int64(c.sessionID[0])<<8 ^ int64(pid) ^ time.Now().UnixNano()))
 	idx := 0
@@ -147,6 +152,10 @@ func (c *client) session(addr string) (welcomed bool, err error) {
 		c.mu.Lock()
 		c.state, c.conn = stBackoff, nil
 		c.sp.requeue()
+		if c.cur != nil {
+			c.cur.early = 0 // early.go invariant 1
+		}
+		c.aborts = nil // invariant 3: gone with the connection
 		c.mu.Unlock()
 	}()
 	if tc, ok := conn.(*net.TCPConn); ok {
@@ -273,6 +282,9 @@ func (c *client) session(addr string) (welcomed bool, err error) {
 				drained = true
 			}
 		}
+		if err := c.sendAborts(bw); err != nil {
+			return true, err
+		}
 		c.mu.Lock()
 		now := time.Now()
 		var g *goGen
@@ -292,10 +304,32 @@ func (c *client) session(addr string) (welcomed bool, err error) {
 				return true, errStopped
 			}
 		}
+		var eg *goGen
+		var early [][]byte
+		from := 0
+		if g != nil {
+			from = g.early
+		} else {
+			eg, early = c.earlyWork()
+		}
 		closing, dl := c.closing, c.deadline
 		c.mu.Unlock()
+		if eg != nil {
+			err := writeChunks(bw, conn, eg.num, early)
+			if err == nil {
+				err = bw.Flush()
+			}
+			c.mu.Lock()
+			c.earlyDone(eg, len(early), err == nil)
+			c.mu.Unlock()
+			if err != nil {
+				return true, err
+			}
+			lastSend = time.Now()
+			continue
+		}
 		if g != nil {
-			if err := writeGen(bw, conn, g); err != nil {
+			if err := writeGen(bw, conn, g, from); err != nil {
 				return true, err
 			}
 			c.mu.Lock()
@@ -396,41 +430,16 @@ func writeFrame(bw *bufio.Writer, typ byte, p []byte) error {
 	return err
 }
 
-// writeGen sends one generation: a BATCH frame per GOTRACE chunk, one with
-// the CLOCK record, then GEN_END with the manifest over exactly those
-// records in that order. Its fields are immutable once sealed except the
-// ledger, fixed before the first send (spool invariant 1).
-func writeGen(bw *bufio.Writer, conn io.Writer, g *goGen) error {
+// writeGen sends one generation: a BATCH frame per GOTRACE chunk (from
+// chunk from on: those before went early, early.go), one with the CLOCK
+// record, then GEN_END with the manifest over exactly those records in that
+// order. Its fields are immutable once sealed except the ledger, fixed
+// before the first send (spool invariant 1).
+func writeGen(bw *bufio.Writer, conn io.Writer, g *goGen, from int) error {
 	clock := clockRecord(&g.clock)
 	m := computeManifest(g.chunks, g.crcs, clock)
-	var hdr []byte
-	for _, ch := range g.chunks {
-		hdr = hdr[:0]
-		n := len(binaryGen(nil, g.num)) + len(recHeader(nil, recGoTrace, len(ch))) + len(ch)
-		hdr = append(hdr, byte(n), byte(n>>8), byte(n>>16), byte(n>>24), frBatch)
-		hdr = binaryGen(hdr, g.num)
-		hdr = recHeader(hdr, recGoTrace, len(ch))
-		// Header and chunk in one writev, the chunk from where it lies
-		// rather than copied through the buffer (at tens of MB/s the copy
-		// shows).
-		if isTLS(conn) {
-			// Through the buffer: header and chunk share full records
-			// (a writev would not reach the socket as one anyway).
-			if _, err := bw.Write(hdr); err != nil {
-				return err
-			}
-			if _, err := bw.Write(ch); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		bufs := net.Buffers{hdr, ch}
-		if _, err := bufs.WriteTo(conn); err != nil {
-			return err
-		}
+	if err := writeChunks(bw, conn, g.num, g.chunks[from:]); err != nil {
+		return err
 	}
 	if err := writeFrame(bw, frBatch, append(binaryGen(nil, g.num), clock...)); err != nil {
 		return err

@@ -27,6 +27,8 @@ package gentrace
 //     being built, chunk capacities) plus the free chunks kept for reuse
 //     stays <= limit.
 
+import "sync"
+
 const (
 	gQueued = iota
 	gSent
@@ -44,6 +46,7 @@ type goGen struct {
 	ledgerOnly bool // no Go bytes: carries a ledger nothing else could
 
 	state       int
+	early       int  // chunks written early on the live connection (early.go)
 	maybeStored bool // GEN_END written on some connection (invariant 3)
 	ledgerSet   bool
 	dropped     uint64
@@ -75,8 +78,8 @@ type spool struct {
 // evictOne pushes out the oldest evictable generation (invariant 3).
 func (sp *spool) evictOne() bool {
 	for i, g := range sp.gens {
-		if g.state != gQueued || g.maybeStored {
-			continue
+		if g.state != gQueued || g.maybeStored || g.early > 0 {
+			continue // early > 0: open on the daemon (early.go 4)
 		}
 		sp.gens = append(sp.gens[:i], sp.gens[i+1:]...)
 		sp.bytes -= g.mem
@@ -149,8 +152,36 @@ func (sp *spool) chunk() []byte {
 		sp.free = sp.free[:n-1]
 		return c[:0]
 	}
+	if c, ok := chunkPool.Get().(*[chunkSize]byte); ok {
+		return c[:0:chunkSize]
+	}
 	sp.allocated++
 	return make([]byte, 0, chunkSize)
+}
+
+// chunkPool keeps the chunks of a stopped client for the next one, until
+// the garbage collector takes them (sync.Pool: two collections without
+// use): a program that stops and starts tracing (as the benchmark does in
+// every round) does not allocate, zero and collect a new spool each time,
+// and one that stops for good holds nothing for long.
+var chunkPool sync.Pool
+
+// release hands every full-size chunk to chunkPool once nothing can read
+// or write them any more (the sender exited after Stop). Under mu.
+func (sp *spool) release() {
+	put := func(cs [][]byte) {
+		for _, c := range cs {
+			if cap(c) == chunkSize {
+				chunkPool.Put((*[chunkSize]byte)(c[:chunkSize]))
+			}
+		}
+	}
+	put(sp.free)
+	sp.free = nil
+	for _, g := range sp.gens {
+		put(g.chunks)
+		g.chunks = nil
+	}
 }
 
 // recycle keeps the chunks of a generation that left (its bytes already
@@ -238,6 +269,7 @@ func (sp *spool) reject(num uint64) {
 func (sp *spool) requeue() {
 	for _, g := range sp.gens {
 		g.state = gQueued
+		g.early = 0
 	}
 }
 

@@ -58,7 +58,7 @@ func TestManifest_coversRecordsAsSent(t *testing.T) {
 	var buf bytes.Buffer
 	bw := bufio.NewWriter(&buf)
 	g := &goGen{num: 7, chunks: chunks, crcs: crcs, clock: c, dropped: 1, evicted: 2, rejected: 3}
-	if err := writeGen(bw, &buf, g); err != nil {
+	if err := writeGen(bw, &buf, g, 0); err != nil {
 		t.Fatal(err)
 	}
 	r := bufio.NewReader(&buf)

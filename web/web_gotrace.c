@@ -202,6 +202,7 @@ typedef struct go_list {
   size_t nsessions; /* distinct sessions seen, counted past the list */
   int more_sessions;
   int too_big, oom;
+  uint64_t lost_trailing; /* ledgers of rows trim_ledger_only set aside */
 } go_list;
 
 static int list_row(void *cls, const store_gen_row *g) {
@@ -356,13 +357,52 @@ static int window_args(web_req *r, char sid[33], int *has_session,
   return 0;
 }
 
-/* Answers the listed window; takes c->rows and the download slot. */
+static int any_go_byte(void *ctx, const void *p, size_t n) {
+  (void)ctx;
+  (void)p;
+  return n > 0; /* the first Go byte ends the walk */
+}
+
+/* Puts the rows in generation order and sets aside the trailing ones that
+ * hold no Go bytes: a generation the client sent only to carry its loss
+ * ledger (the losses came after its last Go generation). Left in, such a
+ * generation after a gap would be "the newest run without a gap" alone,
+ * and the answer an empty trace. Their ledgers still count in
+ * X-Gentrace-Lost-Generations (c->lost_trailing). 0 or an error. */
+static int trim_ledger_only(storage_reader *sr, go_list *c) {
+  if (c->n > 1)
+    qsort(c->rows, c->n, sizeof *c->rows, cmp_gen);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  int rc = 0;
+  while (c->n > 0) {
+    gtp_wbuf_reset(&b);
+    rc = storage_read_payload(sr, c->rows[c->n - 1].seq, &b);
+    if (rc == GTP_E_NOTFOUND) { /* deleted since the listing */
+      rc = 0;
+      break; /* the download ends there (invariant 1) */
+    }
+    if (rc < 0 || (rc = b.err) < 0)
+      break;
+    gtp_gen g;
+    if ((rc = gtp_gen_parse(b.data, b.len, &g, NULL)) < 0)
+      break;
+    int has = gtp_gowin_put(&g, any_go_byte, NULL);
+    gtp_gen_fini(&g);
+    if (has)
+      break;
+    c->lost_trailing += c->rows[--c->n].lost;
+  }
+  gtp_wbuf_fini(&b);
+  return rc;
+}
+
+/* Answers the listed window (in generation order, trim_ledger_only);
+ * takes c->rows and the download slot. */
 static enum MHD_Result respond(web_req *r, go_list *c, const sess_find *f,
                                int64_t from) {
   web_server *w = r->w;
-  /* Generation order, then the newest run without a gap. */
-  if (c->n > 1)
-    qsort(c->rows, c->n, sizeof *c->rows, cmp_gen);
+  /* The newest run without a gap. */
   size_t first = c->n;
   while (first > 0 &&
          (first == c->n || c->rows[first - 1].gen + 1 == c->rows[first].gen))
@@ -384,7 +424,7 @@ static enum MHD_Result respond(web_req *r, go_list *c, const sess_find *f,
   snprintf(d->sid, sizeof d->sid, "%s", f->sid);
   gtp_wbuf_init(&d->raw, 0);
   gtp_wbuf_init(&d->out, 0);
-  uint64_t lost = 0;
+  uint64_t lost = c->lost_trailing;
   int64_t span_start = from, span_end = from;
   for (size_t i = 0; i < d->n; i++) {
     lost += d->rows[i].lost;
@@ -464,6 +504,8 @@ enum MHD_Result web_gotrace(web_req *r) {
     rc = session_identity(sr, &f);
     if (rc == GTP_E_NOTFOUND)
       rc = 0; /* f.found = 0: answered 404 below */
+    if (rc >= 0 && f.found && f.minor > 0)
+      rc = trim_ledger_only(sr, c);
   }
   web_reader_put(r, sr);
   enum MHD_Result ret;

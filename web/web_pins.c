@@ -300,16 +300,16 @@ void web_pins_metrics(web_server *w, gtp_wbuf *b) {
   if (!h || hold_totals(h, httptime_now_ns(), &n, &bytes) < 0)
     return; /* no line beats a wrong one */
   gtp_wbuf_printf(b,
-                  "# HELP gentraced_pins Live retention pins (POST "
-                  "/v1/pins).\n# TYPE gentraced_pins gauge\n"
-                  "gentraced_pins %" PRIu64 "\n"
-                  "# HELP gentraced_pinned_bytes Stored bytes of the "
+                  "# HELP gentrace_pins Live retention pins (POST "
+                  "/v1/pins).\n# TYPE gentrace_pins gauge\n"
+                  "gentrace_pins %" PRIu64 "\n"
+                  "# HELP gentrace_pinned_bytes Stored bytes of the "
                   "generations live pins hold, each counted once.\n"
-                  "# TYPE gentraced_pinned_bytes gauge\n"
-                  "gentraced_pinned_bytes %" PRIu64 "\n"
-                  "# HELP gentraced_pinned_bytes_max The cap on pinned "
+                  "# TYPE gentrace_pinned_bytes gauge\n"
+                  "gentrace_pinned_bytes %" PRIu64 "\n"
+                  "# HELP gentrace_pinned_bytes_max The cap on pinned "
                   "bytes (--max-pinned-bytes; 0 = none).\n"
-                  "# TYPE gentraced_pinned_bytes_max gauge\n"
-                  "gentraced_pinned_bytes_max %" PRIu64 "\n",
+                  "# TYPE gentrace_pinned_bytes_max gauge\n"
+                  "gentrace_pinned_bytes_max %" PRIu64 "\n",
                   n, bytes, w->max_pinned_bytes);
 }

@@ -474,11 +474,22 @@ static void test_agent__full_pool_drops_exactly_and_marks_lost(void **state) {
     w[i] = (worker){-1, 0, 0, &stop, 0, 0};
     pthread_create(&th[i], NULL, work, &w[i]);
   }
+  /* At least 700 ms, and until the pool has run dry, then a few periods
+   * more so threads get buffers back and write their LOST markers (on a
+   * loaded machine the workers may need far longer than 700 ms to fill
+   * the pool). */
+  gt_stats_t st;
   usleep(700000);
+  for (int i = 0; i < 400; i++) {
+    assert_int_equal(gt_stats(&st), 0);
+    if (st.events_dropped > 0)
+      break;
+    usleep(50000);
+  }
+  usleep(600000);
   atomic_store(&stop, 1);
   for (int i = 0; i < 4; i++)
     pthread_join(th[i], NULL);
-  gt_stats_t st;
   stop_and_stats(&st, 10000);
   assert_true(st.events_dropped > 0);
   uint64_t written = st.events_written;

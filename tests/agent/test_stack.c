@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -57,6 +58,9 @@ static uintptr_t fake[64];
 #define HI ((uintptr_t)&fake[64])
 #define FP(i) ((uintptr_t)&fake[i])
 
+/* Return addresses must lie in code (stack.h invariant 3): this test's. */
+#define CODE(k) ((uintptr_t)&outer + (k))
+
 static void link_(int at, uintptr_t next, uintptr_t ret) {
   fake[at] = next;
   fake[at + 1] = ret;
@@ -65,12 +69,12 @@ static void link_(int at, uintptr_t next, uintptr_t ret) {
 static void test_stack_walk_from__valid_chain_then_stop_at_null(void **state) {
   (void)state;
   memset(fake, 0, sizeof fake);
-  link_(0, FP(4), 0x401000);
-  link_(4, FP(10), 0x401100);
-  link_(10, 0, 0x401200);
+  link_(0, FP(4), CODE(0));
+  link_(4, FP(10), CODE(1));
+  link_(10, 0, CODE(2));
   uint64_t pcs[8];
   assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 3);
-  assert_true(pcs[0] == 0x401000 && pcs[1] == 0x401100 && pcs[2] == 0x401200);
+  assert_true(pcs[0] == CODE(0) && pcs[1] == CODE(1) && pcs[2] == CODE(2));
   assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 2), 2);
 }
 
@@ -79,22 +83,41 @@ static void test_stack_walk_from__hostile_chains_stop_safely(void **state) {
   uint64_t pcs[8];
   memset(fake, 0, sizeof fake);
   /* A loop (a frame pointing at itself or back down) stops: fp must grow. */
-  link_(0, FP(4), 0x401000);
-  link_(4, FP(0), 0x401100);
+  link_(0, FP(4), CODE(0));
+  link_(4, FP(0), CODE(1));
   assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 2);
-  link_(0, FP(0), 0x401000);
+  link_(0, FP(0), CODE(0));
   assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 1);
   /* Misaligned, outside the stack, or a record straddling its end. */
   assert_int_equal(gt__stack_walk_from(FP(0) + 1, LO, HI, pcs, 8), 0);
   assert_int_equal(gt__stack_walk_from(HI, LO, HI, pcs, 8), 0);
   assert_int_equal(gt__stack_walk_from(LO - 16, LO, HI, pcs, 8), 0);
   assert_int_equal(gt__stack_walk_from(FP(63), LO, HI, pcs, 8), 0);
-  link_(0, (uintptr_t)-8, 0x401000); /* next far above: outside */
+  link_(0, (uintptr_t)-8, CODE(0)); /* next far above: outside */
   assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 1);
   /* A return address that cannot be code ends the walk. */
-  link_(0, FP(4), 0x401000);
+  link_(0, FP(4), CODE(0));
   link_(4, FP(10), 12);
   assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 1);
+}
+
+/* Host code without frame pointers leaves data where the walk expects a
+ * return address: a saved string ("/users 2") or a pointer to data ends
+ * the walk, the frames before it stay. */
+static void test_stack_walk_from__data_as_return_address_ends_it(void **state) {
+  (void)state;
+  uintptr_t lo, hi;
+  assert_int_equal(gt__stack_bounds(&lo, &hi), 0); /* builds the table */
+  uint64_t pcs[8];
+  memset(fake, 0, sizeof fake);
+  link_(0, FP(4), CODE(0));
+  link_(4, FP(10), (uintptr_t)0x322073726573752full);
+  link_(10, 0, CODE(2));
+  assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 1);
+  link_(4, FP(10), (uintptr_t)&fake[20]);
+  assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 1);
+  link_(4, FP(10), (uintptr_t)&malloc); /* code of another object: kept */
+  assert_int_equal(gt__stack_walk_from(FP(0), LO, HI, pcs, 8), 3);
 }
 
 static void test_modules_encode__one_record_with_this_program(void **state) {
@@ -113,6 +136,7 @@ int main(void) {
       cmocka_unit_test(test_stack_walk__sees_the_callers),
       cmocka_unit_test(test_stack_walk_from__valid_chain_then_stop_at_null),
       cmocka_unit_test(test_stack_walk_from__hostile_chains_stop_safely),
+      cmocka_unit_test(test_stack_walk_from__data_as_return_address_ends_it),
       cmocka_unit_test(test_modules_encode__one_record_with_this_program),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

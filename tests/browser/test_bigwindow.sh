@@ -7,39 +7,9 @@
 # like test_dashboard.sh. BIG_SECONDS (default 35) sets how long the demo
 # runs; every process started is stopped by PID; the screenshot and the
 # figures (bigwindow.txt) stay in $top_builddir/tests/browser/artifacts/.
-set -u
-: "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-HERE=$top_srcdir/tests/browser
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-. "$top_srcdir/tests/integration/lib.sh"
-
-skip() {
-	echo "SKIP: $*"
-	exit 77
-}
-[ -x "$CHROMIUM" ] || skip "$CHROMIUM not installed (apt-get install chromium)"
-command -v node >/dev/null 2>&1 || skip "node not installed"
-[ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 20 ] ||
-	skip "node $(node --version) is older than 20 (playwright-core needs 20)"
-[ -d "$HERE/node_modules/playwright-core" ] ||
-	skip "no $HERE/node_modules (run: npm ci --prefix $HERE)"
-for b in "$GENTRACED" "$DEMO"; do
-	[ -x "$b" ] || skip "$b not built"
-done
-
-ART=$top_builddir/tests/browser/artifacts
-mkdir -p "$ART"
+. "$top_srcdir/tests/browser/lib.sh"
 rm -f "$ART"/bigwindow*
-before_cleanup() {
-	if [ -s "$T/browser.pid" ]; then
-		for p in $(cat "$T/browser.pid"); do
-			kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
-		done
-	fi
-}
-
-TOKEN=tok-$$-$(date +%s)
 start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
 	--db "$T/g.db" --read-token "$TOKEN"
 

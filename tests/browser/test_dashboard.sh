@@ -7,43 +7,10 @@
 # tests/browser/node_modules (`npm ci` in tests/browser). Every process it
 # starts is stopped by PID on exit; screenshots stay in
 # $top_builddir/tests/browser/artifacts/.
-set -u
-: "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-HERE=$top_srcdir/tests/browser
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-# Daemon start, PID bookkeeping and fail(): the integration tests' helpers.
-. "$top_srcdir/tests/integration/lib.sh"
-
-skip() {
-	echo "SKIP: $*"
-	exit 77
-}
-[ -x "$CHROMIUM" ] || skip "$CHROMIUM not installed (apt-get install chromium)"
-command -v node >/dev/null 2>&1 || skip "node not installed"
-# playwright-core (package-lock.json) needs Node.js 20 or later.
-[ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 20 ] ||
-	skip "node $(node --version) is older than 20 (playwright-core needs 20)"
-[ -d "$HERE/node_modules/playwright-core" ] ||
-	skip "no $HERE/node_modules (run: npm ci --prefix $HERE)"
-for b in "$GENTRACED" "$DEMO" "$GENTRACE"; do
-	[ -x "$b" ] || skip "$b not built"
-done
-
-ART=$top_builddir/tests/browser/artifacts
-mkdir -p "$ART"
+. "$top_srcdir/tests/browser/lib.sh"
+[ -x "$GENTRACE" ] || skip "$GENTRACE not built"
 rm -f "$ART"/*.png "$ART"/*.gentrace
-before_cleanup() {
-	# The browser first (its PIDs, written by dashboard.mjs; Playwright
-	# starts it in its own process group, so its group goes with it).
-	if [ -s "$T/browser.pid" ]; then
-		for p in $(cat "$T/browser.pid"); do
-			kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
-		done
-	fi
-}
-
-TOKEN=tok-$$-$(date +%s)
 # Retention pins need the admin token; a daemon without pins (its --help
 # does not know the flag) runs without it and the page must say so.
 ADMIN=""

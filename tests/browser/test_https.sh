@@ -8,39 +8,11 @@
 # tests/browser/node_modules, certtool or certutil (libnss3-tools). Every
 # process it starts is stopped by PID on exit; screenshots go to
 # $top_builddir/tests/browser/artifacts/https-*.png.
-set -u
-: "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-HERE=$top_srcdir/tests/browser
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-. "$top_srcdir/tests/integration/lib.sh"
-
-skip() {
-	echo "SKIP: $*"
-	exit 77
-}
-[ -x "$CHROMIUM" ] || skip "$CHROMIUM not installed (apt-get install chromium)"
-command -v node >/dev/null 2>&1 || skip "node not installed"
-[ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 20 ] ||
-	skip "node $(node --version) is older than 20 (playwright-core needs 20)"
-[ -d "$HERE/node_modules/playwright-core" ] ||
-	skip "no $HERE/node_modules (run: npm ci --prefix $HERE)"
+. "$top_srcdir/tests/browser/lib.sh"
 command -v certtool >/dev/null 2>&1 || skip "certtool not installed (gnutls-bin)"
 command -v certutil >/dev/null 2>&1 || skip "certutil not installed (libnss3-tools)"
-for b in "$GENTRACED" "$DEMO"; do
-	[ -x "$b" ] || skip "$b not built"
-done
-
-ART=$top_builddir/tests/browser/artifacts
-mkdir -p "$ART"
 rm -f "$ART"/https-*.png
-before_cleanup() {
-	if [ -s "$T/browser.pid" ]; then
-		for p in $(cat "$T/browser.pid"); do
-			kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
-		done
-	fi
-}
 
 . "$top_srcdir/tests/integration/tls_pki.sh"
 
@@ -54,7 +26,6 @@ certutil -d "sql:$BHOME/.pki/nssdb" -A -t "C,," -n "gentrace test CA" \
 	-i "$C/ca.pem" >>"$T/certutil.log" 2>&1 ||
 	fail "certutil -A: $(cat "$T/certutil.log")"
 
-TOKEN=tok-$$-$(date +%s)
 start_daemon "$T/d.log" --agent-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
 	--db "$T/g.db" --read-token "$TOKEN" \
 	--tls-cert "$C/server.pem" --tls-key "$C/server.key"

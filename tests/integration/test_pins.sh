@@ -152,8 +152,8 @@ bytes=$(pins | python3 -c 'import json,sys; print([p for p in json.load(sys.stdi
 stored=$(SQL "SELECT sum(g.stored_bytes) FROM generations g JOIN sessions s ON s.id = g.session_id WHERE s.service = 'keep'")
 [ "$bytes" = "$stored" ] || fail "pin bytes $bytes, stored $stored"
 curl -sf -H "Authorization: Bearer $READ" "$H/metrics" >"$T/metrics"
-grep -qx 'gentraced_pins 2' "$T/metrics" || fail "metrics: $(grep gentraced_ "$T/metrics")"
-grep -qx "gentraced_pinned_bytes $stored" "$T/metrics" || fail "pinned bytes: $(grep gentraced_ "$T/metrics")"
+grep -qx 'gentrace_pins 2' "$T/metrics" || fail "metrics: $(grep gentrace_pin "$T/metrics")"
+grep -qx "gentrace_pinned_bytes $stored" "$T/metrics" || fail "pinned bytes: $(grep gentrace_pin "$T/metrics")"
 
 # 4. The cap: a pin whose window holds more than --max-pinned-bytes is 507
 # (a second daemon on a copy, with a tiny cap), and nothing changes.

@@ -59,9 +59,9 @@ sleep 6 # another pass of B's
 [ "$(count keep)" = "$kept" ] || fail "keep lost generations later: $(count keep) of $kept"
 stored=$(SQL "SELECT sum(g.stored_bytes) FROM gt_generations g JOIN gt_sessions s ON s.id = g.session_id WHERE s.service = 'keep'")
 curl -sf "http://$B_HTTP/metrics" >"$T/metrics"
-grep -qx 'gentraced_pins 1' "$T/metrics" || fail "B metrics: $(grep gentraced_ "$T/metrics")"
-grep -qx "gentraced_pinned_bytes $stored" "$T/metrics" ||
-	fail "B pinned bytes, want $stored: $(grep gentraced_ "$T/metrics")"
+grep -qx 'gentrace_pins 1' "$T/metrics" || fail "B metrics: $(grep gentrace_pin "$T/metrics")"
+grep -qx "gentrace_pinned_bytes $stored" "$T/metrics" ||
+	fail "B pinned bytes, want $stored: $(grep gentrace_pin "$T/metrics")"
 curl -sf "http://$A_HTTP/v1/pins" | grep -q "\"bytes\":$stored}" ||
 	fail "A's listing bytes: $(curl -s "http://$A_HTTP/v1/pins")"
 

@@ -143,6 +143,18 @@ static int dump_session(void *ctx, const store_session_row *r) {
   return 0;
 }
 
+typedef struct rejected_seen {
+  const char *session;
+  uint64_t rejected;
+} rejected_seen;
+
+static int note_rejected(void *ctx, const store_session_row *r) {
+  rejected_seen *rs = ctx;
+  if (strcmp(r->session, rs->session) == 0)
+    rs->rejected = r->rejected_gens;
+  return 0;
+}
+
 static int note_seq(void *ctx, const store_gen_row *r) {
   dump *d = ctx;
   if (d->nseq < 256)
@@ -199,13 +211,22 @@ static char *run_scenario(const storage_config *cfg) {
   assert_int_equal(ss.duplicate_gens, 1);
   char reason[256];
   assert_int_equal(storage_health(st, reason, sizeof reason), 0);
-  /* The rejected count is written between commits or on the store's tick. */
-  usleep(1600000);
-
   storage_reader *r = NULL;
   rc = storage_reader_open(st, &r, &cause);
   if (rc)
     fail_msg("reader: %s", cause);
+  /* The rejected count is written between commits or on the store's tick
+   * (about a second): waited for, not slept on (a loaded machine delays
+   * the tick). */
+  char rej_hex[33];
+  gtp_session_hex(orig[1]->session, rej_hex);
+  rejected_seen rs = {.session = rej_hex};
+  for (int i = 0; i < 400 && rs.rejected != 1; i++) { /* one generation */
+    assert_int_equal(storage_read_sessions(r, NULL, note_rejected, &rs), 0);
+    if (rs.rejected != 1)
+      usleep(50000);
+  }
+  assert_int_equal(rs.rejected, 1);
   dump d = {.buf = NULL};
   assert_int_equal(storage_read_feed(r, 0, 0, note_seq, &d), 0);
   assert_int_equal(d.nseq, NGEN);

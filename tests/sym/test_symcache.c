@@ -34,6 +34,30 @@ __attribute__((noinline)) static uintptr_t probe_site(int *line) {
   return pc;
 }
 
+/* Every case starts from this program's own module and a return address
+ * inside probe_site: fresh per case, since cases change the build id. */
+typedef struct fx {
+  self_module self;
+  int line;
+  uintptr_t pc;
+} fx;
+
+static int fx_setup(void **state) {
+  fx *f = calloc(1, sizeof *f);
+  if (f == NULL || self_module_get(&f->self, "") != 0) {
+    free(f);
+    return -1;
+  }
+  f->pc = probe_site(&f->line);
+  *state = f;
+  return 0;
+}
+
+static int fx_teardown(void **state) {
+  free(*state);
+  return 0;
+}
+
 static symcache *cache_new(const char *dir, const char *from_host,
                            unsigned max_modules) {
   symcache_config cfg = {dir, from_host, max_modules, 0};
@@ -58,15 +82,14 @@ static char *resolve(symcache *c, const gtp_module *m, uint64_t pc,
 }
 
 static void names_own_function_and_call_line(void **state) {
-  (void)state;
-  self_module s;
-  assert_int_equal(self_module_get(&s, ""), 0);
-  int line;
-  uintptr_t pc = probe_site(&line);
+  fx *f = *state;
+  self_module *s = &f->self;
+  int line = f->line;
+  uintptr_t pc = f->pc;
   symcache *c = cache_new(NULL, "yes", 0);
   symcache_budget b = plenty();
   int rc;
-  char *name = resolve(c, &s.m, pc, &b, &rc);
+  char *name = resolve(c, &s->m, pc, &b, &rc);
   assert_int_equal(rc, 1);
   char want[64];
   snprintf(want, sizeof want, "test_symcache.c:%d)", line);
@@ -86,16 +109,14 @@ static void names_own_function_and_call_line(void **state) {
 }
 
 static void build_id_mismatch_and_no_build_id_give_nothing(void **state) {
-  (void)state;
-  self_module s;
-  assert_int_equal(self_module_get(&s, ""), 0);
-  int line;
-  uintptr_t pc = probe_site(&line);
+  fx *f = *state;
+  self_module *s = &f->self;
+  uintptr_t pc = f->pc;
   symcache *c = cache_new(NULL, "yes", 0);
   symcache_budget b = plenty();
-  s.bid[0] ^= 0xff; /* the file on disk no longer matches */
+  s->bid[0] ^= 0xff; /* the file on disk no longer matches */
   int rc;
-  free(resolve(c, &s.m, pc, &b, &rc));
+  free(resolve(c, &s->m, pc, &b, &rc));
   assert_int_equal(rc, 0);
   symcache_stats st;
   symcache_get_stats(c, &st);
@@ -104,12 +125,12 @@ static void build_id_mismatch_and_no_build_id_give_nothing(void **state) {
   assert_int_equal(st.modules, 0);
   assert_int_equal(symcache_check_invariants(c), 0);
   /* Remembered as absent: no second look at the file. */
-  free(resolve(c, &s.m, pc, &b, &rc));
+  free(resolve(c, &s->m, pc, &b, &rc));
   symcache_get_stats(c, &st);
   assert_int_equal(st.mismatch_total, 1);
   /* Without a build id nothing can prove a file is the module. */
-  s.m.build_id_len = 0;
-  free(resolve(c, &s.m, pc, &b, &rc));
+  s->m.build_id_len = 0;
+  free(resolve(c, &s->m, pc, &b, &rc));
   assert_int_equal(rc, 0);
   symcache_get_stats(c, &st);
   assert_int_equal(st.mismatch_total, 1);
@@ -118,11 +139,9 @@ static void build_id_mismatch_and_no_build_id_give_nothing(void **state) {
 }
 
 static void host_files_off_or_outside_roots_are_refused(void **state) {
-  (void)state;
-  self_module s;
-  assert_int_equal(self_module_get(&s, ""), 0);
-  int line;
-  uintptr_t pc = probe_site(&line);
+  fx *f = *state;
+  self_module *s = &f->self;
+  uintptr_t pc = f->pc;
   char dir[] = "/tmp/gt-symroot-XXXXXX";
   assert_non_null(mkdtemp(dir));
   const char *modes[2] = {"no", dir};
@@ -130,7 +149,7 @@ static void host_files_off_or_outside_roots_are_refused(void **state) {
     symcache *c = cache_new(NULL, modes[i], 0);
     symcache_budget b = plenty();
     int rc;
-    free(resolve(c, &s.m, pc, &b, &rc));
+    free(resolve(c, &s->m, pc, &b, &rc));
     assert_int_equal(rc, 0);
     symcache_stats st;
     symcache_get_stats(c, &st);
@@ -142,17 +161,16 @@ static void host_files_off_or_outside_roots_are_refused(void **state) {
 }
 
 static void lru_keeps_at_most_max_modules(void **state) {
-  (void)state;
-  self_module self, lib;
-  assert_int_equal(self_module_get(&self, ""), 0);
+  fx *f = *state;
+  const self_module *self = &f->self;
+  self_module lib;
   if (self_module_get(&lib, "libcmocka") != 0)
     skip();
-  int line;
-  uintptr_t pc = probe_site(&line);
+  uintptr_t pc = f->pc;
   symcache *c = cache_new(NULL, "yes", 1);
   symcache_budget b = plenty();
   int rc;
-  free(resolve(c, &self.m, pc, &b, &rc));
+  free(resolve(c, &self->m, pc, &b, &rc));
   assert_int_equal(rc, 1);
   /* Any address of the library: its first function-ish byte. */
   free(resolve(c, &lib.m, (uintptr_t)&_cmocka_run_group_tests + 1, &b, &rc));
@@ -163,7 +181,7 @@ static void lru_keeps_at_most_max_modules(void **state) {
   assert_int_equal(st.evicted_total, 1);
   assert_int_equal(symcache_check_invariants(c), 0);
   /* The first is opened again when asked for. */
-  free(resolve(c, &self.m, pc, &b, &rc));
+  free(resolve(c, &self->m, pc, &b, &rc));
   assert_int_equal(rc, 1);
   symcache_get_stats(c, &st);
   assert_int_equal(st.loaded_total, 3);
@@ -172,20 +190,18 @@ static void lru_keeps_at_most_max_modules(void **state) {
 }
 
 static void budget_stops_loads_and_lookups(void **state) {
-  (void)state;
-  self_module s;
-  assert_int_equal(self_module_get(&s, ""), 0);
-  int line;
-  uintptr_t pc = probe_site(&line);
+  fx *f = *state;
+  self_module *s = &f->self;
+  uintptr_t pc = f->pc;
   symcache *c = cache_new(NULL, "yes", 0);
   symcache_budget none = {0, 100};
   int rc;
-  free(resolve(c, &s.m, pc, &none, &rc));
+  free(resolve(c, &s->m, pc, &none, &rc));
   assert_int_equal(rc, SYMCACHE_OVER_BUDGET);
   symcache_budget one = {1, 1};
-  free(resolve(c, &s.m, pc, &one, &rc));
+  free(resolve(c, &s->m, pc, &one, &rc));
   assert_int_equal(rc, 1);
-  free(resolve(c, &s.m, pc, &one, &rc));
+  free(resolve(c, &s->m, pc, &one, &rc));
   assert_int_equal(rc, SYMCACHE_OVER_BUDGET);
   symcache_stats st;
   symcache_get_stats(c, &st);
@@ -194,11 +210,9 @@ static void budget_stops_loads_and_lookups(void **state) {
 }
 
 static void request_names_each_frame_once(void **state) {
-  (void)state;
-  self_module s;
-  assert_int_equal(self_module_get(&s, ""), 0);
-  int line;
-  uintptr_t pc = probe_site(&line);
+  fx *f = *state;
+  self_module *s = &f->self;
+  uintptr_t pc = f->pc;
   symcache *c = cache_new(NULL, "yes", 0);
   symreq *r = symreq_new(c);
   assert_non_null(r);
@@ -207,7 +221,7 @@ static void request_names_each_frame_once(void **state) {
   for (int i = 0; i < 3; i++) {
     gtp_wbuf out;
     gtp_wbuf_init(&out, 0);
-    assert_int_equal(sym->resolve(sym->ctx, &s.m, pc - s.m.base, &out), 1);
+    assert_int_equal(sym->resolve(sym->ctx, &s->m, pc - s->m.base, &out), 1);
     gtp_wbuf_put(&out, "", 1);
     if (i == 0)
       snprintf(first, sizeof first, "%s", (char *)out.data);
@@ -215,10 +229,10 @@ static void request_names_each_frame_once(void **state) {
     gtp_wbuf_fini(&out);
   }
   /* Same offset, another module (build id): not the cached name. */
-  s.bid[1] ^= 0x55;
+  s->bid[1] ^= 0x55;
   gtp_wbuf out;
   gtp_wbuf_init(&out, 0);
-  assert_int_equal(sym->resolve(sym->ctx, &s.m, pc - s.m.base, &out), 0);
+  assert_int_equal(sym->resolve(sym->ctx, &s->m, pc - s->m.base, &out), 0);
   gtp_wbuf_fini(&out);
   symcache_stats st;
   symcache_get_stats(c, &st);
@@ -265,23 +279,22 @@ static void *race(void *arg) {
 }
 
 static void concurrent_requests_share_one_cache(void **state) {
-  (void)state;
-  self_module self, lib;
-  assert_int_equal(self_module_get(&self, ""), 0);
+  fx *f = *state;
+  const self_module *self = &f->self;
+  self_module lib;
   if (self_module_get(&lib, "libcmocka") != 0)
     skip();
-  int line;
-  uintptr_t pc = probe_site(&line);
+  uintptr_t pc = f->pc;
   symcache *c = cache_new(NULL, "yes", 1);
   symcache_budget b = plenty();
   int rc;
-  char *want = resolve(c, &self.m, pc, &b, &rc);
+  char *want = resolve(c, &self->m, pc, &b, &rc);
   assert_int_equal(rc, 1);
   racer r[4];
   pthread_t th[4];
   for (int i = 0; i < 4; i++) {
     r[i] = (racer){
-        c, &self, &lib, pc, (uintptr_t)&_cmocka_run_group_tests + 1, want, 0};
+        c, self, &lib, pc, (uintptr_t)&_cmocka_run_group_tests + 1, want, 0};
     assert_int_equal(pthread_create(&th[i], NULL, race, &r[i]), 0);
   }
   for (int i = 0; i < 4; i++) {
@@ -298,13 +311,21 @@ static void concurrent_requests_share_one_cache(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(names_own_function_and_call_line),
-      cmocka_unit_test(build_id_mismatch_and_no_build_id_give_nothing),
-      cmocka_unit_test(host_files_off_or_outside_roots_are_refused),
-      cmocka_unit_test(lru_keeps_at_most_max_modules),
-      cmocka_unit_test(budget_stops_loads_and_lookups),
-      cmocka_unit_test(request_names_each_frame_once),
-      cmocka_unit_test(concurrent_requests_share_one_cache),
+      cmocka_unit_test_setup_teardown(names_own_function_and_call_line,
+                                      fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(
+          build_id_mismatch_and_no_build_id_give_nothing, fx_setup,
+          fx_teardown),
+      cmocka_unit_test_setup_teardown(
+          host_files_off_or_outside_roots_are_refused, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(lru_keeps_at_most_max_modules, fx_setup,
+                                      fx_teardown),
+      cmocka_unit_test_setup_teardown(budget_stops_loads_and_lookups, fx_setup,
+                                      fx_teardown),
+      cmocka_unit_test_setup_teardown(request_names_each_frame_once, fx_setup,
+                                      fx_teardown),
+      cmocka_unit_test_setup_teardown(concurrent_requests_share_one_cache,
+                                      fx_setup, fx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

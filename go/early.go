@@ -1,0 +1,144 @@
+package gentrace
+
+// early.go: the generation being built is sent as its chunks fill, not
+// held until the runtime ends it.
+//
+// A Go generation lasts about a second; at tens of MB/s of trace holding it
+// whole meant the socket write read each chunk back from memory a second
+// after the copy had put it in the cache, and the daemon got a generation's
+// bytes in one burst. Now the sender writes every full chunk of the open
+// generation (c.cur) as a BATCH frame as soon as all older generations are
+// out, and at seal only the last chunk, the CLOCK record and GEN_END are
+// left. The chunks stay in the spool until the ACK, as before: a
+// generation cut off by a lost connection is resent from its first byte
+// (PROTOCOL.md section 7), so nothing changes for resume or the ledger.
+//
+// Abort. A generation may still be dropped after some of its chunks went
+// out (it grew over its share of the spool or over max_gen_bytes, there was
+// no room, or the trace stream broke): the daemon then holds it open. The
+// sender ends it with an abort GEN_END (PROTOCOL.md 3.4: records = bytes = 0
+// and crc = 0, a manifest no generation has, as each has a CLOCK record),
+// which the daemon discards without storing or counting anything (a daemon
+// that predates aborts answers it ERROR(MANIFEST, gen), which the client
+// ignores, as it holds no such generation). The drop itself is counted as
+// every drop is, so the ledger stays exact.
+//
+// Invariants (under client.mu unless said):
+//  1. g.early counts the chunks of g written on the live connection; every
+//     one of them is full (immutable until g leaves the spool), so the
+//     writer never changes a byte the sender reads. On a lost connection it
+//     goes back to 0 (requeue), like every partly sent generation.
+//  2. Only the newest generation is sent early, and only when every sealed
+//     one was sent whole on this connection: a generation's frames follow
+//     its predecessor's GEN_END, so at most two are open on the daemon.
+//  3. A generation with early > 0, or whose chunks the sender is writing
+//     now (c.earlyBusy), that is dropped gets exactly one abort on that
+//     connection (c.aborts), sent before anything else; its chunks are not
+//     recycled while the sender may still read them. A lost connection
+//     clears c.aborts: the daemon dropped the open generation with it.
+//  4. A sealed generation with early > 0 is never evicted (it is open on
+//     the daemon; spool invariant 3).
+
+import (
+	"bufio"
+	"io"
+	"net"
+)
+
+// abortManifest: the manifest of an abort GEN_END.
+var abortManifest = manifest{}
+
+// abortSent queues the abort of g if the daemon may hold part of it
+// (invariant 3). g is being dropped by the caller.
+func (c *client) abortSent(g *goGen) {
+	if g.early > 0 || c.earlyBusy == g {
+		c.aborts = append(c.aborts, g.num)
+		c.earlyAborts++
+		c.poke()
+	}
+	g.early = 0
+}
+
+// earlyWork returns the full chunks of the open generation not yet sent
+// on this connection, marking the sender busy with them; nil if there are
+// none or the generation may not go early. Under mu, only when no sealed
+// generation is left to send (invariant 2).
+func (c *client) earlyWork() (g *goGen, chunks [][]byte) {
+	g = c.cur
+	if g == nil || c.dropping || c.skipping || c.cfg.flight != nil {
+		return nil, nil
+	}
+	full := len(g.chunks)
+	if full > 0 && len(g.chunks[full-1]) < cap(g.chunks[full-1]) {
+		full--
+	}
+	if full <= g.early {
+		return nil, nil
+	}
+	c.earlyBusy = g
+	return g, g.chunks[g.early:full:full]
+}
+
+// earlyDone records what the sender wrote of g (invariant 1), or nothing
+// when g was dropped meanwhile (its abort is queued). Under mu.
+func (c *client) earlyDone(g *goGen, n int, ok bool) {
+	c.earlyBusy = nil
+	if c.cur != g || c.dropping {
+		return
+	}
+	if ok {
+		g.early += n
+		c.earlySent += uint64(n)
+	}
+}
+
+// sendAborts writes the queued aborts. Called by the sender without mu;
+// the list is taken under mu.
+func (c *client) sendAborts(bw *bufio.Writer) error {
+	c.mu.Lock()
+	nums := c.aborts
+	c.aborts = nil
+	c.mu.Unlock()
+	for _, num := range nums {
+		if err := writeFrame(bw, frGenEnd, genEndPayload(num, abortManifest, 0, 0, 0)); err != nil {
+			return err
+		}
+	}
+	if len(nums) == 0 {
+		return nil
+	}
+	return bw.Flush()
+}
+
+// writeChunks sends chunks as GOTRACE records, one BATCH frame each: header
+// and chunk in one writev, the chunk from where it lies rather than copied
+// through the buffer (at tens of MB/s the copy shows).
+func writeChunks(bw *bufio.Writer, conn io.Writer, num uint64, chunks [][]byte) error {
+	var hdr []byte
+	for _, ch := range chunks {
+		hdr = hdr[:0]
+		n := len(binaryGen(nil, num)) + len(recHeader(nil, recGoTrace, len(ch))) + len(ch)
+		hdr = append(hdr, byte(n), byte(n>>8), byte(n>>16), byte(n>>24), frBatch)
+		hdr = binaryGen(hdr, num)
+		hdr = recHeader(hdr, recGoTrace, len(ch))
+		if isTLS(conn) {
+			// Through the buffer: header and chunk share full records
+			// (a writev would not reach the socket as one anyway).
+			if _, err := bw.Write(hdr); err != nil {
+				return err
+			}
+			if _, err := bw.Write(ch); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		bufs := net.Buffers{hdr, ch}
+		if _, err := bufs.WriteTo(conn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
