@@ -255,8 +255,13 @@ static size_t str_index(const gtp_gen *g, uint64_t id) {
 }
 
 /* str_index with a one-entry cache (a thread's events mostly repeat the
- * name before: the binary search was a fifth of the walk). */
-static size_t name_index(sum_build *sb, uint64_t id) {
+ * name before: the binary search was a fifth of the walk). Agents number a
+ * generation's strings 1, 2, ..., so an id is mostly its own index + 1:
+ * that is tried first (nested regions change names at every event). */
+static inline size_t name_index(sum_build *sb, uint64_t id) {
+  const gtp_gen *g = sb->g;
+  if (id - 1 < g->nstrings && g->strings[id - 1].id == id)
+    return (size_t)(id - 1);
   if (id != sb->last_id) {
     sb->last_id = id;
     sb->last_index = str_index(sb->g, id);
