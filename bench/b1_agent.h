@@ -1,0 +1,17 @@
+/* b1_agent.h: the agent side of a B1 trial, shared by bench_b1 and
+ * bench_cluster: a forked child starts the real libgentrace, emits paced
+ * gt_counter events from T threads and reports what the agent counted. */
+#ifndef GT_BENCH_B1_AGENT_H
+#define GT_BENCH_B1_AGENT_H
+
+/* In a fresh child: gt_start with addr (a failover list
+ * "host:port[,host:port...]" is passed as is) and service, `rate` events/s
+ * in all over `threads` threads for `seconds`, gt_stop (its flush waits up
+ * to 10 s for the ACKs), then one line "written dropped elapsed\n" on fd
+ * (elapsed: seconds the slowest thread took to emit its share). The
+ * agent's GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB come
+ * from the environment. 0, or 1 when the agent did not start. */
+int b1_agent_run(const char *addr, const char *service, double rate,
+                 unsigned threads, double seconds, int fd);
+
+#endif
