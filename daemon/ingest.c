@@ -34,8 +34,10 @@
  *     the store thread only appends to `done_list` under `done_lock` and
  *     calls uv_async_send, otherwise connection state races with commits.
  *  2. A generation MUST reach the store only whole and validated (manifest
- *     and gtp_gen_parse); an opengen dies with its connection, otherwise a
- *     dropped connection could leave half a generation stored.
+ *     and gtp_gen_parse; on SQLite gtp_gen_parse_lazy, with the events
+ *     checked by the store before it writes anything: check_events); an
+ *     opengen dies with its connection, otherwise a dropped connection
+ *     could leave half a generation stored.
  *  3. ACK(gen) MUST be sent only from the completion of that generation's
  *     commit (result 0 or 1), otherwise an agent could drop a generation
  *     that a crash then loses.

@@ -127,8 +127,13 @@ static void complete(ingest *ing, pending *pd) {
   genpool_release(&ing->pool, budget_used(ing), !ing->global_paused, g->payload,
                   pd->cap);
   g->payload = NULL;
-  if (g->result == GTP_E_CONFLICT || g->result == GTP_E_TOOBIG ||
-      g->result == GTP_E_AUTH) {
+  if (g->bad_events) {
+    /* The store found an invalid event (reasm.c leaves the events to its
+     * check): refused as at GEN_END, final for the generation. */
+    ingest_refuse_gen(c, g->gen, g->end.events, g->result,
+                      "generation failed validation");
+  } else if (g->result == GTP_E_CONFLICT || g->result == GTP_E_TOOBIG ||
+             g->result == GTP_E_AUTH) {
     session_auth_store_refused(c, g); /* final for the generation */
   } else if (g->result == 0 || g->result == 1) {
     if (g->result == 0) {

@@ -211,6 +211,19 @@ void ingest_conn_nomem(conn *c, const char *what) {
   ingest_conn_close(c, -ENOMEM, 0, 0, r);
 }
 
+void ingest_refuse_gen(conn *c, uint64_t gen, uint64_t events, int code,
+                       const char *why) {
+  ingest *ing = c->ing;
+  CTR_ADD(ing, rejected, 1);
+  CTR_ADD(ing, rejected_events, events);
+  storage_note_rejected(ing->store, c->session, events);
+  log_warn("generation rejected",
+           "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
+           c->session_hex, gen, gtp_errname(code));
+  if (c->state == CONN_ACTIVE || c->state == CONN_DRAINING)
+    ingest_send_error(c, code, 1, gen, why);
+}
+
 static void send_goodbye(conn *c, int code, const char *reason) {
   uint8_t mem[GTP_REASON_MAX + 64];
   gtp_wbuf b = {mem, 0, sizeof mem, sizeof mem, 0};

@@ -289,6 +289,12 @@ void ingest_conn_nomem(conn *c, const char *what);
 /* Frees c's identity from HELLO (any part of it may be NULL) and resets
  * it to none. */
 void ingest_conn_free_identity(conn *c);
+/* Refuses generation gen of c whole: counts it and its events as rejected
+ * (the session's ledger too), logs it and sends ERROR (code, gen, why) if
+ * c is still open. At GEN_END (reasm.c) or when the store found an invalid
+ * event (ingest_commit.c). */
+void ingest_refuse_gen(conn *c, uint64_t gen, uint64_t events, int code,
+                       const char *why);
 void ingest_conn_unref(conn *c);
 void ingest_conn_closed(uv_handle_t *h);
 void ingest_drain_check(ingest *ing);

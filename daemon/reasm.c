@@ -369,7 +369,13 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   /* One validation pass: gtp_gen_parse checks the manifest (counts, bytes,
    * CRC32C) against the GEN_END we append, and every record and event, so
    * the body is read once here (a separate gtp_manifest_compute would CRC
-   * it twice; B2 measured that). */
+   * it twice; B2 measured that). On SQLite the loop parses lazily (all of
+   * that but the events) and the store checks the events in the walk that
+   * summarizes them, before it writes anything (store.h, check_events):
+   * each event is decoded once, on a compressor thread, so a big
+   * generation costs the loop no per-event work. The shared backend keeps
+   * no summaries yet: there the loop checks the events. */
+  int lazy = !storage_is_shared(ing->store);
   rc = gtp_put_gen_end(&g->buf, &e);
   gtp_gen parsed;
   size_t consumed = 0;
@@ -377,7 +383,8 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   const char *why = "generation failed validation";
   if (rc == 0) {
     budget_gen_sync(c, g);
-    rc = gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
+    rc = lazy ? gtp_gen_parse_lazy(g->buf.data, g->buf.len, &parsed, &consumed)
+              : gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
     if (rc == 0) {
       parsed_ok = 1;
       if (consumed != g->buf.len)
@@ -395,18 +402,14 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   if (rc < 0) {
     if (parsed_ok)
       gtp_gen_fini(&parsed);
-    CTR_ADD(ing, rejected, 1);
-    CTR_ADD(ing, rejected_events, e.events);
-    storage_note_rejected(ing->store, c->session, e.events);
-    log_warn("generation rejected",
-             "conn=%" PRIu64 " session=%s gen=%" PRIu64 " error=%s", c->id,
-             c->session_hex, e.gen, gtp_errname(rc));
-    ingest_send_error(c, rc, 1, e.gen, why);
+    ingest_refuse_gen(c, e.gen, e.events, rc, why);
     ingest_conn_free_gen(c, g);
     return c->state == CONN_CLOSING ? -1 : 0;
   }
 
   store_gen *sg = store_gen_of(c, &parsed, &e);
+  if (sg != NULL)
+    sg->check_events = lazy;
   gtp_gen_fini(&parsed);
   pending *pd = sg != NULL ? calloc(1, sizeof *pd) : NULL;
   if (pd == NULL) {

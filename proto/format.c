@@ -641,54 +641,24 @@ static int cmp_stack_ent(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Reads one uvarint for validation; the 1-byte case (most deltas and ids)
- * is inlined because gtp_gen_parse runs this over every event the daemon
- * ingests. */
-static inline int val_uv(const uint8_t **pp, const uint8_t *end, uint64_t *v) {
-  if (*pp < end && **pp < 0x80) {
-    *v = *(*pp)++;
-    return 0;
-  }
-  return gtp_uvarint_get(pp, end, v);
-}
-
-/* Checks every event of a batch, with the rules of gtp_event_next (which
- * tests/proto/test_format.c holds it to), so that a parsed generation's
- * batches decode without surprises. It is separate only for speed: no event
- * struct is filled. An unknown event type ends the walk without error: a
- * newer minor may add event types, and this reader must still store and
- * forward such generations (gtp_event_next reports GTP_E_UNKNOWN to whoever
- * decodes that batch). */
+/* Checks every event of a batch: gtp_event_next itself (inline: the
+ * compiler drops the event it fills; runs of counters at once), so that a
+ * parsed generation's batches decode without surprises and the summary's walk,
+ * which decodes with the same function, reaches the same verdict (summary.c
+ * invariant 4). An unknown event type ends the walk without error: a newer
+ * minor may add event types, and this reader must still store and forward such
+ * generations (gtp_event_next reports GTP_E_UNKNOWN to whoever decodes
+ * that batch). */
 static int batch_validate(const gtp_batch *b) {
-  const uint8_t *p = b->events, *end = b->events + b->events_len;
-  uint64_t ticks = b->base_ticks, left = b->nevents, v;
+  gtp_event_iter it;
+  gtp_event ev;
+  gtp_counter_run run;
   int rc;
-  for (; left > 0; left--) {
-    if (p == end)
-      return GTP_E_MANIFEST;
-    uint8_t type = *p++;
-    if (type == 0 || type >= GTP_EV_COUNT_)
-      return 0;
-    const gtp_event_info *info = &gtp_event_infos[type];
-    if ((rc = val_uv(&p, end, &v)) < 0)
-      return rc;
-    if (v > UINT64_MAX - ticks)
-      return GTP_E_CORRUPT;
-    ticks += v;
-    for (unsigned i = 0; i < info->nargs; i++)
-      if ((rc = val_uv(&p, end, &v)) < 0)
-        return rc;
-    if (info->has_message) {
-      if ((rc = val_uv(&p, end, &v)) < 0)
-        return rc;
-      if (v > GTP_LOG_MAX)
-        return GTP_E_TOOBIG;
-      if ((size_t)(end - p) < v)
-        return GTP_E_TRUNC;
-      p += v;
-    }
-  }
-  return p == end ? 0 : GTP_E_MANIFEST;
+  gtp_event_iter_init(&it, b);
+  do
+    rc = gtp_event_counter_run(&it, &run);
+  while (rc == 1 || (rc == 0 && (rc = gtp_event_next_inline(&it, &ev)) == 1));
+  return rc == GTP_E_UNKNOWN ? 0 : rc;
 }
 
 /* Second pass over a body whose manifest matched: decodes every record and
@@ -891,6 +861,16 @@ int gtp_gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed) {
 int gtp_gen_parse_lazy(const uint8_t *p, size_t len, gtp_gen *g,
                        size_t *consumed) {
   return gen_parse(p, len, g, consumed, 0);
+}
+
+int gtp_gen_check_events(const gtp_gen *g) {
+  size_t cursor = 0;
+  gtp_batch b;
+  int rc;
+  while ((rc = gtp_gen_next_batch(g, &cursor, &b)) == 1)
+    if ((rc = batch_validate(&b)) < 0)
+      return rc;
+  return rc;
 }
 
 void gtp_gen_fini(gtp_gen *g) {

@@ -1,12 +1,13 @@
 /* summary.c: the summary of one generation (see summary.h).
  *
- * Two passes over the events. Regions nest per thread, and one thread may
+ * One walk over the events. Regions nest per thread, and one thread may
  * have several EVENTS records in a generation (its buffer filled up), so the
- * batches are first listed and sorted by thread (stable: a thread's batches
- * keep their order), then walked thread by thread with one region stack.
- * Tasks begin and end on any thread: their begins and ends are collected
- * and sorted by (task id, ticks), and each begin pairs with the next end of
- * the same id.
+ * batches are first listed (record headers only) and sorted by thread
+ * (stable: a thread's batches keep their order), then walked thread by
+ * thread with one region stack. Tasks begin and end on any thread: their
+ * begins and ends are collected and sorted by (task id, ticks), and each
+ * begin pairs with the next end of the same id. The same walk checks every
+ * event (invariant 4), so the daemon decodes each event once.
  *
  * Invariants:
  *   1. Every allocation is bounded by the generation: names by its strings
@@ -18,6 +19,12 @@
  *   3. Region nesting deeper than GTP_SUM_DEPTH_MAX is not tracked: the
  *      extra begins and their ends are counted as neither, so the stack
  *      stays bounded and the tracked levels still pair correctly.
+ *   4. The walk decodes every event with gtp_event_next's checks and walks
+ *      every batch to its end (or to an unknown event type, which ends a
+ *      batch as in gtp_gen_parse), so gtp_summary_compute_check's verdict
+ *      on a lazily parsed generation is gtp_gen_parse's: gentraced checks
+ *      the events only here (one decode per event, not two), and a
+ *      generation the verdict refuses is never stored.
  */
 #include "summary.h"
 
@@ -212,6 +219,7 @@ typedef struct sum_build {
   double ns_per_tick; /* the CLOCK record's rate (gtp_gen_wall_ns's) */
   uint64_t last_id;   /* the string id looked up last, and its index: */
   size_t last_index;  /* events of a batch mostly repeat one name */
+  int unknown;        /* a batch held an event type of a newer minor */
 } sum_build;
 
 typedef struct batch_ref {
@@ -247,8 +255,13 @@ static size_t str_index(const gtp_gen *g, uint64_t id) {
 }
 
 /* str_index with a one-entry cache (a thread's events mostly repeat the
- * name before: the binary search was a fifth of the walk). */
-static size_t name_index(sum_build *sb, uint64_t id) {
+ * name before: the binary search was a fifth of the walk). Agents number a
+ * generation's strings 1, 2, ..., so an id is mostly its own index + 1:
+ * that is tried first (nested regions change names at every event). */
+static inline size_t name_index(sum_build *sb, uint64_t id) {
+  const gtp_gen *g = sb->g;
+  if (id - 1 < g->nstrings && g->strings[id - 1].id == id)
+    return (size_t)(id - 1);
   if (id != sb->last_id) {
     sb->last_id = id;
     sb->last_index = str_index(sb->g, id);
@@ -362,12 +375,15 @@ static int flush_opens(sum_build *sb, const open_region *stack, size_t depth,
   return rc;
 }
 
-static int add_counter(sum_build *sb, size_t si, int64_t v, uint64_t ticks) {
+/* The counter entry of string index si, made (with v as its first sample's
+ * min, max and last) when new; NULL when out of memory. */
+static gtp_sum_counter *counter_of(sum_build *sb, size_t si, int64_t v,
+                                   uint64_t ticks) {
   gtp_summary *o = sb->out;
   if (!sb->map_counter[si]) {
     if (grow((void **)&o->counters, &sb->cap_counters, o->ncounters + 1,
              sizeof *o->counters) < 0)
-      return -ENOMEM;
+      return NULL;
     gtp_sum_counter *c = &o->counters[o->ncounters];
     memset(c, 0, sizeof *c);
     c->name = str_at(sb->g, si);
@@ -375,17 +391,7 @@ static int add_counter(sum_build *sb, size_t si, int64_t v, uint64_t ticks) {
     c->last_ticks = ticks;
     sb->map_counter[si] = (uint32_t)++o->ncounters;
   }
-  gtp_sum_counter *c = &o->counters[sb->map_counter[si] - 1];
-  c->count++;
-  if (v < c->min)
-    c->min = v;
-  if (v > c->max)
-    c->max = v;
-  if (ticks >= c->last_ticks) {
-    c->last = v;
-    c->last_ticks = ticks;
-  }
-  return 0;
+  return &o->counters[sb->map_counter[si] - 1];
 }
 
 static int add_log(sum_build *sb, size_t si) {
@@ -427,22 +433,137 @@ static int cmp_span_desc(const void *a, const void *b) {
   return c ? c : SUM_CMP(x->start_ns, y->start_ns);
 }
 
+/* A thread's walk state across its batches: the region stack. */
+typedef struct thread_walk {
+  open_region *stack;
+  size_t depth;
+  uint64_t untracked; /* begins past GTP_SUM_DEPTH_MAX (invariant 3) */
+  task_mark **tasks;
+  size_t *ntasks, *cap_tasks;
+} thread_walk;
+
+static void region_begin(sum_build *sb, thread_walk *w, uint64_t name,
+                         uint64_t ticks) {
+  if (w->depth == GTP_SUM_DEPTH_MAX) {
+    w->untracked++;
+    return;
+  }
+  w->stack[w->depth].name = (uint32_t)name_index(sb, name);
+  w->stack[w->depth].ticks = ticks;
+  w->depth++;
+}
+
+static int region_end(sum_build *sb, thread_walk *w, uint64_t thread,
+                      uint64_t ticks) {
+  if (w->untracked) {
+    w->untracked--;
+    return 0;
+  }
+  if (w->depth == 0)
+    return add_end(sb, GTP_SUM_REGION, thread, ticks);
+  w->depth--;
+  return add_span(sb, GTP_SUM_REGION, w->stack[w->depth].name, thread,
+                  w->stack[w->depth].ticks, ticks);
+}
+
+/* Every event kind but counters and region begin/end. */
+static int other_event(sum_build *sb, thread_walk *w, uint64_t thread,
+                       const gtp_event *ev) {
+  switch (ev->type) {
+  case GTP_EV_REGION_BEGIN_STACK:
+    region_begin(sb, w, ev->args[0], ev->ticks);
+    return 0;
+  case GTP_EV_LOG:
+  case GTP_EV_LOG_STACK:
+    return add_log(sb, name_index(sb, ev->args[0]));
+  case GTP_EV_TASK_BEGIN:
+  case GTP_EV_TASK_END: {
+    if (grow((void **)w->tasks, w->cap_tasks, *w->ntasks + 1,
+             sizeof **w->tasks) < 0)
+      return -ENOMEM;
+    task_mark *m = &(*w->tasks)[*w->ntasks];
+    m->task = ev->args[0];
+    m->ticks = ev->ticks;
+    m->thread = thread;
+    m->begin = ev->type == GTP_EV_TASK_BEGIN;
+    m->name = m->begin ? (uint32_t)name_index(sb, ev->args[2]) : 0;
+    m->order = *w->ntasks;
+    (*w->ntasks)++;
+    return 0;
+  }
+  default:
+    return 0;
+  }
+}
+
+/* A run of one counter: what counter_add of each of its events would do. */
+static int counter_run_add(sum_build *sb, const gtp_counter_run *run) {
+  gtp_sum_counter *c =
+      counter_of(sb, name_index(sb, run->name), run->first, run->first_ticks);
+  if (!c)
+    return -ENOMEM;
+  c->count += run->n;
+  if (run->min < c->min)
+    c->min = run->min;
+  if (run->max > c->max)
+    c->max = run->max;
+  /* A run's ticks never go back: its last event is the one that counts. */
+  if (run->last_ticks >= c->last_ticks) {
+    c->last = run->last;
+    c->last_ticks = run->last_ticks;
+  }
+  return 0;
+}
+
+/* Checks and summarizes every event of one batch: 0, an event error
+ * (GTP_E_UNKNOWN: an unknown type ended the batch), or -ENOMEM. Events are
+ * decoded by gtp_event_counter_run and gtp_event_next_inline, the
+ * functions gtp_gen_parse checks them with (invariant 4). */
+static int walk_batch(sum_build *sb, thread_walk *w, const gtp_batch *b) {
+  gtp_event_iter it;
+  gtp_event ev;
+  gtp_counter_run run;
+  int r;
+  gtp_event_iter_init(&it, b);
+  for (;;) {
+    if ((r = gtp_event_counter_run(&it, &run)) == 1) {
+      if (counter_run_add(sb, &run) < 0)
+        return -ENOMEM;
+      continue;
+    }
+    if (r < 0 || (r = gtp_event_next_inline(&it, &ev)) != 1)
+      return r;
+    switch (ev.type) {
+    case GTP_EV_REGION_BEGIN:
+      region_begin(sb, w, ev.args[0], ev.ticks);
+      break;
+    case GTP_EV_REGION_END:
+      if ((r = region_end(sb, w, b->thread, ev.ticks)) < 0)
+        return r;
+      break;
+    default:
+      if ((r = other_event(sb, w, b->thread, &ev)) < 0)
+        return r;
+      break;
+    }
+  }
+}
+
 /* Walks the batches of one generation in thread order. */
 static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
                 size_t *ntasks, size_t *cap_tasks) {
   const gtp_gen *g = sb->g;
-  open_region *stack = malloc(GTP_SUM_DEPTH_MAX * sizeof *stack);
-  if (!stack)
+  thread_walk w = {.tasks = tasks, .ntasks = ntasks, .cap_tasks = cap_tasks};
+  w.stack = malloc(GTP_SUM_DEPTH_MAX * sizeof *w.stack);
+  if (!w.stack)
     return -ENOMEM;
-  size_t depth = 0;
-  uint64_t untracked = 0; /* begins past GTP_SUM_DEPTH_MAX (invariant 3) */
   int rc = 0;
   for (size_t i = 0; i < nrefs && rc == 0; i++) {
     if (i > 0 && refs[i].thread != refs[i - 1].thread) {
-      if ((rc = flush_opens(sb, stack, depth, refs[i - 1].thread)) < 0)
+      if ((rc = flush_opens(sb, w.stack, w.depth, refs[i - 1].thread)) < 0)
         break;
-      depth = 0;
-      untracked = 0;
+      w.depth = 0;
+      w.untracked = 0;
     }
     size_t cur = refs[i].cursor;
     gtp_batch b;
@@ -450,67 +571,18 @@ static int walk(sum_build *sb, batch_ref *refs, size_t nrefs, task_mark **tasks,
       rc = rc < 0 ? rc : GTP_E_INTERNAL;
       break;
     }
-    rc = 0;
-    gtp_event_iter it;
-    gtp_event_iter_init(&it, &b);
-    gtp_event ev;
-    int r;
-    while (rc == 0 && (r = gtp_event_next_inline(&it, &ev)) == 1) {
-      switch (ev.type) {
-      case GTP_EV_REGION_BEGIN:
-      case GTP_EV_REGION_BEGIN_STACK:
-        if (depth == GTP_SUM_DEPTH_MAX) {
-          untracked++;
-        } else {
-          stack[depth].name = (uint32_t)name_index(sb, ev.args[0]);
-          stack[depth].ticks = ev.ticks;
-          depth++;
-        }
-        break;
-      case GTP_EV_REGION_END:
-        if (untracked) {
-          untracked--;
-        } else if (depth == 0) {
-          rc = add_end(sb, GTP_SUM_REGION, b.thread, ev.ticks);
-        } else {
-          depth--;
-          rc = add_span(sb, GTP_SUM_REGION, stack[depth].name, b.thread,
-                        stack[depth].ticks, ev.ticks);
-        }
-        break;
-      case GTP_EV_COUNTER:
-        rc = add_counter(sb, name_index(sb, ev.args[0]), (int64_t)ev.args[1],
-                         ev.ticks);
-        break;
-      case GTP_EV_LOG:
-      case GTP_EV_LOG_STACK:
-        rc = add_log(sb, name_index(sb, ev.args[0]));
-        break;
-      case GTP_EV_TASK_BEGIN:
-      case GTP_EV_TASK_END:
-        if (grow((void **)tasks, cap_tasks, *ntasks + 1, sizeof **tasks) < 0) {
-          rc = -ENOMEM;
-          break;
-        }
-        task_mark *m = &(*tasks)[*ntasks];
-        m->task = ev.args[0];
-        m->ticks = ev.ticks;
-        m->thread = b.thread;
-        m->begin = ev.type == GTP_EV_TASK_BEGIN;
-        m->name = m->begin ? (uint32_t)name_index(sb, ev.args[2]) : 0;
-        m->order = *ntasks;
-        (*ntasks)++;
-        break;
-      default:
-        break;
-      }
+    rc = walk_batch(sb, &w, &b);
+    /* An unknown event type (a newer minor) ends its batch, as in
+     * gtp_gen_parse: the other batches are still checked, and the summary
+     * is then not kept (its counts would miss events). */
+    if (rc == GTP_E_UNKNOWN) {
+      sb->unknown = 1;
+      rc = 0;
     }
-    if (rc == 0 && r < 0)
-      rc = r;
   }
   if (rc == 0 && nrefs > 0)
-    rc = flush_opens(sb, stack, depth, refs[nrefs - 1].thread);
-  free(stack);
+    rc = flush_opens(sb, w.stack, w.depth, refs[nrefs - 1].thread);
+  free(w.stack);
   return rc;
 }
 
@@ -538,13 +610,10 @@ static int pair_tasks(sum_build *sb, task_mark *t, size_t n) {
   return 0;
 }
 
-int gtp_summary_compute(const gtp_gen *g, gtp_summary *out) {
-  return gtp_summary_compute_spans(g, GTP_SUM_SPAN_FLOOR_NS, GTP_SUM_SPANS_MAX,
-                                   out);
-}
-
-int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
-                              size_t spans_max, gtp_summary *out) {
+/* The summary, and with check (not NULL) the verdict of gtp_gen_parse's
+ * event check from the same walk (invariant 4). */
+static int summarize(const gtp_gen *g, uint64_t floor_ns, size_t spans_max,
+                     gtp_summary *out, int *check) {
   memset(out, 0, sizeof *out);
   out->span_floor_ns = floor_ns;
   sum_build sb = {.g = g, .out = out, .floor_ns = floor_ns};
@@ -586,6 +655,12 @@ int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
     qsort(refs, nrefs, sizeof *refs, cmp_batch);
   if ((rc = walk(&sb, refs, nrefs, &tasks, &ntasks, &cap_tasks)) < 0)
     goto fail;
+  if (check)
+    *check = 0; /* every batch was walked to its end or an unknown type */
+  if (sb.unknown) {
+    rc = GTP_E_UNKNOWN;
+    goto fail;
+  }
   if ((rc = pair_tasks(&sb, tasks, ntasks)) < 0)
     goto fail;
 
@@ -612,7 +687,29 @@ fail:
   free(refs);
   free(tasks);
   gtp_summary_fini(out);
-  return rc < 0 ? rc : -ENOMEM;
+  if (rc >= 0)
+    rc = -ENOMEM;
+  /* Out of memory before the walk ended: the check alone, which does not
+   * allocate. Any other error is the events' own (the verdict). */
+  if (check && rc == -ENOMEM)
+    *check = gtp_gen_check_events(g);
+  else if (check && rc != GTP_E_UNKNOWN)
+    *check = rc;
+  return rc;
+}
+
+int gtp_summary_compute(const gtp_gen *g, gtp_summary *out) {
+  return summarize(g, GTP_SUM_SPAN_FLOOR_NS, GTP_SUM_SPANS_MAX, out, NULL);
+}
+
+int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
+                              size_t spans_max, gtp_summary *out) {
+  return summarize(g, floor_ns, spans_max, out, NULL);
+}
+
+int gtp_summary_compute_check(const gtp_gen *g, gtp_summary *out, int *check) {
+  *check = 0;
+  return summarize(g, GTP_SUM_SPAN_FLOOR_NS, GTP_SUM_SPANS_MAX, out, check);
 }
 
 void gtp_summary_fini(gtp_summary *s) {

@@ -127,6 +127,15 @@ int gtp_summary_compute(const gtp_gen *g, gtp_summary *out);
  * spans_max = SIZE_MAX, which keeps every matching span). */
 int gtp_summary_compute_spans(const gtp_gen *g, uint64_t floor_ns,
                               size_t spans_max, gtp_summary *out);
+/* gtp_summary_compute on a generation parsed with gtp_gen_parse_lazy, and in
+ * the same walk the check gtp_gen_parse makes of every event (one decode
+ * per event, not two: what gentraced's store runs). *check receives 0 when
+ * gtp_gen_parse would accept the events, else its error: the generation is
+ * invalid, out is empty and that error is returned. With valid events it
+ * returns what gtp_summary_compute returns for the parsed generation: 0,
+ * GTP_E_UNKNOWN (an event type of a newer minor; no summary), or -ENOMEM
+ * (no summary; *check then comes from gtp_gen_check_events). */
+int gtp_summary_compute_check(const gtp_gen *g, gtp_summary *out, int *check);
 void gtp_summary_fini(gtp_summary *s);
 
 /* Spans across a generation edge. prev[0..nprev) are the regions and tasks

@@ -65,6 +65,13 @@ typedef struct store_gen {
   gtp_gen_end end;                 /* manifest + ledger */
   uint8_t *payload;                /* GEN_START + body + GEN_END, malloc'd */
   size_t len;
+  /* 1: the submitter parsed the payload only lazily (gtp_gen_parse_lazy,
+   * events unchecked). The store then checks every event in the walk that
+   * summarizes them (one decode per event), before anything of the
+   * generation is written, and refuses one that fails: bad_events = 1,
+   * result = the decode error, nothing stored. gentraced's loop does this
+   * so that no event is decoded on the loop nor twice. */
+  int check_events;
   void *cookie;                    /* the caller's, untouched */
   /* filled by the store before done(): */
   int result;       /* 0 committed, 1 duplicate (already stored with the
@@ -74,6 +81,7 @@ typedef struct store_gen {
                        or another negative code */
   int64_t seq;      /* commit sequence (feed cursor), 0 if not stored */
   uint64_t stored_bytes;
+  int bad_events;   /* check_events found an invalid event (see there) */
 } store_gen;
 
 /* Called on the store thread after the transaction holding g committed or

@@ -45,6 +45,19 @@ static const char *str_or(const char *p, const char *def) {
   return p ? p : def;
 }
 
+/* The summary of it->g and, when its submitter left the events unchecked
+ * (check_events), their check, in one walk (store_sum_build_checked). */
+void store_commit_summarize(store *s, zitem *it) {
+  const store_gen *g = it->g;
+  if (it->sum != NULL || (s->no_summary && !g->check_events))
+    return;
+  it->sum = g->check_events
+                ? store_sum_build_checked(g->payload, g->len, !s->no_summary)
+                : store_sum_build(g->payload, g->len);
+  __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
+                     __ATOMIC_RELAXED);
+}
+
 /* Compresses the payload of it->g into a new buffer. Compression that does
  * not shrink the payload is not kept: the reader then skips the
  * decompression. Thread: a compressor, with its own cctx. */
@@ -53,10 +66,9 @@ void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it) {
   it->z = NULL;
   it->zlen = g->len;
   it->codec = STORE_CODEC_NONE;
-  /* The summary is computed here, off the store thread, like compression. */
-  it->sum = s->no_summary ? NULL : store_sum_build(g->payload, g->len);
-  __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
-                     __ATOMIC_RELAXED);
+  /* The summary (and the event check) is made here, off the store
+   * thread, like compression. */
+  store_commit_summarize(s, it);
   if (g->len < STORE_ZSTD_MIN)
     return;
   size_t bound = ZSTD_compressBound(g->len);
@@ -179,6 +191,19 @@ static int upsert_session(store *s, const store_gen *g, const char *hex,
  * success, and it->sid. */
 static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   store_gen *g = it->g;
+  /* Small generations skip the compressors (store_submit's fast path):
+   * their summary and check are made here, cheap at that size. */
+  store_commit_summarize(s, it);
+  g->bad_events = 0;
+  if (g->check_events && (it->sum == NULL || it->sum->bad)) {
+    /* Invalid events are refused before anything is written; out of memory
+     * before the check is the store's failure, not the generation's. */
+    g->bad_events = it->sum != NULL;
+    g->result = it->sum != NULL ? it->sum->bad : -ENOMEM;
+    g->seq = 0;
+    g->stored_bytes = 0;
+    return SQLITE_OK;
+  }
   char hex[33];
   gtp_session_hex(g->session, hex);
   int64_t sid = sidc_get(s, g->session), tot_events = 0, tot_lost = 0;
@@ -268,20 +293,14 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   sqlite3_bind_blob64(st, 2, data, n, SQLITE_STATIC);
   rc = step_done(st);
   sqlite3_clear_bindings(st);
-  /* Small generations skip the compressors (store_submit's fast path):
-   * their summary is made here, cheap at that size. */
-  if (it->sum == NULL && !s->no_summary) {
-    it->sum = store_sum_build(g->payload, g->len);
-    __atomic_fetch_add(&s->scratch_bytes, store_sum_bytes(it->sum),
-                       __ATOMIC_RELAXED);
-  }
   /* Without its summary (out of memory) the generation would be stored
    * but missing from every summary total: fail the transaction instead
    * (store error: the daemon closes the connection and the agent resends,
    * with memory back by then). */
-  if (rc == SQLITE_OK && it->sum == NULL && !s->no_summary)
+  if (rc == SQLITE_OK && !s->no_summary &&
+      (it->sum == NULL || it->sum->status == -ENOMEM))
     rc = SQLITE_NOMEM;
-  if (rc == SQLITE_OK && it->sum != NULL) /* same transaction */
+  if (rc == SQLITE_OK && it->sum != NULL && !s->no_summary) /* same txn */
     rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum);
   if (rc != SQLITE_OK)
     return rc;
@@ -349,6 +368,7 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
     rollback(s); /* invariant 5 */
     for (size_t i = 0; i < n; i++) {
       items[i].g->result = res;
+      items[i].g->bad_events = 0; /* the batch's error is the result */
       items[i].g->seq = 0;
       items[i].g->stored_bytes = 0;
     }

@@ -61,6 +61,36 @@ store_sum_item *store_sum_build(const uint8_t *payload, size_t len) {
   return it;
 }
 
+store_sum_item *store_sum_build_checked(const uint8_t *payload, size_t len,
+                                        int summarize) {
+  store_sum_item *it = calloc(1, sizeof *it);
+  if (!it)
+    return NULL;
+  size_t used = 0;
+  int rc = gtp_gen_parse_lazy(payload, len, &it->g, &used);
+  if (rc == -ENOMEM) {
+    free(it);
+    return NULL;
+  }
+  if (rc == 0 && used != len) {
+    gtp_gen_fini(&it->g);
+    rc = GTP_E_CORRUPT; /* bytes after the GEN_END */
+  }
+  if (rc < 0) {
+    memset(&it->g, 0, sizeof it->g);
+    it->status = it->bad = rc;
+    return it;
+  }
+  if (!summarize) {
+    it->bad = gtp_gen_check_events(&it->g);
+    it->status = -ENOMEM; /* no summary: no rows */
+    return it;
+  }
+  rc = gtp_summary_compute_check(&it->g, &it->sum, &it->bad);
+  it->status = it->bad ? it->bad : rc;
+  return it;
+}
+
 void store_sum_free(store_sum_item *it) {
   if (!it)
     return;

@@ -29,11 +29,21 @@ typedef struct store_sum_item {
   gtp_gen g;
   gtp_summary sum;
   int status;
+  int bad;           /* store_sum_build_checked: 0, or the error that makes the
+                        generation invalid (it must not be stored) */
   char *carry_names; /* names of spans carried in (owned) */
 } store_sum_item;
 
 /* NULL only when out of memory (the generation is then left for backfill). */
 store_sum_item *store_sum_build(const uint8_t *payload, size_t len);
+/* For a generation its submitter parsed only lazily (store_gen's
+ * check_events): store_sum_build, and in the same walk over the events the
+ * check gtp_gen_parse makes (gtp_summary_compute_check), into it->bad.
+ * summarize 0 (summaries off): the check alone, no summary (status
+ * -ENOMEM: no rows). A summary that ran out of memory has status -ENOMEM
+ * and still its verdict. NULL when out of memory before any verdict. */
+store_sum_item *store_sum_build_checked(const uint8_t *payload, size_t len,
+                                        int summarize);
 void store_sum_free(store_sum_item *it);
 /* Heap bytes an item holds (for the memory budget). */
 uint64_t store_sum_bytes(const store_sum_item *it);

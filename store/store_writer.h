@@ -235,6 +235,9 @@ int store_setup_load_index(store *s, char **cause);
 /* store_commit.c. Compresses (and summarizes) it->g into it; thread: a
  * compressor, with its own cctx. */
 void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it);
+/* it->sum: the generation's summary and, for check_events, the check of
+ * its events (one walk); a no-op when made already. Any thread. */
+void store_commit_summarize(store *s, zitem *it);
 /* Commits items[0..n) in one transaction and completes each with done()
  * (invariants 2-5, 11-13); thread: store only. */
 void store_commit_batch(store *s, zitem *items, size_t n);

@@ -5,7 +5,8 @@
  * code and, where the API has one, a message), or carry on if the failure
  * is one it absorbs (the agent dropping an event), and leave nothing
  * allocated. Covered: agent start and stop, the frame decoder, the
- * generation decoder, reassembly's buffer path, the Chrome writer, store
+ * generation decoder, the event check in the summary's walk, reassembly's
+ * buffer path, the Chrome writer, store
  * open, web start, and the retention pin store (open, add, list).
  */
 #include "config.h"
@@ -34,6 +35,7 @@
 #include "hold.h"
 #include "store.h"
 #include "store_pin.h"
+#include "summary.h"
 #include "web.h"
 
 /* Walks stop here at the latest; every walk below needs fewer (store open,
@@ -73,6 +75,67 @@ static int op_gen_decode(void *ctx, const char **why) {
 static void test_alloc_walk__generation_decoder(void **state) {
   (void)state;
   walk("gen decoder", op_gen_decode, NULL);
+}
+
+/* gentraced's check of the events (the lazy parse, then the summary's walk
+ * that checks them): with any allocation failing, the verdict stays right
+ * (0 for the fixture, its error for a copy with a bad event), since a
+ * summary that runs out of memory falls back to the check alone. */
+static gtp_wbuf bad_bytes; /* gen_bytes with an overlong varint planted */
+
+static int one_walk(const gtp_wbuf *b, int want_bad) {
+  gtp_gen g;
+  size_t used;
+  int rc = gtp_gen_parse_lazy(b->data, b->len, &g, &used);
+  if (rc < 0)
+    return rc == -ENOMEM ? rc : 1;
+  gtp_summary s;
+  int check = 1;
+  rc = gtp_summary_compute_check(&g, &s, &check);
+  if (rc == 0)
+    gtp_summary_fini(&s);
+  gtp_gen_fini(&g);
+  if (want_bad ? check != GTP_E_VARINT : check != 0)
+    return 1; /* a wrong verdict: fa_walk reports it as a bad code */
+  return rc == -ENOMEM ? rc : 0;
+}
+
+static int op_one_walk(void *ctx, const char **why) {
+  (void)ctx;
+  int rc = one_walk(&gen_bytes, 0);
+  if (rc == 0)
+    rc = one_walk(&bad_bytes, 1);
+  if (rc < 0)
+    *why = gtp_strerror(rc);
+  return rc;
+}
+
+static void test_alloc_walk__event_check_in_the_summary(void **state) {
+  (void)state;
+  /* The fixture with its first EVENTS record's first event made an
+   * overlong varint, the manifest sealed over it. */
+  gtp_wbuf_init(&bad_bytes, 0);
+  gtp_wbuf_put(&bad_bytes, gen_bytes.data, gen_bytes.len);
+  gtp_gen g;
+  size_t used;
+  assert_int_equal(gtp_gen_parse(bad_bytes.data, bad_bytes.len, &g, &used), 0);
+  size_t cur = 0;
+  gtp_batch b;
+  assert_int_equal(gtp_gen_next_batch(&g, &cur, &b), 1);
+  assert_true(b.events_len >= 11);
+  uint8_t *ev = (uint8_t *)b.events;
+  ev[0] = GTP_EV_COUNTER;
+  memset(ev + 1, 0xff, 9);
+  ev[10] = 0x7f;
+  gtp_gen_end e = g.end;
+  assert_int_equal(gtp_manifest_compute(g.body, g.body_len, &e), 0);
+  /* The GEN_END record is the last: rewrite it with the new manifest. */
+  size_t body_end = (size_t)(g.body + g.body_len - bad_bytes.data);
+  gtp_gen_fini(&g);
+  bad_bytes.len = body_end;
+  assert_int_equal(gtp_put_gen_end(&bad_bytes, &e), 0);
+  walk("event check in the summary", op_one_walk, NULL);
+  gtp_wbuf_fini(&bad_bytes);
 }
 
 static int op_frame_decode(void *ctx, const char **why) {
@@ -434,6 +497,7 @@ int main(void) {
   hook_sqlite();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_walk__generation_decoder),
+      cmocka_unit_test(test_alloc_walk__event_check_in_the_summary),
       cmocka_unit_test(test_alloc_walk__frame_decoder),
       cmocka_unit_test(test_alloc_walk__reassembly),
       cmocka_unit_test(test_alloc_walk__chrome_writer),

@@ -379,6 +379,67 @@ static void test_reasm__staged_frame_is_appended_once_whole(void **st) {
   rh_close(&h);
 }
 
+/* An event that fails its check (an overlong varint) in a generation whose
+ * framing, manifest and CRC are right: the loop parses only the framing,
+ * so the store's walk finds it; the generation is refused with its gen and
+ * the decode error, nothing of it is stored, its events count as rejected,
+ * and the connection goes on (store.h check_events). */
+static void
+test_reasm__bad_event_is_refused_after_the_store_checks_it(void **st) {
+  (void)st;
+  rh h;
+  rh_open(&h, 0);
+  gtc_gen g;
+  assert_int_equal(gtc_gen_build(&g, &h.spec), 0);
+  /* A copy whose first EVENTS record starts with COUNTER and a delta of
+   * ten bytes, the last above 1 (GTP_E_VARINT), manifest sealed over it. */
+  gtc_gen bad = g;
+  gtp_wbuf_init(&bad.body, 0);
+  gtp_wbuf_put(&bad.body, g.body.data, g.body.len);
+  int planted = 0;
+  for (size_t i = 0; i < bad.nrec && !planted; i++) {
+    gtp_record rec;
+    gtp_batch b;
+    assert_int_equal(gtp_record_parse(bad.body.data + bad.off[i],
+                                      bad.off[i + 1] - bad.off[i], &rec),
+                     0);
+    if (rec.type != GTP_REC_EVENTS)
+      continue;
+    assert_int_equal(gtp_batch_decode(rec.payload, rec.len, &b), 0);
+    assert_true(b.events_len >= 11);
+    uint8_t *ev = (uint8_t *)b.events;
+    ev[0] = GTP_EV_COUNTER;
+    memset(ev + 1, 0xff, 9);
+    ev[10] = 0x7f;
+    planted = 1;
+  }
+  assert_true(planted);
+  gtp_gen_end e = g.end;
+  assert_int_equal(gtp_manifest_compute(bad.body.data, bad.body.len, &e), 0);
+  assert_true(e.crc != g.end.crc);
+  for (size_t i = 0; i < bad.nrec; i++)
+    assert_int_equal(batch(&h, &bad, 1, i), 0);
+  assert_int_equal(gen_end(&h, &e), 0);
+  assert_int_equal(h.c->ngens, 0); /* handed to the store */
+  pump_until(&h, &h.ing->ctr.rejected, 1);
+  uint64_t gen;
+  int code;
+  assert_int_equal(reply(&h, &gen, &code), 2);
+  assert_int_equal(gen, 1);
+  assert_int_equal(code, GTP_E_VARINT);
+  assert_int_equal(h.ing->ctr.committed, 0);
+  assert_int_equal(h.ing->ctr.rejected_events, e.events);
+  assert_int_equal(h.c->state, CONN_ACTIVE);
+  assert_int_equal(h.c->buffered, 0); /* the completion gave it all back */
+  /* The same generation, right this time, is stored and ACKed. */
+  for (size_t i = 0; i < g.nrec; i++)
+    assert_int_equal(batch(&h, &g, 1, i), 0);
+  end_and_expect_ack(&h, &g.end, 1);
+  gtp_wbuf_fini(&bad.body);
+  gtc_gen_fini(&g);
+  rh_close(&h);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   gtp_check_set_hook(gtp_check_abort);
@@ -395,6 +456,8 @@ int main(void) {
           test_reasm__aborted_generation_is_discarded_without_reply),
       cmocka_unit_test(test_reasm__too_many_open_generations_close_the_conn),
       cmocka_unit_test(test_reasm__staged_frame_is_appended_once_whole),
+      cmocka_unit_test(
+          test_reasm__bad_event_is_refused_after_the_store_checks_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,11 +7,13 @@
  * its batches and events walked, every string and stack id an event names
  * looked up, and its manifest recomputed: a generation gtp_gen_parse accepted
  * must match its own GEN_END (oracle), and everything handed out must lie
- * inside the input. */
+ * inside the input; the summary's one walk over the events must reach
+ * gtp_gen_parse's verdict (oracle). */
 #include <string.h>
 
 #include "format.h"
 #include "fuzz.h"
+#include "summary.h"
 #include "varint.h"
 
 static int in(const void *q, size_t qn, const uint8_t *p, size_t n) {
@@ -168,6 +170,26 @@ static void walk_records(const uint8_t *data, size_t size, size_t off) {
   }
 }
 
+/* gentraced checks the events of a lazily parsed generation in the walk
+ * that summarizes them: that verdict (and the plain check's) must be
+ * gtp_gen_parse's, full, on every input. */
+static void check_one_walk(const uint8_t *p, size_t n, int full) {
+  gtp_gen g;
+  size_t used;
+  if (gtp_gen_parse_lazy(p, n, &g, &used) < 0) {
+    fuzz_check(full < 0);
+    return;
+  }
+  fuzz_check((gtp_gen_check_events(&g) == 0) == (full == 0));
+  gtp_summary s;
+  int check = 1;
+  int rc = gtp_summary_compute_check(&g, &s, &check);
+  fuzz_check((check == 0) == (full == 0));
+  if (rc == 0)
+    gtp_summary_fini(&s);
+  gtp_gen_fini(&g);
+}
+
 /* Random mutations almost never keep the CRC32C and the counts of GEN_END
  * right, so gtp_gen_parse would stop at the manifest and never reach the
  * table and event decoders. This pass rebuilds the GEN_END of the first
@@ -203,11 +225,13 @@ static void parse_repaired(const uint8_t *data, size_t size, size_t off) {
   if (gtp_put_gen_end(&b, &e) == 0) {
     gtp_gen g;
     size_t consumed;
-    if (gtp_gen_parse(b.data, b.len, &g, &consumed) == 0) {
+    int full = gtp_gen_parse(b.data, b.len, &g, &consumed);
+    if (full == 0) {
       fuzz_check(consumed == b.len);
       walk_gen(&g, b.data, b.len);
       gtp_gen_fini(&g);
     }
+    check_one_walk(b.data, b.len, full);
   }
   gtp_wbuf_fini(&b);
 }

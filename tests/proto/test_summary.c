@@ -441,6 +441,271 @@ static void test_summary__random_streams_are_safe(void **state) {
   free(prev);
 }
 
+/* ------------------------------------------- one walk against two passes */
+
+static void assert_str_equal(gtp_str a, gtp_str b) {
+  assert_int_equal(a.len, b.len);
+  if (a.len)
+    assert_memory_equal(a.ptr, b.ptr, a.len);
+}
+
+/* Every field of two summaries (names borrowed from the same bytes). */
+static void assert_summary_equal(const gtp_summary *a, const gtp_summary *b) {
+  assert_int_equal(a->nnames, b->nnames);
+  for (size_t i = 0; i < a->nnames; i++) {
+    const gtp_sum_name *x = &a->names[i], *y = &b->names[i];
+    assert_int_equal(x->kind, y->kind);
+    assert_str_equal(x->name, y->name);
+    assert_int_equal(x->count, y->count);
+    assert_int_equal(x->total_ns, y->total_ns);
+    assert_int_equal(x->min_ns, y->min_ns);
+    assert_int_equal(x->max_ns, y->max_ns);
+    assert_memory_equal(x->hist, y->hist, sizeof x->hist);
+  }
+  assert_int_equal(a->ncounters, b->ncounters);
+  for (size_t i = 0; i < a->ncounters; i++) {
+    const gtp_sum_counter *x = &a->counters[i], *y = &b->counters[i];
+    assert_str_equal(x->name, y->name);
+    assert_int_equal(x->count, y->count);
+    assert_int_equal(x->min, y->min);
+    assert_int_equal(x->max, y->max);
+    assert_int_equal(x->last, y->last);
+    assert_int_equal(x->last_ticks, y->last_ticks);
+  }
+  assert_int_equal(a->nlogs, b->nlogs);
+  for (size_t i = 0; i < a->nlogs; i++) {
+    assert_str_equal(a->logs[i].name, b->logs[i].name);
+    assert_int_equal(a->logs[i].count, b->logs[i].count);
+  }
+  assert_int_equal(a->nspans, b->nspans);
+  for (size_t i = 0; i < a->nspans; i++) { /* fields: padding differs */
+    assert_int_equal(a->spans[i].name, b->spans[i].name);
+    assert_int_equal(a->spans[i].thread, b->spans[i].thread);
+    assert_int_equal(a->spans[i].start_ns, b->spans[i].start_ns);
+    assert_int_equal(a->spans[i].dur_ns, b->spans[i].dur_ns);
+    assert_int_equal(a->spans[i].carried, b->spans[i].carried);
+  }
+  assert_int_equal(a->span_floor_ns, b->span_floor_ns);
+  assert_int_equal(a->open_at_end, b->open_at_end);
+  assert_int_equal(a->unmatched_ends, b->unmatched_ends);
+  assert_int_equal(a->nopens, b->nopens);
+  for (size_t i = 0; i < a->nopens; i++) {
+    assert_int_equal(a->opens[i].kind, b->opens[i].kind);
+    assert_str_equal(a->opens[i].name, b->opens[i].name);
+    assert_int_equal(a->opens[i].key, b->opens[i].key);
+    assert_int_equal(a->opens[i].thread, b->opens[i].thread);
+    assert_int_equal(a->opens[i].start_ns, b->opens[i].start_ns);
+  }
+  assert_int_equal(a->nends, b->nends);
+  for (size_t i = 0; i < a->nends; i++) {
+    assert_int_equal(a->ends[i].kind, b->ends[i].kind);
+    assert_int_equal(a->ends[i].key, b->ends[i].key);
+    assert_int_equal(a->ends[i].end_ns, b->ends[i].end_ns);
+  }
+}
+
+/* Counters as the plain decoder sees them (gtp_event_next, every batch):
+ * the summary's count, min and max per counter must be these. */
+static void assert_counters_as_decoded(const gtp_gen *g, const gtp_summary *s) {
+  for (size_t c = 0; c < s->ncounters; c++) {
+    uint64_t n = 0;
+    int64_t mn = INT64_MAX, mx = INT64_MIN;
+    size_t cur = 0;
+    gtp_batch b;
+    while (gtp_gen_next_batch(g, &cur, &b) == 1) {
+      gtp_event_iter it;
+      gtp_event ev;
+      gtp_event_iter_init(&it, &b);
+      while (gtp_event_next(&it, &ev) == 1) {
+        gtp_str nm = gtp_gen_string(g, ev.args[0]);
+        if (ev.type != GTP_EV_COUNTER || nm.len != s->counters[c].name.len ||
+            (nm.len && memcmp(nm.ptr, s->counters[c].name.ptr, nm.len)))
+          continue;
+        n++;
+        mn = (int64_t)ev.args[1] < mn ? (int64_t)ev.args[1] : mn;
+        mx = (int64_t)ev.args[1] > mx ? (int64_t)ev.args[1] : mx;
+      }
+    }
+    assert_int_equal(s->counters[c].count, n);
+    assert_int_equal(s->counters[c].min, mn);
+    assert_int_equal(s->counters[c].max, mx);
+  }
+}
+
+/* gentraced's one pass (gtp_gen_parse_lazy, then the summary's walk checks
+ * and summarizes the events) against the two passes it replaced
+ * (gtp_gen_parse checks them, then gtp_summary_compute summarizes): the
+ * same verdict on the events, and for valid ones the same summary. 1 when
+ * the bytes are a valid generation. */
+static int one_pass_is_two(const uint8_t *p, size_t n) {
+  gtp_gen full, lazy;
+  size_t u1 = 0, u2 = 0;
+  int rf = gtp_gen_parse(p, n, &full, &u1);
+  if (gtp_gen_parse_lazy(p, n, &lazy, &u2) < 0) {
+    assert_true(rf < 0); /* the lazy parse checks a subset */
+    return 0;
+  }
+  int check = 1;
+  gtp_summary one, two;
+  int r1 = gtp_summary_compute_check(&lazy, &one, &check);
+  assert_int_equal(check == 0, rf == 0);
+  assert_int_equal(gtp_gen_check_events(&lazy) == 0, rf == 0);
+  if (rf < 0) {
+    assert_int_equal(r1, check);
+    assert_int_equal(one.nnames + one.ncounters + one.nlogs + one.nspans, 0);
+    gtp_gen_fini(&lazy);
+    return 0;
+  }
+  int r2 = gtp_summary_compute(&full, &two);
+  assert_int_equal(r1, r2);
+  if (r1 == 0) {
+    assert_summary_equal(&one, &two);
+    assert_counters_as_decoded(&full, &one);
+    gtp_summary_fini(&one);
+    gtp_summary_fini(&two);
+  }
+  gtp_gen_fini(&full);
+  gtp_gen_fini(&lazy);
+  return 1;
+}
+
+/* A random generation: batches of any event kind on a few threads, runs of
+ * counters of one name with values of every size and sign (B1's events),
+ * regions nesting and unbalanced; with mutate, random bytes of the events
+ * overwritten before the manifest is sealed over them, so only the events
+ * can be wrong (bad varints, types, truncated messages, wrapping time). */
+static void random_gen(tb *t, int mutate) {
+  tb_init_gen(t, 7);
+  size_t at_ev[6], len_ev[6], nb = 1 + rng() % 6;
+  tev *e = calloc(2000, sizeof *e);
+  for (size_t k = 0; k < nb; k++) {
+    uint64_t at = 1 + rng() % 100;
+    size_t n = 1 + rng() % 2000;
+    for (size_t i = 0; i < n; i++) {
+      at += rng() % (rng() % 4 ? 300 : 3000000);
+      unsigned pick = (unsigned)(rng() % 10);
+      if (pick < 5) { /* a counter, mostly of one name */
+        int64_t v = (int64_t)(rng() >> (rng() % 64));
+        if (rng() % 3 == 0)
+          v = -v;
+        e[i] = (tev){GTP_EV_COUNTER, at, rng() % 8 ? S_QUEUE : 1 + rng() % 6,
+                     (uint64_t)v, 0};
+      } else if (pick < 8) {
+        e[i] = (tev){
+            (uint8_t)(pick == 5 ? GTP_EV_REGION_END : GTP_EV_REGION_BEGIN), at,
+            1 + rng() % 6, 0, 0};
+      } else {
+        e[i] = (tev){(uint8_t)(1 + rng() % (GTP_EV_COUNT_ - 1)), at, rng() % 7,
+                     rng() % 4, rng() % 7};
+      }
+    }
+    tb_batch(t, rng() % 3, e, n);
+    /* The events are the record's last bytes; gtf_ev wrote them. */
+    size_t ev_bytes = 0;
+    gtp_record rec;
+    gtp_batch b;
+    size_t off = t->b.len;
+    for (size_t q = t->body_start; q < off; q += rec.size) {
+      assert_int_equal(gtp_record_parse(t->b.data + q, off - q, &rec), 0);
+      if (q + rec.size == off) {
+        assert_int_equal(gtp_batch_decode(rec.payload, rec.len, &b), 0);
+        ev_bytes = b.events_len;
+      }
+    }
+    at_ev[k] = off - ev_bytes;
+    len_ev[k] = ev_bytes;
+  }
+  free(e);
+  if (mutate) {
+    /* Random bytes mostly decode into an unknown type soon (which ends a
+     * batch without error): also plant, at an event's start, an event
+     * that must fail (an 11-byte varint, a log message over GTP_LOG_MAX,
+     * a delta that wraps time). */
+    static const uint8_t bad[3][12] = {
+        {GTP_EV_COUNTER, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0x01},
+        {GTP_EV_LOG, 0x00, 0x01, 0x80, 0x80, 0x01},
+        {GTP_EV_REGION_END, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0x01}};
+    size_t k = rng() % nb;
+    unsigned how = (unsigned)(rng() % 4);
+    if (how < 3 && len_ev[k] > 12) {
+      size_t pos = at_ev[k], left = len_ev[k], skip = rng() % 50;
+      const uint8_t *q = t->b.data + pos, *qe = q + left;
+      for (size_t i = 0; i < skip && qe - q > 12; i++) { /* event starts */
+        gtp_event_iter it = {q, qe, 0, 1};
+        gtp_event ev;
+        if (gtp_event_next(&it, &ev) != 1)
+          break;
+        q = it.p;
+      }
+      if (qe - q > 12)
+        memcpy((uint8_t *)q, bad[how], sizeof bad[how]);
+    } else {
+      unsigned flips = 1 + (unsigned)(rng() % 16);
+      for (unsigned f = 0; f < flips; f++) {
+        k = rng() % nb;
+        if (len_ev[k])
+          t->b.data[at_ev[k] + rng() % len_ev[k]] =
+              (uint8_t)(rng() % 2 ? 0xff : rng());
+      }
+    }
+  }
+}
+
+/* Seals a tb's body (CLOCK, manifest over the bytes as they are, GEN_END)
+ * without parsing it. */
+static void tb_seal(tb *t) {
+  gtp_clock c = {t->s.start_ticks,
+                 t->s.start_mono_ns,
+                 t->s.start_real_ns,
+                 t->s.start_ticks + t->s.period_ns / 4,
+                 t->s.start_mono_ns + t->s.period_ns,
+                 t->s.start_real_ns + t->s.period_ns};
+  assert_int_equal(gtp_put_clock(&t->b, &c), 0);
+  gtp_gen_end end;
+  memset(&end, 0, sizeof end);
+  end.gen = t->s.gen;
+  assert_int_equal(gtp_manifest_compute(t->b.data + t->body_start,
+                                        t->b.len - t->body_start, &end),
+                   0);
+  assert_int_equal(gtp_put_gen_end(&t->b, &end), 0);
+}
+
+static void test_summary__one_walk_equals_parse_then_summary(void **state) {
+  (void)state;
+  rng_state = 0x2545f4914f6cdd1dull;
+  unsigned valid = 0, invalid = 0;
+  /* Random generations, whole and with damaged events. */
+  for (int round = 0; round < 400; round++) {
+    tb t;
+    random_gen(&t, round % 2);
+    tb_seal(&t);
+    if (one_pass_is_two(t.b.data, t.b.len))
+      valid++;
+    else
+      invalid++;
+    gtp_wbuf_fini(&t.b);
+  }
+  /* Real ones: the fixture's generations (every event kind, with and
+   * without stacks, several threads). */
+  for (unsigned th = 1; th <= 4; th++) {
+    gtf_spec s;
+    gtf_spec_init(&s, th, 10 + th);
+    s.threads = th;
+    s.stacks = th % 2;
+    gtp_wbuf b;
+    gtp_wbuf_init(&b, 0);
+    assert_int_equal(gtf_generation(&b, &s), 0);
+    assert_true(one_pass_is_two(b.data, b.len));
+    gtp_wbuf_fini(&b);
+  }
+  /* Both sides were met often: the comparison is not vacuous. */
+  print_message("%u valid, %u invalid\n", valid, invalid);
+  assert_true(valid > 100);
+  assert_true(invalid > 50);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_summary__slow_spans_among_fast_are_all_kept),
@@ -452,6 +717,7 @@ int main(void) {
       cmocka_unit_test(test_summary__carry_pairs_spans_across_generations),
       cmocka_unit_test(test_summary__deep_nesting_and_unknown_names),
       cmocka_unit_test(test_summary__random_streams_are_safe),
+      cmocka_unit_test(test_summary__one_walk_equals_parse_then_summary),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
