@@ -25,6 +25,7 @@ void ingest_store_done(void *ctx, store_gen *g) {
   if (g->result == 0 && ing->cfg.on_commit != NULL)
     ing->cfg.on_commit(ing->cfg.on_commit_ctx, g->seq);
   pd->next = NULL;
+  pd->t_done_ns = uv_hrtime();
   pthread_mutex_lock(&ing->done_lock);
   *ing->done_tail = pd;
   ing->done_tail = &pd->next;
@@ -138,8 +139,11 @@ static void complete(ingest *ing, pending *pd) {
     } else {
       CTR_ADD(ing, duplicate, 1);
     }
-    if (c->state == CONN_ACTIVE || c->state == CONN_DRAINING)
+    if (c->state == CONN_ACTIVE || c->state == CONN_DRAINING) {
       ingest_send_ack(c, g->gen); /* invariant 3 */
+      acklat_add(&ing->commit_lat, pd->t_done_ns - pd->t_read_ns);
+      acklat_add(&ing->ack_lat, uv_hrtime() - pd->t_read_ns);
+    }
   } else {
     /* Not stored and not the agent's fault: no ERROR (the agent would drop
      * the generation); close so it reconnects and resends. */

@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "acklat.h"
 #include "check.h"
 #include "format.h"
 #include "frame.h"
@@ -76,6 +77,9 @@ typedef struct pending {
   store_gen *g;
   size_t cap; /* capacity of g->payload, for the buffer pool */
   uint64_t held; /* bytes counted as queued: cap + identity copies */
+  /* uv_hrtime: handed to the store (GEN_END read), and its COMMIT
+   * returned (set by the store thread before the hand-back), acklat.h. */
+  uint64_t t_read_ns, t_done_ns;
 } pending;
 
 typedef struct tls_conn tls_conn;
@@ -230,6 +234,9 @@ struct ingest {
   conn **sess;
 
   counters ctr;
+  /* Loop thread writes, HTTP threads read (acklat.h). */
+  acklat ack_lat;    /* GEN_END read -> ACK written */
+  acklat commit_lat; /* GEN_END read -> the store's COMMIT returned */
 };
 
 #define CTR_ADD(ing, f, n)                                                     \

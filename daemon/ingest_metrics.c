@@ -116,8 +116,8 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "{kind=\"queued_generations\"}", C(budget_queued));
   metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
          "{kind=\"identities\"}", C(budget_ident));
-  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
-         "{kind=\"replies\"}", C(budget_replies));
+  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL, "{kind=\"replies\"}",
+         C(budget_replies));
   if (ing->store != NULL)
     metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
            "{kind=\"compression_scratch\"}", storage_scratch_bytes(ing->store));
@@ -182,7 +182,19 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
     metric(b, "gentrace_summary_backfilled_total", "counter",
            "Generations summarized by the background backfill.", NULL,
            st.summary_backfilled);
+    metric(b, "gentrace_rollup_pending_slots", "gauge",
+           "Ten-minute slots whose summary rollup is being (re)built;"
+           " summaries read their raw rows meanwhile.",
+           NULL, st.rollup_pending_slots);
+    metric(b, "gentrace_rollup_rebuilt_slots_total", "counter",
+           "Slot rollups built or rebuilt by the maintenance tick.", NULL,
+           st.rollup_rebuilt_slots);
     storage_metrics(ing->store, b); /* the shared store's own */
+    acklat_metrics(&ing->ack_lat, b, "gentrace_ack_seconds",
+                   "Generations ACKed: GEN_END read to ACK written.");
+    acklat_metrics(&ing->commit_lat, b, "gentrace_ack_commit_seconds",
+                   "Generations ACKed: GEN_END read to its COMMIT returned"
+                   " (the rest of gentrace_ack_seconds is the loop's).");
   }
   session_auth_metrics(ing, b);
   if (ing->tls != NULL)

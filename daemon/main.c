@@ -72,6 +72,11 @@ static void store_log(void *ctx, const char *kv) {
   log_kv(LOG_ERROR, kv);
 }
 
+static void store_log_info(void *ctx, const char *kv) {
+  (void)ctx;
+  log_kv(LOG_INFO, kv);
+}
+
 static int web_healthy(void *ctx, const char **reason) {
   daemon_state *d = ctx;
   if (__atomic_load_n(&d->stopping, __ATOMIC_RELAXED)) {
@@ -295,6 +300,7 @@ int main(int argc, char **argv) {
    * half the CPU (0.64 of raw disk); see docs/STORAGE.md. */
   scfg.zstd_level = 1;
   scfg.log = store_log;
+  scfg.log_info = store_log_info;
   /* Group commit: a fleet's small generations share transactions (up to
    * 2048 of them, or --commit-linger of waiting, default 20 ms; store.c
    * invariant 13; millisecond resolution). A store that

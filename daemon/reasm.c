@@ -386,6 +386,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   c->refs++;
   c->inflight++;
   ing->inflight++;
+  pd->t_read_ns = uv_hrtime();
   rc = storage_submit(ing->store, sg);
   if (rc < 0) {
     /* Closing store: nothing will commit; the agent resends later. */

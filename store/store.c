@@ -84,9 +84,10 @@
  *      fleet of agents each committing a small generation a second
  *      otherwise pays one transaction per generation: with 16 KiB pages,
  *      several whole pages written to the WAL for a few hundred bytes
- *      (bench/bench_fleet.c). Sessions committed before move their row
-      forward by cached id (sidc, store thread only, filled only after
-      COMMIT like the index, invariant 4), not by the upsert.
+ *      (bench/bench_fleet.c). Sessions committed before are checked by
+      cached id (sidc, store thread only, filled only after COMMIT like
+      the index, invariant 4), not by the upsert, and their row is written
+      once per generation, by the generations_add trigger.
  *  14. Retention MUST never delete a generation a live retention pin holds
  *      (hold.h): every retention DELETE carries STORE_HOLD_FREE_SQL with
  *      one `now` bound to both the payload and the generation DELETE of a
@@ -256,6 +257,8 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     uint64_t pending = 0;
     store_summary_backfill(s->sum, 0, &pending); /* reads the count only */
     s->stats.summary_pending = pending;
+    store_rollup_pending(store_summary_rollup(s->sum), &pending);
+    s->stats.rollup_pending_slots = pending;
   }
   if ((err = store_setup_load_index(s, cause)) != 0)
     goto fail_db;

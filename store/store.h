@@ -43,6 +43,9 @@ typedef struct store_config {
    * the store thread; NULL = logfmt lines on stderr. */
   void (*log)(void *ctx, const char *kv);
   void *log_ctx;
+  /* Optional: the same for progress lines (level info: the summary
+   * backfill, the rollup rebuild); NULL = logfmt lines on stderr. */
+  void (*log_info)(void *ctx, const char *kv);
 } store_config;
 
 /* A complete generation handed to the store. Ownership of the struct and
@@ -118,6 +121,10 @@ typedef struct store_stats {
   /* Summaries (store_summary.h): generations stored before schema 4 still
    * without one, and how many the background backfill made so far. */
   uint64_t summary_pending, summary_backfilled;
+  /* Ten-minute rollups (store_rollup.h): slots whose rollup is not exact yet
+   * (after a delete, or all hours of a database from before schema 6), and
+   * slots rebuilt so far. */
+  uint64_t rollup_pending_slots, rollup_rebuilt_slots;
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

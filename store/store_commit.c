@@ -116,13 +116,35 @@ static int touch_session(store *s, const store_gen *g, const char *hex,
   sqlite3_bind_int64(st, 3, (int64_t)g->gen);
   sqlite3_bind_text(st, 4, hex, 32, SQLITE_STATIC);
   bind_key(st, 5, g);
-  int64_t v[2];
+  int64_t v[2] = {0, 0};
   int rc = step_returning(st, v, 2, found);
   if (*found) {
     *tot_events = v[0];
     *tot_lost = v[1];
   }
   return rc;
+}
+
+/* Checks a known session's row before its generation goes in
+ * (ST_SESSION_CHECK): *found = 0 if the row is gone or its id now names
+ * another session; *unbound = 1 while the row has no key hash. The row
+ * itself moves forward in the generations_add trigger: one write of it
+ * per generation, not two. Returns an SQLite code. */
+static int check_session(store *s, const char *hex, int64_t sid,
+                         int64_t *tot_events, int64_t *tot_lost, int *unbound,
+                         int *found) {
+  sqlite3_stmt *st = s->st[ST_SESSION_CHECK];
+  sqlite3_bind_int64(st, 1, sid);
+  sqlite3_bind_text(st, 2, hex, 32, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW;
+  if (*found) {
+    *tot_events = sqlite3_column_int64(st, 0);
+    *tot_lost = sqlite3_column_int64(st, 1);
+    *unbound = sqlite3_column_int(st, 2) != 0;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* Makes the session's row or moves it forward (identity from the first
@@ -160,10 +182,14 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   char hex[33];
   gtp_session_hex(g->session, hex);
   int64_t sid = sidc_get(s, g->session), tot_events = 0, tot_lost = 0;
-  int rc = SQLITE_OK, found = 0;
+  int rc = SQLITE_OK, found = 0, unbound = 0;
   if (sid > 0) {
-    rc =
-        touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost, &found);
+    rc = check_session(s, hex, sid, &tot_events, &tot_lost, &unbound, &found);
+    /* The key of a session bound after its first commit (rare): the touch
+     * writes it (and moves the row, which the trigger does again). */
+    if (rc == SQLITE_OK && found && unbound && g->has_key)
+      rc = touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost,
+                         &found);
     if (rc != SQLITE_OK)
       return rc;
     if (!found)
@@ -225,6 +251,12 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
       return rc;
+    /* A resend (the trigger did not fire): the agent is alive, so its row
+     * still moves forward, as it did before the trigger moved it. */
+    rc =
+        touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost, &found);
+    if (rc != SQLITE_OK)
+      return rc;
     g->result = same ? 1 : GTP_E_CONFLICT;
     g->seq = 0;
     g->stored_bytes = 0;
@@ -273,10 +305,14 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
   int64_t now_real = now_ns(CLOCK_REALTIME);
   int64_t span = s->max_span_ns;
   int rc = step_done(s->st[ST_BEGIN]);
+  store_rollup *ru = store_summary_rollup(s->sum);
+  store_rollup_reset(ru); /* store_rollup.c invariant 2 */
   for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
     rc = store_one(s, &items[i], now_real, &span);
   if (rc == SQLITE_OK && span > s->max_span_ns)
     rc = set_meta_int(s, "max_span_ns", span);
+  if (rc == SQLITE_OK && ru != NULL)
+    rc = store_rollup_flush(ru); /* the rollups of the batch */
   if (rc == SQLITE_OK)
     rc = step_done(s->st[ST_COMMIT]);
   int64_t dt = now_ns(CLOCK_MONOTONIC) - t0;

@@ -1,8 +1,9 @@
 /* store_maint.c: what the store thread does between batches and on its
  * one-second tick (store.c's design note): pending rejected counts,
  * retention by age and by size below the lowest pin (store.c invariant 6),
- * returning freed pages and emptying the WAL, the disk-full probe, and the
- * summary backfill. Thread: store only (store.c invariant 1). */
+ * returning freed pages and emptying the WAL, the disk-full probe, the
+ * summary backfill and the rebuild of slot rollups. Thread: store only
+ * (store.c invariant 1). */
 #include "config.h"
 
 #include <stdio.h>
@@ -230,6 +231,14 @@ static void probe_disk(store *s) {
     stats_set_disk_full(s, 0);
 }
 
+/* A progress line (not an error: cfg.log takes error lines only). */
+static void log_info(store *s, const char *kv) {
+  if (s->cfg.log_info)
+    s->cfg.log_info(s->cfg.log_ctx, kv);
+  else
+    fprintf(stderr, "level=info %s\n", kv);
+}
+
 /* Thread: store only. committed: a batch just committed (retention then
  * runs at once if the tick is due, keeping the size bound tight). */
 /* Summaries of generations stored before schema 4, a few hundred per tick
@@ -250,10 +259,39 @@ static void backfill_tick(store *s) {
   char kv[160];
   snprintf(kv, sizeof kv, "msg=\"summary backfill\" summarized=%d pending=%llu",
            n, (unsigned long long)pending);
-  if (s->cfg.log)
-    s->cfg.log(s->cfg.log_ctx, kv);
-  else
-    fprintf(stderr, "level=info %s\n", kv);
+  log_info(s, kv);
+}
+
+/* Slot rollups (re)built per tick (store_rollup.c): each is one
+ * transaction that holds the store thread (ten minutes of 100 agents: a
+ * few tens of ms, bench/RESULTS.md), so a tick stops after the budget. */
+#define STORE_ROLLUP_PER_TICK 16
+#define STORE_ROLLUP_BUDGET_NS (100 * 1000000LL)
+
+/* Rebuilds the settled dirty slots' rollups (after retention, or all slots
+ * after the migration to schema 6). Progress goes to the log (only when an
+ * hour was rebuilt) and to store_stats. */
+static void rollup_tick(store *s) {
+  store_rollup *ru = store_summary_rollup(s->sum);
+  if (ru == NULL)
+    return;
+  uint64_t pending = 0;
+  int n = store_rollup_rebuild(ru, STORE_ROLLUP_PER_TICK,
+                               STORE_ROLLUP_BUDGET_NS, &pending);
+  if (n < 0) {
+    store_log_error(s, "rollup rebuild", sqlite3_errcode(s->db));
+    return;
+  }
+  pthread_mutex_lock(&s->st_lock);
+  s->stats.rollup_rebuilt_slots += (uint64_t)n;
+  s->stats.rollup_pending_slots = pending;
+  pthread_mutex_unlock(&s->st_lock);
+  if (n == 0)
+    return;
+  char kv[160];
+  snprintf(kv, sizeof kv, "msg=\"rollup rebuild\" slots=%d pending=%llu", n,
+           (unsigned long long)pending);
+  log_info(s, kv);
 }
 
 void store_maint_run(store *s, int committed) {
@@ -274,8 +312,10 @@ void store_maint_run(store *s, int committed) {
     reclaim(s, 0);
   if (tick && stats_disk_full(s))
     probe_disk(s);
-  if (tick && !stats_disk_full(s))
+  if (tick && !stats_disk_full(s)) {
     backfill_tick(s);
+    rollup_tick(s);
+  }
   if (tick || committed) {
     uint64_t b = db_bytes(s);
     pthread_mutex_lock(&s->st_lock);

@@ -28,11 +28,13 @@
  *                session, a window [from_ns, to_ns), a reason, created and
  *                expires (unix ns). Retention never deletes a generation a
  *                live pin holds (STORE_HOLD_FREE_SQL).
+ *   sum_slots, sum_slots_dirty  (v6) ten-minute rollups of sum_names and
+ *                the slots they are not exact for (store_rollup.h).
  */
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -67,7 +69,7 @@
   STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
   "CREATE TABLE IF NOT EXISTS payloads("                                       \
   " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_TRIGGERS_SQL   \
-  STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_HOLDS_SQL
+  STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_HOLDS_SQL STORE_SCHEMA_ROLLUP_SQL
 
 /* The longest span of any kept row in O(log n) (max() walks this index):
  * window queries bound their scan from below by from - max span, so the
@@ -77,13 +79,30 @@
   " ON generations(end_ns - start_ns);"
 
 /* The session totals follow every row of generations, whichever path adds or
- * deletes it (commit, retention, --max-db-size, an operator's DELETE). */
-#define STORE_SCHEMA_TRIGGERS_SQL                                              \
+ * deletes it (commit, retention, --max-db-size, an operator's DELETE).
+ * The insert trigger also moves last_seen_ns (to the row's committed_ns)
+ * and last_gen forward, so a commit writes the session row once per
+ * generation, here, instead of once by a statement of its own and once
+ * more by this trigger (fleet profile, bench/RESULTS.md). A database made
+ * by an older build carries the older body (totals only): store_setup.c
+ * replaces it at open, inside the schema transaction. That is not a
+ * schema version: either body keeps every column right for an older
+ * build, which moves last_seen_ns and last_gen itself. CASE, not max():
+ * with max(last_seen_ns, ...) in this SET, the store thread used 60% more
+ * CPU and wrote a third more bytes per generation (bench_commit, 1,000
+ * sessions, 20 per transaction; the same in every run). */
+#define STORE_SCHEMA_ADD_TRIGGER_SQL                                           \
   "CREATE TRIGGER IF NOT EXISTS generations_add AFTER INSERT ON generations"   \
   " BEGIN UPDATE sessions SET gens = gens + 1, events = events + NEW.events,"  \
   " bytes = bytes + NEW.bytes,"                                                \
-  " lost = lost + NEW.dropped + NEW.evicted + NEW.rejected"                    \
-  " WHERE id = NEW.session_id; END;"                                           \
+  " lost = lost + NEW.dropped + NEW.evicted + NEW.rejected,"                   \
+  " last_seen_ns = CASE WHEN NEW.committed_ns > last_seen_ns"                 \
+  " THEN NEW.committed_ns ELSE last_seen_ns END,"                              \
+  " last_gen = CASE WHEN last_gen IS NULL OR NEW.gen > last_gen"               \
+  " THEN NEW.gen ELSE last_gen END"                                            \
+  " WHERE id = NEW.session_id; END;"
+#define STORE_SCHEMA_TRIGGERS_SQL                                              \
+  STORE_SCHEMA_ADD_TRIGGER_SQL                                                 \
   "CREATE TRIGGER IF NOT EXISTS generations_del AFTER DELETE ON generations"   \
   " BEGIN UPDATE sessions SET gens = gens - 1, events = events - OLD.events,"  \
   " bytes = bytes - OLD.bytes,"                                                \
@@ -193,11 +212,49 @@
   STORE_SCHEMA_HOLDS_SQL                                                       \
   "UPDATE meta SET value = '5' WHERE key = 'schema_version';"
 
+/* Ten-minute rollups (v6; store/store_rollup.c writes and rebuilds them,
+ * store_search.c reads them):
+ *   sum_slots        (slot, service, kind, name): the sum of the sum_names
+ *                    rows of the generations starting in that slot
+ *                    (slot = start_ns / 1 h; 0 <= start_ns < the last
+ *                    whole slot of int64 ns, STORE_ROLLUP_END, and end_ns
+ *                    >= start_ns only): gens = rows, count, total, min, max,
+ *                    merged histogram.
+ *   sum_slots_dirty  slots whose rollup may be wrong (a generation of it was
+ *                    deleted: a max cannot be subtracted), with the ticks
+ *                    since the last delete (age); readers use raw rows for
+ *                    them until the maintenance tick rebuilds them. */
+#define STORE_SCHEMA_ROLLUP_SQL                                                \
+  "CREATE TABLE IF NOT EXISTS sum_slots(slot INTEGER NOT NULL,"                \
+  " service TEXT NOT NULL, kind INTEGER NOT NULL, name TEXT NOT NULL,"         \
+  " gens INTEGER NOT NULL, count INTEGER NOT NULL,"                            \
+  " total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,"                       \
+  " max_ns INTEGER NOT NULL, hist BLOB NOT NULL,"                              \
+  " PRIMARY KEY(slot, service, kind, name)) WITHOUT ROWID;"                    \
+  "CREATE TABLE IF NOT EXISTS sum_slots_dirty(slot INTEGER PRIMARY KEY,"       \
+  " age INTEGER NOT NULL);"                                                    \
+  "CREATE TRIGGER IF NOT EXISTS generations_slot_del AFTER DELETE"             \
+  " ON generations WHEN OLD.start_ns >= 0"                                     \
+  " AND OLD.start_ns < 9223371600000000000 BEGIN"                              \
+  " INSERT OR REPLACE INTO sum_slots_dirty(slot, age)"                         \
+  " VALUES(OLD.start_ns / 600000000000, 0); END;"
+
+/* Migration 5 -> 6: the rollup tables, empty, and every slot that holds a
+ * generation marked dirty and settled (age far past STORE_ROLLUP_SETTLE):
+ * the store thread builds them in the background (store_rollup_rebuild)
+ * while readers use the raw rows of dirty slots. */
+#define STORE_MIGRATE_6_SQL                                                    \
+  STORE_SCHEMA_ROLLUP_SQL                                                      \
+  "INSERT OR IGNORE INTO sum_slots_dirty(slot, age)"                           \
+  " SELECT DISTINCT start_ns / 600000000000, 1000000 FROM generations"        \
+  " WHERE start_ns >= 0 AND start_ns < 9223371600000000000;"                   \
+  "UPDATE meta SET value = '6' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
  * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
  * the session key), generations.crc (the body CRC32C of the GEN_END) and the
  * generations_by_span index; 4 adds the summary tables (sum_*); 5 adds
- * retention_pins. */
+ * retention_pins; 6 adds the ten-minute rollups (sum_slots*). */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

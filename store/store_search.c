@@ -30,6 +30,7 @@
 #include "gtp_error.h"
 #include "spanbuf.h"
 #include "store_int.h"
+#include "store_rollup.h"
 #include "summary.h"
 
 _Static_assert(GTP_SUM_BUCKETS == 68, "store_name_stats.hist size");
@@ -291,6 +292,88 @@ int store_search_spans(store_reader *r, const store_search_query *q,
 
 /* ---------------------------------------------------------------- summary */
 
+/* The whole slots [*h0, *h1) inside [from, to) that rollups may answer:
+ * 1 if there is at least one. Slots start at unix 0 (rollups hold no
+ * generation starting before it). */
+static int rollup_slots(int64_t from, int64_t to, int64_t *h0, int64_t *h1) {
+  const int64_t H = STORE_ROLLUP_NS;
+  *h0 = from <= 0 ? 0 : from / H + (from % H != 0);
+  *h1 = to <= 0 ? 0 : to / H;
+  if (*h1 > STORE_ROLLUP_END / H)
+    *h1 = STORE_ROLLUP_END / H;
+  return *h1 > *h0;
+}
+
+/* The lowest start a generation ending at or after from can have. */
+static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
+  sqlite3_stmt *st = NULL;
+  int64_t span = 0;
+  if (prep(db, "SELECT coalesce(max(end_ns - start_ns), 0) FROM generations",
+           &st) == 0 &&
+      sqlite3_step(st) == SQLITE_ROW)
+    span = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  if (span < 0)
+    span = 0;
+  return from_ns < INT64_MIN + span ? INT64_MIN : from_ns - span;
+}
+
+/* The summary from rollups: the raw rows of the generations outside the
+ * whole slots [?8, ?9) (A: starting before ?10 = ?8 slots, B: at or after
+ * ?11 = ?9 slots), of the dirty slots inside (C), and of the generations inside
+ * that no rollup holds (D: end before start, which the store never writes
+ * but a row may hold), plus the rollup rows of the clean slots inside.
+ * ("+a.start_ns": D reads the span index, generations_by_span, not every
+ * generation of the range by start). Each generation is counted by exactly
+ * one part (store_rollup.c invariant
+ * 1 is what makes the last part equal to its raw rows). Parameters: ?1
+ * service, ?3 to, ?4 from, ?5 the range's first seq, ?6/?7 the name range,
+ * ?12 the lowest start a generation of the range can have. */
+#define SLOT_NS "600000000000"
+#define RAW_ROWS(FROM, SVC, NAME, COND)                                        \
+  "SELECT n.kind AS kind, n.name AS name, n.count AS cnt, n.total_ns AS tot,"  \
+  " n.min_ns AS mn, n.max_ns AS mx, 1 AS gens, n.hist AS hist FROM " FROM      \
+  " JOIN sessions s ON s.id = g.session_id JOIN sum_names n ON n.seq = g.seq"  \
+  " WHERE " SVC " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND " NAME            \
+  " >= ?6 AND (?7 IS NULL OR n.name <= ?7) AND " COND
+#define NOT_DIRTY(SLOT)                                                        \
+  "NOT EXISTS (SELECT 1 FROM sum_slots_dirty d WHERE d.slot = " SLOT ")"
+/* A: the left edge; B: the right edge; C: the dirty slots inside; D: the
+ * rows inside that no rollup holds; R: the rollups of the clean slots. */
+#define PART_A(SVC, NAME)                                                      \
+  RAW_ROWS("generations g", SVC, NAME,                                         \
+           "g.start_ns >= ?12 AND g.start_ns < ?10 AND g.seq >= ?5"            \
+           " AND n.seq >= ?5")
+#define PART_B(SVC, NAME)                                                      \
+  RAW_ROWS("generations g", SVC, NAME, "g.start_ns >= ?11")
+#define PART_C(SVC, NAME)                                                      \
+  RAW_ROWS("sum_slots_dirty d CROSS JOIN generations g", SVC, NAME,            \
+           "d.slot >= ?8 AND d.slot < ?9 AND g.start_ns >= d.slot * " SLOT_NS  \
+           " AND g.start_ns < (d.slot + 1) * " SLOT_NS)
+#define PART_D(SVC, NAME)                                                      \
+  RAW_ROWS("(SELECT a.seq AS aseq FROM generations a WHERE"                    \
+           " a.end_ns - a.start_ns < 0 AND +a.start_ns >= ?10"                 \
+           " AND +a.start_ns < ?11 LIMIT -1) x CROSS JOIN generations g",      \
+           SVC, NAME,                                                          \
+           "g.seq = x.aseq AND " NOT_DIRTY("g.start_ns / " SLOT_NS))
+#define PART_R(RSVC)                                                           \
+  "SELECT r.kind, r.name, r.count, r.total_ns, r.min_ns, r.max_ns, r.gens,"    \
+  " r.hist FROM sum_slots r WHERE r.slot >= ?8 AND r.slot < ?9 AND " RSVC      \
+  " AND r.name >= ?6 AND (?7 IS NULL OR r.name <= ?7) AND " NOT_DIRTY(         \
+      "r.slot")
+#define UNION_ALL " UNION ALL "
+#define ROLLUP_HEAD                                                            \
+  "SELECT kind, name, sum(cnt), sum(tot), min(mn), max(mx), sum(gens),"        \
+  " gt_hist_merge(hist) FROM ("
+#define ROLLUP_TAIL ") GROUP BY kind, name ORDER BY sum(tot) DESC, kind, name"
+#define ROLLUP_SQL(SVC, RSVC, NAME)                                            \
+  ROLLUP_HEAD PART_A(SVC, NAME)                                                \
+  UNION_ALL PART_B(SVC, NAME)                                                  \
+  UNION_ALL PART_C(SVC, NAME)                                                  \
+  UNION_ALL PART_D(SVC, NAME)                                                  \
+  UNION_ALL PART_R(RSVC)                                                       \
+  ROLLUP_TAIL
+
 int store_search_summary(store_reader *r, const store_summary_query *q,
                          store_stats_cb cb, void *ctx, uint64_t *pending) {
   sqlite3 *db = store_reader_db(r);
@@ -313,14 +396,30 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   " WHERE " SVC " AND (?2 IS NULL OR s.session = ?2)"                          \
   " AND g.start_ns < ?3 AND g.end_ns >= ?4 AND g.seq >= ?5 AND n.seq >= ?5"    \
   " AND " NAME " >= ?6 AND (?7 IS NULL OR n.name <= ?7)"                       \
-  " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC"
+  " GROUP BY n.kind, n.name ORDER BY sum(n.total_ns) DESC, n.kind, n.name"
 #define ANY_SVC "(?1 IS NULL OR s.service = ?1)"
-  const char *sql = q->service
-                        ? (q->name ? SUMMARY_SQL("s.service = ?1", "n.name")
-                                   : SUMMARY_SQL("s.service = ?1", "+n.name"))
-                        : (q->name ? SUMMARY_SQL(ANY_SVC, "n.name")
-                                   : SUMMARY_SQL(ANY_SVC, "+n.name"));
+#define ANY_RSVC "(?1 IS NULL OR r.service = ?1)"
+  /* A session's summary stays raw: rollups are per service, and one
+   * session's day is a service's day divided by its sessions. */
+  int64_t h0 = 0, h1 = 0;
+  int slots =
+      !q->raw && !q->session && rollup_slots(q->from_ns, q->to_ns, &h0, &h1);
+  const char *sql, *raw_sql;
+  raw_sql = q->service ? (q->name ? SUMMARY_SQL("s.service = ?1", "n.name")
+                                  : SUMMARY_SQL("s.service = ?1", "+n.name"))
+                       : (q->name ? SUMMARY_SQL(ANY_SVC, "n.name")
+                                  : SUMMARY_SQL(ANY_SVC, "+n.name"));
+  sql = raw_sql;
+  if (slots)
+    sql =
+        q->service
+            ? (q->name
+                   ? ROLLUP_SQL("s.service = ?1", "r.service = ?1", "n.name")
+                   : ROLLUP_SQL("s.service = ?1", "r.service = ?1", "+n.name"))
+            : (q->name ? ROLLUP_SQL(ANY_SVC, ANY_RSVC, "n.name")
+                       : ROLLUP_SQL(ANY_SVC, ANY_RSVC, "+n.name"));
 #undef ANY_SVC
+#undef ANY_RSVC
 #undef SUMMARY_SQL
   int err = prep(db, sql, &st);
   if (err) {
@@ -328,6 +427,11 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
     if (rc)
       return rc;
     err = prep(db, sql, &st);
+  }
+  if (err && slots) {
+    /* A database no daemon has migrated to schema 6 yet: raw rows. */
+    slots = 0;
+    err = prep(db, raw_sql, &st);
   }
   if (err)
     return err;
@@ -340,6 +444,13 @@ int store_search_summary(store_reader *r, const store_summary_query *q,
   sqlite3_bind_int64(st, 5, seq_floor(db, q->from_ns));
   char hi[1100];
   bind_name(st, 6, q->name, q->prefix, hi, sizeof hi);
+  if (slots) {
+    sqlite3_bind_int64(st, 8, h0);
+    sqlite3_bind_int64(st, 9, h1);
+    sqlite3_bind_int64(st, 10, h0 * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 11, h1 * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 12, start_floor(db, q->from_ns));
+  }
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     store_name_stats ns;

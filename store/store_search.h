@@ -74,10 +74,14 @@ typedef struct store_summary_query {
   const char *service, *session, *name;
   int prefix;
   int64_t from_ns, to_ns;
+  int raw; /* 1: only raw per-generation rows, no rollups (tests) */
 } store_summary_query;
 
 /* *pending = generations of the range not summarized yet (their numbers are
- * missing from the answer). */
+ * missing from the answer). Without a session, every whole ten-minute slot of
+ * [from, to) whose rollup is exact is read from sum_slots (store_rollup.h)
+ * and the rest from the raw rows: the same answer, row for row, as the raw
+ * rows alone. Rows come by total, largest first, then kind and name. */
 int store_search_summary(store_reader *r, const store_summary_query *q,
                          store_stats_cb cb, void *ctx, uint64_t *pending);
 

@@ -53,17 +53,24 @@ static const char *const store_sql[ST_COUNT_] = {
         " key_hash = coalesce(key_hash, excluded.key_hash)"
         " RETURNING id, events, lost",
     /* A session whose row this store committed before (its id cached in
-     * sidc): only last_seen, last_gen (and a key not bound yet) move, by
-     * primary key: no INSERT attempt, conflict and json_valid per
-     * generation (fleet profile: the upsert was 60% of the SQLite work of a
-     * small generation). The session text guards against a row an
-     * operator deleted and whose id was reused. */
+     * sidc), when its key is bound after its first commit or a resend
+     * arrives (the generations_add trigger moves the row otherwise): only
+     * last_seen, last_gen and the key move, by primary key: no INSERT
+     * attempt, conflict and json_valid (fleet profile: the upsert was 60%
+     * of the SQLite work of a small generation). The session text guards
+     * against a row an operator deleted and whose id was reused. */
     [ST_TOUCH_SESSION] =
         "UPDATE sessions SET last_seen_ns = max(last_seen_ns, ?2),"
         " last_gen = CASE WHEN last_gen IS NULL OR ?3 > last_gen"
         " THEN ?3 ELSE last_gen END,"
         " key_hash = coalesce(key_hash, ?5)"
         " WHERE id = ?1 AND session = ?4 RETURNING events, lost",
+    /* The check of a known session before its generation goes in (the
+     * row is not written here: generations_add moves it, once): that the
+     * cached id still names this session's row, its totals for invariant
+     * 11, and whether its key is bound yet. */
+    [ST_SESSION_CHECK] = "SELECT events, lost, key_hash IS NULL FROM sessions"
+                         " WHERE id = ?1 AND session = ?2",
     [ST_INSERT_GEN] =
         "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
         " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
@@ -189,7 +196,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '5')");
+                           " ('schema_version', '6')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -204,7 +211,8 @@ int store_setup_schema(store *s, char **cause) {
                                         STORE_MIGRATE_2_SQL,
                                         STORE_MIGRATE_3_SQL,
                                         STORE_MIGRATE_4_SQL,
-                                        STORE_MIGRATE_5_SQL};
+                                        STORE_MIGRATE_5_SQL,
+                                        STORE_MIGRATE_6_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
@@ -213,6 +221,22 @@ int store_setup_schema(store *s, char **cause) {
       store_set_cause(cause,
                       "%s: migrating schema %" PRId64 " to %" PRId64 ": %s",
                       s->path, v, v + 1, sqlite3_errmsg(s->db));
+      err = store_err(rc);
+      goto fail;
+    }
+  }
+  /* The insert trigger of an older build moves the totals only; this
+   * build's commit leaves last_seen_ns and last_gen to it as well
+   * (store_schema.h, STORE_SCHEMA_ADD_TRIGGER_SQL). */
+  if (pragma_int(s->db, "SELECT count(*) FROM sqlite_master WHERE"
+                        " type = 'trigger' AND name = 'generations_add'"
+                        " AND sql LIKE '%last_gen%'") != 1) {
+    rc = exec_sql(
+        s->db,
+        "DROP TRIGGER IF EXISTS generations_add;" STORE_SCHEMA_ADD_TRIGGER_SQL);
+    if (rc != SQLITE_OK) {
+      store_set_cause(cause, "%s: updating the generations trigger: %s",
+                      s->path, sqlite3_errmsg(s->db));
       err = store_err(rc);
       goto fail;
     }
@@ -232,8 +256,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 5,
-    "store_setup.c writes schema_version 5 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 6,
+    "store_setup.c writes schema_version 6 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {

@@ -100,6 +100,7 @@ static const char *const ss_sql[SS_COUNT_] = {
 };
 
 struct store_summary {
+  store_rollup *ru; /* the rollups the names are added to */
   sum_carry *carry; /* spans across generation edges, per session */
   sqlite3 *db;
   sqlite3_stmt *st[SS_COUNT_];
@@ -143,6 +144,11 @@ int store_summary_open(sqlite3 *db, store_summary **out) {
     rc = sqlite3_prepare_v3(db, ss_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                             &ss->st[i], NULL);
   ss->dctx = ZSTD_createDCtx();
+  int ru_err = rc == SQLITE_OK ? store_rollup_open(db, &ss->ru) : 0;
+  if (ru_err) {
+    store_summary_close(ss);
+    return ru_err;
+  }
   sqlite3_stmt *q = NULL;
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(
@@ -175,6 +181,7 @@ void store_summary_close(store_summary *ss) {
   sum_carry_free(ss->carry);
   for (int i = 0; i < SS_COUNT_; i++)
     sqlite3_finalize(ss->st[i]);
+  store_rollup_close(ss->ru);
   ZSTD_freeDCtx(ss->dctx);
   free(ss);
 }
@@ -215,6 +222,10 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
     sqlite3_bind_blob(st, 8, hist, (int)hl, SQLITE_STATIC);
     rc = step_done(st);
   }
+  /* The hour's rollup takes the rows just written (store_rollup.c; the
+   * transaction's owner flushes it before COMMIT). */
+  if (rc == SQLITE_OK && s->nnames > 0)
+    rc = store_rollup_add(ss->ru, seq);
   st = ss->st[SS_SPAN];
   for (size_t i = 0; rc == SQLITE_OK && i < s->nspans; i++) {
     const gtp_sum_span *sp = &s->spans[i];
@@ -247,6 +258,10 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
     rc = step_done(st);
   }
   return rc;
+}
+
+store_rollup *store_summary_rollup(store_summary *ss) {
+  return ss ? ss->ru : NULL;
 }
 
 /* The stored bytes of one row of SS_TODO, decompressed (malloc'd). */
@@ -284,6 +299,7 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
   int rc = sqlite3_exec(ss->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK)
     return store_sqlite_err(rc);
+  store_rollup_reset(ss->ru);
   sqlite3_stmt *st = ss->st[SS_TODO];
   sqlite3_bind_int64(st, 1, ss->below);
   sqlite3_bind_int(st, 2, max_gens);
@@ -312,6 +328,8 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
     rc = SQLITE_OK;
   int exhausted = rc == SQLITE_OK && !oom && done < max_gens;
   sqlite3_reset(st);
+  if (rc == SQLITE_OK)
+    rc = store_rollup_flush(ss->ru);
   if (rc == SQLITE_OK)
     rc = set_below(ss, exhausted ? 0 : low);
   if (rc == SQLITE_OK)

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store_rollup.h"
 #include "summary.h"
 
 /* A generation's summary, with the parsed generation its names borrow from
@@ -56,5 +57,9 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
  * (>= 0) or a negative SQLite-mapped code; *pending = generations still
  * without a summary afterwards. */
 int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending);
+
+/* The ten-minute rollups store_summary_put adds to (store_rollup.h), for the
+ * maintenance tick's rebuild; NULL for NULL. */
+store_rollup *store_summary_rollup(store_summary *ss);
 
 #endif

@@ -9,6 +9,7 @@ static int index_records(gtc_gen *g);
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -659,6 +660,32 @@ int64_t gtd_metric_in(const char *text, const char *name) {
   for (const char *l = text; l != NULL && *l;) {
     if (strncmp(l, name, nl) == 0 && l[nl] == ' ')
       return strtoll(l + nl + 1, NULL, 10);
+    l = strchr(l, '\n');
+    if (l != NULL)
+      l++;
+  }
+  return -1;
+}
+
+double gtd_metric_hist_pct(const char *m0, const char *m1, const char *name,
+                           double p) {
+  char key[200];
+  snprintf(key, sizeof key, "%s_count", name);
+  int64_t total = gtd_metric_in(m1, key) - gtd_metric_in(m0, key);
+  snprintf(key, sizeof key, "%s_bucket{le=\"", name);
+  size_t kl = strlen(key);
+  /* Buckets are printed in ascending order of le. */
+  for (const char *l = m1; total > 0 && l != NULL && *l;) {
+    if (strncmp(l, key, kl) == 0) {
+      const char *q = strchr(l + kl, '"');
+      char full[256];
+      if (q == NULL || q[1] != '}' || (size_t)(q + 2 - l) >= sizeof full)
+        return -1;
+      snprintf(full, sizeof full, "%.*s", (int)(q + 2 - l), l);
+      int64_t n = gtd_metric_in(m1, full) - gtd_metric_in(m0, full);
+      if ((double)n >= p * (double)total)
+        return l[kl] == '+' ? INFINITY : strtod(l + kl, NULL);
+    }
     l = strchr(l, '\n');
     if (l != NULL)
       l++;

@@ -125,6 +125,11 @@ char *gtd_http_get(gtd *d, const char *path, int *status);
 int64_t gtd_metric(gtd *d, const char *name);
 /* The same from a /metrics text already fetched (NUL-terminated). */
 int64_t gtd_metric_in(const char *text, const char *name);
+/* Of the observations histogram name gained between the /metrics texts m0
+ * and m1: the upper bound (le, in the metric's unit) of the first bucket
+ * holding fraction p of them; INFINITY for +Inf, -1 with none. */
+double gtd_metric_hist_pct(const char *m0, const char *m1, const char *name,
+                           double p);
 /* 1 if the log contains s. */
 int gtd_log_has(gtd *d, const char *s);
 

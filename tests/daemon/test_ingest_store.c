@@ -325,6 +325,48 @@ test_ingest__disk_full_pauses_ingest_reads_work_then_resumes(void **st) {
   finish(&d);
 }
 
+/* The daemon's own ACK latency (daemon/acklat.c): every ACK is counted in
+ * both histograms, and with a store that sleeps 40 ms before each commit
+ * none of them lands in a bucket under 40 ms, from the GEN_END read to the
+ * COMMIT or to the ACK. */
+static void test_ingest__ack_latency_histograms_count_every_ack(void **st) {
+  (void)st;
+  gtd d;
+  const char *args[] = {"--test-store-delay-ms", "40", NULL};
+  start(&d, args, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  spec(&s, 21, 1);
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  for (uint64_t gen = 1; gen <= 3; gen++) {
+    gtc_gen g;
+    spec(&s, 21, gen);
+    assert_int_equal(gtc_gen_build(&g, &s), 0);
+    assert_int_equal(gtc_send_gen(&c, &g), 0);
+    gtc_gen_fini(&g);
+    uint64_t got;
+    int code;
+    assert_int_equal(gtc_read_reply(&c, &got, &code, 15000), 1);
+    assert_int_equal(got, gen);
+  }
+  gtc_close(&c);
+  int status = 0;
+  char *m = gtd_http_get(&d, "/metrics", &status);
+  assert_non_null(m);
+  assert_int_equal(gtd_metric_in(m, "gentrace_ack_seconds_count"), 3);
+  assert_int_equal(gtd_metric_in(m, "gentrace_ack_commit_seconds_count"), 3);
+  assert_int_equal(gtd_metric_in(m, "gentrace_ack_seconds_bucket{le=\"+Inf\"}"),
+                   3);
+  assert_int_equal(gtd_metric_in(m, "gentrace_ack_seconds_bucket{le=\"0.03\"}"),
+                   0);
+  assert_int_equal(
+      gtd_metric_in(m, "gentrace_ack_commit_seconds_bucket{le=\"0.03\"}"), 0);
+  free(m);
+  finish(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -337,6 +379,8 @@ int main(void) {
       cmocka_unit_test_teardown(
           test_ingest__disk_full_pauses_ingest_reads_work_then_resumes,
           teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__ack_latency_histograms_count_every_ack, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

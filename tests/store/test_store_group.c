@@ -127,6 +127,58 @@ static void test_store_group__known_session_row_moves_forward(void **state) {
   assert_int_equal(last, 4);
 }
 
+/* A database whose generations_add trigger predates last_seen/last_gen in
+ * it (an older build's) gets this build's body at open, so a known
+ * session's row still moves forward with one write per generation; a
+ * resend (duplicate) moves last_seen_ns too, though the trigger does not
+ * fire for it. */
+static void test_store_group__older_trigger_is_replaced_at_open(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  open_store(f, &c);
+  sf_gen_opts o = {.session = 9, .gen = 1};
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  store_close(f->s);
+  f->s = NULL;
+  assert_int_equal(
+      sf_sql_exec(f->dir.db,
+                  "DROP TRIGGER generations_add;"
+                  "CREATE TRIGGER generations_add AFTER INSERT ON generations"
+                  " BEGIN UPDATE sessions SET gens = gens + 1,"
+                  " events = events + NEW.events, bytes = bytes + NEW.bytes,"
+                  " lost = lost + NEW.dropped + NEW.evicted + NEW.rejected"
+                  " WHERE id = NEW.session_id; END;"
+                  "UPDATE sessions SET last_seen_ns = 5"),
+      0);
+  open_store(f, &c);
+  assert_int_equal(sf_sql_int(f->dir.db,
+                              "SELECT count(*) FROM sqlite_master WHERE"
+                              " name = 'generations_add'"
+                              " AND sql LIKE '%last_gen%'"),
+                   1);
+  for (uint64_t g = 2; g <= 3; g++) {
+    o.gen = g;
+    assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  }
+  char hex[33], sql[256];
+  sf_session_hex(9, hex);
+  snprintf(sql, sizeof sql,
+           "SELECT last_gen * 10 + gens FROM sessions WHERE session = '%s'"
+           " AND last_seen_ns > 5",
+           hex);
+  assert_int_equal(sf_sql_int(f->dir.db, sql), 33);
+  /* The resend of gen 2: a duplicate, its row moves (last_seen_ns). */
+  assert_int_equal(
+      sf_sql_exec(f->dir.db, "UPDATE sessions SET last_seen_ns = 5"), 0);
+  o.gen = 2;
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 1);
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM sessions WHERE session = '%s'"
+           " AND last_seen_ns > 5 AND last_gen = 3 AND gens = 3",
+           hex);
+  assert_int_equal(sf_sql_int(f->dir.db, sql), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -134,6 +186,7 @@ int main(void) {
       T(test_store_group__one_session_does_not_wait),
       T(test_store_group__small_payload_is_stored_raw),
       T(test_store_group__known_session_row_moves_forward),
+      T(test_store_group__older_trigger_is_replaced_at_open),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
 #include "gtp_error.h"
 #include "hold.h"
 #include "store_fx.h"
+#include "store_schema.h"
 
 #define NS 1000000000LL
 
@@ -266,7 +267,7 @@ static void test_store_hold__schema_4_database_is_migrated(void **state) {
   open_both(f, &c);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT value FROM meta WHERE key ="
                                          " 'schema_version'"),
-                   5);
+                   STORE_SCHEMA_VERSION);
   hold_added a;
   int64_t t0 = sf_now_ns();
   assert_int_equal(add(f, "x", NULL, t0, t0 + NS, NS, 0, &a), 0);

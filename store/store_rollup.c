@@ -1,0 +1,478 @@
+/* store_rollup.c: ten-minute rollups of sum_names (store_rollup.h for the
+ * contract, store_schema.h for the tables).
+ *
+ * Design: a generation's rollup input is read back from the rows
+ * store_summary_put has just inserted (one SELECT by seq, which also gives
+ * the slot and the service the readers join on), so whatever rows a
+ * generation has, commit or backfill, its rollup gets the same ones. They
+ * are summed in memory per (slot, service, kind, name) and written by one
+ * upsert per key when the transaction is about to commit
+ * (store_rollup_flush): a batch of a fleet's generations shares a few
+ * keys, and an upsert per generation and name cost 75,000 instructions per
+ * generation (callgrind, bench_search's generations), a quarter of the
+ * summary's whole commit cost. The rebuild is the same aggregate over an
+ * slot in SQL. Deletes only mark the slot (a trigger, so every path that
+ * deletes a generation does), and readers treat a marked slot as raw.
+ *
+ * Invariants:
+ *   1. For every slot H without a sum_slots_dirty row, the sum_slots rows of
+ *      H equal the aggregate of the sum_names rows of the generations with
+ *      start_ns in H (0 <= start_ns < STORE_ROLLUP_END, end_ns >=
+ *      start_ns), grouped by (service, kind, name): gens = count(*), count,
+ *      total, min, max and the merged histogram
+ *      (store_rollup_check_invariants).
+ *   2. A generation's rows are added in the transaction that writes its
+ *      sum_names rows, exactly once (store_summary_put runs once per seq:
+ *      at commit, or by the backfill for a generation without sum_gens):
+ *      the sums in memory are written by store_rollup_flush before that
+ *      transaction's COMMIT and dropped by store_rollup_reset when it
+ *      begins (a rolled-back batch leaves nothing behind).
+ *   3. Every DELETE of a generation row with start_ns in [0,
+ *      STORE_ROLLUP_END) leaves its slot dirty with age 0 in the same
+ *      transaction (the trigger).
+ *   4. A rebuild replaces the slot's rows and clears its mark in one
+ *      transaction: a reader sees the slot either dirty or rebuilt.
+ */
+#include "config.h"
+
+#include "store_rollup.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "gtp_error.h"
+#include "store_int.h"
+#include "store_search.h"
+#include "summary.h"
+
+_Static_assert(STORE_ROLLUP_END == INT64_C(9223371600000000000),
+               "the SQL spells STORE_ROLLUP_END out");
+
+/* ---------------------------------------------------------- gt_hist_add */
+
+/* gt_hist_add(a, b): the encoded histogram of a + b (NULL or an empty blob
+ * counts as empty). A blob that does not decode adds what decodes before
+ * the fault, as gt_hist_merge (the raw rows' merge) does: the rollup must
+ * give the raw answer even for a row written by hand. */
+static void hist_add(sqlite3_context *cx, int n, sqlite3_value **v) {
+  uint64_t h[GTP_SUM_BUCKETS];
+  memset(h, 0, sizeof h);
+  for (int i = 0; i < n; i++) {
+    const void *p = sqlite3_value_blob(v[i]);
+    int len = sqlite3_value_bytes(v[i]);
+    if (len > 0)
+      (void)gtp_sum_hist_decode(p, (size_t)len, h);
+  }
+  uint8_t out[GTP_SUM_HIST_MAX];
+  size_t len = gtp_sum_hist_encode(h, out);
+  sqlite3_result_blob(cx, out, (int)len, SQLITE_TRANSIENT);
+}
+
+int store_rollup_register(sqlite3 *db) {
+  int rc = sqlite3_create_function_v2(db, "gt_hist_add", 2,
+                                      SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                      hist_add, NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return store_sqlite_err(rc) ? store_sqlite_err(rc) : GTP_E_INTERNAL;
+  return store_search_register(db);
+}
+
+/* ------------------------------------------------------------ statements */
+
+/* The rows of the generations of one slot ([?1, ?2) of start_ns) as they
+ * go into its rollup (invariant 1); ADD_SQL takes one generation. */
+#define HOUR_ROWS_SQL(WHERE)                                                   \
+  " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
+  " JOIN sum_names n ON n.seq = g.seq WHERE " WHERE                            \
+  " AND g.start_ns >= 0 AND g.start_ns < 9223371600000000000"                  \
+  " AND g.end_ns >= g.start_ns"
+
+enum {
+  RU_ROWS,
+  RU_UPSERT,
+  RU_AGE,
+  RU_PICK,
+  RU_DEL,
+  RU_BUILD,
+  RU_CLEAR,
+  RU_COUNT,
+  RU_N_
+};
+
+static const char *const ru_sql[RU_N_] = {
+    [RU_ROWS] = "SELECT g.start_ns / 600000000000, s.service, n.kind,"
+                " n.name, n.count, n.total_ns, n.min_ns, n.max_ns,"
+                " n.hist" HOUR_ROWS_SQL("g.seq = ?1"),
+    [RU_UPSERT] = "INSERT INTO sum_slots(slot, service, kind, name, gens,"
+                  " count, total_ns, min_ns, max_ns, hist)"
+                  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                  " ON CONFLICT(slot, service, kind, name) DO UPDATE SET"
+                  " gens = gens + excluded.gens,"
+                  " count = count + excluded.count,"
+                  " total_ns = total_ns + excluded.total_ns,"
+                  " min_ns = min(min_ns, excluded.min_ns),"
+                  " max_ns = max(max_ns, excluded.max_ns),"
+                  " hist = gt_hist_add(hist, excluded.hist)",
+    [RU_AGE] = "UPDATE sum_slots_dirty SET age = age + 1",
+    [RU_PICK] = "SELECT slot FROM sum_slots_dirty WHERE age >= ?1"
+                " ORDER BY slot DESC LIMIT ?2",
+    [RU_DEL] = "DELETE FROM sum_slots WHERE slot = ?1",
+    [RU_BUILD] = "INSERT INTO sum_slots(slot, service, kind, name, gens,"
+                 " count, total_ns, min_ns, max_ns, hist)"
+                 " SELECT ?3, s.service, n.kind, n.name, count(*),"
+                 " sum(n.count), sum(n.total_ns), min(n.min_ns),"
+                 " max(n.max_ns), gt_hist_merge(n.hist)" HOUR_ROWS_SQL(
+                     "g.start_ns >= ?1 AND g.start_ns < ?2") " GROUP BY"
+                                                             " s.service,"
+                                                             " n.kind, n.name",
+    [RU_CLEAR] = "DELETE FROM sum_slots_dirty WHERE slot = ?1",
+    [RU_COUNT] = "SELECT count(*) FROM sum_slots_dirty",
+};
+
+/* One key's sums of the open transaction. The sums are of the int64
+ * values the rows hold, in uint64 as SQLite's sum() adds them. */
+typedef struct ru_acc {
+  int64_t slot;
+  int kind;
+  char *service, *name;         /* owned; NULL = empty slot */
+  size_t service_len, name_len; /* bytes (a name may hold a NUL) */
+  uint64_t hash;
+  int64_t gens, count, total_ns, min_ns, max_ns;
+  uint64_t hist[GTP_SUM_BUCKETS];
+} ru_acc;
+
+/* Keys held before a flush in the middle of the transaction (bounds the
+ * memory: 600 bytes a key). */
+#define RU_ACC_MAX 4096
+#define RU_ACC_SLOTS (2 * RU_ACC_MAX) /* power of two, half full at most */
+
+struct store_rollup {
+  sqlite3 *db;
+  sqlite3_stmt *st[RU_N_];
+  ru_acc *acc; /* RU_ACC_SLOTS, calloc'd on first use */
+  size_t nacc;
+};
+
+static int sql_err(int rc) {
+  int e = store_sqlite_err(rc);
+  return e ? e : GTP_E_INTERNAL;
+}
+
+static int run(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+int store_rollup_open(sqlite3 *db, store_rollup **out) {
+  *out = NULL;
+  int err = store_rollup_register(db);
+  if (err)
+    return err;
+  store_rollup *ru = calloc(1, sizeof *ru);
+  if (!ru)
+    return -ENOMEM;
+  ru->db = db;
+  for (int i = 0; i < RU_N_; i++) {
+    int rc = sqlite3_prepare_v3(db, ru_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                &ru->st[i], NULL);
+    if (rc != SQLITE_OK) {
+      store_rollup_close(ru);
+      return sql_err(rc);
+    }
+  }
+  *out = ru;
+  return 0;
+}
+
+void store_rollup_close(store_rollup *ru) {
+  if (!ru)
+    return;
+  store_rollup_reset(ru);
+  free(ru->acc);
+  for (int i = 0; i < RU_N_; i++)
+    sqlite3_finalize(ru->st[i]);
+  free(ru);
+}
+
+static uint64_t key_hash(int64_t slot, int kind, const char *svc,
+                         size_t svc_len, const char *name, size_t name_len) {
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)slot ^ ((uint64_t)kind << 56);
+  for (size_t i = 0; i < svc_len; i++)
+    h = (h ^ (uint8_t)svc[i]) * 1099511628211ull;
+  h = (h ^ 0xff) * 1099511628211ull;
+  for (size_t i = 0; i < name_len; i++)
+    h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
+  return h;
+}
+
+static char *dup_n(const char *p, size_t n) {
+  char *c = malloc(n + 1);
+  if (c) {
+    memcpy(c, p, n);
+    c[n] = 0;
+  }
+  return c;
+}
+
+/* The slot of a key: its entry, or the empty slot where it goes. */
+static ru_acc *acc_slot(store_rollup *ru, uint64_t h, int64_t slot, int kind,
+                        const char *svc, size_t svc_len, const char *name,
+                        size_t name_len) {
+  for (size_t k = 0;; k++) {
+    ru_acc *e = &ru->acc[(h + k) & (RU_ACC_SLOTS - 1)];
+    if (!e->name)
+      return e;
+    if (e->hash == h && e->slot == slot && e->kind == kind &&
+        e->service_len == svc_len && e->name_len == name_len &&
+        memcmp(e->service, svc, svc_len) == 0 &&
+        memcmp(e->name, name, name_len) == 0)
+      return e;
+  }
+}
+
+void store_rollup_reset(store_rollup *ru) {
+  if (!ru || !ru->acc)
+    return;
+  for (size_t i = 0; i < RU_ACC_SLOTS && ru->nacc > 0; i++) {
+    ru_acc *e = &ru->acc[i];
+    if (e->name) {
+      free(e->service);
+      free(e->name);
+      memset(e, 0, sizeof *e);
+      ru->nacc--;
+    }
+  }
+  ru->nacc = 0;
+}
+
+int store_rollup_flush(store_rollup *ru) {
+  if (!ru || !ru->acc || ru->nacc == 0)
+    return SQLITE_OK;
+  sqlite3_stmt *st = ru->st[RU_UPSERT];
+  int rc = SQLITE_OK;
+  uint8_t hist[GTP_SUM_HIST_MAX];
+  for (size_t i = 0; i < RU_ACC_SLOTS && rc == SQLITE_OK; i++) {
+    const ru_acc *e = &ru->acc[i];
+    if (!e->name)
+      continue;
+    sqlite3_bind_int64(st, 1, e->slot);
+    sqlite3_bind_text(st, 2, e->service, (int)e->service_len, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, e->kind);
+    sqlite3_bind_text(st, 4, e->name, (int)e->name_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, e->gens);
+    sqlite3_bind_int64(st, 6, e->count);
+    sqlite3_bind_int64(st, 7, e->total_ns);
+    sqlite3_bind_int64(st, 8, e->min_ns);
+    sqlite3_bind_int64(st, 9, e->max_ns);
+    size_t hl = gtp_sum_hist_encode(e->hist, hist);
+    sqlite3_bind_blob(st, 10, hist, (int)hl, SQLITE_STATIC);
+    rc = run(st);
+  }
+  sqlite3_clear_bindings(st);
+  store_rollup_reset(ru); /* written, or the transaction rolls back */
+  return rc;
+}
+
+/* Adds one row of RU_ROWS into its key's sums. Returns an SQLite code. */
+static int acc_row(store_rollup *ru, sqlite3_stmt *st) {
+  int64_t slot = sqlite3_column_int64(st, 0);
+  const char *svc = (const char *)sqlite3_column_text(st, 1);
+  size_t svc_len = (size_t)sqlite3_column_bytes(st, 1);
+  int kind = sqlite3_column_int(st, 2);
+  const char *name = (const char *)sqlite3_column_text(st, 3);
+  size_t name_len = (size_t)sqlite3_column_bytes(st, 3);
+  if (!svc || !name)
+    return SQLITE_NOMEM;
+  uint64_t h = key_hash(slot, kind, svc, svc_len, name, name_len);
+  ru_acc *e = acc_slot(ru, h, slot, kind, svc, svc_len, name, name_len);
+  int64_t mn = sqlite3_column_int64(st, 6), mx = sqlite3_column_int64(st, 7);
+  if (!e->name) {
+    e->service = dup_n(svc, svc_len);
+    e->name = dup_n(name, name_len);
+    if (!e->service || !e->name) {
+      free(e->service);
+      free(e->name);
+      memset(e, 0, sizeof *e);
+      return SQLITE_NOMEM;
+    }
+    e->service_len = svc_len;
+    e->name_len = name_len;
+    e->hash = h;
+    e->slot = slot;
+    e->kind = kind;
+    e->min_ns = mn;
+    e->max_ns = mx;
+    ru->nacc++;
+  }
+  /* Wrapping like the histogram's buckets: a sum past int64 is an error
+   * for the raw query's sum() too. */
+  e->gens = (int64_t)((uint64_t)e->gens + 1);
+  e->count =
+      (int64_t)((uint64_t)e->count + (uint64_t)sqlite3_column_int64(st, 4));
+  e->total_ns =
+      (int64_t)((uint64_t)e->total_ns + (uint64_t)sqlite3_column_int64(st, 5));
+  if (mn < e->min_ns)
+    e->min_ns = mn;
+  if (mx > e->max_ns)
+    e->max_ns = mx;
+  const void *hb = sqlite3_column_blob(st, 8);
+  int hl = sqlite3_column_bytes(st, 8);
+  if (hl > 0) /* a bad blob: what decodes, as gt_hist_merge (hist_add) */
+    (void)gtp_sum_hist_decode(hb, (size_t)hl, e->hist);
+  return SQLITE_OK;
+}
+
+int store_rollup_add(store_rollup *ru, int64_t seq) {
+  if (!ru->acc) {
+    ru->acc = calloc(RU_ACC_SLOTS, sizeof *ru->acc);
+    if (!ru->acc)
+      return SQLITE_NOMEM;
+  }
+  int rc = SQLITE_OK;
+  sqlite3_stmt *st = ru->st[RU_ROWS];
+  sqlite3_bind_int64(st, 1, seq);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    if (ru->nacc >= RU_ACC_MAX) /* same transaction: memory stays bounded */
+      rc = store_rollup_flush(ru);
+    if (rc == SQLITE_OK)
+      rc = acc_row(ru, st);
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc; /* invariant 2 */
+}
+
+int store_rollup_pending(store_rollup *ru, uint64_t *pending) {
+  sqlite3_stmt *st = ru->st[RU_COUNT];
+  int rc = sqlite3_step(st);
+  *pending = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW ? 0 : sql_err(rc);
+}
+
+/* Rebuilds one slot in its own transaction (invariant 4). */
+static int rebuild_slot(store_rollup *ru, int64_t slot) {
+  int rc = sqlite3_exec(ru->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return sql_err(rc);
+  sqlite3_stmt *st = ru->st[RU_DEL];
+  sqlite3_bind_int64(st, 1, slot);
+  rc = run(st);
+  if (rc == SQLITE_OK) {
+    st = ru->st[RU_BUILD];
+    sqlite3_bind_int64(st, 1, slot * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 2, (slot + 1) * STORE_ROLLUP_NS);
+    sqlite3_bind_int64(st, 3, slot);
+    rc = run(st);
+  }
+  if (rc == SQLITE_OK) {
+    st = ru->st[RU_CLEAR];
+    sqlite3_bind_int64(st, 1, slot);
+    rc = run(st);
+  }
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(ru->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(ru->db, "ROLLBACK", NULL, NULL, NULL);
+    return sql_err(rc);
+  }
+  GTP_ASSERT(store_rollup_check_invariants(ru->db, slot) == 0);
+  return 0;
+}
+
+/* The most slots one tick picks (the newest first: they are the ones a
+ * "last N slots" query reads). */
+#define RU_PICK_MAX 64
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int store_rollup_rebuild(store_rollup *ru, int max_slots, int64_t budget_ns,
+                         uint64_t *pending) {
+  int64_t t0 = mono_ns();
+  *pending = 0;
+  int err = store_rollup_pending(ru, pending);
+  if (err || *pending == 0 || max_slots <= 0)
+    return err;
+  if (max_slots > RU_PICK_MAX)
+    max_slots = RU_PICK_MAX;
+  int rc = run(ru->st[RU_AGE]); /* autocommit: one small UPDATE */
+  if (rc != SQLITE_OK)
+    return sql_err(rc);
+  int64_t slots[RU_PICK_MAX];
+  int n = 0;
+  sqlite3_stmt *st = ru->st[RU_PICK];
+  sqlite3_bind_int(st, 1, STORE_ROLLUP_SETTLE);
+  sqlite3_bind_int(st, 2, max_slots);
+  while (n < max_slots && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    slots[n++] = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    return sql_err(rc);
+  int done = 0;
+  for (int i = 0; i < n && (i == 0 || mono_ns() - t0 < budget_ns); i++) {
+    /* The trigger marks only slots inside [0, STORE_ROLLUP_END); a row
+     * outside (written by hand) is dropped, not rebuilt. */
+    if (slots[i] < 0 || slots[i] >= STORE_ROLLUP_END / STORE_ROLLUP_NS) {
+      sqlite3_bind_int64(ru->st[RU_CLEAR], 1, slots[i]);
+      run(ru->st[RU_CLEAR]);
+      continue;
+    }
+    if ((err = rebuild_slot(ru, slots[i])) < 0)
+      return err;
+    done++;
+  }
+  err = store_rollup_pending(ru, pending);
+  return err ? err : done;
+}
+
+/* ------------------------------------------------------------ invariants */
+
+/* Rows of sum_slots that differ from the aggregate, both ways (EXCEPT over
+ * the two sets), for one slot or every clean slot. */
+#define CHECK_SQL                                                              \
+  "WITH raw AS (SELECT g.start_ns / 600000000000 AS slot, s.service,"          \
+  " n.kind, n.name, count(*) AS gens, sum(n.count) AS count,"                  \
+  " sum(n.total_ns) AS total_ns, min(n.min_ns) AS min_ns,"                     \
+  " max(n.max_ns) AS max_ns, gt_hist_merge(n.hist) AS hist"                    \
+  " FROM generations g JOIN sessions s ON s.id = g.session_id"                 \
+  " JOIN sum_names n ON n.seq = g.seq WHERE g.start_ns >= 0"                   \
+  " AND g.start_ns < 9223371600000000000"                                      \
+  " AND g.end_ns >= g.start_ns AND (?1 < 0 OR (g.start_ns >= ?1 * "            \
+  "600000000000 AND g.start_ns < (?1 + 1) * 600000000000))"                    \
+  " GROUP BY 1, 2, 3, 4),"                                                     \
+  " ru AS (SELECT slot, service, kind, name, gens, count, total_ns, min_ns,"   \
+  " max_ns, gt_hist_add(hist, NULL) AS hist FROM sum_slots"                    \
+  " WHERE ?1 < 0 OR slot = ?1)"                                                \
+  " SELECT count(*) FROM (SELECT * FROM (SELECT * FROM raw EXCEPT"             \
+  " SELECT * FROM ru) UNION ALL SELECT * FROM (SELECT * FROM ru EXCEPT"        \
+  " SELECT * FROM raw)) d WHERE NOT EXISTS (SELECT 1 FROM sum_slots_dirty x"   \
+  " WHERE x.slot = d.slot)"
+
+int store_rollup_check_invariants(sqlite3 *db, int64_t slot) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, CHECK_SQL, -1, &st, NULL);
+  if (rc != SQLITE_OK) {
+    /* A reader connection may not have the functions yet. */
+    int err = store_rollup_register(db);
+    if (err)
+      return err;
+    rc = sqlite3_prepare_v2(db, CHECK_SQL, -1, &st, NULL);
+  }
+  if (rc != SQLITE_OK)
+    return sql_err(rc);
+  sqlite3_bind_int64(st, 1, slot);
+  rc = sqlite3_step(st);
+  int64_t bad = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW)
+    return sql_err(rc);
+  return bad == 0 ? 0 : 1;
+}
