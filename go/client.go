@@ -70,7 +70,6 @@ type client struct {
 	deadline time.Time
 
 	// Early sending (early.go).
-	earlyBusy   *goGen   // the sender is writing chunks of it now
 	aborts      []uint64 // generations to abort on the live connection
 	earlySent   uint64   // Stats.EarlyChunks
 	earlyAborts uint64   // Stats.Aborts
@@ -377,7 +376,7 @@ func (c *client) data(p []byte) {
 func (c *client) dropCur() {
 	g := c.cur
 	c.sp.abandon()
-	if c.earlyBusy != g { // else the sender may be reading them (early.go 3)
+	if !g.sending { // else the sender may be reading them (early.go 3)
 		c.sp.recycle(g.chunks)
 	}
 	c.abortSent(g)

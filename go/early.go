@@ -32,12 +32,19 @@ package gentrace
 //     one was sent whole on this connection: a generation's frames follow
 //     its predecessor's GEN_END, so at most two are open on the daemon.
 //  3. A generation with early > 0, or whose chunks the sender is writing
-//     now (c.earlyBusy), that is dropped gets exactly one abort on that
+//     now (g.sending), that is dropped gets exactly one abort on that
 //     connection (c.aborts), sent before anything else; its chunks are not
 //     recycled while the sender may still read them. A lost connection
 //     clears c.aborts: the daemon dropped the open generation with it.
-//  4. A sealed generation with early > 0 is never evicted (it is open on
-//     the daemon; spool invariant 3).
+//  4. A sealed generation with early > 0 or g.sending is never evicted (it
+//     is open on the daemon, and its chunks may be being read; spool
+//     invariant 3).
+//  5. What the sender wrote early counts in g.early unless g was dropped
+//     (g.gone), also when the runtime sealed g meanwhile: the sealed
+//     generation is then sent on from the first chunk not yet written.
+//     (Counting it only while g was still c.cur made the sender write
+//     those chunks a second time after a seal that came during the write,
+//     and the daemon rejected the generation for its CRC.)
 
 import (
 	"bufio"
@@ -51,7 +58,8 @@ var abortManifest = manifest{}
 // abortSent queues the abort of g if the daemon may hold part of it
 // (invariant 3). g is being dropped by the caller.
 func (c *client) abortSent(g *goGen) {
-	if g.early > 0 || c.earlyBusy == g {
+	g.gone = true
+	if g.early > 0 || g.sending {
 		c.aborts = append(c.aborts, g.num)
 		c.earlyAborts++
 		c.poke()
@@ -75,21 +83,21 @@ func (c *client) earlyWork() (g *goGen, chunks [][]byte) {
 	if full <= g.early {
 		return nil, nil
 	}
-	c.earlyBusy = g
+	g.sending = true
 	return g, g.chunks[g.early:full:full]
 }
 
-// earlyDone records what the sender wrote of g (invariant 1), or nothing
-// when g was dropped meanwhile (its abort is queued). Under mu.
+// earlyDone records what the sender wrote of g, whether g is still being
+// built or was sealed meanwhile (invariant 5), or nothing when g was
+// dropped meanwhile (its abort is queued) or the write failed (the
+// connection is gone: requeue). Under mu.
 func (c *client) earlyDone(g *goGen, n int, ok bool) {
-	c.earlyBusy = nil
-	if c.cur != g || c.dropping {
+	g.sending = false
+	if g.gone || !ok {
 		return
 	}
-	if ok {
-		g.early += n
-		c.earlySent += uint64(n)
-	}
+	g.early += n
+	c.earlySent += uint64(n)
 }
 
 // sendAborts writes the queued aborts. Called by the sender without mu;

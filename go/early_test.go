@@ -1,6 +1,12 @@
 package gentrace
 
-import "testing"
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+)
 
 func newTestClient(limit int) *client {
 	c := &client{cfg: &resolved{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -38,7 +44,7 @@ func TestEarly_fullChunksGoEarlyAndADropAbortsOnce(t *testing.T) {
 	}
 }
 
-// A drop while the sender is writing the generation's chunks (earlyBusy)
+// A drop while the sender is writing the generation's chunks (g.sending)
 // aborts it too, and leaves its chunks alone for the sender; earlyDone
 // then records nothing for it.
 func TestEarly_dropWhileSendingAbortsAndKeepsChunks(t *testing.T) {
@@ -46,7 +52,7 @@ func TestEarly_dropWhileSendingAbortsAndKeepsChunks(t *testing.T) {
 	c.begin(1)
 	c.data(make([]byte, firstChunkSize*(1+2+4)+chunkSize)) // 16, 32, 64, 128 KiB
 	g, chunks := c.earlyWork()
-	if len(chunks) != 4 || cap(chunks[3]) != chunkSize || c.earlyBusy != g {
+	if len(chunks) != 4 || cap(chunks[3]) != chunkSize || !g.sending {
 		t.Fatalf("early work: %d chunks", len(chunks))
 	}
 	free := len(c.sp.free)
@@ -55,7 +61,7 @@ func TestEarly_dropWhileSendingAbortsAndKeepsChunks(t *testing.T) {
 		t.Fatalf("aborts %v; free %d -> %d", c.aborts, free, len(c.sp.free))
 	}
 	c.earlyDone(g, len(chunks), true)
-	if g.early != 0 || c.earlySent != 0 || c.earlyBusy != nil {
+	if g.early != 0 || c.earlySent != 0 || g.sending {
 		t.Fatalf("early %d, sent %d", g.early, c.earlySent)
 	}
 }
@@ -81,5 +87,132 @@ func TestEarly_partlySentGenerationIsNotEvicted(t *testing.T) {
 	}
 	if !c.sp.evictOne() {
 		t.Fatal("a queued generation no longer sent could not be evicted")
+	}
+}
+
+// received is what the daemon gets of generation num on wire (its BATCH
+// records in order) and the manifest of its GEN_END; fails the test if
+// the records do not match that manifest, as the daemon would reject it.
+func received(t *testing.T, wire []byte, num uint64) (body []byte) {
+	t.Helper()
+	br := bufio.NewReader(bytes.NewReader(wire))
+	for {
+		f, err := readFrame(br)
+		if err != nil {
+			t.Fatalf("no GEN_END for generation %d: %v", num, err)
+		}
+		d := dec{p: f.payload}
+		if d.uv() != num {
+			continue
+		}
+		switch f.typ {
+		case frBatch:
+			body = append(body, d.p...)
+		case frGenEnd:
+			records, _, n := d.uv(), d.uv(), d.uv()
+			crc := binary.LittleEndian.Uint32(d.p)
+			if n != uint64(len(body)) || crc != crc32.Checksum(body, castagnoli) {
+				t.Fatalf("generation %d: %d bytes with CRC %08x received, GEN_END says %d records, %d bytes, CRC %08x",
+					num, len(body), crc32.Checksum(body, castagnoli), records, n, crc)
+			}
+			return body
+		}
+	}
+}
+
+// goBytes: the payloads of the GOTRACE records of a received body.
+func goBytes(t *testing.T, body []byte) (out []byte) {
+	t.Helper()
+	for len(body) > 0 {
+		typ := body[0]
+		n, k := binary.Uvarint(body[1:])
+		if k <= 0 || uint64(len(body)-1-k) < n {
+			t.Fatalf("bad record in the body")
+		}
+		if typ == recGoTrace {
+			out = append(out, body[1+k:1+k+int(n)]...)
+		}
+		body = body[1+k+int(n):]
+	}
+	return out
+}
+
+func testBytes(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*7 + i>>8)
+	}
+	return p
+}
+
+// The runtime ends a generation while the sender writes its full chunks
+// early: those chunks went out, so the sealed generation goes on from
+// after them. (Counting nothing for a generation no longer c.cur sent
+// them again at seal: the daemon got them twice and rejected the
+// generation for its CRC, as tests/go's early test saw under -race.)
+func TestEarly_sealWhileSendingSendsEachChunkOnce(t *testing.T) {
+	c := newTestClient(4 << 20)
+	c.begin(1)
+	p := testBytes(firstChunkSize*3 + 1000) // chunks 0, 1 full; 2 started
+	c.data(p)
+	g, chunks := c.earlyWork()
+	if len(chunks) != 2 {
+		t.Fatalf("early work: %d chunks", len(chunks))
+	}
+	var wire bytes.Buffer
+	bw := bufio.NewWriter(&wire)
+	if err := writeChunks(bw, &wire, g.num, chunks); err != nil {
+		t.Fatal(err)
+	}
+	bw.Flush()
+	c.seal(genInfo{}) // while the sender was writing
+	c.begin(2)
+	c.earlyDone(g, len(chunks), true)
+	n := c.sp.next()
+	if n != g {
+		t.Fatalf("next %v", n)
+	}
+	if err := writeGen(bw, &wire, n, n.early); err != nil {
+		t.Fatal(err)
+	}
+	if got := goBytes(t, received(t, wire.Bytes(), 1)); !bytes.Equal(got, p) {
+		t.Fatalf("received %d Go bytes, wrote %d", len(got), len(p))
+	}
+	if c.earlySent != 2 {
+		t.Fatalf("early chunks counted %d", c.earlySent)
+	}
+}
+
+// A generation sealed while the sender writes its chunks early is open on
+// the daemon and its chunks are being read: the next generation growing
+// does not evict it (its chunks would be reused under the sender) but is
+// dropped itself when there is no other room.
+func TestEarly_sealedWhileSendingIsNotEvicted(t *testing.T) {
+	c := newTestClient(1 << 20)
+	c.begin(1)
+	p := testBytes(500 << 10) // 16+32+64+4x128 KiB of chunks
+	c.data(p)
+	g, chunks := c.earlyWork()
+	if len(chunks) != 6 {
+		t.Fatalf("early work: %d chunks", len(chunks))
+	}
+	c.seal(genInfo{})
+	c.begin(2)
+	c.data(testBytes(450 << 10)) // needs more room than is left
+	if c.sp.evicted != 0 || c.sp.find(1) < 0 {
+		t.Fatalf("generation 1 evicted while its chunks were being sent")
+	}
+	if !c.dropping {
+		t.Fatal("generation 2 took room it did not have")
+	}
+	for i, ch := range chunks {
+		if !bytes.Equal(ch, p[:len(ch)]) {
+			t.Fatalf("chunk %d changed under the sender", i)
+		}
+		p = p[len(ch):]
+	}
+	c.earlyDone(g, len(chunks), true)
+	if g.early != 6 {
+		t.Fatalf("early %d", g.early)
 	}
 }

@@ -47,6 +47,8 @@ type goGen struct {
 
 	state       int
 	early       int  // chunks written early on the live connection (early.go)
+	sending     bool // the sender is writing chunks of it early now (early.go)
+	gone        bool // dropped while being built: none of it is sent any more
 	maybeStored bool // GEN_END written on some connection (invariant 3)
 	ledgerSet   bool
 	dropped     uint64
@@ -78,8 +80,8 @@ type spool struct {
 // evictOne pushes out the oldest evictable generation (invariant 3).
 func (sp *spool) evictOne() bool {
 	for i, g := range sp.gens {
-		if g.state != gQueued || g.maybeStored || g.early > 0 {
-			continue // early > 0: open on the daemon (early.go 4)
+		if g.state != gQueued || g.maybeStored || g.early > 0 || g.sending {
+			continue // early > 0, sending: open on the daemon (early.go 4)
 		}
 		sp.gens = append(sp.gens[:i], sp.gens[i+1:]...)
 		sp.bytes -= g.mem
