@@ -114,17 +114,27 @@ int store_setup_load_index(store *s, char **cause) {
                               -1, &st, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_step(st);
+  int err = 0;
   for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
     const char *hex = (const char *)sqlite3_column_text(st, 0);
     uint8_t key[16];
     if (!hex || gtp_session_parse(hex, key) != 0)
       continue; /* not ours to judge here; readers show it as is */
+    /* A row left out of the index would lose its resume hint, and its key
+     * binding (any HELLO could then claim the session): the open fails. */
     if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-      store_index_note_gen(s->idx, key, (uint64_t)sqlite3_column_int64(st, 1));
-    if (sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
-      store_index_bind_key(s->idx, key, sqlite3_column_blob(st, 2));
+      err = store_index_note_gen(s->idx, key,
+                                 (uint64_t)sqlite3_column_int64(st, 1));
+    if (err == 0 && sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
+      err = store_index_bind_key(s->idx, key, sqlite3_column_blob(st, 2));
+    if (err != 0)
+      break;
   }
   sqlite3_finalize(st);
+  if (err != 0) {
+    store_set_cause(cause, "%s: loading sessions: out of memory", s->path);
+    return err;
+  }
   if (rc != SQLITE_DONE) {
     store_set_cause(cause, "%s: loading sessions: %s", s->path,
                     sqlite3_errmsg(s->db));

@@ -21,7 +21,10 @@
  *     generation carries ENOMEM; the client then reconnects and resends
  *     every generation not ACKed, as the agent does;
  *   - afterwards both sessions stored exactly: every generation once, with
- *     the bytes it was sent with (GEN_START from HELLO, body, GEN_END).
+ *     the bytes it was sent with (GEN_START from HELLO, body, GEN_END),
+ *     and each one's key bound in the store's session index (a binding
+ *     that cannot be made ends the connection, never a session left open
+ *     to any key).
  * Set-up and tear-down of the daemon run outside the walk (fa_pause); the
  * client's own allocations never fail (fa_exempt). The second walk fails
  * SQLite's allocations as well (the store thread's statements: the
@@ -52,6 +55,7 @@
 #include "gtp_error.h"
 #include "ingest_int.h"
 #include "log.h"
+#include "sha256.h"
 #include "store_read.h"
 
 #define NGENS 3       /* per session: one large (staged), two fixtures */
@@ -318,6 +322,18 @@ static void sess_check_stored(const char *db, const sess *s, tally *t) {
   store_reader_close(r);
 }
 
+/* The session's key is bound in the running daemon's store, to the hash of
+ * the key it sent: a generation stored for a session whose binding failed
+ * would let any later HELLO claim it (store/store_index.c invariant 5). */
+static void sess_check_bound(dh *h, const sess *s, tally *t) {
+  uint8_t got[STORE_KEY_HASH_SIZE], want[GTP_SHA256_SIZE];
+  gtp_sha256(s->spec[0].session_key, sizeof s->spec[0].session_key, want);
+  if (storage_session_key(h->st, s->spec[0].session, got) != 1)
+    bad(t, "a stored session without its key bound");
+  else if (memcmp(got, want, sizeof want) != 0)
+    bad(t, "a stored session bound to another key");
+}
+
 /* ------------------------------------------------------------ the walk */
 
 typedef struct walk_ctx {
@@ -345,6 +361,10 @@ static int op_ingest(void *ctx, const char **why) {
   sess_run(&h, &w->b, &t); /* and one after it, in the same daemon */
   fa_pause();
   fa_exempt(0);
+  if (t.bad == NULL)
+    sess_check_bound(&h, &w->a, &t);
+  if (t.bad == NULL)
+    sess_check_bound(&h, &w->b, &t);
   genpool_stats gp;
   genpool_stats_get(&h.ing->pool, &gp);
   w->oom += CTR_GET(h.ing, oom) + gp.fill_failed;

@@ -192,7 +192,7 @@ int fa_walk_step(const char *name, fa_op op, void *ctx, long max, long step,
   const char *why = NULL;
   fa_arm(0);
   int rc = op(ctx, &why);
-  if (rc < 0) {
+  if (rc != 0) {
     fprintf(stderr, "%s: fails without injected failure: %d %s\n", name, rc,
             why ? why : "");
     rep->bad_rc = rc;
@@ -220,6 +220,10 @@ int fa_walk_step(const char *name, fa_op op, void *ctx, long max, long step,
       break;
     if (rc < 0 && why == NULL) {
       fprintf(stderr, "%s: allocation %ld failing gave %d without a message\n",
+              name, n, rc);
+      rep->bad_rc = rc;
+    } else if (rc > 0) { /* the operation saw a wrong result */
+      fprintf(stderr, "%s: allocation %ld failing gave a wrong result (%d)\n",
               name, n, rc);
       rep->bad_rc = rc;
     }

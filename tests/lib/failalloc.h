@@ -24,7 +24,9 @@
 #include <stddef.h>
 
 /* One run: 0 on success, or the negative code of a clean failure, with a
- * human message in *why (static or NULL). Must free all it allocated. */
+ * human message in *why (static or NULL), or a positive value when it saw
+ * a wrong result (a broken promise: fa_walk reports it as a bad code).
+ * Must free all it allocated. */
 typedef int (*fa_op)(void *ctx, const char **why);
 
 /* Fails the nth allocation from now (1-based); 0 disarms. */
