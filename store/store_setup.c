@@ -206,7 +206,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '6')");
+                           " ('schema_version', '7')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -222,7 +222,8 @@ int store_setup_schema(store *s, char **cause) {
                                         STORE_MIGRATE_3_SQL,
                                         STORE_MIGRATE_4_SQL,
                                         STORE_MIGRATE_5_SQL,
-                                        STORE_MIGRATE_6_SQL};
+                                        STORE_MIGRATE_6_SQL,
+                                        STORE_MIGRATE_7_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
@@ -231,22 +232,6 @@ int store_setup_schema(store *s, char **cause) {
       store_set_cause(cause,
                       "%s: migrating schema %" PRId64 " to %" PRId64 ": %s",
                       s->path, v, v + 1, sqlite3_errmsg(s->db));
-      err = store_err(rc);
-      goto fail;
-    }
-  }
-  /* The insert trigger of an older build moves the totals only; this
-   * build's commit leaves last_seen_ns and last_gen to it as well
-   * (store_schema.h, STORE_SCHEMA_ADD_TRIGGER_SQL). */
-  if (pragma_int(s->db, "SELECT count(*) FROM sqlite_master WHERE"
-                        " type = 'trigger' AND name = 'generations_add'"
-                        " AND sql LIKE '%last_gen%'") != 1) {
-    rc = exec_sql(
-        s->db,
-        "DROP TRIGGER IF EXISTS generations_add;" STORE_SCHEMA_ADD_TRIGGER_SQL);
-    if (rc != SQLITE_OK) {
-      store_set_cause(cause, "%s: updating the generations trigger: %s",
-                      s->path, sqlite3_errmsg(s->db));
       err = store_err(rc);
       goto fail;
     }
@@ -266,8 +251,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 6,
-    "store_setup.c writes schema_version 6 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 7,
+    "store_setup.c writes schema_version 7 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {
