@@ -47,6 +47,12 @@
  *     when the begin was written, before the window otherwise; deferred ends
  *     MUST be resolved before gtp_chrome_gen returns, because task ids of
  *     the next generation may repeat and the deferral is per generation.
+ *  7. Out of memory MUST set err, never make the writer carry on with less
+ *     (an end without its name, an end not deferred): the same window must
+ *     convert to the same document or to an error, otherwise a transient
+ *     shortage would hand the client a different trace that looks whole.
+ *     Only the fixed bounds (GTP__CHROME_TASKS_MAX) degrade, the same way
+ *     every time.
  *
  * States: NEW -> (begin) OPEN -> (end) ENDED. gtp_chrome_gen begins
  * implicitly; nothing is written after ENDED.
@@ -344,17 +350,20 @@ static int task_rehash(gtp_chrome *c, size_t cap) {
   return 0;
 }
 
-/* Remembers an open task's name. Failure to remember is not an error of
- * the conversion: the e is then written without a name. */
+/* Remembers an open task's name. Past the table's bound that is not an
+ * error of the conversion: the e is then written without a name. Out of
+ * memory is (invariant 7). */
 static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
   chrome_task *t = task_find(c, pid, id);
   if (t) { /* task id reused while open: keep the newest name */
     char *n = dup_bytes(name.ptr, name.len);
-    if (n) {
-      free(t->name);
-      t->name = n;
-      t->name_len = name.len;
+    if (!n) {
+      c->err = -ENOMEM;
+      return;
     }
+    free(t->name);
+    t->name = n;
+    t->name_len = name.len;
     t->open++;
     return;
   }
@@ -370,13 +379,13 @@ static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
     while ((c->tasks_live + 1) * 4 > cap)
       cap *= 2;
     if (task_rehash(c, cap)) {
-      c->tasks_overflowed = true;
+      c->err = -ENOMEM;
       return;
     }
   }
   char *n = dup_bytes(name.ptr, name.len);
   if (!n) {
-    c->tasks_overflowed = true;
+    c->err = -ENOMEM;
     return;
   }
   size_t mask = c->tasks_cap - 1;
@@ -454,11 +463,13 @@ static void task_end_defer(gtp_chrome *c, uint64_t pid, uint64_t tid,
                            uint64_t id, int64_t wall) {
   if (c->npend == c->cap_pend) {
     size_t cap = c->cap_pend ? c->cap_pend * 2 : 64;
-    chrome_pend *p = NULL;
-    if (cap <= GTP__CHROME_TASKS_MAX)
-      p = realloc(c->pend, cap * sizeof *p);
-    if (!p) {
+    if (cap > GTP__CHROME_TASKS_MAX) { /* past the bound: at once */
       task_end_write(c, NULL, pid, tid, id, wall, NULL);
+      return;
+    }
+    chrome_pend *p = realloc(c->pend, cap * sizeof *p);
+    if (!p) {
+      c->err = -ENOMEM; /* invariant 7 */
       return;
     }
     c->pend = p;
