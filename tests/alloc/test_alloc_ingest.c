@@ -451,6 +451,37 @@ test_alloc_ingest__store_statement_failures_are_resent(void **state) {
   sqlite_walk = 0;
 }
 
+/* The number of lines of the walk's log that contain s. */
+static unsigned log_count(const char *s) {
+  char path[128], line[1024];
+  snprintf(path, sizeof path, "%s/gentraced.log", dir);
+  FILE *f = fopen(path, "r");
+  unsigned n = 0;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    n += strstr(line, s) != NULL;
+  if (f != NULL)
+    fclose(f);
+  return n;
+}
+
+/* Behind a full socket every reply waits in the connection's write queue,
+ * allocated: with GENTRACED_TEST_QUEUE_REPLIES=1 every reply takes that
+ * path, so the walk fails its allocation too. The peer cannot be told any
+ * more (a part of a reply may be on the wire): the connection just ends,
+ * and the agent resends. */
+static void test_alloc_ingest__queued_replies_are_survived(void **state) {
+  (void)state;
+  unsigned before =
+      log_count("what=\"reply queue\"") + log_count("what=reply queue");
+  setenv("GENTRACED_TEST_QUEUE_REPLIES", "1", 1);
+  walk_ingest("ingest walk, replies queued", 1);
+  unsetenv("GENTRACED_TEST_QUEUE_REPLIES");
+  unsigned after =
+      log_count("what=\"reply queue\"") + log_count("what=reply queue");
+  fprintf(stderr, "reply queue out of memory: %u times\n", after - before);
+  assert_true(after > before);
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "%s/gt-allocingest-XXXXXX",
@@ -480,6 +511,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_ingest__every_failure_is_survived_and_resent),
       cmocka_unit_test(test_alloc_ingest__store_statement_failures_are_resent),
+      cmocka_unit_test(test_alloc_ingest__queued_replies_are_survived),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
