@@ -254,6 +254,18 @@ static char *dup_bytes(const char *p, size_t n) {
   return d;
 }
 
+/* Replaces *name with a copy of v; out of memory sets err (invariant 7)
+ * and leaves *name as it was. 0 or -ENOMEM. */
+static int set_name(gtp_chrome *c, char **name, size_t *len, gtp_str v) {
+  char *n = dup_bytes(v.ptr, v.len);
+  if (!n)
+    return c->err = -ENOMEM;
+  free(*name);
+  *name = n;
+  *len = v.len;
+  return 0;
+}
+
 static chrome_session *session_get(gtp_chrome *c, const gtp_gen *g,
                                    bool *is_new) {
   *is_new = false;
@@ -356,15 +368,8 @@ static int task_rehash(gtp_chrome *c, size_t cap) {
 static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
   chrome_task *t = task_find(c, pid, id);
   if (t) { /* task id reused while open: keep the newest name */
-    char *n = dup_bytes(name.ptr, name.len);
-    if (!n) {
-      c->err = -ENOMEM;
-      return;
-    }
-    free(t->name);
-    t->name = n;
-    t->name_len = name.len;
-    t->open++;
+    if (set_name(c, &t->name, &t->name_len, name) == 0)
+      t->open++;
     return;
   }
   if (c->tasks_live >= GTP__CHROME_TASKS_MAX) {
@@ -540,14 +545,8 @@ static void meta_thread_name(gtp_chrome *c, uint64_t pid, chrome_thread *t,
   if (t->name && t->name_len == name.len &&
       !memcmp(t->name, name.ptr, name.len))
     return; /* unchanged: one metadata event is enough */
-  char *n = dup_bytes(name.ptr, name.len);
-  if (!n) {
-    c->err = -ENOMEM;
+  if (set_name(c, &t->name, &t->name_len, name) != 0)
     return;
-  }
-  free(t->name);
-  t->name = n;
-  t->name_len = name.len;
   ch_elem(c);
   ch_puts(c, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
   ch_u64(c, pid);

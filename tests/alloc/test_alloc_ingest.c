@@ -158,15 +158,6 @@ static void dh_close(dh *h) {
   uv_loop_close(&h->loop);
 }
 
-static void rm_db(const char *db) {
-  char p[160];
-  unlink(db);
-  snprintf(p, sizeof p, "%s-wal", db);
-  unlink(p);
-  snprintf(p, sizeof p, "%s-shm", db);
-  unlink(p);
-}
-
 /* ------------------------------------------------------------ the agent */
 
 typedef struct sess {
@@ -405,7 +396,7 @@ static int op_ingest(void *ctx, const char **why) {
     sess_check_stored(h.db, &w->a, &t);
   if (t.bad == NULL)
     sess_check_stored(h.db, &w->b, &t);
-  rm_db(h.db);
+  fa_unlink_db(h.db);
   w->nomem += t.nomem;
   w->closed += t.closed;
   if (t.bad != NULL) {
@@ -415,36 +406,17 @@ static int op_ingest(void *ctx, const char **why) {
   return 0;
 }
 
-/* SQLite allocates through its own methods, out of the wrap's reach; the
- * second walk routes them through the same counter (sqlite_walk = 1), so
- * that the store thread's statements fail too. */
-static sqlite3_mem_methods sqlite_real;
-static int sqlite_walk;
-
-static void *sqlite_fa_malloc(int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xMalloc(n);
-}
-
-static void *sqlite_fa_realloc(void *p, int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xRealloc(p, n);
-}
-
-static void hook_sqlite(void) {
-  sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sqlite_real);
-  sqlite3_mem_methods m = sqlite_real;
-  m.xMalloc = sqlite_fa_malloc;
-  m.xRealloc = sqlite_fa_realloc;
-  sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
-}
-
-/* Walks the exchange over every Nth allocation (step 1) or a sample. */
-static void walk_ingest(const char *name, long step) {
+/* Walks the exchange over every Nth allocation (step 1) or a sample, with
+ * SQLite's allocations in the walk when sqlite is set. */
+static void walk_ingest(const char *name, long step, int sqlite) {
   walk_ctx *w = calloc(1, sizeof *w);
   assert_non_null(w);
   sess_init(&w->a, 1);
   sess_init(&w->b, 2);
   fa_report rep;
+  fa_sqlite_walk(sqlite);
   int rc = fa_walk_step(name, op_ingest, w, WALK_MAX, step, &rep);
+  fa_sqlite_walk(0);
   fprintf(stderr,
           "%s: %ld runs (every %ld), %u ERROR(ENOMEM) seen, %u closes, "
           "gentrace_out_of_memory_total %llu in all\n",
@@ -457,7 +429,7 @@ static void walk_ingest(const char *name, long step) {
   /* The walk reached the paths that tell the agent, and counted them. */
   assert_true(w->nomem > 0);
   assert_true(w->oom > 0);
-  if (sqlite_walk) /* store errors: connections closed, then resent */
+  if (sqlite) /* store errors: connections closed, then resent */
     assert_true(w->closed > 0);
   sess_fini(&w->a);
   sess_fini(&w->b);
@@ -467,7 +439,7 @@ static void walk_ingest(const char *name, long step) {
 static void
 test_alloc_ingest__every_failure_is_survived_and_resent(void **state) {
   (void)state;
-  walk_ingest("ingest walk", 1);
+  walk_ingest("ingest walk", 1, 0);
 }
 
 /* With SQLite's allocations failing too, a run makes about four times as
@@ -477,10 +449,8 @@ static void
 test_alloc_ingest__store_statement_failures_are_resent(void **state) {
   (void)state;
   const char *full = getenv("GT_ALLOC_WALK_FULL");
-  sqlite_walk = 1;
-  walk_ingest("ingest walk with SQLite",
-              full && strcmp(full, "1") == 0 ? 1 : 7);
-  sqlite_walk = 0;
+  walk_ingest("ingest walk with SQLite", full && strcmp(full, "1") == 0 ? 1 : 7,
+              1);
 }
 
 /* The number of lines of the walk's log that contain s. */
@@ -506,7 +476,7 @@ static void test_alloc_ingest__queued_replies_are_survived(void **state) {
   unsigned before =
       log_count("what=\"reply queue\"") + log_count("what=reply queue");
   setenv("GENTRACED_TEST_QUEUE_REPLIES", "1", 1);
-  walk_ingest("ingest walk, replies queued", 1);
+  walk_ingest("ingest walk, replies queued", 1, 0);
   unsetenv("GENTRACED_TEST_QUEUE_REPLIES");
   unsigned after =
       log_count("what=\"reply queue\"") + log_count("what=reply queue");
@@ -526,15 +496,13 @@ static void test_alloc_ingest__tls_connections_are_survived(void **state) {
     pki_made = 1;
   }
   use_tls = 1;
-  walk_ingest("ingest walk over TLS", 1);
+  walk_ingest("ingest walk over TLS", 1, 0);
   use_tls = 0;
 }
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "%s/gt-allocingest-XXXXXX",
-           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-  if (!mkdtemp(dir))
+  if (fa_scratch_dir(dir, sizeof dir, "gt-allocingest") != 0)
     return -1;
   char path[128];
   snprintf(path, sizeof path, "%s/gentraced.log", dir);
@@ -558,7 +526,7 @@ static int teardown(void **state) {
 }
 
 int main(void) {
-  hook_sqlite();
+  fa_sqlite_hook(0); /* the second walk turns it on */
   signal(SIGPIPE, SIG_IGN);
   gtp_check_set_hook(gtp_check_abort);
   setenv("GENTRACED_BUDGET_CHECK", "1", 1);

@@ -285,38 +285,50 @@ static void test_alloc_walk__chrome_writer(void **state) {
 /* ------------------------------------------------------------ store, web */
 
 static char dir[64];
-/* 0: SQLite's allocations neither count nor fail (hook_sqlite, below). */
-static int sqlite_walk = 1;
 
 static void on_done(void *ctx, store_gen *g) {
   (void)ctx;
   store_gen_free(g);
 }
 
+/* An empty gentraced database dir/name (path: its file name), made by
+ * opening a store on it. */
+static void empty_db(const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  store_config cfg = {0};
+  cfg.path = path;
+  store *s;
+  char *cause = NULL;
+  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
+  store_close(s);
+}
+
+/* store_open of path inside a walk. A clear error sets *why: a message,
+ * unless even the message could not be allocated (then the code alone
+ * says ENOMEM). */
+static int open_walked(const char *path, store **s, const char **why) {
+  store_config cfg = {0};
+  cfg.path = path;
+  char *cause = NULL;
+  int rc = store_open(&cfg, on_done, NULL, s, &cause);
+  if (rc < 0) {
+    *why = cause || rc == -ENOMEM ? "store_open failed" : NULL;
+    free(cause);
+  }
+  return rc;
+}
+
 static int op_store_open(void *ctx, const char **why) {
+  (void)ctx;
   static unsigned n;
   char path[128];
   /* A fresh file each run, so schema creation is walked too. */
   snprintf(path, sizeof path, "%s/s%u.db", dir, n++);
-  store_config cfg = {0};
-  cfg.path = path;
   store *s = NULL;
-  char *cause = NULL;
-  int rc = store_open(&cfg, on_done, ctx, &s, &cause);
-  if (rc < 0) {
-    /* A clear error: a message, unless even the message could not be
-     * allocated (then the code alone says ENOMEM). */
-    *why = cause || rc == -ENOMEM ? "store_open failed" : NULL;
-    free(cause);
-  } else {
+  int rc = open_walked(path, &s, why);
+  if (rc == 0)
     store_close(s);
-  }
-  char wal[160];
-  snprintf(wal, sizeof wal, "%s-wal", path);
-  unlink(wal);
-  snprintf(wal, sizeof wal, "%s-shm", path);
-  unlink(wal);
-  unlink(path);
+  fa_unlink_db(path);
   return rc < 0 ? rc : 0;
 }
 
@@ -348,13 +360,7 @@ static int op_web_start(void *ctx, const char **why) {
 static void test_alloc_walk__web_start(void **state) {
   (void)state;
   char path[128];
-  snprintf(path, sizeof path, "%s/web.db", dir);
-  store_config cfg = {0};
-  cfg.path = path;
-  store *s;
-  char *cause = NULL;
-  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
-  store_close(s);
+  empty_db("web.db", path, sizeof path);
   walk("web start", op_web_start, path);
 }
 
@@ -441,15 +447,6 @@ static void on_done_signal(void *ctx, store_gen *g) {
   pthread_mutex_unlock(&w->lock);
 }
 
-static void rm_db(const char *path) {
-  char p[160];
-  snprintf(p, sizeof p, "%s-wal", path);
-  unlink(p);
-  snprintf(p, sizeof p, "%s-shm", path);
-  unlink(p);
-  unlink(path);
-}
-
 static int op_submit(void *ctx, const char **why) {
   submit_walk *w = ctx;
   long n = fa_pause();
@@ -482,7 +479,7 @@ static int op_submit(void *ctx, const char **why) {
   fa_pause();
   int bound = store_session_key(s, sid, got);
   store_close(s);
-  rm_db(path);
+  fa_unlink_db(path);
   if (rc < 0) {
     store_gen_free(g); /* refused: still the caller's */
     *why = "store_submit refused the generation";
@@ -508,17 +505,10 @@ test_alloc_walk__store_submit_never_leaves_a_key_unbound(void **state) {
 #define OPEN_SESSIONS 3
 
 static int op_open_sessions(void *ctx, const char **why) {
-  const char *path = ctx;
-  store_config cfg = {0};
-  cfg.path = path;
   store *s = NULL;
-  char *cause = NULL;
-  int rc = store_open(&cfg, on_done, NULL, &s, &cause);
-  if (rc < 0) {
-    *why = cause || rc == -ENOMEM ? "store_open failed" : NULL;
-    free(cause);
+  int rc = open_walked(ctx, &s, why);
+  if (rc < 0)
     return rc;
-  }
   for (unsigned i = 0; i < OPEN_SESSIONS && rc == 0; i++) {
     uint8_t sid[16], got[STORE_KEY_HASH_SIZE];
     uint64_t gen = 0;
@@ -534,13 +524,7 @@ static int op_open_sessions(void *ctx, const char **why) {
 static void test_alloc_walk__store_open_loads_every_session(void **state) {
   (void)state;
   char path[128];
-  snprintf(path, sizeof path, "%s/sessions.db", dir);
-  store_config cfg = {0};
-  cfg.path = path;
-  store *s;
-  char *cause = NULL;
-  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
-  store_close(s);
+  empty_db("sessions.db", path, sizeof path);
   /* The rows as an earlier daemon left them: a last gen and a key. */
   sqlite3 *db;
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
@@ -568,10 +552,10 @@ static void test_alloc_walk__store_open_loads_every_session(void **state) {
   sqlite3_close(db);
   /* SQLite's allocations of an open are walked above (store open); here
    * only the store's own, so the walk stays short. */
-  sqlite_walk = 0;
+  fa_sqlite_walk(0);
   walk("store open with sessions", op_open_sessions, path);
-  sqlite_walk = 1;
-  rm_db(path);
+  fa_sqlite_walk(1);
+  fa_unlink_db(path);
 }
 
 static int list_cb(void *ctx, const hold_row *row) {
@@ -609,13 +593,7 @@ static int op_hold(void *ctx, const char **why) {
 static void test_alloc_walk__hold(void **state) {
   (void)state;
   char path[128];
-  snprintf(path, sizeof path, "%s/hold.db", dir);
-  store_config cfg = {0};
-  cfg.path = path;
-  store *s;
-  char *cause = NULL;
-  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
-  store_close(s);
+  empty_db("hold.db", path, sizeof path);
   walk("pin store", op_hold, path);
 }
 
@@ -669,11 +647,7 @@ static void test_alloc_walk__agent_start_stop(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  /* tmpfs when there is one: thousands of database files are created and
-   * synced, and the walk is about memory, not disks. */
-  snprintf(dir, sizeof dir, "%s/gt-allocwalk-XXXXXX",
-           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-  if (!mkdtemp(dir))
+  if (fa_scratch_dir(dir, sizeof dir, "gt-allocwalk") != 0)
     return -1;
   gtf_spec s;
   gtf_spec_init(&s, 1, 7);
@@ -686,38 +660,14 @@ static int teardown(void **state) {
   gtp_wbuf_fini(&gen_bytes);
   char path[128];
   snprintf(path, sizeof path, "%s/web.db", dir);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/web.db-wal", dir);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/web.db-shm", dir);
-  unlink(path);
+  fa_unlink_db(path);
   rmdir(dir);
   return 0;
 }
 
-/* SQLite allocates through its own methods, out of the wrap's reach: route
- * them through the same counter, so store open and web start also walk
- * every allocation failure inside SQLite. */
-static sqlite3_mem_methods sqlite_real;
-
-static void *sqlite_fa_malloc(int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xMalloc(n);
-}
-
-static void *sqlite_fa_realloc(void *p, int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xRealloc(p, n);
-}
-
-static void hook_sqlite(void) {
-  sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sqlite_real);
-  sqlite3_mem_methods m = sqlite_real;
-  m.xMalloc = sqlite_fa_malloc;
-  m.xRealloc = sqlite_fa_realloc;
-  sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
-}
-
 int main(void) {
-  hook_sqlite();
+  /* Store open and web start walk every allocation inside SQLite too. */
+  fa_sqlite_hook(1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_walk__generation_decoder),
       cmocka_unit_test(test_alloc_walk__event_check_in_the_summary),

@@ -53,27 +53,6 @@
 static char dir[64], db[128];
 static char sid_hex[33]; /* a session of the fixture database */
 
-/* SQLite allocates through its own methods, out of the wrap's reach: route
- * them through the same counter when sqlite_walk is set. */
-static sqlite3_mem_methods sqlite_real;
-static int sqlite_walk;
-
-static void *sqlite_fa_malloc(int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xMalloc(n);
-}
-
-static void *sqlite_fa_realloc(void *p, int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xRealloc(p, n);
-}
-
-static void hook_sqlite(void) {
-  sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sqlite_real);
-  sqlite3_mem_methods m = sqlite_real;
-  m.xMalloc = sqlite_fa_malloc;
-  m.xRealloc = sqlite_fa_realloc;
-  sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
-}
-
 static void quiet_log(void *ctx, int level, const char *msg) {
   (void)ctx;
   (void)level;
@@ -197,7 +176,7 @@ static int op_request(void *ctx, const char **why) {
     *why = "web_start failed outside the walk";
     return 2;
   }
-  sqlite_walk = e->sqlite;
+  fa_sqlite_walk(e->sqlite);
   fa_exempt(1);
   fa_resume(n);
   wt_resp r;
@@ -205,7 +184,7 @@ static int op_request(void *ctx, const char **why) {
   int rc = wt_get(port, e->path, &r);
   fa_pause();
   fa_exempt(0);
-  sqlite_walk = 0;
+  fa_sqlite_walk(0);
   web_stop(w);
   storage_close(st);
   int bad = judge(e, rc, &r);
@@ -281,9 +260,7 @@ ENDPOINT_TEST(test_alloc_web__pins, "GET /v1/pins", 1, 1, "/v1/pins")
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "%s/gt-allocweb-XXXXXX",
-           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-  if (!mkdtemp(dir))
+  if (fa_scratch_dir(dir, sizeof dir, "gt-allocweb") != 0)
     return -1;
   snprintf(db, sizeof db, "%s/web.db", dir);
   wt_db d;
@@ -321,18 +298,13 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
-  char p[160];
-  unlink(db);
-  snprintf(p, sizeof p, "%s-wal", db);
-  unlink(p);
-  snprintf(p, sizeof p, "%s-shm", db);
-  unlink(p);
+  fa_unlink_db(db);
   rmdir(dir);
   return 0;
 }
 
 int main(void) {
-  hook_sqlite();
+  fa_sqlite_hook(0); /* on for the walks that say so */
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_web__healthz),
       cmocka_unit_test(test_alloc_web__metrics),

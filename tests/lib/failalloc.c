@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -100,6 +103,51 @@ int fa_should_fail(void) {
     return 1;
   }
   return 0;
+}
+
+static sqlite3_mem_methods sqlite_real;
+static atomic_int sqlite_walk;
+
+static void *sqlite_fa_malloc(int n) {
+  return atomic_load_explicit(&sqlite_walk, memory_order_relaxed) &&
+                 fa_should_fail()
+             ? NULL
+             : sqlite_real.xMalloc(n);
+}
+
+static void *sqlite_fa_realloc(void *p, int n) {
+  return atomic_load_explicit(&sqlite_walk, memory_order_relaxed) &&
+                 fa_should_fail()
+             ? NULL
+             : sqlite_real.xRealloc(p, n);
+}
+
+void fa_sqlite_hook(int on) {
+  atomic_store(&sqlite_walk, on);
+  sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sqlite_real);
+  sqlite3_mem_methods m = sqlite_real;
+  m.xMalloc = sqlite_fa_malloc;
+  m.xRealloc = sqlite_fa_realloc;
+  sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
+}
+
+void fa_sqlite_walk(int on) {
+  atomic_store(&sqlite_walk, on);
+}
+
+int fa_scratch_dir(char *dir, size_t cap, const char *prefix) {
+  snprintf(dir, cap, "%s/%s-XXXXXX",
+           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", prefix);
+  return mkdtemp(dir) != NULL ? 0 : -1;
+}
+
+void fa_unlink_db(const char *path) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s-wal", path);
+  unlink(p);
+  snprintf(p, sizeof p, "%s-shm", path);
+  unlink(p);
+  unlink(path);
 }
 
 void *__wrap_malloc(size_t n) {

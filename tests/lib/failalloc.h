@@ -50,6 +50,21 @@ int fa_fired(void);
 /* Allocations seen since the last fa_arm. */
 long fa_seen(void);
 
+/* SQLite allocates through its own methods, out of the wrap's reach:
+ * fa_sqlite_hook (before any other SQLite call) routes them through the
+ * same counter, so a walk fails SQLite's allocations too while
+ * fa_sqlite_walk is on (on: the initial setting). */
+void fa_sqlite_hook(int on);
+void fa_sqlite_walk(int on);
+
+/* The walks' scratch files. fa_scratch_dir makes dir = a fresh directory
+ * named after prefix, on tmpfs when there is one (thousands of database
+ * files are created and synced, and a walk is about memory, not disks);
+ * 0 or -1. fa_unlink_db removes an SQLite database with its -wal and -shm
+ * files. */
+int fa_scratch_dir(char *dir, size_t cap, const char *prefix);
+void fa_unlink_db(const char *path);
+
 typedef struct fa_report {
   long runs;     /* operations run (failure points + the clean run) */
   long failures; /* runs in which the injected failure fired */
