@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_env.h"
 #include "chrome.h"
 #include "demo_gen.h"
 #include "format.h"
@@ -279,19 +280,6 @@ static pid_t nginx_start(const char *dir, uint16_t *port) {
   for (int i = 0; i < 200 && !port_open(*port); i++)
     usleep(10000);
   return pid;
-}
-
-/* The 1-minute load average, for the log: on a shared machine it says how
- * far to trust the figures (-1 if unknown). */
-static double loadavg1(void) {
-  double l = -1;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%lf", &l) != 1)
-      l = -1;
-    fclose(f);
-  }
-  return l;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -617,7 +605,7 @@ int main(int argc, char **argv) {
     ip = spawn(sargv);
   }
   double ours[ROUNDS], nginx[ROUNDS] = {0}, iperf[ROUNDS] = {0};
-  double load0 = loadavg1();
+  double load0 = bench_load1();
   for (int i = 0; i < rounds; i++) {
     ours[i] = curl_once(url, NULL, NULL);
     if (ngx > 0)
@@ -669,7 +657,7 @@ int main(int argc, char **argv) {
   fprintf(stderr,
           "bench_download: %u generations, %" PRIu64 " bytes per window; "
           "load average %.2f before the rounds, %.2f after\n",
-          ngens, got, load0, loadavg1());
+          ngens, got, load0, bench_load1());
   if (ip <= 0)
     fprintf(stderr, "bench_download: iperf3 not installed (apt-get install "
                     "iperf3)\n");
