@@ -244,6 +244,9 @@ ENDPOINT_TEST(test_alloc_web__agents, "GET /v1/agents", 1, 1, "/v1/agents")
 ENDPOINT_TEST(test_alloc_web__session_generations,
               "GET /v1/agents/{session}/generations", 1, 1,
               "/v1/agents/%s/generations", sid_hex)
+ENDPOINT_TEST(test_alloc_web__session_generation,
+              "GET /v1/agents/{session}/generations/{gen}", 1, 1,
+              "/v1/agents/%s/generations/2", sid_hex)
 ENDPOINT_TEST(test_alloc_web__trace_native, "GET /v1/trace (native)", 1, 1,
               "/v1/trace?service=frontend&" WINDOW)
 ENDPOINT_TEST(test_alloc_web__trace_chrome, "GET /v1/trace (chrome)", 1, 0,
@@ -310,6 +313,7 @@ int main(void) {
       cmocka_unit_test(test_alloc_web__metrics),
       cmocka_unit_test(test_alloc_web__agents),
       cmocka_unit_test(test_alloc_web__session_generations),
+      cmocka_unit_test(test_alloc_web__session_generation),
       cmocka_unit_test(test_alloc_web__trace_native),
       cmocka_unit_test(test_alloc_web__trace_chrome),
       cmocka_unit_test(test_alloc_web__search),
