@@ -146,6 +146,11 @@ fail_end:
   return -1;
 }
 
+int gtc_tls_cipher(const gtc *c) {
+  const tls_end *e = c->xctx;
+  return e != NULL ? (int)gnutls_cipher_get(e->s) : 0;
+}
+
 void gtc_tls_end(gtc *c) {
   tls_end *e = c->xctx;
   if (e == NULL)

@@ -19,6 +19,9 @@ int gtc_tls_pki(const char *dir);
  * split > 0: into records of random sizes 1..split (seeded), so record
  * boundaries fall anywhere inside and across frames. 0 or -1. */
 int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed);
+/* The cipher the session of gtc_tls_wrap negotiated, as GnuTLS's
+ * gnutls_cipher_algorithm_t (0 without a session). */
+int gtc_tls_cipher(const gtc *c);
 /* Ends the session of gtc_tls_wrap (before gtc_close). */
 void gtc_tls_end(gtc *c);
 
