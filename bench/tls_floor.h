@@ -22,10 +22,13 @@ const char *tls_floor_cipher_name(int cipher);
  * median of 3 passes. 0, or -1 if GnuTLS has no such AEAD. */
 int tls_floor_aead(int cipher, double *enc_ns, double *dec_ns);
 
-/* CPU seconds of every thread of pid (/proc/PID/task/TID/schedstat,
+/* CPU seconds of every live thread of pid (/proc/PID/task/TID/schedstat,
  * nanosecond accounting: a 0.3 s run is measured to the microsecond, not
  * to the 10 ms tick of /proc/PID/stat); *loop_s gets the main thread's
- * (gentraced's event loop). -1 if unreadable. */
+ * (gentraced's event loop). Threads that ended are not counted: in
+ * gentraced those are the HTTP connections' (one thread each), so the
+ * benchmark's own /metrics polls, a TLS handshake each over HTTPS, stay
+ * out of the ingest figure. -1 if unreadable. */
 double tls_floor_proc_cpu_s(pid_t pid, double *loop_s);
 
 /* The 1-minute load average (-1 if unknown). */
@@ -48,6 +51,9 @@ typedef struct tls_floor_fig {
   double wall_ratio;    /* median of the rounds' TLS/plain throughput */
   double busy_plain;    /* (server + peer CPU s) / wall s, plain: 2 = both */
   double busy_tls;      /*   cores busy all along */
+  /* The server's thread that does the TLS (gentraced's loop), plain and
+   * TLS, when known (0: not): it alone must grow by at least the cipher. */
+  double loop_plain_ns, loop_tls_ns;
 } tls_floor_fig;
 
 /* Prints the floor's BENCH lines (cipher throughput, the zero-overhead
