@@ -294,9 +294,10 @@ static int b2(size_t mib, unsigned conns, const char *pki, b2_fig *fig) {
     fig->polls = polls;
     fprintf(stderr,
             "bench: B2 %s %.0f MB in %.3f s (%.0f MB/s); gentraced %.3f CPU s "
-            "(loop thread %.3f), sender %.3f; %u polls; %lld staged\n",
+            "(loop thread %.3f), sender %.3f; %u polls; %lld staged, %lld "
+            "prepared\n",
             pki != NULL ? "TLS  " : "plain", total / 1e6, t, rate / 1e6, cpu,
-            loop1 - loop0, me, polls, (long long)staged);
+            loop1 - loop0, me, polls, (long long)staged, (long long)prepared);
     goto out;
   }
   double base_rate = iperf3_loopback();
