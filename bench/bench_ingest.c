@@ -327,6 +327,16 @@ out:
     gtp_wbuf_fini(&bc[k].frames);
   }
   free(bc);
+  /* BENCH_B2_BEFORE_KILL: a command run with the daemon's pid first, e.g.
+   * `callgrind_control -d` when GENTRACED is a script starting gentraced
+   * under callgrind (its counts are dumped on request, never on SIGKILL). */
+  const char *hook = getenv("BENCH_B2_BEFORE_KILL");
+  if (hook != NULL && *hook != '\0') {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s %d >&2", hook, (int)d.pid);
+    if (system(cmd) != 0)
+      fprintf(stderr, "bench: %s failed\n", cmd);
+  }
   gtd_kill9(&d); /* a drain would wait for the held-back store */
   gtd_cleanup(&d);
   return 0;
