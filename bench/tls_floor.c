@@ -91,8 +91,8 @@ int tls_floor_aead(int cipher, double *enc_ns, double *dec_ns) {
     for (unsigned r = 0; r < NREC; r++) {
       nonce[11] = (uint8_t)r; /* the sequence number, as TLS 1.3 */
       clen = REC + 64;
-      if (gnutls_aead_cipher_encrypt(h, nonce, sizeof nonce, aad, AAD, tag,
-                                     pt, REC, ct, &clen) < 0)
+      if (gnutls_aead_cipher_encrypt(h, nonce, sizeof nonce, aad, AAD, tag, pt,
+                                     REC, ct, &clen) < 0)
         goto out;
     }
     double t1 = thread_cpu_s();
@@ -100,8 +100,8 @@ int tls_floor_aead(int cipher, double *enc_ns, double *dec_ns) {
      * time: a failed check would stop early and time less). */
     for (unsigned r = 0; r < NREC; r++) {
       plen = REC + 64;
-      if (gnutls_aead_cipher_decrypt(h, nonce, sizeof nonce, aad, AAD, tag,
-                                     ct, clen, pt, &plen) < 0)
+      if (gnutls_aead_cipher_decrypt(h, nonce, sizeof nonce, aad, AAD, tag, ct,
+                                     clen, pt, &plen) < 0)
         goto out;
     }
     double t2 = thread_cpu_s();
@@ -187,8 +187,8 @@ void tls_floor_print(const tls_floor_fig *f) {
    * fast as the server's whole plain path. */
   printf("BENCH id=%s-aead value=%.0f unit=MB/cpu-s(%s,16KiB-records) "
          "baseline=plain-server-cpu:%.0f ratio=%.2f bar=%.2f pass=%d\n",
-         f->id, sa > 0 ? 1e3 / sa : 0, f->cipher,
-         sp > 0 ? 1e3 / sp : 0, sa > 0 ? sp / sa : 0, GOAL / (1 - GOAL),
+         f->id, sa > 0 ? 1e3 / sa : 0, f->cipher, sp > 0 ? 1e3 / sp : 0,
+         sa > 0 ? sp / sa : 0, GOAL / (1 - GOAL),
          sa > 0 && sp / sa >= GOAL / (1 - GOAL));
   printf("BENCH id=%s-ceiling value=%.2f unit=ratio(zero-overhead-TLS,"
          "server-cpu) baseline=goal:%.2f ratio=%.2f bar=1.00 pass=%d\n",
@@ -206,8 +206,8 @@ void tls_floor_print(const tls_floor_fig *f) {
          "%.3f + beyond %.3f); peer CPU plain %.3f TLS %.3f ns/B (+%.3f = "
          "cipher %.3f + beyond %.3f); cores busy plain %.2f TLS %.2f\n",
          f->id, f->cipher, sa, pa, sp, f->srv_tls_ns, f->srv_tls_ns - sp, sa,
-         srv_beyond, pp, f->peer_tls_ns, f->peer_tls_ns - pp, pa,
-         peer_beyond, f->busy_plain, f->busy_tls);
+         srv_beyond, pp, f->peer_tls_ns, f->peer_tls_ns - pp, pa, peer_beyond,
+         f->busy_plain, f->busy_tls);
   printf("tls_floor: %s ceilings: server CPU %.2f, wall on shared cores "
          "%.2f (one core each end: %.2f); measured CPU %.2f "
          "(ratio_of_ceiling %.2f), wall %.2f (ratio_of_ceiling %.2f)\n",

@@ -233,28 +233,29 @@ int gtc_tls_pki(const char *dir) {
 
 int gtc_tls_pki_clients(const char *dir) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd,
-           "(cd '%s' && "
-           "for k in cli rogue expired other evil; do "
-           "certtool --generate-privkey --key-type=ecdsa --outfile $k.key && "
-           "chmod 600 $k.key || exit 1; done && "
-           "printf 'cn = \"evil CA\"\\nca\\ncert_signing_key\\n' > evil.tmpl && "
-           "certtool --generate-self-signed --load-privkey evil.key "
-           "--template evil.tmpl --outfile evil.pem && "
-           "printf 'cn = \"cli\"\\n"
-           "tls_www_client\\nexpiration_days = 2\\n' > cli.tmpl && "
-           "certtool --generate-certificate --load-privkey cli.key "
-           "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
-           "--template cli.tmpl --outfile cli.pem && "
-           "certtool --generate-certificate --load-privkey rogue.key "
-           "--load-ca-certificate evil.pem --load-ca-privkey evil.key "
-           "--template cli.tmpl --outfile rogue.pem && "
-           "printf 'cn = \"expired\"\\ntls_www_client\\n"
-           "activation_date = \"2020-01-01 00:00:00\"\\n"
-           "expiration_date = \"2020-01-02 00:00:00\"\\n' > expired.tmpl && "
-           "certtool --generate-certificate --load-privkey expired.key "
-           "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
-           "--template expired.tmpl --outfile expired.pem) >/dev/null 2>&1",
-           dir);
+  snprintf(
+      cmd, sizeof cmd,
+      "(cd '%s' && "
+      "for k in cli rogue expired other evil; do "
+      "certtool --generate-privkey --key-type=ecdsa --outfile $k.key && "
+      "chmod 600 $k.key || exit 1; done && "
+      "printf 'cn = \"evil CA\"\\nca\\ncert_signing_key\\n' > evil.tmpl && "
+      "certtool --generate-self-signed --load-privkey evil.key "
+      "--template evil.tmpl --outfile evil.pem && "
+      "printf 'cn = \"cli\"\\n"
+      "tls_www_client\\nexpiration_days = 2\\n' > cli.tmpl && "
+      "certtool --generate-certificate --load-privkey cli.key "
+      "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
+      "--template cli.tmpl --outfile cli.pem && "
+      "certtool --generate-certificate --load-privkey rogue.key "
+      "--load-ca-certificate evil.pem --load-ca-privkey evil.key "
+      "--template cli.tmpl --outfile rogue.pem && "
+      "printf 'cn = \"expired\"\\ntls_www_client\\n"
+      "activation_date = \"2020-01-01 00:00:00\"\\n"
+      "expiration_date = \"2020-01-02 00:00:00\"\\n' > expired.tmpl && "
+      "certtool --generate-certificate --load-privkey expired.key "
+      "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
+      "--template expired.tmpl --outfile expired.pem) >/dev/null 2>&1",
+      dir);
   return system(cmd) == 0 ? 0 : -1;
 }
