@@ -248,6 +248,14 @@ test_tls_conn__hostile_peers_refused_in_time_beside_an_exact_agent(void **st) {
        i++)
     nanosleep(&(struct timespec){0, 50000000}, NULL);
   assert_true(gtd_metric_tls(&d, ca, "gentrace_bytes_received_total") >= want);
+  /* ... and counted against --max-buffer, 40 KiB each (tls_conn.c
+   * invariant 3), the plain TCP ones included until they are closed. */
+  int64_t held = gtd_metric_tls(
+      &d, ca, "gentrace_ingest_held_bytes{kind=\"tls_sessions\"}");
+  if (held < (int64_t)NSTALL * 40960 ||
+      held > (int64_t)(NSTALL + NPLAIN + 1) * 40960)
+    fail_msg("%d stalled TLS sessions hold %lld bytes of the budget", NSTALL,
+             (long long)held);
   long rss1 = gtd_proc_kib(d.pid, "VmRSS");
   fprintf(stderr, "# RSS %ld -> %ld KiB with %d stalled handshakes\n", rss0,
           rss1, NSTALL);
@@ -297,6 +305,10 @@ test_tls_conn__hostile_peers_refused_in_time_beside_an_exact_agent(void **st) {
       nanosleep(&(struct timespec){0, 50000000}, NULL);
   }
   assert_int_equal(open, 0);
+  assert_int_equal(gtd_metric_tls(&d, ca,
+                                  "gentrace_ingest_held_bytes{kind="
+                                  "\"tls_sessions\"}"),
+                   0);
   /* Each was refused for its own reason (not, say, all for one bug). */
   assert_true(gtd_log_has(&d, "reason=handshake detail=\"Certificate is "
                               "required.\""));
