@@ -37,7 +37,8 @@ static int teardown(void **state) {
 
 /* A daemon serving TLS with a fresh PKI in its own directory; mtls: client
  * certificates of ca.pem required (gtc_tls_pki_clients made), handshakes
- * bounded by 1 s. */
+ * bounded by 3 s (short, so stalls end soon; long enough for an honest
+ * handshake on a loaded machine or under a sanitizer). */
 static void start_tls(gtd *d, char *ca, size_t cap, int mtls) {
   assert_int_equal(gtd_init(d), 0);
   current = d;
@@ -54,7 +55,7 @@ static void start_tls(gtd *d, char *ca, size_t cap, int mtls) {
                         mtls ? "--tls-client-ca" : NULL,
                         ca,
                         "--handshake-timeout",
-                        "1s",
+                        "3s",
                         NULL};
   int rc = gtd_start(d, args, NULL);
   if (rc != 0)
@@ -206,10 +207,11 @@ static double refused_cert(gtd *d, const char *ca, const char *name,
 }
 
 /* The issue's hostile peers against an mTLS daemon (handshake timeout
- * 1 s), an honest agent streaming beside them: every hostile one is
- * refused within 10 s (10x the timeout), the refusals are counted, the
- * stalled handshakes hold bounded memory, and the honest agent's
- * generations are acknowledged and stored byte for byte. */
+ * 3 s), an honest agent streaming beside them: the certificates are
+ * refused at the handshake (within 10 s), the stalled handshakes at the
+ * timeout (all within 20 s), the refusals are counted, the stalled
+ * handshakes hold bounded memory counted in the budget, and the honest
+ * agent's generations are acknowledged and stored byte for byte. */
 static void
 test_tls_conn__hostile_peers_refused_in_time_beside_an_exact_agent(void **st) {
   (void)st;
@@ -285,7 +287,7 @@ test_tls_conn__hostile_peers_refused_in_time_beside_an_exact_agent(void **st) {
       fail_msg("stalled handshake %d still open", i);
     gtc_close(&stall[i]);
   }
-  if ((dt = now_s() - t0) > 15)
+  if ((dt = now_s() - t0) > 20)
     fail_msg("the stalled handshakes took %.1f s to be closed", dt);
   /* The expired certificate is refused on verification (untrusted); the
    * rogue one usually fails the handshake itself (its client finds no
