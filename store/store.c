@@ -93,13 +93,6 @@
  *      one `now` bound to both the payload and the generation DELETE of a
  *      transaction, otherwise a pin expiring between the two would leave a
  *      generation without its bytes.
- *  15. A COMMIT on the store thread MUST NOT run the WAL checkpoint: the
- *      checkpoint thread (store_ckpt.h) does it on its own connection when
- *      the WAL passes STORE_WAL_TARGET, otherwise the commit that crossed
- *      it holds every queued ACK for the checkpoint's copy and sync (up to
- *      180 ms at 10,000 agents). Only reclaim()'s TRUNCATE, on a tick after
- *      retention deleted, checkpoints on the store thread. Without the
- *      thread (it could not start) SQLite's automatic checkpoint stays.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -130,7 +123,6 @@
 #include <zstd.h>
 
 #include "gtp_error.h"
-#include "store_ckpt.h"
 #include "store_schema.h"
 #include "store_summary.h"
 #include "store_writer.h"
@@ -161,7 +153,6 @@ void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
 /* The second half of store_open's setup, undone (store_close, and its
  * fail_db unwind): statements, connection, locks. */
 static void close_db(store *s) {
-  store_ckpt_stop(s->ckpt, s->db); /* before the write connection closes */
   store_summary_close(s->sum);
   for (int i = 0; i < ST_COUNT_; i++)
     sqlite3_finalize(s->st[i]);
@@ -273,15 +264,6 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     goto fail_db;
   s->stats.db_bytes = db_bytes(s);
   s->next_tick_ns = now_ns(CLOCK_MONOTONIC);
-  {
-    /* Checkpoints off the store thread (store_ckpt.h); without the thread
-     * SQLite's automatic checkpoint, set by the pragmas, stays on. */
-    int64_t page = pragma_int(s->db, "PRAGMA page_size");
-    if (page > 0)
-      (void)store_ckpt_start(s->db, s->path, s->cfg.sync_full,
-                             (int)(STORE_WAL_TARGET / (uint64_t)page),
-                             &s->ckpt);
-  }
 
   rc = pthread_create(&s->thread, NULL, store_main, s);
   if (rc != 0) {

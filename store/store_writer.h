@@ -105,7 +105,6 @@ struct store {
   int64_t next_tick_ns;
   int size_stuck; /* over max_db_bytes but nothing deletable: wait a tick */
   uint8_t last_session[16]; /* of the last generation committed */
-  struct store_ckpt *ckpt;  /* the checkpoint thread, NULL if none */
 
   /* Protected by q_lock. */
   pthread_mutex_t q_lock;
