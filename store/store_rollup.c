@@ -157,6 +157,11 @@ struct store_rollup {
   sqlite3 *db;
   sqlite3_stmt *st[RU_N_];
   ru_acc *acc; /* RU_ACC_SLOTS, calloc'd on first use */
+  /* The slots of acc in use, in the order they filled: flush and reset
+   * visit these nacc instead of scanning all RU_ACC_SLOTS (8,192 entries,
+   * 4.9 MB, twice per transaction: 8,000 instructions per generation at
+   * 20 per transaction, and the cache misses of the scan). */
+  uint32_t *used;
   size_t nacc;
 };
 
@@ -197,6 +202,7 @@ void store_rollup_close(store_rollup *ru) {
     return;
   store_rollup_reset(ru);
   free(ru->acc);
+  free(ru->used);
   for (int i = 0; i < RU_N_; i++)
     sqlite3_finalize(ru->st[i]);
   free(ru);
@@ -241,14 +247,11 @@ static ru_acc *acc_slot(store_rollup *ru, uint64_t h, int64_t slot, int kind,
 void store_rollup_reset(store_rollup *ru) {
   if (!ru || !ru->acc)
     return;
-  for (size_t i = 0; i < RU_ACC_SLOTS && ru->nacc > 0; i++) {
-    ru_acc *e = &ru->acc[i];
-    if (e->name) {
-      free(e->service);
-      free(e->name);
-      memset(e, 0, sizeof *e);
-      ru->nacc--;
-    }
+  for (size_t i = 0; i < ru->nacc; i++) {
+    ru_acc *e = &ru->acc[ru->used[i]];
+    free(e->service);
+    free(e->name);
+    memset(e, 0, sizeof *e);
   }
   ru->nacc = 0;
 }
@@ -259,10 +262,8 @@ int store_rollup_flush(store_rollup *ru) {
   sqlite3_stmt *st = ru->st[RU_UPSERT];
   int rc = SQLITE_OK;
   uint8_t hist[GTP_SUM_HIST_MAX];
-  for (size_t i = 0; i < RU_ACC_SLOTS && rc == SQLITE_OK; i++) {
-    const ru_acc *e = &ru->acc[i];
-    if (!e->name)
-      continue;
+  for (size_t i = 0; i < ru->nacc && rc == SQLITE_OK; i++) {
+    const ru_acc *e = &ru->acc[ru->used[i]];
     sqlite3_bind_int64(st, 1, e->slot);
     sqlite3_bind_text(st, 2, e->service, (int)e->service_len, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, e->kind);
@@ -306,7 +307,7 @@ static ru_acc *acc_add(store_rollup *ru, int64_t slot, const char *svc,
     e->kind = kind;
     e->min_ns = mn;
     e->max_ns = mx;
-    ru->nacc++;
+    ru->used[ru->nacc++] = (uint32_t)(e - ru->acc);
   }
   /* Wrapping like the histogram's buckets: a sum past int64 is an error
    * for the raw query's sum() too. */
@@ -346,8 +347,16 @@ static int64_t clamp64(uint64_t v) {
 }
 
 static int acc_alloc(store_rollup *ru) {
-  if (!ru->acc)
+  if (!ru->acc) {
     ru->acc = calloc(RU_ACC_SLOTS, sizeof *ru->acc);
+    ru->used = calloc(RU_ACC_MAX, sizeof *ru->used);
+    if (!ru->acc || !ru->used) {
+      free(ru->acc);
+      free(ru->used);
+      ru->acc = NULL;
+      ru->used = NULL;
+    }
+  }
   return ru->acc ? SQLITE_OK : SQLITE_NOMEM;
 }
 
