@@ -51,7 +51,7 @@ static const char *const store_sql[ST_COUNT_] = {
         " last_gen = CASE WHEN last_gen IS NULL OR excluded.last_gen > last_gen"
         " THEN excluded.last_gen ELSE last_gen END,"
         " key_hash = coalesce(key_hash, excluded.key_hash)"
-        " RETURNING id, events, lost",
+        " RETURNING id, events, lost, service", /* service: as above */
     /* A session whose row this store committed before (its id cached in
      * sidc), when its key is bound after its first commit or a resend
      * arrives (the generations_add trigger moves the row otherwise): only
@@ -68,9 +68,10 @@ static const char *const store_sql[ST_COUNT_] = {
     /* The check of a known session before its generation goes in (the
      * row is not written here: generations_add moves it, once): that the
      * cached id still names this session's row, its totals for invariant
-     * 11, and whether its key is bound yet. */
-    [ST_SESSION_CHECK] = "SELECT events, lost, key_hash IS NULL FROM sessions"
-                         " WHERE id = ?1 AND session = ?2",
+     * 11, whether its key is bound yet, and its service (the rollup's
+     * key, store_rollup_add_summary). */
+    [ST_SESSION_CHECK] = "SELECT events, lost, key_hash IS NULL, service"
+                         " FROM sessions WHERE id = ?1 AND session = ?2",
     [ST_INSERT_GEN] =
         "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
         " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
