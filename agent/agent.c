@@ -37,7 +37,15 @@
  *  5. Every event call made while tracing is on counts once in `written`
  *     and, if it found no buffer, once in `dropped`; the sealer attributes
  *     drops to generations by differences of these cumulative counters, so
- *     each drop lands in exactly one ledger.
+ *     each drop lands in exactly one ledger. `written` is not stored: it is
+ *     seq / 2 (gt__thread_written), since an event's section moves seq by
+ *     exactly 2 and a section that finds tracing off (stamp 0) puts seq
+ *     back to its even value instead; a nested call from a signal handler
+ *     leaves seq alone. So written counts the finished sections only (an
+ *     event in progress is counted when it leaves), and it is exact once
+ *     every thread has left (gt_stop's final stats). Debug builds check
+ *     written == seq / 2 against a counter kept the old way
+ *     (GT_DEBUG, record.c).
  *  6. A thread struct lives until its thread exits; it is freed by the
  *     sealer (or by its destructor when no session runs) only once both of
  *     its generation slots are empty, otherwise buffers would leak.
@@ -325,7 +333,7 @@ int gt_start(const gt_config *user) {
   pthread_mutex_lock(&reg_lock);
   uint64_t w = folded_written, d = folded_dropped;
   for (gt__thread *t = reg_head; t != NULL; t = t->next) {
-    w += atomic_load_explicit(&t->written, memory_order_relaxed);
+    w += gt__thread_written(t);
     d += atomic_load_explicit(&t->dropped, memory_order_relaxed);
   }
   agent_running = 1;
@@ -423,7 +431,7 @@ static void stats_locked(gt_stats_t *out) {
   uint64_t w = folded_written, d = folded_dropped;
   size_t nthreads = 0;
   for (gt__thread *t = reg_head; t != NULL; t = t->next) {
-    w += atomic_load_explicit(&t->written, memory_order_relaxed);
+    w += gt__thread_written(t);
     d += atomic_load_explicit(&t->dropped, memory_order_relaxed);
     nthreads++;
   }

@@ -71,10 +71,13 @@ typedef struct gt__thread {
   /* Written by the owner thread; read by the sealer. */
   _Atomic uint64_t seq;
   _Atomic(gt__buf *) bufs[2];
-  _Atomic uint64_t written, dropped; /* cumulative, owner stores only */
+  _Atomic uint64_t dropped; /* cumulative, owner stores only */
   _Atomic int dead;
   /* Owner thread only. */
-  uint64_t seq_local, written_local, dropped_local;
+  uint64_t seq_local, dropped_local;
+#ifdef GT_DEBUG
+  uint64_t dbg_written; /* invariant 5's check: events counted the old way */
+#endif
   uint64_t lost_pending; /* drops not yet reported by a LOST marker */
   uint64_t task_seq;
   uintptr_t stack_lo, stack_hi;
@@ -88,6 +91,13 @@ typedef struct gt__thread {
   /* Protected by reg_lock. */
   struct gt__thread *next;
 } gt__thread;
+
+/* Events t wrote while tracing was on, cumulative (agent.c invariant 5:
+ * every section moves seq by 2, an off one puts it back). Any thread may
+ * read it; an event in progress (seq odd) is not counted yet. */
+static inline uint64_t gt__thread_written(gt__thread *t) {
+  return atomic_load_explicit(&t->seq, memory_order_acquire) >> 1;
+}
 
 #define DEAD_THREAD ((gt__thread *)1)
 extern __thread gt__thread *gt__tls_self

@@ -16,12 +16,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "varint.h"
 
 /* ----------------------------------------------------- thread registry */
 
 void thread_free_locked(gt__thread *t) {
-  uint64_t w = atomic_load_explicit(&t->written, memory_order_relaxed);
+  uint64_t w = gt__thread_written(t);
   uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
   folded_written += w;
   folded_dropped += d;
@@ -109,11 +110,16 @@ static inline uint64_t enter_t(gt__thread *t) {
   uint64_t g = atomic_load_explicit(&stamp_now, memory_order_acquire);
 #endif
   if (UNLIKELY(g == 0)) {
-    atomic_store_explicit(&t->seq, ++t->seq_local, memory_order_release);
+    /* Off: undo the section (seq back to its even value), so seq / 2 counts
+     * only the events made while tracing was on (invariant 5: `written` is
+     * derived from seq, no store of its own on the hot path). The sealer
+     * waits for "even or changed": the undone value is both. */
+    atomic_store_explicit(&t->seq, --t->seq_local, memory_order_release);
     return 0;
   }
-  t->written_local++;
-  atomic_store_explicit(&t->written, t->written_local, memory_order_relaxed);
+#ifdef GT_DEBUG
+  t->dbg_written++;
+#endif
   return g;
 }
 
@@ -138,6 +144,10 @@ static inline gt__thread *enter(uint64_t *stamp) {
 static inline void leave(gt__thread *t) {
   /* Release: the events written happen-before the sealer's acquire of seq. */
   atomic_store_explicit(&t->seq, ++t->seq_local, memory_order_release);
+#ifdef GT_DEBUG
+  /* Invariant 5: written (seq / 2) is the events counted on entry. */
+  GTP_ASSERT(gt__thread_written(t) == t->dbg_written);
+#endif
 }
 
 static uint32_t intern_slow(gt__thread *t, uint64_t stamp, const char *s,
@@ -177,12 +187,15 @@ static inline uint8_t *put_uv(uint8_t *p, uint64_t v) {
     p[0] = (uint8_t)v;
     return p + 1;
   }
-  if (v < 0x4000) {
-    p[0] = (uint8_t)(v | 0x80);
-    p[1] = (uint8_t)(v >> 7);
-    return p + 2;
-  }
-  return p + gtp_uvarint_put(p, v);
+  /* The rest in the loop's simplest form: p and v are its only registers
+   * (gtp_uvarint_put's indexed loop, inlined, needed a callee-saved one,
+   * which every fast path then saved and restored). */
+  do {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  } while (v >= 0x80);
+  *p++ = (uint8_t)v;
+  return p;
 }
 
 static inline uint8_t *put_head_at(gt__buf *b, uint8_t type, uint64_t now) {
@@ -279,6 +292,16 @@ static inline gt__buf *buf_get(gt__thread *t, uint64_t stamp, size_t need) {
   return b;
 }
 
+/* The fast path's buffer: the current one when it is of this stamp and has
+ * room for a whole event, else NULL (then the continuation refills). */
+static inline gt__buf *buf_fast(gt__thread *t, uint64_t stamp) {
+  gt__buf *b = atomic_load_explicit(&t->bufs[stamp & 1], memory_order_relaxed);
+  if (LIKELY(b != NULL && b->gen == stamp &&
+             (size_t)(b->end - b->pos) >= GTP_EVENT_MAX))
+    return b;
+  return NULL;
+}
+
 /* The caller of the public gt_* function: its return address and its
  * frame record (the saved frame pointer in our frame). Only valid used
  * textually inside a gt_* function or a helper always inlined into one
@@ -335,6 +358,18 @@ static __attribute__((noinline)) void named_cont(gt__thread *t, uint64_t stamp,
                                                  const char *name, uintptr_t pc,
                                                  uintptr_t fp) {
   uint8_t type = (uint8_t)types, stack_type = (uint8_t)(types >> 8);
+  if (LIKELY(!hot_slow && name != NULL)) {
+    /* A cached name the fast path leaves to us (not a main-program
+     * literal: the bytes are compared) with room in the buffer. */
+    uint32_t id =
+        gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+    gt__buf *b = buf_fast(t, stamp);
+    if (LIKELY(id != 0 && b != NULL)) {
+      put_done(b, put_uv(put_head_at(b, type, gt__ticks_tsc()), id));
+      leave(t);
+      return;
+    }
+  }
   uint32_t sid = 0;
   if (UNLIKELY(stacks_on))
     sid = stack_id(t, stamp, pc, fp);
@@ -361,14 +396,24 @@ static __attribute__((noinline)) void named_first(uint8_t type,
     named_cont(t, stamp, type | (unsigned)stack_type << 8, name, pc, fp);
 }
 
-/* The fast path's buffer: the current one when it is of this stamp and has
- * room for a whole event, else NULL (then the continuation refills). */
-static inline gt__buf *buf_fast(gt__thread *t, uint64_t stamp) {
-  gt__buf *b = atomic_load_explicit(&t->bufs[stamp & 1], memory_order_relaxed);
-  if (LIKELY(b != NULL && b->gen == stamp &&
-             (size_t)(b->end - b->pos) >= GTP_EVENT_MAX))
-    return b;
-  return NULL;
+/* A name the fast path found in its cache slot for this stamp but not
+ * marked a main-program literal (a reused buffer, a shared library's
+ * string): compares the bytes and writes, with the slot and buffer the
+ * fast path already has, so the fast path carries no compare loop and
+ * saves no register (agent.c invariant 4's "hot path" stays a leaf). Only
+ * reached with hot_slow clear: no stack is wanted, hence pc and fp 0. */
+static __attribute__((noinline)) void named_cmp(gt__thread *t, uint64_t stamp,
+                                                unsigned types,
+                                                const char *name,
+                                                const gt__strcache_ent *e,
+                                                gt__buf *b) {
+  uint32_t id = gt__strcache_get(e, name, stamp);
+  if (UNLIKELY(id == 0)) {
+    named_cont(t, stamp, types, name, 0, 0);
+    return;
+  }
+  put_done(b, put_uv(put_head_at(b, (uint8_t)types, gt__ticks_tsc()), id));
+  leave(t);
 }
 
 /* One-string events: region begin, instant (with an optional stack).
@@ -386,8 +431,13 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
-    id = gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+    const gt__strcache_ent *e = &t->scache[gt__strcache_slot(name)];
+    id = gt__strcache_get_fixed(e, name, stamp);
     b = buf_fast(t, stamp);
+    if (UNLIKELY(id == 0 && b != NULL && e->key == name)) {
+      named_cmp(t, stamp, type | (unsigned)stack_type << 8, name, e, b);
+      return;
+    }
   }
   if (UNLIKELY(id == 0 || b == NULL)) {
     named_cont(t, stamp, type | (unsigned)stack_type << 8, name, CALLER_PC(),
@@ -456,13 +506,36 @@ counter_slow(gt__thread *t, uint64_t stamp, const char *name, int64_t value) {
   if (t == NULL && (t = enter(&stamp)) == NULL)
     return;
   uint32_t id = intern(t, stamp, name);
-  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  gt__buf *b = NULL;
+  if (LIKELY(id != 0 && !hot_slow)) /* a cached name with its bytes compared */
+    b = buf_fast(t, stamp);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, gt__ticks_tsc()), id);
+    put_done(b, put_uv(p, gtp_zigzag(value)));
+    leave(t);
+    return;
+  }
+  b = buf_get(t, stamp, GTP_EVENT_MAX);
   if (LIKELY(b != NULL)) {
     uint8_t *p = put_head(b, GTP_EV_COUNTER);
     p += gtp_uvarint_put(p, id);
     p += gtp_uvarint_put(p, gtp_zigzag(value));
     put_done(b, p);
   }
+  leave(t);
+}
+
+/* named_cmp for counters: the name's bytes compared, then the write. */
+static __attribute__((noinline)) void
+counter_cmp(gt__thread *t, uint64_t stamp, const char *name, int64_t value,
+            const gt__strcache_ent *e, gt__buf *b) {
+  uint32_t id = gt__strcache_get(e, name, stamp);
+  if (UNLIKELY(id == 0)) {
+    counter_slow(t, stamp, name, value);
+    return;
+  }
+  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, gt__ticks_tsc()), id);
+  put_done(b, put_uv(p, gtp_zigzag(value)));
   leave(t);
 }
 
@@ -481,8 +554,13 @@ void gt_counter(const char *name, int64_t value) {
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
-    id = gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+    const gt__strcache_ent *e = &t->scache[gt__strcache_slot(name)];
+    id = gt__strcache_get_fixed(e, name, stamp);
     b = buf_fast(t, stamp);
+    if (UNLIKELY(id == 0 && b != NULL && e->key == name)) {
+      counter_cmp(t, stamp, name, value, e, b);
+      return;
+    }
   }
   if (UNLIKELY(id == 0 || b == NULL)) {
     counter_slow(t, stamp, name, value);
@@ -490,7 +568,7 @@ void gt_counter(const char *name, int64_t value) {
   }
   /* hot_slow is clear: the TSC is on. */
   uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, gt__ticks_tsc()), id);
-  put_done(b, p + gtp_uvarint_put(p, gtp_zigzag(value)));
+  put_done(b, put_uv(p, gtp_zigzag(value)));
   leave(t);
 }
 
@@ -637,7 +715,17 @@ static __attribute__((noinline)) uint64_t task_begin_slow(gt__thread *t,
     return 0;
   uint64_t task = task_next(t);
   uint32_t id = intern(t, stamp, name);
-  gt__buf *b = buf_get(t, stamp, GTP_EVENT_MAX);
+  gt__buf *b = NULL;
+  if (LIKELY(id != 0 && !hot_slow)) /* a cached name with its bytes compared */
+    b = buf_fast(t, stamp);
+  if (LIKELY(b != NULL)) {
+    uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, gt__ticks_tsc());
+    p = put_uv(put_task_id(p, task), parent);
+    put_done(b, put_uv(p, id));
+    leave(t);
+    return task;
+  }
+  b = buf_get(t, stamp, GTP_EVENT_MAX);
   if (LIKELY(b != NULL)) {
     uint8_t *p = put_head(b, GTP_EV_TASK_BEGIN);
     p += gtp_uvarint_put(p, task);
@@ -645,6 +733,21 @@ static __attribute__((noinline)) uint64_t task_begin_slow(gt__thread *t,
     p += gtp_uvarint_put(p, id);
     put_done(b, p);
   }
+  leave(t);
+  return task;
+}
+
+/* named_cmp for task begin: the name's bytes compared, then the write. */
+static __attribute__((noinline)) uint64_t
+task_begin_cmp(gt__thread *t, uint64_t stamp, const char *name,
+               uint64_t parent, const gt__strcache_ent *e, gt__buf *b) {
+  uint32_t id = gt__strcache_get(e, name, stamp);
+  if (UNLIKELY(id == 0))
+    return task_begin_slow(t, stamp, name, parent);
+  uint64_t task = task_next(t);
+  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, gt__ticks_tsc());
+  p = put_uv(put_task_id(p, task), parent);
+  put_done(b, put_uv(p, id));
   leave(t);
   return task;
 }
@@ -660,8 +763,11 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
-    id = gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+    const gt__strcache_ent *e = &t->scache[gt__strcache_slot(name)];
+    id = gt__strcache_get_fixed(e, name, stamp);
     b = buf_fast(t, stamp);
+    if (UNLIKELY(id == 0 && b != NULL && e->key == name))
+      return task_begin_cmp(t, stamp, name, parent, e, b);
   }
   if (UNLIKELY(id == 0 || b == NULL))
     return task_begin_slow(t, stamp, name, parent);
