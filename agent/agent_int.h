@@ -74,7 +74,7 @@ typedef struct gt__thread {
   _Atomic uint64_t dropped; /* cumulative, owner stores only */
   _Atomic int dead;
   /* Owner thread only. */
-  uint64_t seq_local, dropped_local;
+  uint64_t dropped_local;
 #ifdef GT_DEBUG
   uint64_t dbg_written; /* invariant 5's check: events counted the old way */
 #endif

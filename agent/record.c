@@ -87,20 +87,39 @@ static __attribute__((noinline)) gt__thread *thread_register(void) {
 
 /* ------------------------------------------------------------ hot path */
 
+/* Adds d (1 or -1) to t->seq, which only t writes, in one instruction
+ * where the machine has one: a signal handler that traces can interrupt
+ * its owner between any two instructions, and a load-add-store would then
+ * write back a stale seq over the handler's whole event (its +2), losing
+ * it from `written` (invariant 5). x86-64's add to memory cannot be split
+ * by a signal, needs no lock prefix (no other thread writes seq) and, like
+ * every x86 store, is a release. Elsewhere, and under TSan (which must see
+ * the access), an atomic add: relaxed, as the previous store was, except
+ * under TSan (seq_cst, invariant 1) and in leave (release). */
+#if defined(__x86_64__) && !GT_TSAN
+#define SEQ_ADD(t, d, order)                                                   \
+  __asm__ volatile("addq %1, %0"                                               \
+                   : "+m"(*(uint64_t *)&(t)->seq)                              \
+                   : "er"((int64_t)(d))                                        \
+                   : "memory", "cc")
+#else
+#define SEQ_ADD(t, d, order)                                                   \
+  ((void)atomic_fetch_add_explicit(&(t)->seq, (uint64_t)(int64_t)(d), order))
+#endif
+
 /* Enters the write section of registered thread t; returns the stamp, or 0
  * (off, nested from a signal handler) with the section left. No call: the
  * named-event fast path relies on it. */
 static inline uint64_t enter_t(gt__thread *t) {
   /* A signal handler interrupting a section would make seq even while the
    * interrupted write is still going on: drop such nested events. */
-  if (UNLIKELY(t->seq_local & 1))
+  if (UNLIKELY(atomic_load_explicit(&t->seq, memory_order_relaxed) & 1))
     return 0;
-  uint64_t s = ++t->seq_local;
 #if GT_TSAN
-  atomic_store_explicit(&t->seq, s, memory_order_seq_cst);
+  SEQ_ADD(t, 1, memory_order_seq_cst);
   uint64_t g = atomic_load_explicit(&stamp_now, memory_order_seq_cst);
 #else
-  atomic_store_explicit(&t->seq, s, memory_order_relaxed);
+  SEQ_ADD(t, 1, memory_order_relaxed);
   /* Invariant 1: the sealer's membarrier orders this store before our load;
    * without it we pay for a full fence. */
   if (UNLIKELY(use_fence))
@@ -114,7 +133,7 @@ static inline uint64_t enter_t(gt__thread *t) {
      * only the events made while tracing was on (invariant 5: `written` is
      * derived from seq, no store of its own on the hot path). The sealer
      * waits for "even or changed": the undone value is both. */
-    atomic_store_explicit(&t->seq, --t->seq_local, memory_order_release);
+    SEQ_ADD(t, -1, memory_order_release);
     return 0;
   }
 #ifdef GT_DEBUG
@@ -143,7 +162,7 @@ static inline gt__thread *enter(uint64_t *stamp) {
 
 static inline void leave(gt__thread *t) {
   /* Release: the events written happen-before the sealer's acquire of seq. */
-  atomic_store_explicit(&t->seq, ++t->seq_local, memory_order_release);
+  SEQ_ADD(t, 1, memory_order_release);
 #ifdef GT_DEBUG
   /* Invariant 5: written (seq / 2) is the events counted on entry. */
   GTP_ASSERT(gt__thread_written(t) == t->dbg_written);
@@ -641,6 +660,37 @@ static inline int log_copy_fast(uint8_t *dst, const char *s) {
 }
 #endif
 
+/* Log's write once the category's id and a buffer with room for the
+ * longest fast message are known (hot_slow clear: the TSC is on). */
+static inline __attribute__((always_inline)) void
+log_write(gt__thread *t, uint64_t stamp, gt__buf *b, uint32_t id,
+          const char *category, const char *message) {
+  /* The head is written first but committed only with the message: a
+   * message the fast copy cannot take leaves the buffer as it was. */
+  uint64_t last = b->last_ticks;
+  uint8_t *p = put_uv(put_head_at(b, GTP_EV_LOG, gt__ticks_tsc()), id);
+  int len = log_copy_fast(p, message);
+  if (UNLIKELY(len < 0)) {
+    b->last_ticks = last;
+    log_slow(t, stamp, category, message, 0, 0);
+    return;
+  }
+  put_done(b, p + 1 + len);
+  leave(t);
+}
+
+/* named_cmp for logs: the category's bytes compared, then the write. */
+static __attribute__((noinline)) void
+log_cmp(gt__thread *t, uint64_t stamp, const char *category,
+        const char *message, const gt__strcache_ent *e, gt__buf *b) {
+  uint32_t id = gt__strcache_get(e, category, stamp);
+  if (UNLIKELY(id == 0)) {
+    log_slow(t, stamp, category, message, 0, 0);
+    return;
+  }
+  log_write(t, stamp, b, id, category, message);
+}
+
 /* The fast path of the named events for logs: cached category, room in
  * the buffer for the longest fast message, the TSC, the message copied
  * word by word. */
@@ -656,29 +706,22 @@ void gt_log(const char *category, const char *message) {
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && category != NULL && message != NULL)) {
-    id = gt__strcache_get(&t->scache[gt__strcache_slot(category)], category,
-                          stamp);
+    const gt__strcache_ent *e = &t->scache[gt__strcache_slot(category)];
+    id = gt__strcache_get_fixed(e, category, stamp);
     b = atomic_load_explicit(&t->bufs[stamp & 1], memory_order_relaxed);
     if (b == NULL || b->gen != stamp ||
         (size_t)(b->end - b->pos) < GTP_EVENT_MAX + LOG_FAST_MAX + 8)
       b = NULL;
+    if (UNLIKELY(id == 0 && b != NULL && e->key == category)) {
+      log_cmp(t, stamp, category, message, e, b);
+      return;
+    }
   }
   if (UNLIKELY(id == 0 || b == NULL)) {
     log_slow(t, stamp, category, message, CALLER_PC(), CALLER_FP());
     return;
   }
-  /* The head is written first but committed only with the message: a
-   * message the fast copy cannot take leaves the buffer as it was. */
-  uint64_t last = b->last_ticks;
-  uint8_t *p = put_uv(put_head_at(b, GTP_EV_LOG, gt__ticks_tsc()), id);
-  int len = log_copy_fast(p, message);
-  if (UNLIKELY(len < 0)) {
-    b->last_ticks = last;
-    log_slow(t, stamp, category, message, 0, 0);
-    return;
-  }
-  put_done(b, p + 1 + len);
-  leave(t);
+  log_write(t, stamp, b, id, category, message);
 }
 
 /* The next task id of t: process-unique without a shared counter, the
@@ -695,10 +738,18 @@ static inline uint64_t task_next(gt__thread *t) {
  * loop was about 40 instructions per id); same bytes as gtp_uvarint_put. */
 static inline uint8_t *put_task_id(uint8_t *p, uint64_t v) {
   if (LIKELY(v >> 28 != 0 && v >> 35 == 0)) {
-    p[0] = (uint8_t)(v | 0x80);
-    p[1] = (uint8_t)(v >> 7 | 0x80);
-    p[2] = (uint8_t)(v >> 14 | 0x80);
-    p[3] = (uint8_t)(v >> 21 | 0x80);
+    /* The first four bytes as one little-endian word, each 7 bits moved
+     * into place by a shift: byte by byte, GCC packed them through vector
+     * registers and needed two callee-saved registers for it. */
+    uint32_t w = (uint32_t)((v & 0x7f) | (v << 1 & 0x7f00) |
+                            (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000)) |
+                 0x80808080u;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    __builtin_memcpy(p, &w, 4);
+#else
+    p[0] = (uint8_t)w, p[1] = (uint8_t)(w >> 8), p[2] = (uint8_t)(w >> 16),
+    p[3] = (uint8_t)(w >> 24);
+#endif
     p[4] = (uint8_t)(v >> 28);
     return p + 5;
   }
