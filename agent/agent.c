@@ -43,9 +43,11 @@
  *     back to its even value instead; a nested call from a signal handler
  *     leaves seq alone. So written counts the finished sections only (an
  *     event in progress is counted when it leaves), and it is exact once
- *     every thread has left (gt_stop's final stats). Debug builds check
- *     written == seq / 2 against a counter kept the old way
- *     (GT_DEBUG, record.c).
+ *     every thread has left (gt_stop's final stats). seq moves by one
+ *     add to memory (SEQ_ADD in record.c), never a load and a store, so a
+ *     traced signal handler that runs a whole event between them cannot be
+ *     written over. Debug builds check seq / 2 on every entry against a
+ *     counter kept the old way (GT_DEBUG, record.c).
  *  6. A thread struct lives until its thread exits; it is freed by the
  *     sealer (or by its destructor when no session runs) only once both of
  *     its generation slots are empty, otherwise buffers would leak.
