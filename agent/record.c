@@ -423,16 +423,28 @@ static __attribute__((noinline)) void named_first(uint8_t type,
  * reached with hot_slow clear: no stack is wanted, hence pc and fp 0. */
 static __attribute__((noinline)) void named_cmp(gt__thread *t, uint64_t stamp,
                                                 unsigned types,
-                                                const char *name,
-                                                const gt__strcache_ent *e,
-                                                gt__buf *b) {
-  uint32_t id = gt__strcache_get(e, name, stamp);
+                                                const char *name, gt__buf *b,
+                                                uint64_t now) {
+  uint32_t id =
+      gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
   if (UNLIKELY(id == 0)) {
     named_cont(t, stamp, types, name, 0, 0);
     return;
   }
-  put_done(b, put_uv(put_head_at(b, (uint8_t)types, gt__ticks_tsc()), id));
+  put_done(b, put_uv(put_head_at(b, (uint8_t)types, now), id));
   leave(t);
+}
+
+/* The fast paths' clock: read as soon as the section is entered, so the
+ * checks that follow (name cache, buffer) run while the RDTSC's microcode
+ * does (the event's time is then a few ns earlier). Without a TSC (not
+ * x86) hot_slow is set and the value is never used. */
+static inline uint64_t tsc_early(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc() >> gt__clock_shift;
+#else
+  return 0;
+#endif
 }
 
 /* One-string events: region begin, instant (with an optional stack).
@@ -447,6 +459,7 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
+  uint64_t now = tsc_early();
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
@@ -454,7 +467,7 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
     id = gt__strcache_get_fixed(e, name, stamp);
     b = buf_fast(t, stamp);
     if (UNLIKELY(id == 0 && b != NULL && e->key == name)) {
-      named_cmp(t, stamp, type | (unsigned)stack_type << 8, name, e, b);
+      named_cmp(t, stamp, type | (unsigned)stack_type << 8, name, b, now);
       return;
     }
   }
@@ -464,7 +477,7 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
     return;
   }
   /* hot_slow is clear: the TSC is on. */
-  uint8_t *p = put_head_at(b, type, gt__ticks_tsc());
+  uint8_t *p = put_head_at(b, type, now);
   put_done(b, put_uv(p, id));
   leave(t);
 }
@@ -509,12 +522,13 @@ void gt_region_end(void) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
+  uint64_t now = tsc_early();
   gt__buf *b = buf_fast(t, stamp);
   if (UNLIKELY(b == NULL || hot_slow)) {
     region_end_slow(t, stamp);
     return;
   }
-  put_done(b, put_head_at(b, GTP_EV_REGION_END, gt__ticks_tsc()));
+  put_done(b, put_head_at(b, GTP_EV_REGION_END, now));
   leave(t);
 }
 
@@ -547,13 +561,14 @@ counter_slow(gt__thread *t, uint64_t stamp, const char *name, int64_t value) {
 /* named_cmp for counters: the name's bytes compared, then the write. */
 static __attribute__((noinline)) void
 counter_cmp(gt__thread *t, uint64_t stamp, const char *name, int64_t value,
-            const gt__strcache_ent *e, gt__buf *b) {
-  uint32_t id = gt__strcache_get(e, name, stamp);
+            gt__buf *b, uint64_t now) {
+  uint32_t id =
+      gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
   if (UNLIKELY(id == 0)) {
     counter_slow(t, stamp, name, value);
     return;
   }
-  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, gt__ticks_tsc()), id);
+  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, now), id);
   put_done(b, put_uv(p, gtp_zigzag(value)));
   leave(t);
 }
@@ -570,6 +585,7 @@ void gt_counter(const char *name, int64_t value) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
+  uint64_t now = tsc_early();
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
@@ -577,7 +593,7 @@ void gt_counter(const char *name, int64_t value) {
     id = gt__strcache_get_fixed(e, name, stamp);
     b = buf_fast(t, stamp);
     if (UNLIKELY(id == 0 && b != NULL && e->key == name)) {
-      counter_cmp(t, stamp, name, value, e, b);
+      counter_cmp(t, stamp, name, value, b, now);
       return;
     }
   }
@@ -586,7 +602,7 @@ void gt_counter(const char *name, int64_t value) {
     return;
   }
   /* hot_slow is clear: the TSC is on. */
-  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, gt__ticks_tsc()), id);
+  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, now), id);
   put_done(b, put_uv(p, gtp_zigzag(value)));
   leave(t);
 }
@@ -791,12 +807,13 @@ static __attribute__((noinline)) uint64_t task_begin_slow(gt__thread *t,
 /* named_cmp for task begin: the name's bytes compared, then the write. */
 static __attribute__((noinline)) uint64_t
 task_begin_cmp(gt__thread *t, uint64_t stamp, const char *name,
-               uint64_t parent, const gt__strcache_ent *e, gt__buf *b) {
-  uint32_t id = gt__strcache_get(e, name, stamp);
+               uint64_t parent, gt__buf *b, uint64_t now) {
+  uint32_t id =
+      gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
   if (UNLIKELY(id == 0))
     return task_begin_slow(t, stamp, name, parent);
   uint64_t task = task_next(t);
-  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, gt__ticks_tsc());
+  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, now);
   p = put_uv(put_task_id(p, task), parent);
   put_done(b, put_uv(p, id));
   leave(t);
@@ -811,6 +828,7 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return 0;
+  uint64_t now = tsc_early();
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
@@ -818,12 +836,12 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
     id = gt__strcache_get_fixed(e, name, stamp);
     b = buf_fast(t, stamp);
     if (UNLIKELY(id == 0 && b != NULL && e->key == name))
-      return task_begin_cmp(t, stamp, name, parent, e, b);
+      return task_begin_cmp(t, stamp, name, parent, b, now);
   }
   if (UNLIKELY(id == 0 || b == NULL))
     return task_begin_slow(t, stamp, name, parent);
   uint64_t task = task_next(t);
-  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, gt__ticks_tsc());
+  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, now);
   p = put_uv(put_task_id(p, task), parent);
   put_done(b, put_uv(p, id));
   leave(t);
@@ -848,13 +866,14 @@ void gt_task_end(uint64_t task) {
   uint64_t stamp = enter_t(t);
   if (stamp == 0)
     return;
+  uint64_t now = tsc_early();
   gt__buf *b = buf_fast(t, stamp);
   if (UNLIKELY(b == NULL || hot_slow)) {
     task_end_slow(t, stamp, task);
     return;
   }
   put_done(b,
-           put_task_id(put_head_at(b, GTP_EV_TASK_END, gt__ticks_tsc()), task));
+           put_task_id(put_head_at(b, GTP_EV_TASK_END, now), task));
   leave(t);
 }
 

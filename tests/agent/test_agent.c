@@ -68,6 +68,8 @@ typedef struct tally {
   uint64_t bad;          /* undecodable */
   char names[8][16];     /* first instant names seen, in order */
   size_t nnames;
+  char knames[16][24];   /* "type:name" of the first named events of */
+  size_t nknames;        /* every kind (log: its category), in order */
 } tally;
 
 #define MAXT 64
@@ -120,6 +122,14 @@ static void tally_file(tally *t, const uint8_t *data, size_t len, seqstate *ss,
           continue;
         t->events++;
         gtp_str name = gtp_gen_string(&g, ev.args[0]);
+        uint64_t sid = ev.type == GTP_EV_TASK_BEGIN ? ev.args[2] : ev.args[0];
+        gtp_str kname = gtp_gen_string(&g, sid);
+        if ((ev.type == GTP_EV_INSTANT || ev.type == GTP_EV_REGION_BEGIN ||
+             ev.type == GTP_EV_COUNTER || ev.type == GTP_EV_LOG ||
+             ev.type == GTP_EV_TASK_BEGIN) &&
+            t->nknames < 16 && kname.len < 20)
+          snprintf(t->knames[t->nknames++], 24, "%u:%.*s", (unsigned)ev.type,
+                   (int)kname.len, kname.ptr);
         if (ev.type == GTP_EV_INSTANT && t->nnames < 8 && name.len < 16) {
           memcpy(t->names[t->nnames], name.ptr, name.len);
           t->names[t->nnames][name.len] = '\0';
@@ -635,6 +645,49 @@ static void test_agent__no_receiver_never_blocks_and_snapshots(void **state) {
   assert_true(mono_ns() - t0 < 5000ull * 1000000);
 }
 
+/* Every named kind with its name in a writable buffer (not a literal of
+ * the main program): a repeated name is a cache hit whose bytes must be
+ * compared (the fast paths leave that to their out-of-line compare), and a
+ * changed name in the same buffer must not be taken for the old one. */
+static void test_agent__every_kind_with_a_reused_name_buffer(void **state) {
+  (void)state;
+  rx *r = rx_start();
+  assert_non_null(r);
+  gt_config c;
+  char addr[64];
+  cfg_for(&c, r, addr, sizeof addr);
+  c.period_ms = 10000; /* one generation: the cache must not be fooled */
+  assert_int_equal(gt_start(&c), 0);
+  char buf[32];
+  static const char *const names[] = {"kind.one", "kind.one", "kind.two"};
+  for (int i = 0; i < 3; i++) {
+    strcpy(buf, names[i]);
+    gt_instant(buf);
+    gt_region_begin(buf);
+    gt_region_end();
+    gt_counter(buf, i);
+    gt_log(buf, "message");
+    gt_task_end(gt_task_begin(buf, 0));
+  }
+  gt_stop();
+  rx_stop(r);
+  tally t;
+  tally_rx(&t, r, 0);
+  assert_int_equal(t.bad, 0);
+  assert_int_equal(t.nknames, 15);
+  for (int i = 0; i < 3; i++) {
+    static const int types[] = {GTP_EV_INSTANT, GTP_EV_REGION_BEGIN,
+                                GTP_EV_COUNTER, GTP_EV_LOG,
+                                GTP_EV_TASK_BEGIN};
+    for (int k = 0; k < 5; k++) {
+      char want[24];
+      snprintf(want, sizeof want, "%d:%s", types[k], names[i]);
+      assert_string_equal(t.knames[i * 5 + k], want);
+    }
+  }
+  rx_free(r);
+}
+
 static void test_agent__reused_buffer_with_new_contents(void **state) {
   (void)state;
   rx *r = rx_start();
@@ -788,6 +841,8 @@ int main(void) {
           test_agent__no_receiver_never_blocks_and_snapshots, stop_agent),
       cmocka_unit_test_teardown(test_agent__reused_buffer_with_new_contents,
                                 stop_agent),
+      cmocka_unit_test_teardown(
+          test_agent__every_kind_with_a_reused_name_buffer, stop_agent),
       cmocka_unit_test_teardown(test_agent__fork_child_stays_off, stop_agent),
       cmocka_unit_test_teardown(
           test_agent__auth_refusal_is_counted_backs_off_then_delivers,
