@@ -423,10 +423,10 @@ static __attribute__((noinline)) void named_first(uint8_t type,
  * reached with hot_slow clear: no stack is wanted, hence pc and fp 0. */
 static __attribute__((noinline)) void named_cmp(gt__thread *t, uint64_t stamp,
                                                 unsigned types,
-                                                const char *name, gt__buf *b,
-                                                uint64_t now) {
-  uint32_t id =
-      gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+                                                const gt__strcache_ent *e,
+                                                gt__buf *b, uint64_t now) {
+  const char *name = e->key; /* the caller's: it checked */
+  uint32_t id = gt__strcache_get(e, name, stamp);
   if (UNLIKELY(id == 0)) {
     named_cont(t, stamp, types, name, 0, 0);
     return;
@@ -463,11 +463,11 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
+    b = buf_fast(t, stamp);
     const gt__strcache_ent *e = &t->scache[gt__strcache_slot(name)];
     id = gt__strcache_get_fixed(e, name, stamp);
-    b = buf_fast(t, stamp);
     if (UNLIKELY(id == 0 && b != NULL && e->key == name)) {
-      named_cmp(t, stamp, type | (unsigned)stack_type << 8, name, b, now);
+      named_cmp(t, stamp, type | (unsigned)stack_type << 8, e, b, now);
       return;
     }
   }
@@ -560,10 +560,10 @@ counter_slow(gt__thread *t, uint64_t stamp, const char *name, int64_t value) {
 
 /* named_cmp for counters: the name's bytes compared, then the write. */
 static __attribute__((noinline)) void
-counter_cmp(gt__thread *t, uint64_t stamp, const char *name, int64_t value,
-            gt__buf *b, uint64_t now) {
-  uint32_t id =
-      gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+counter_cmp(gt__thread *t, uint64_t stamp, const gt__strcache_ent *e,
+            int64_t value, gt__buf *b, uint64_t now) {
+  const char *name = e->key; /* the caller's: it checked */
+  uint32_t id = gt__strcache_get(e, name, stamp);
   if (UNLIKELY(id == 0)) {
     counter_slow(t, stamp, name, value);
     return;
@@ -589,11 +589,11 @@ void gt_counter(const char *name, int64_t value) {
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
+    b = buf_fast(t, stamp);
     const gt__strcache_ent *e = &t->scache[gt__strcache_slot(name)];
     id = gt__strcache_get_fixed(e, name, stamp);
-    b = buf_fast(t, stamp);
     if (UNLIKELY(id == 0 && b != NULL && e->key == name)) {
-      counter_cmp(t, stamp, name, value, b, now);
+      counter_cmp(t, stamp, e, value, b, now);
       return;
     }
   }
@@ -806,10 +806,10 @@ static __attribute__((noinline)) uint64_t task_begin_slow(gt__thread *t,
 
 /* named_cmp for task begin: the name's bytes compared, then the write. */
 static __attribute__((noinline)) uint64_t
-task_begin_cmp(gt__thread *t, uint64_t stamp, const char *name,
+task_begin_cmp(gt__thread *t, uint64_t stamp, const gt__strcache_ent *e,
                uint64_t parent, gt__buf *b, uint64_t now) {
-  uint32_t id =
-      gt__strcache_get(&t->scache[gt__strcache_slot(name)], name, stamp);
+  const char *name = e->key; /* the caller's: it checked */
+  uint32_t id = gt__strcache_get(e, name, stamp);
   if (UNLIKELY(id == 0))
     return task_begin_slow(t, stamp, name, parent);
   uint64_t task = task_next(t);
@@ -832,11 +832,11 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
   uint32_t id = 0;
   gt__buf *b = NULL;
   if (LIKELY(!hot_slow && name != NULL)) {
+    b = buf_fast(t, stamp);
     const gt__strcache_ent *e = &t->scache[gt__strcache_slot(name)];
     id = gt__strcache_get_fixed(e, name, stamp);
-    b = buf_fast(t, stamp);
     if (UNLIKELY(id == 0 && b != NULL && e->key == name))
-      return task_begin_cmp(t, stamp, name, parent, b, now);
+      return task_begin_cmp(t, stamp, e, parent, b, now);
   }
   if (UNLIKELY(id == 0 || b == NULL))
     return task_begin_slow(t, stamp, name, parent);
