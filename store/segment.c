@@ -7,7 +7,8 @@
  * Flow: segment_submit appends to q. The packer pops generations in
  * arrival order, compresses each (zstd, kept raw when that does not
  * shrink it), appends the bytes to the open segment with an index entry,
- * frees the raw payload, and closes the segment on size or age; a closed
+ * frees the raw payload, and closes the segment on size or age, or early
+ * when it is idle with an uploader free (seg_idle_close); a closed
  * segment gets the next close number and goes to upq (at most uploads + 1
  * segments, in close order). K = cfg.uploads uploader threads share upq:
  * each takes the oldest segment nobody is uploading, appends its index
@@ -84,6 +85,7 @@
 #define SEG_UPLOADS_DEFAULT 4
 #define SEG_UPLOADS_MAX 16
 #define SEG_UPQ_MAX (SEG_UPLOADS_MAX + 1)
+#define SEG_IDLE_NS (100 * 1000000LL) /* seg_idle_close */
 #define SEG_BACKOFF_MIN_MS 100
 #define SEG_BACKOFF_MAX_MS 5000
 #define SEG_REJ_MAX 1024
@@ -103,6 +105,7 @@ typedef struct seg {
   uint64_t sum_bytes;
   size_t n, ncap;
   int64_t deadline_ns; /* monotonic: close by then */
+  int64_t last_ns;     /* monotonic: when its last generation went in */
   /* Upload state, protected by the store's lock once in upq: */
   int state;      /* SEG_WAITING, SEG_PUTTING, SEG_PUT */
   int put_rc;     /* SEG_PUT: 0, or the code its PUT gave up with */
@@ -448,6 +451,29 @@ static void abs_deadline(struct timespec *ts, int64_t mono_deadline) {
   ts->tv_nsec = (long)(mono_deadline % 1000000000LL);
 }
 
+/* Under s->lock: 1 when the open segment should close before its size or
+ * age, because nothing else is waiting to go in (q is empty), an uploader
+ * is free to PUT it now, and it is worth an object of its own: a quarter
+ * of max_bytes, or a 32nd once no generation came for SEG_IDLE_NS. An
+ * agent that has as much unACKed as its connection allows (the daemon's
+ * --max-conn-buffer, the agent's spool) sends nothing more until an ACK:
+ * without this its bytes would sit in the open segment while the
+ * uploaders idle, and the end of a burst would wait out the age limit. A
+ * fleet trickling small generations stays on the age limit (S3 bills per
+ * request: at most one PUT per max_bytes / 32 comes from this). */
+static int seg_idle_close(const segment_store *s, const seg *cur) {
+  if (s->cfg.no_idle_close || s->qn > 0 || cur->len < s->cfg.max_bytes / 32 ||
+      s->upn >= (int)s->cfg.uploads + 1)
+    return 0;
+  int waiting = 0;
+  for (int i = 0; i < s->upn; i++)
+    waiting += s->upq[i]->state == SEG_WAITING;
+  if (s->putting + waiting >= (int)s->cfg.uploads)
+    return 0;
+  return cur->len >= s->cfg.max_bytes / 4 ||
+         mono_ns() - cur->last_ns >= SEG_IDLE_NS;
+}
+
 static void *packer_main(void *arg) {
   segment_store *s = arg;
   ZSTD_CCtx *cctx = ZSTD_createCCtx();
@@ -456,10 +482,15 @@ static void *packer_main(void *arg) {
   pthread_mutex_lock(&s->lock);
   for (;;) {
     while (s->qn == 0 && !s->closing &&
-           !(cur && mono_ns() >= cur->deadline_ns)) {
+           !(cur && (mono_ns() >= cur->deadline_ns ||
+                     seg_idle_close(s, cur)))) {
       if (cur) {
         struct timespec ts;
-        abs_deadline(&ts, cur->deadline_ns);
+        int64_t until = cur->deadline_ns;
+        if (!s->cfg.no_idle_close && cur->len >= s->cfg.max_bytes / 32 &&
+            cur->last_ns + SEG_IDLE_NS < until)
+          until = cur->last_ns + SEG_IDLE_NS; /* seg_idle_close */
+        abs_deadline(&ts, until);
         pthread_cond_timedwait(&s->q_cond, &s->lock, &ts);
       } else {
         pthread_cond_wait(&s->q_cond, &s->lock);
@@ -482,14 +513,14 @@ static void *packer_main(void *arg) {
         s->st.queued_bytes -= g->len;
         pthread_mutex_unlock(&s->lock);
         s->done(s->ctx, g);
-      } else if (cur->len >= s->cfg.max_bytes) {
+      } else if ((cur->last_ns = mono_ns()), cur->len >= s->cfg.max_bytes) {
         seg_push(s, cur);
         cur = NULL;
       }
       pthread_mutex_lock(&s->lock);
       continue;
     }
-    if (cur) { /* aged, or closing with q drained */
+    if (cur) { /* aged, idle (seg_idle_close), or closing with q drained */
       pthread_mutex_unlock(&s->lock);
       seg_push(s, cur);
       cur = NULL;
@@ -714,6 +745,7 @@ static void *uploader_main(void *arg) {
       seg_check_invariants(s);
       pthread_cond_broadcast(&s->room);
       pthread_cond_broadcast(&s->up_cond); /* the next head may be PUT */
+      pthread_cond_signal(&s->q_cond);     /* room: seg_idle_close */
       pthread_mutex_unlock(&s->lock);
       seg_free(head);
       pthread_mutex_lock(&s->lock);
@@ -734,6 +766,7 @@ static void *uploader_main(void *arg) {
       next->state = SEG_PUT;
       s->putting--;
       seg_check_invariants(s);
+      pthread_cond_signal(&s->q_cond); /* an uploader is free: seg_idle_close */
       if (next != s->upq[0])
         pthread_cond_broadcast(&s->up_cond);
       continue;

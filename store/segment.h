@@ -9,7 +9,11 @@
  * 0 (new), 1 (already stored: a resend) or a negative code.
  *
  * A segment closes after max_age_ms (counted from its first generation) or
- * once it holds max_bytes, whichever comes first, and on segment_close.
+ * once it holds max_bytes, whichever comes first, and on segment_close;
+ * also early when no generation waits behind it and an uploader is free,
+ * once it holds a quarter of max_bytes (or a 32nd after 100 ms without a
+ * new generation): an agent at its unACKed limit then gets its ACKs
+ * without waiting out the age.
  * Object layout (docs/STORAGE.md): the generations' stored bytes back to
  * back, then an index footer (segment_index_parse reads it back), so an
  * object explains itself without the catalog.
@@ -50,6 +54,8 @@ typedef struct segment_config {
                              close order; 0 = 4, at most 16 */
   uint32_t test_commit_delay_ms; /* tests: stall each catalog commit after
                                     its seqs are taken (a late commit) */
+  int no_idle_close;             /* tests: close on size and age only, never
+                                    early when idle (see segment.c) */
   uint32_t test_put_delay_ms;    /* tests: hold back the PUT of the
                                     test_put_delay_seg-th closed segment */
   uint64_t test_put_delay_seg;   /* (1-based; 0 = none) by this long */

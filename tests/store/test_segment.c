@@ -75,7 +75,8 @@ static segment_store *open_seg(acks *a, uint64_t max_bytes, uint32_t age_ms,
                         .daemon_id = id,
                         .max_bytes = max_bytes,
                         .max_age_ms = age_ms,
-                        .close_wait_ms = 2000};
+                        .close_wait_ms = 2000,
+                        .no_idle_close = 1}; /* size and age only */
   segment_store *s = NULL;
   char *cause = NULL;
   int rc = segment_open(&cfg, on_done, a, &s, &cause);
@@ -310,7 +311,7 @@ static int count_objects(const char *daemon) {
 /* 40,000 incompressible bytes per generation in 64 KiB segments: every
  * second generation closes one, so segment k holds gens 2k-1 and 2k. */
 static segment_store *open_pipelined(acks *a, const char *id,
-                                     uint32_t delay_ms) {
+                                     uint32_t delay_ms, int no_idle) {
   segment_config cfg = {.catalog = db,
                         .s3 = {.url = getenv("GENTRACE_OBJECTS")},
                         .daemon_id = id,
@@ -318,6 +319,7 @@ static segment_store *open_pipelined(acks *a, const char *id,
                         .max_age_ms = 100,
                         .close_wait_ms = 2000,
                         .uploads = 4,
+                        .no_idle_close = no_idle,
                         .test_put_delay_ms = delay_ms,
                         .test_put_delay_seg = delay_ms ? 1 : 0};
   segment_store *s = NULL;
@@ -356,7 +358,7 @@ static void check_stored_once(acks *a, segment_store *s, uint8_t sid, int n) {
 static void test_segment__late_put_holds_later_commits_and_acks(void **state) {
   acks a;
   acks_init(&a);
-  segment_store *s = open_pipelined(&a, "t-order", 3000);
+  segment_store *s = open_pipelined(&a, "t-order", 3000, 1);
   for (int i = 0; i < 6; i++)
     assert_int_equal(segment_submit(s, random_gen(70, (uint64_t)i + 1, 40000)),
                      0);
@@ -401,7 +403,7 @@ static void test_segment__late_put_holds_later_commits_and_acks(void **state) {
 static void pipelined_outage(const char *side, uint8_t sid, const char *id) {
   acks a;
   acks_init(&a);
-  segment_store *s = open_pipelined(&a, id, 0);
+  segment_store *s = open_pipelined(&a, id, 0, 0);
   cluster("--stop", side);
   for (int i = 0; i < 10; i++)
     assert_int_equal(
@@ -427,6 +429,38 @@ test_segment__s3_outage_with_uploads_in_flight_stores_each_once(void **state) {
 static void
 test_segment__pg_outage_with_puts_waiting_stores_each_once(void **state) {
   pipelined_outage("pg", 72, "t-pipe-pg");
+}
+
+/* A segment closes before its (one minute) age once nothing waits behind
+ * it: at once with a quarter of max_bytes, after 100 ms idle with a 32nd;
+ * below that it waits for its age (test_segment__age_closes_...). */
+static void test_segment__idle_segment_closes_before_its_age(void **state) {
+  acks a;
+  acks_init(&a);
+  segment_config cfg = {.catalog = db,
+                        .s3 = {.url = getenv("GENTRACE_OBJECTS")},
+                        .daemon_id = "t-idle",
+                        .max_bytes = 1 << 20,
+                        .max_age_ms = 60000,
+                        .close_wait_ms = 2000};
+  segment_store *s = NULL;
+  char *cause = NULL;
+  assert_int_equal(segment_open(&cfg, on_done, &a, &s, &cause), 0);
+  assert_int_equal(segment_submit(s, random_gen(73, 1, 300 << 10)), 0);
+  assert_int_equal(acks_wait(&a, 1, 10000), 1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  assert_int_equal(segment_submit(s, random_gen(73, 2, 40 << 10)), 0);
+  assert_int_equal(acks_wait(&a, 2, 10000), 2);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double took =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  assert_true(took >= 0.09); /* held for the idle time */
+  assert_int_equal(a.g[0]->result, 0);
+  assert_int_equal(a.g[1]->result, 0);
+  assert_true(a.g[1]->seq > a.g[0]->seq);
+  segment_close(s);
+  acks_fini(&a);
 }
 
 static void
@@ -489,6 +523,7 @@ int main(void) {
       cmocka_unit_test(test_segment__pg_outage_holds_acks_then_resumes),
       cmocka_unit_test(test_segment__close_with_store_down_fails_what_is_left),
       cmocka_unit_test(test_segment__late_put_holds_later_commits_and_acks),
+      cmocka_unit_test(test_segment__idle_segment_closes_before_its_age),
       cmocka_unit_test(
           test_segment__s3_outage_with_uploads_in_flight_stores_each_once),
       cmocka_unit_test(
