@@ -36,10 +36,13 @@
  *  4. C1: one protocol connection per daemon sends M/N MiB of prebuilt
  *     generations (1 MiB of LOG events with random messages each, so the
  *     stored bytes equal the sent ones: the store's own rate, not zstd's
- *     gain) with at most 64 unACKed at once (more than a 32 MiB segment:
- *     segments close by size, not by age); the figure is MiB ACKed per
- *     second (an ACK on the shared store means the segment is stored and
- *     its rows committed), from the first byte to the last ACK.
+ *     gain) with at most 64 unACKed at once (an agent's default 64 MiB
+ *     spool; also the daemon's default --max-conn-buffer); the figure is
+ *     MiB ACKed per second (an ACK on the shared store means the segment
+ *     is stored and its rows committed), from the first byte to the last
+ *     ACK. Also MiB per daemon CPU-second (the figure a loaded machine
+ *     moves least), and the daemons' S3 PUT and catalog errors so far (a
+ *     slow run with errors was the servers refusing, then backoff).
  *  4b. --uploads-baseline adds one more configuration to every round,
  *     shared-1-k1: one shared daemon with --segment-uploads 1 (one segment
  *     PUT at a time, the writer before pipelining), the same-run "before"
@@ -545,8 +548,19 @@ static double c1_run(fleet *f, size_t mib, unsigned round, trial *cpu) {
             f->tag);
   else
     rate = (double)bytes / (1 << 20) / el;
-  fprintf(stderr, "bench_cluster: C1 %s: %.1f MiB in %.2f s\n", f->tag,
-          (double)bytes / (1 << 20), el);
+  /* Retried requests (a slow run is often the servers refusing under
+   * load, then backoff): the daemons' S3 PUT and catalog errors so far. */
+  int64_t put_err = 0, pg_err = 0;
+  for (int i = 0; f->shared && i < f->n; i++) {
+    put_err +=
+        gtd_metric(&f->d[i], "gentrace_shared_s3_errors_total{op=\"put\"}");
+    pg_err += gtd_metric(
+        &f->d[i], "gentrace_shared_pg_errors_total{kind=\"unavailable\"}");
+  }
+  fprintf(stderr,
+          "bench_cluster: C1 %s: %.1f MiB in %.2f s (daemons so far: S3 PUT "
+          "errors %" PRId64 ", catalog unavailable %" PRId64 ")\n",
+          f->tag, (double)bytes / (1 << 20), el, put_err, pg_err);
 out:
   for (int i = 0; i < f->n; i++) {
     if (k[i].c.fd > 0)
