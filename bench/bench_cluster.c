@@ -64,9 +64,9 @@
  * daemon's 2s), BENCH_CLUSTER_SEGMENT_SIZE (--segment-max-size) and
  * BENCH_CLUSTER_SEGMENT_UPLOADS (--segment-uploads), each the daemon's
  * default when unset. --c1-only: C1 alone (no B1 ladder, no windows), for
- * quick looks at the segment path. --smoke: one round, one short trial per configuration at a
- * fixed low rate, a few MiB of C1 and the window fetches; exit 1 on any
- * exactness failure (for make check), never on a figure.
+ * quick looks at the segment path. --smoke: one round, one short trial per
+ * configuration at a fixed low rate, a few MiB of C1 and the window fetches;
+ * exit 1 on any exactness failure (for make check), never on a figure.
  */
 #include "config.h"
 
@@ -679,8 +679,8 @@ typedef struct cfgres {
 } cfgres;
 
 /* One configuration: n daemons (shared) or SQLite (n = 1, shared = 0). */
-static int run_config(const opts *o, int n, int shared, int k1,
-                      unsigned round, cfgres *out) {
+static int run_config(const opts *o, int n, int shared, int k1, unsigned round,
+                      cfgres *out) {
   fleet f;
   static sessions ss;
   memset(out, 0, sizeof *out);
@@ -812,12 +812,14 @@ int main(int argc, char **argv) {
     for (unsigned n = 0; n <= ncfg; n++) {
       cfgres *c = &res[r][n];
       int k1 = n > o.maxd;
-      if (run_config(&o, n && !k1 ? (int)n : 1, n > 0, k1, r, c) < 0 ||
-          !c->ok)
+      if (run_config(&o, n && !k1 ? (int)n : 1, n > 0, k1, r, c) < 0 || !c->ok)
         failures++;
       trial *t = &c->at;
       char name[16];
-      snprintf(name, sizeof name, k1 ? "shared-1-k1" : n ? "shared-%u" : "sqlite",
+      snprintf(name, sizeof name,
+               k1  ? "shared-1-k1"
+               : n ? "shared-%u"
+                   : "sqlite",
                n);
       double ev = c->b1 * o.seconds / 1e6;
       printf(

@@ -72,7 +72,7 @@ typedef struct conf {
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
   uint64_t segment_uploads; /* PUTs in flight at once (default 4) */
-  int64_t orphan_grace_ns; /* 0: the store's default (10 minutes) */
+  int64_t orphan_grace_ns;  /* 0: the store's default (10 minutes) */
   /* Retention pins (POST /v1/pins). */
   char *admin_token;         /* NULL = pins cannot be written; owned */
   char *admin_token_file;    /* --admin-token-file; owned */

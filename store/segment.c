@@ -153,18 +153,18 @@ struct segment_store {
   size_t qhead, qn, qcap;
   seg *upq[SEG_UPQ_MAX]; /* close order; cfg.uploads + 1 at most */
   int upn;
-  int putting;          /* segments PUTTING (invariant 8) */
-  int committing;       /* an uploader holds the commit role */
-  uint64_t closed_no;   /* close number of the last closed segment */
+  int putting;           /* segments PUTTING (invariant 8) */
+  int committing;        /* an uploader holds the commit role */
+  uint64_t closed_no;    /* close number of the last closed segment */
   uint64_t committed_no; /* ... of the last committed one (invariant 2) */
-  int64_t flush_after;  /* monotonic: next rejected-count flush */
+  int64_t flush_after;   /* monotonic: next rejected-count flush */
   int closing, packer_done;
   int64_t close_ns; /* monotonic, when closing began */
   rej rej[SEG_REJ_MAX];
   int nrej;
   store_stats st;
-  int unhealthy;    /* down[0] || down[1] */
-  int down[2];      /* SEG_S3, SEG_PG: the last call to that side failed */
+  int unhealthy; /* down[0] || down[1] */
+  int down[2];   /* SEG_S3, SEG_PG: the last call to that side failed */
   char reason[2][384];
   uint64_t seg_counter;
 };
@@ -481,9 +481,9 @@ static void *packer_main(void *arg) {
   int64_t age_ns = (int64_t)s->cfg.max_age_ms * 1000000LL;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (s->qn == 0 && !s->closing &&
-           !(cur && (mono_ns() >= cur->deadline_ns ||
-                     seg_idle_close(s, cur)))) {
+    while (
+        s->qn == 0 && !s->closing &&
+        !(cur && (mono_ns() >= cur->deadline_ns || seg_idle_close(s, cur)))) {
       if (cur) {
         struct timespec ts;
         int64_t until = cur->deadline_ns;
@@ -513,9 +513,12 @@ static void *packer_main(void *arg) {
         s->st.queued_bytes -= g->len;
         pthread_mutex_unlock(&s->lock);
         s->done(s->ctx, g);
-      } else if ((cur->last_ns = mono_ns()), cur->len >= s->cfg.max_bytes) {
-        seg_push(s, cur);
-        cur = NULL;
+      } else {
+        cur->last_ns = mono_ns(); /* seg_idle_close */
+        if (cur->len >= s->cfg.max_bytes) {
+          seg_push(s, cur);
+          cur = NULL;
+        }
       }
       pthread_mutex_lock(&s->lock);
       continue;

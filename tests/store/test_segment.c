@@ -310,8 +310,8 @@ static int count_objects(const char *daemon) {
 
 /* 40,000 incompressible bytes per generation in 64 KiB segments: every
  * second generation closes one, so segment k holds gens 2k-1 and 2k. */
-static segment_store *open_pipelined(acks *a, const char *id,
-                                     uint32_t delay_ms, int no_idle) {
+static segment_store *open_pipelined(acks *a, const char *id, uint32_t delay_ms,
+                                     int no_idle) {
   segment_config cfg = {.catalog = db,
                         .s3 = {.url = getenv("GENTRACE_OBJECTS")},
                         .daemon_id = id,
@@ -406,8 +406,8 @@ static void pipelined_outage(const char *side, uint8_t sid, const char *id) {
   segment_store *s = open_pipelined(&a, id, 0, 0);
   cluster("--stop", side);
   for (int i = 0; i < 10; i++)
-    assert_int_equal(
-        segment_submit(s, random_gen(sid, (uint64_t)i + 1, 40000)), 0);
+    assert_int_equal(segment_submit(s, random_gen(sid, (uint64_t)i + 1, 40000)),
+                     0);
   assert_int_equal(acks_wait(&a, 1, 2500), 0);
   assert_int_equal(segment_health(s, NULL, 0), GTP_E_UNAVAIL);
   /* Memory stays bounded: at most uploads + 1 closed segments and the open
