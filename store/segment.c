@@ -454,15 +454,15 @@ static void abs_deadline(struct timespec *ts, int64_t mono_deadline) {
 /* Under s->lock: 1 when the open segment should close before its size or
  * age, because nothing else is waiting to go in (q is empty), an uploader
  * is free to PUT it now, and it is worth an object of its own: a quarter
- * of max_bytes, or a 32nd once no generation came for SEG_IDLE_NS. An
+ * of max_bytes, or a 64th once no generation came for SEG_IDLE_NS. An
  * agent that has as much unACKed as its connection allows (the daemon's
  * --max-conn-buffer, the agent's spool) sends nothing more until an ACK:
  * without this its bytes would sit in the open segment while the
  * uploaders idle, and the end of a burst would wait out the age limit. A
  * fleet trickling small generations stays on the age limit (S3 bills per
- * request: at most one PUT per max_bytes / 32 comes from this). */
+ * request: at most one PUT per max_bytes / 64 comes from this). */
 static int seg_idle_close(const segment_store *s, const seg *cur) {
-  if (s->cfg.no_idle_close || s->qn > 0 || cur->len < s->cfg.max_bytes / 32 ||
+  if (s->cfg.no_idle_close || s->qn > 0 || cur->len < s->cfg.max_bytes / 64 ||
       s->upn >= (int)s->cfg.uploads + 1)
     return 0;
   int waiting = 0;
@@ -487,7 +487,7 @@ static void *packer_main(void *arg) {
       if (cur) {
         struct timespec ts;
         int64_t until = cur->deadline_ns;
-        if (!s->cfg.no_idle_close && cur->len >= s->cfg.max_bytes / 32 &&
+        if (!s->cfg.no_idle_close && cur->len >= s->cfg.max_bytes / 64 &&
             cur->last_ns + SEG_IDLE_NS < until)
           until = cur->last_ns + SEG_IDLE_NS; /* seg_idle_close */
         abs_deadline(&ts, until);

@@ -11,7 +11,7 @@
  * A segment closes after max_age_ms (counted from its first generation) or
  * once it holds max_bytes, whichever comes first, and on segment_close;
  * also early when no generation waits behind it and an uploader is free,
- * once it holds a quarter of max_bytes (or a 32nd after 100 ms without a
+ * once it holds a quarter of max_bytes (or a 64th after 100 ms without a
  * new generation): an agent at its unACKed limit then gets its ACKs
  * without waiting out the age.
  * Object layout (docs/STORAGE.md): the generations' stored bytes back to

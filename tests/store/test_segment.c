@@ -432,7 +432,7 @@ test_segment__pg_outage_with_puts_waiting_stores_each_once(void **state) {
 }
 
 /* A segment closes before its (one minute) age once nothing waits behind
- * it: at once with a quarter of max_bytes, after 100 ms idle with a 32nd;
+ * it: at once with a quarter of max_bytes, after 100 ms idle with a 64th;
  * below that it waits for its age (test_segment__age_closes_...). */
 static void test_segment__idle_segment_closes_before_its_age(void **state) {
   acks a;
