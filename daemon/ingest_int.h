@@ -151,6 +151,7 @@ typedef struct counters {
   /* budget.c: what buffered is made of, and the limits biting. */
   uint64_t budget_frames, budget_open, budget_queued, budget_ident;
   uint64_t budget_replies;
+  uint64_t budget_tls; /* tls_conn.c invariant 3 */
   uint64_t global_paused;
   uint64_t shed_conns, shed_bytes;
   uint64_t refused_per_ip, hello_toobig;
@@ -183,6 +184,8 @@ struct ingest {
   uint64_t ident_bytes;  /* connections' identities from HELLO (budget.c) */
   uint64_t reply_bytes;  /* frames queued to agents, not yet written */
   int budget_checks;     /* GENTRACED_BUDGET_CHECK=1: verify every pass */
+  int queue_replies; /* GENTRACED_TEST_QUEUE_REPLIES=1: every reply takes the
+                        queued path, as behind a full socket (tests/alloc) */
   uint64_t shed_log_ms, shed_quiet; /* shed log damping (budget.c) */
   struct iplimit *iplim;            /* connections per address */
   struct tls_server *tls; /* agent port over TLS (tls_conn.c); or NULL */
