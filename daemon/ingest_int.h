@@ -151,6 +151,7 @@ typedef struct counters {
   /* budget.c: what buffered is made of, and the limits biting. */
   uint64_t budget_frames, budget_open, budget_queued, budget_ident;
   uint64_t budget_replies;
+  uint64_t budget_tls; /* tls_conn.c invariant 3 */
   uint64_t global_paused;
   uint64_t shed_conns, shed_bytes;
   uint64_t refused_per_ip, hello_toobig;

@@ -114,8 +114,9 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "The memory budget (--max-buffer) for the bytes below.", NULL,
          ing->cfg.max_buffer);
   metric(b, "gentrace_ingest_held_bytes", "gauge",
-         "Bytes counted against --max-buffer by kind (all but "
-         "compression_scratch add up to gentrace_buffered_bytes).",
+         "Bytes counted against --max-buffer by kind (partial_frames, "
+         "open_generations and queued_generations add up to "
+         "gentrace_buffered_bytes).",
          "{kind=\"partial_frames\"}", C(budget_frames));
   metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
          "{kind=\"open_generations\"}", C(budget_open));
@@ -125,6 +126,8 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
          "{kind=\"identities\"}", C(budget_ident));
   metric(b, "gentrace_ingest_held_bytes", "gauge", NULL, "{kind=\"replies\"}",
          C(budget_replies));
+  metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
+         "{kind=\"tls_sessions\"}", C(budget_tls));
   if (ing->store != NULL)
     metric(b, "gentrace_ingest_held_bytes", "gauge", NULL,
            "{kind=\"compression_scratch\"}", storage_scratch_bytes(ing->store));

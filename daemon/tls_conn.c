@@ -319,6 +319,7 @@ void tls_conn_start(conn *c, const tls_conn_ops *ops) {
   gnutls_transport_set_push_function(t->s, push);
   c->tls = t;
   ing->tls_bytes += TLS_CONN_BYTES; /* invariant 3 */
+  CTR_SET(ing, budget_tls, ing->tls_bytes);
 }
 
 void tls_conn_free(conn *c) {
@@ -327,6 +328,7 @@ void tls_conn_free(conn *c) {
     return;
   c->tls = NULL;
   c->ing->tls_bytes -= TLS_CONN_BYTES;
+  CTR_SET(c->ing, budget_tls, c->ing->tls_bytes);
   gnutls_deinit(t->s);
   creds_unref(t->cr);
   for (unsigned i = 0; i < t->nsvc; i++)

@@ -102,7 +102,9 @@ static ssize_t tls_xrecv(void *ctx, void *p, size_t n) {
   return r < 0 ? -1 : r;
 }
 
-int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed) {
+static int wrap(gtc *c, const char *ca_file, const char *cert_file,
+                const char *key_file, int wrong_key, unsigned split,
+                unsigned seed) {
   tls_end *e = calloc(1, sizeof *e);
   if (e == NULL)
     return -1;
@@ -115,6 +117,13 @@ int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed) {
     goto fail_end;
   if (gnutls_certificate_set_x509_trust_file(e->cred, ca_file,
                                              GNUTLS_X509_FMT_PEM) <= 0)
+    goto fail_cred;
+  if (wrong_key)
+    gnutls_certificate_set_flags(e->cred,
+                                 GNUTLS_CERTIFICATE_SKIP_KEY_CERT_MATCH);
+  if (cert_file != NULL &&
+      gnutls_certificate_set_x509_key_file(e->cred, cert_file, key_file,
+                                           GNUTLS_X509_FMT_PEM) < 0)
     goto fail_cred;
   if (gnutls_init(&e->s, GNUTLS_CLIENT) < 0)
     goto fail_cred;
@@ -138,12 +147,30 @@ int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed) {
   return 0;
 fail_session:
   gnutls_deinit(e->s);
+  gnutls_certificate_free_credentials(e->cred);
+  free(e->batch);
+  free(e);
+  return -2; /* the peer refused: not our own set-up */
 fail_cred:
   gnutls_certificate_free_credentials(e->cred);
 fail_end:
   free(e->batch);
   free(e);
   return -1;
+}
+
+int gtc_tls_cipher(const gtc *c) {
+  const tls_end *e = c->xctx;
+  return e != NULL ? (int)gnutls_cipher_get(e->s) : 0;
+}
+
+int gtc_tls_wrap(gtc *c, const char *ca_file, unsigned split, unsigned seed) {
+  return wrap(c, ca_file, NULL, NULL, 0, split, seed);
+}
+
+int gtc_tls_wrap_cert(gtc *c, const char *ca_file, const char *cert_file,
+                      const char *key_file, int wrong_key) {
+  return wrap(c, ca_file, cert_file, key_file, wrong_key, 0, 0);
 }
 
 void gtc_tls_end(gtc *c) {
@@ -201,5 +228,34 @@ int gtc_tls_pki(const char *dir) {
            "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
            "--template srv.tmpl --outfile srv.pem) >/dev/null 2>&1",
            dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int gtc_tls_pki_clients(const char *dir) {
+  char cmd[4096];
+  snprintf(
+      cmd, sizeof cmd,
+      "(cd '%s' && "
+      "for k in cli rogue expired other evil; do "
+      "certtool --generate-privkey --key-type=ecdsa --outfile $k.key && "
+      "chmod 600 $k.key || exit 1; done && "
+      "printf 'cn = \"evil CA\"\\nca\\ncert_signing_key\\n' > evil.tmpl && "
+      "certtool --generate-self-signed --load-privkey evil.key "
+      "--template evil.tmpl --outfile evil.pem && "
+      "printf 'cn = \"cli\"\\n"
+      "tls_www_client\\nexpiration_days = 2\\n' > cli.tmpl && "
+      "certtool --generate-certificate --load-privkey cli.key "
+      "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
+      "--template cli.tmpl --outfile cli.pem && "
+      "certtool --generate-certificate --load-privkey rogue.key "
+      "--load-ca-certificate evil.pem --load-ca-privkey evil.key "
+      "--template cli.tmpl --outfile rogue.pem && "
+      "printf 'cn = \"expired\"\\ntls_www_client\\n"
+      "activation_date = \"2020-01-01 00:00:00\"\\n"
+      "expiration_date = \"2020-01-02 00:00:00\"\\n' > expired.tmpl && "
+      "certtool --generate-certificate --load-privkey expired.key "
+      "--load-ca-certificate ca.pem --load-ca-privkey ca.key "
+      "--template expired.tmpl --outfile expired.pem) >/dev/null 2>&1",
+      dir);
   return system(cmd) == 0 ? 0 : -1;
 }

@@ -5,7 +5,9 @@
 # exactly; the same certificate claiming another service stores nothing and
 # the agent counts the refusal; an untrusted agent, a plain TCP client and a
 # client stalling mid-handshake are refused within the handshake timeout;
-# HTTPS with curl and Python's ssl module; a key others can read is refused.
+# HTTPS with curl and Python's ssl module (downloads and the feed); a key
+# others can read is refused; a certificate in its last week is logged and
+# its expiry shown in /metrics.
 . "$top_srcdir/tests/integration/lib.sh"
 skip_unless certtool curl sqlite3 python3 "$DEMO" "$GENTRACED" "$GENTRACE"
 
@@ -117,13 +119,32 @@ grep -q '^gentrace_tls_service_refused_total [1-9]' "$T/metrics" ||
 	fail "service refusal not in /metrics"
 grep -q '^gentrace_tls_cert_expiry_seconds [1-9]' "$T/metrics" ||
 	fail "no expiry gauge"
+# server.pem expires in 2 days: the gauge says so, and the daemon warned at
+# start (a week ahead; test_tls_ops.sh reloads a 30-day one: no warning).
+left=$(sed -n 's/^gentrace_tls_cert_expiry_seconds //p' "$T/metrics")
+[ "$left" -gt 86400 ] && [ "$left" -le 172800 ] ||
+	fail "expiry gauge $left s for a certificate of 2 days"
+grep -q 'msg="TLS certificate expires within a week".*seconds_left=1[0-9]\{5\}' \
+	"$T/d.log" || fail "expiry in 2 days not logged"
 grep -q 'error=AUTH reason="service not in the client certificate"' "$T/d.log" ||
 	fail "service refusal not logged"
 curl -sf "http://127.0.0.1:$HPORT/v1/agents" >/dev/null 2>&1 &&
 	fail "plain HTTP answered on the HTTPS port"
-python3 - "$HPORT" "$C/ca.pem" <<'PY' || fail "python ssl"
+# The feed with curl: svc-a's generations, over HTTPS.
+curl -sf --max-time 20 --cacert "$C/ca.pem" \
+	"https://127.0.0.1:$HPORT/v1/feed?since=0" >"$T/feed.json" ||
+	fail "curl feed over HTTPS"
+grep -q '"svc-a"' "$T/feed.json" || fail "svc-a not in the HTTPS feed"
+python3 - "$HPORT" "$C/ca.pem" "$SA" "$T/a.gtr" <<'PY' || fail "python ssl"
 import json, ssl, sys, urllib.request
 ctx = ssl.create_default_context(cafile=sys.argv[2])
+# The download with Python: the very bytes curl downloaded.
+url = "https://127.0.0.1:%s/v1/trace?session=%s" % (sys.argv[1], sys.argv[3])
+with urllib.request.urlopen(url, context=ctx, timeout=20) as r:
+    trace = r.read()
+with open(sys.argv[4], "rb") as f:
+    want = f.read()
+assert trace == want and len(want) > 0, (len(trace), len(want))
 with urllib.request.urlopen("https://127.0.0.1:%s/v1/agents" % sys.argv[1],
                             context=ctx, timeout=20) as r:
     body = r.read()
@@ -132,7 +153,9 @@ with urllib.request.urlopen("https://127.0.0.1:%s/v1/feed?since=0" % sys.argv[1]
                             context=ctx, timeout=20) as r:
     feed = r.read()
 assert r.status == 200, r.status
-print("python ssl: sessions and feed over HTTPS ok (%d, %d bytes)" % (len(body), len(feed)))
+assert b"svc-a" in feed, feed[:200]
+print("python ssl: download, sessions and feed over HTTPS ok (%d, %d, %d bytes)"
+      % (len(trace), len(body), len(feed)))
 PY
 stop_daemon
 echo "ok: mTLS exact ($delivered events), service binding, hostile peers refused, HTTPS"

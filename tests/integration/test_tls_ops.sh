@@ -67,6 +67,13 @@ until [ "$(grep -c 'msg="TLS credentials reloaded"' "$T/d.log")" -ge 2 ]; do
 done
 [ "$(peer_cn "$APORT")" = gentraced-2 ] || fail "agent port CN after reload"
 [ "$(peer_cn "$HPORT")" = gentraced-2 ] || fail "HTTP port CN after reload"
+# The expiry follows the reload: server.pem (2 days) was warned about at
+# start, server2.pem (30 days) shows in /metrics and is not warned about.
+left=$(curl -sf --cacert "$C/ca.pem" "https://127.0.0.1:$HPORT/metrics" |
+	sed -n 's/^gentrace_tls_cert_expiry_seconds //p')
+[ "${left:-0}" -gt $((29 * 86400)) ] || fail "expiry after reload: $left s"
+[ "$(grep -c 'msg="TLS certificate expires within a week"' "$T/d.log")" = 1 ] ||
+	fail "expiry warnings: $(grep 'expires within' "$T/d.log")"
 wait "$APID" || fail "agent A"
 wait "$EPID" || fail "expired agent"
 

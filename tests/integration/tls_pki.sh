@@ -1,7 +1,8 @@
 # tls_pki.sh: makes a throwaway PKI with certtool for the TLS tests (sourced
 # after lib.sh; never committed, made fresh in $T/pki on every run). Sets C.
 #   ca.pem         the test CA            evil.pem   another CA
-#   server.pem     gentraced, 127.0.0.1   server2.pem  the same, reissued
+#   server.pem     gentraced, 127.0.0.1,  server2.pem  the same, reissued
+#                  expires in 2 days                   for 30 days
 #   agenta.pem     may claim svc-a only   rogue.pem  signed by evil
 #   expired.pem    svc-a, expired         (each with NAME.key, mode 600)
 C=$T/pki
@@ -13,7 +14,7 @@ pki_key() {
 }
 pki_ca() { # name cn
 	pki_key "$1"
-	printf 'cn = "%s"\nca\ncert_signing_key\nexpiration_days = 2\n' "$2" \
+	printf 'cn = "%s"\nca\ncert_signing_key\nexpiration_days = 40\n' "$2" \
 		>"$C/$1.tmpl"
 	certtool --generate-self-signed --load-privkey "$C/$1.key" \
 		--template "$C/$1.tmpl" --outfile "$C/$1.pem" >/dev/null 2>&1 ||
@@ -35,7 +36,7 @@ pki_ca evil "evil CA"
 pki_cert server ca 'cn = "gentraced"' 'ip_address = "127.0.0.1"' \
 	'dns_name = "localhost"' tls_www_server 'expiration_days = 2'
 pki_cert server2 ca 'cn = "gentraced-2"' 'ip_address = "127.0.0.1"' \
-	'dns_name = "localhost"' tls_www_server 'expiration_days = 2'
+	'dns_name = "localhost"' tls_www_server 'expiration_days = 30'
 pki_cert agenta ca 'cn = "agent A"' 'uri = "gentrace:service/svc-a"' \
 	tls_www_client 'expiration_days = 2'
 pki_cert rogue evil 'cn = "rogue"' tls_www_client 'expiration_days = 2'
