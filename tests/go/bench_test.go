@@ -143,7 +143,8 @@ func benchRound(d time.Duration, op func(), stop func()) roundRes {
 // production where the daemon is another machine. GENTRACE_BENCH_ROUNDS:
 // rounds (default 9, at least 5). GENTRACE_BENCH_PROFILE=dir: a CPU
 // profile of each arm of each round. GENTRACE_BENCH_ONLY=loop or service:
-// only that program.
+// only that program; GENTRACE_BENCH_ARMS=client (or socket, io_discard):
+// only those arms, e.g. under perf.
 func TestBenchGo(t *testing.T) {
 	if os.Getenv("GENTRACE_BENCH") == "" {
 		t.Skip("a benchmark: make bench-go")
@@ -196,6 +197,13 @@ const (
 
 var armName = [nArms]string{"io_discard", "client", "socket"}
 
+// armOn: GENTRACE_BENCH_ARMS (e.g. "client", for perf) runs only the
+// arms it names; their ratios against the others are then not printed.
+func armOn(arm int) bool {
+	only := os.Getenv("GENTRACE_BENCH_ARMS")
+	return only == "" || strings.Contains(only, armName[arm])
+}
+
 // armRounds: one arm's figures, a value per round.
 type armRounds struct{ wall, cpu, sys, gcs, csw []float64 }
 
@@ -221,6 +229,9 @@ func benchGo(t *testing.T, d *daemon, sink net.Conn, id string, op func()) {
 	for r := 0; r < rounds; r++ {
 		for i := 0; i < nArms; i++ {
 			arm := (r + i) % nArms
+			if !armOn(arm) {
+				continue
+			}
 			var err error
 			switch arm {
 			case armClient:
@@ -271,6 +282,12 @@ func benchGo(t *testing.T, d *daemon, sink net.Conn, id string, op func()) {
 			}
 			arms[arm].add(res)
 		}
+	}
+	if os.Getenv("GENTRACE_BENCH_ARMS") != "" {
+		for a := 0; a < nArms; a++ {
+			t.Logf("%s %s cpu ns/op: %.0f", id, armName[a], arms[a].cpu)
+		}
+		return
 	}
 	sorted := func(v []float64) []float64 {
 		s := append([]float64(nil), v...)
