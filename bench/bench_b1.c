@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "b1_agent.h"
+#include "bench_env.h"
 #include "client.h"
 
 static int64_t stored_events(const char *db, const char *service,
@@ -446,27 +447,16 @@ int main(int argc, char **argv) {
     o.seconds = argc > 2 ? atof(argv[2]) : 3;
     o.lttng = argc > 3 ? atof(argv[3]) : 0;
   } else {
-    for (int i = 1; i < argc; i++) {
-      const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
-      if (strcmp(a, "--profile") == 0) {
-        o.profile = 1;
-        continue;
-      }
-      if (strcmp(a, "--agents") == 0)
-        o.agents = (unsigned)atoi(v);
-      else if (strcmp(a, "--threads") == 0)
-        o.threads = (unsigned)atoi(v);
-      else if (strcmp(a, "--seconds") == 0)
-        o.seconds = atof(v);
-      else if (strcmp(a, "--lttng") == 0)
-        o.lttng = atof(v);
-      else if (strcmp(a, "--id") == 0)
-        o.id = v;
-      else {
-        fprintf(stderr, "bench_b1: unknown option %s\n", a);
-        return 2;
-      }
-      i++;
+    const bench_opt opts[] = {{"--profile", BENCH_FLAG, &o.profile},
+                              {"--agents", BENCH_UNSIGNED, &o.agents},
+                              {"--threads", BENCH_UNSIGNED, &o.threads},
+                              {"--seconds", BENCH_DOUBLE, &o.seconds},
+                              {"--lttng", BENCH_DOUBLE, &o.lttng},
+                              {"--id", BENCH_STRING, &o.id}};
+    int bad = bench_opts_parse(argc, argv, 1, opts, sizeof opts / sizeof *opts);
+    if (bad) {
+      fprintf(stderr, "bench_b1: unknown option %s\n", argv[bad]);
+      return 2;
     }
   }
   if (o.threads < 1 || o.threads > 64 || o.agents < 1 || o.agents > 5000 ||

@@ -74,6 +74,7 @@
 #include <unistd.h>
 
 #include "b1_agent.h"
+#include "bench_env.h"
 #include "client.h"
 
 #define MAXD 3
@@ -701,33 +702,18 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
   opts o = {6, 1, 3, MAXD, 2, 1e6, 6e5, 192, 0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
-    if (strcmp(a, "--smoke") == 0) {
-      o.smoke = 1;
-      continue;
-    }
-    if (strcmp(a, "--agents") == 0)
-      o.agents = (unsigned)atoi(v);
-    else if (strcmp(a, "--threads") == 0)
-      o.threads = (unsigned)atoi(v);
-    else if (strcmp(a, "--seconds") == 0)
-      o.seconds = atof(v);
-    else if (strcmp(a, "--reps") == 0)
-      o.reps = (unsigned)atoi(v);
-    else if (strcmp(a, "--c1-mib") == 0)
-      o.c1_mib = (size_t)atol(v);
-    else if (strcmp(a, "--daemons") == 0)
-      o.maxd = (unsigned)atoi(v);
-    else if (strcmp(a, "--start") == 0)
-      o.start_rate = atof(v);
-    else if (strcmp(a, "--window-rate") == 0)
-      o.window_rate = atof(v);
-    else {
-      usage();
-      return 2;
-    }
-    i++;
+  const bench_opt table[] = {{"--smoke", BENCH_FLAG, &o.smoke},
+                             {"--agents", BENCH_UNSIGNED, &o.agents},
+                             {"--threads", BENCH_UNSIGNED, &o.threads},
+                             {"--seconds", BENCH_DOUBLE, &o.seconds},
+                             {"--reps", BENCH_UNSIGNED, &o.reps},
+                             {"--c1-mib", BENCH_SIZE, &o.c1_mib},
+                             {"--daemons", BENCH_UNSIGNED, &o.maxd},
+                             {"--start", BENCH_DOUBLE, &o.start_rate},
+                             {"--window-rate", BENCH_DOUBLE, &o.window_rate}};
+  if (bench_opts_parse(argc, argv, 1, table, sizeof table / sizeof *table)) {
+    usage();
+    return 2;
   }
   if (o.smoke) {
     o.reps = 1;

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_env.h"
 #include "chrome.h"
 #include "demo_gen.h"
 #include "format.h"
@@ -282,19 +283,6 @@ static pid_t nginx_start(const char *dir, uint16_t *port) {
   return pid;
 }
 
-/* The 1-minute load average, for the log: on a shared machine it says how
- * far to trust the figures (-1 if unknown). */
-static double loadavg1(void) {
-  double l = -1;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%lf", &l) != 1)
-      l = -1;
-    fclose(f);
-  }
-  return l;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -480,7 +468,7 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
     pclose(sf);
   }
   int cipher = tls_floor_cipher_by_name(suite);
-  double load0 = tls_floor_load1();
+  double load0 = bench_load1();
   for (int i = 0; i < rounds; i++) {
     double c0 = cpu_both(), s0 = cpu_s(RUSAGE_SELF);
     uint64_t pbytes = 0;
@@ -560,7 +548,7 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
   tls_floor_print(&f);
   printf("tls_floor: D1-TLS curl negotiated %s; %d rounds, load average "
          "%.2f before, %.2f after\n",
-         suite, nfloor, load0, tls_floor_load1());
+         suite, nfloor, load0, bench_load1());
   return 0;
 }
 
@@ -677,7 +665,7 @@ int main(int argc, char **argv) {
     ip = spawn(sargv);
   }
   double ours[ROUNDS], nginx[ROUNDS] = {0}, iperf[ROUNDS] = {0};
-  double load0 = loadavg1();
+  double load0 = bench_load1();
   for (int i = 0; i < rounds; i++) {
     ours[i] = curl_once(url, NULL, NULL);
     if (ngx > 0)
@@ -729,7 +717,7 @@ int main(int argc, char **argv) {
   fprintf(stderr,
           "bench_download: %u generations, %" PRIu64 " bytes per window; "
           "load average %.2f before the rounds, %.2f after\n",
-          ngens, got, load0, loadavg1());
+          ngens, got, load0, bench_load1());
   if (ip <= 0)
     fprintf(stderr, "bench_download: iperf3 not installed (apt-get install "
                     "iperf3)\n");

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_env.h"
 #include "client.h"
 #include "tls_client.h"
 #include "tls_floor.h"
@@ -454,7 +455,7 @@ static int b2tls(size_t mib) {
     fprintf(stderr, "bench: cannot make certificates (certtool)\n");
     return 1;
   }
-  double load0 = tls_floor_load1();
+  double load0 = bench_load1();
   double wall_p[TLS_ROUNDS_MAX], wall_t[TLS_ROUNDS_MAX], ratio[TLS_ROUNDS_MAX];
   double sp[TLS_ROUNDS_MAX], st[TLS_ROUNDS_MAX], pp[TLS_ROUNDS_MAX],
       pt[TLS_ROUNDS_MAX], lp[TLS_ROUNDS_MAX], lt[TLS_ROUNDS_MAX];
@@ -486,7 +487,7 @@ static int b2tls(size_t mib) {
             "gentraced %.3f / %.3f ns/B (loop %.3f / %.3f); sender %.3f / "
             "%.3f ns/B; AEAD enc %.3f dec %.3f ns/B; load %.2f\n",
             i + 1, wall_p[i], wall_t[i], ratio[i], sp[i], st[i], lp[i], lt[i],
-            pp[i], pt[i], enc[i], dec[i], tls_floor_load1());
+            pp[i], pt[i], enc[i], dec[i], bench_load1());
   }
   char rm[300];
   snprintf(rm, sizeof rm, "rm -rf '%s'", pki);
@@ -524,7 +525,7 @@ static int b2tls(size_t mib) {
   tls_floor_print(&f);
   printf("tls_floor: B2-TLS %d rounds of %zu MiB, load average %.2f before, "
          "%.2f after\n",
-         rounds, mib, load0, tls_floor_load1());
+         rounds, mib, load0, bench_load1());
   return 0;
 }
 

@@ -33,6 +33,7 @@
 
 #include <zstd.h>
 
+#include "bench_env.h"
 #include "demo_gen.h"
 #include "pg_sum.h"
 #include "storage.h"
@@ -219,30 +220,13 @@ static void build_cost(store_gen **gens, uint64_t n) {
          sum[RUNS / 2] <= z[RUNS / 2]);
 }
 
-static double load1(void) {
-  double l = 0;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%lf", &l) != 1)
-      l = 0;
-    fclose(f);
-  }
-  return l;
-}
-
 int main(void) {
-  const char *cat = getenv("GENTRACE_CATALOG");
-  const char *obj = getenv("GENTRACE_OBJECTS");
-  if (!cat || !obj) {
-    printf("# bench_pgsum: no shared store in the environment; run "
-           "make bench-shared (starts one with scripts/cluster-up)\n");
+  const char *cat, *obj;
+  if (!bench_shared_env("bench_pgsum", &cat, &obj))
     return 0;
-  }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  uint64_t n = getenv("BENCH_PGSUM_GENS")
-                   ? strtoull(getenv("BENCH_PGSUM_GENS"), NULL, 10)
-                   : 100;
-  const char *dir = getenv("BENCH_DIR") ? getenv("BENCH_DIR") : ".";
+  uint64_t n = bench_env_u64("BENCH_PGSUM_GENS", 100);
+  const char *dir = bench_dir();
   int64_t t0 = 1700000000LL * 1000000000LL;
   char objects[256], dbpath[512];
   snprintf(objects, sizeof objects, "%s/pgsum-%ld", obj, (long)getpid());
@@ -267,7 +251,7 @@ int main(void) {
     double v = ingest(&shared, gens, n);
     (sum ? with : without)[k / 2] = v;
     printf("# P1 run %d %s: %.1f MiB/s (load %.2f)\n", k / 2,
-           sum ? "summaries" : "no summaries", v, load1());
+           sum ? "summaries" : "no summaries", v, bench_load1());
   }
   unsetenv("GENTRACE_BENCH_NO_SUMMARY");
   /* The same generations of run 0 (summarized) into SQLite. */
@@ -307,7 +291,7 @@ int main(void) {
          " ratio=%.2f bar=1.00 pass=%d\n",
          pg, sq, pg / sq, pg < 1.0);
   printf("# load average %.2f; %" PRIu64 " generations of %u KiB of events\n",
-         load1(), n, EVENT_BYTES >> 10);
+         bench_load1(), n, EVENT_BYTES >> 10);
   free(gens);
   unlink(dbpath);
   return 0;

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_env.h"
 #include "storage.h"
 
 #define GEN_BYTES (1u << 20)
@@ -120,17 +121,11 @@ static int note_seq(void *ctx, const store_gen_row *row) {
 }
 
 int main(void) {
-  const char *cat = getenv("GENTRACE_CATALOG");
-  const char *obj = getenv("GENTRACE_OBJECTS");
-  if (!cat || !obj) {
-    printf("# bench_shared: no shared store in the environment; run "
-           "make bench-shared (starts one with scripts/cluster-up)\n");
+  const char *cat, *obj;
+  if (!bench_shared_env("bench_shared", &cat, &obj))
     return 0;
-  }
-  uint64_t mb = getenv("BENCH_SHARED_MB")
-                    ? strtoull(getenv("BENCH_SHARED_MB"), NULL, 10)
-                    : 512;
-  const char *dir = getenv("BENCH_DIR") ? getenv("BENCH_DIR") : ".";
+  uint64_t mb = bench_env_u64("BENCH_SHARED_MB", 512);
+  const char *dir = bench_dir();
   make_template();
   int64_t t0 = 1700000000LL * 1000000000LL;
   double mbs[MAXD + 1] = {0};

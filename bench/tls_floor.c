@@ -151,17 +151,6 @@ double tls_floor_proc_cpu_s(pid_t pid, double *loop_s) {
   return sum;
 }
 
-double tls_floor_load1(void) {
-  double l = -1;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f != NULL) {
-    if (fscanf(f, "%lf", &l) != 1)
-      l = -1;
-    fclose(f);
-  }
-  return l;
-}
-
 static void of_ceiling(const char *id, const char *what, double measured,
                        double ceiling) {
   double roc = ceiling > 0 ? measured / ceiling : 0;

@@ -31,9 +31,6 @@ int tls_floor_aead(int cipher, double *enc_ns, double *dec_ns);
  * out of the ingest figure. -1 if unreadable. */
 double tls_floor_proc_cpu_s(pid_t pid, double *loop_s);
 
-/* The 1-minute load average (-1 if unknown). */
-double tls_floor_load1(void);
-
 double tls_floor_median(double *v, int n); /* sorts v */
 
 /* The medians of one same-run plain/TLS comparison. "Server" is the daemon

@@ -365,6 +365,8 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   ing->iplim = iplimit_new();
   const char *bc = getenv("GENTRACED_BUDGET_CHECK");
   ing->budget_checks = bc != NULL && strcmp(bc, "1") == 0;
+  const char *qr = getenv("GENTRACED_TEST_QUEUE_REPLIES");
+  ing->queue_replies = qr != NULL && strcmp(qr, "1") == 0;
   if (ing->rbuf == NULL || ing->sess == NULL || ing->iplim == NULL ||
       (cfg->token != NULL && cfg->token[0] != '\0' && ing->token == NULL)) {
     free(ing->rbuf);

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,13 +56,19 @@ pending *ingest_retry_pop(ingest *ing) {
 static void resubmit(ingest *ing, pending *pd) {
   pd->g->result = 0;
   ing->inflight++;
-  if (storage_submit(ing->store, pd->g) < 0) {
-    /* The store is closing: the agent will resend after a restart. */
+  int rc = storage_submit(ing->store, pd->g);
+  if (rc < 0) {
+    /* The store is closing: the agent will resend after a restart. Out of
+     * memory to queue it: its connection ends as at the first submit
+     * (reasm.c), so that the agent resends it rather than wait for an ACK
+     * that cannot come. */
     ing->inflight--;
     conn *c = pd->c;
     ingest_conn_dequeue(c, pd);
     store_gen_free(pd->g);
     free(pd);
+    if (rc == -ENOMEM && c->state != CONN_CLOSING)
+      ingest_conn_nomem(c, "store queue");
     ingest_conn_unref(c);
   }
 }

@@ -138,8 +138,11 @@ void ingest_conn_write_raw(conn *c, const void *p, size_t n) {
    * epoll_ctl to stop watching for POLLOUT (fleet profile: 0.3 epoll_ctl
    * per generation). uv_try_write refuses (EAGAIN) while earlier replies
    * are queued, so the order of replies is kept. */
-  int tw = uv_try_write((uv_stream_t *)&c->tcp,
-                        (uv_buf_t[]){uv_buf_init((char *)p, (unsigned)n)}, 1);
+  int tw =
+      c->ing->queue_replies
+          ? UV_EAGAIN
+          : uv_try_write((uv_stream_t *)&c->tcp,
+                         (uv_buf_t[]){uv_buf_init((char *)p, (unsigned)n)}, 1);
   if (tw >= 0 && (size_t)tw == n) {
     c->last_tx_ms = uv_now(c->ing->loop);
     return;

@@ -184,6 +184,8 @@ struct ingest {
   uint64_t ident_bytes;  /* connections' identities from HELLO (budget.c) */
   uint64_t reply_bytes;  /* frames queued to agents, not yet written */
   int budget_checks;     /* GENTRACED_BUDGET_CHECK=1: verify every pass */
+  int queue_replies; /* GENTRACED_TEST_QUEUE_REPLIES=1: every reply takes the
+                        queued path, as behind a full socket (tests/alloc) */
   uint64_t shed_log_ms, shed_quiet; /* shed log damping (budget.c) */
   struct iplimit *iplim;            /* connections per address */
   struct tls_server *tls; /* agent port over TLS (tls_conn.c); or NULL */

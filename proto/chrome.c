@@ -47,6 +47,12 @@
  *     when the begin was written, before the window otherwise; deferred ends
  *     MUST be resolved before gtp_chrome_gen returns, because task ids of
  *     the next generation may repeat and the deferral is per generation.
+ *  7. Out of memory MUST set err, never make the writer carry on with less
+ *     (an end without its name, an end not deferred): the same window must
+ *     convert to the same document or to an error, otherwise a transient
+ *     shortage would hand the client a different trace that looks whole.
+ *     Only the fixed bounds (GTP__CHROME_TASKS_MAX) degrade, the same way
+ *     every time.
  *
  * States: NEW -> (begin) OPEN -> (end) ENDED. gtp_chrome_gen begins
  * implicitly; nothing is written after ENDED.
@@ -248,6 +254,18 @@ static char *dup_bytes(const char *p, size_t n) {
   return d;
 }
 
+/* Replaces *name with a copy of v; out of memory sets err (invariant 7)
+ * and leaves *name as it was. 0 or -ENOMEM. */
+static int set_name(gtp_chrome *c, char **name, size_t *len, gtp_str v) {
+  char *n = dup_bytes(v.ptr, v.len);
+  if (!n)
+    return c->err = -ENOMEM;
+  free(*name);
+  *name = n;
+  *len = v.len;
+  return 0;
+}
+
 static chrome_session *session_get(gtp_chrome *c, const gtp_gen *g,
                                    bool *is_new) {
   *is_new = false;
@@ -344,18 +362,14 @@ static int task_rehash(gtp_chrome *c, size_t cap) {
   return 0;
 }
 
-/* Remembers an open task's name. Failure to remember is not an error of
- * the conversion: the e is then written without a name. */
+/* Remembers an open task's name. Past the table's bound that is not an
+ * error of the conversion: the e is then written without a name. Out of
+ * memory is (invariant 7). */
 static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
   chrome_task *t = task_find(c, pid, id);
   if (t) { /* task id reused while open: keep the newest name */
-    char *n = dup_bytes(name.ptr, name.len);
-    if (n) {
-      free(t->name);
-      t->name = n;
-      t->name_len = name.len;
-    }
-    t->open++;
+    if (set_name(c, &t->name, &t->name_len, name) == 0)
+      t->open++;
     return;
   }
   if (c->tasks_live >= GTP__CHROME_TASKS_MAX) {
@@ -370,13 +384,13 @@ static void task_open(gtp_chrome *c, uint64_t pid, uint64_t id, gtp_str name) {
     while ((c->tasks_live + 1) * 4 > cap)
       cap *= 2;
     if (task_rehash(c, cap)) {
-      c->tasks_overflowed = true;
+      c->err = -ENOMEM;
       return;
     }
   }
   char *n = dup_bytes(name.ptr, name.len);
   if (!n) {
-    c->tasks_overflowed = true;
+    c->err = -ENOMEM;
     return;
   }
   size_t mask = c->tasks_cap - 1;
@@ -454,11 +468,13 @@ static void task_end_defer(gtp_chrome *c, uint64_t pid, uint64_t tid,
                            uint64_t id, int64_t wall) {
   if (c->npend == c->cap_pend) {
     size_t cap = c->cap_pend ? c->cap_pend * 2 : 64;
-    chrome_pend *p = NULL;
-    if (cap <= GTP__CHROME_TASKS_MAX)
-      p = realloc(c->pend, cap * sizeof *p);
-    if (!p) {
+    if (cap > GTP__CHROME_TASKS_MAX) { /* past the bound: at once */
       task_end_write(c, NULL, pid, tid, id, wall, NULL);
+      return;
+    }
+    chrome_pend *p = realloc(c->pend, cap * sizeof *p);
+    if (!p) {
+      c->err = -ENOMEM; /* invariant 7 */
       return;
     }
     c->pend = p;
@@ -529,14 +545,8 @@ static void meta_thread_name(gtp_chrome *c, uint64_t pid, chrome_thread *t,
   if (t->name && t->name_len == name.len &&
       !memcmp(t->name, name.ptr, name.len))
     return; /* unchanged: one metadata event is enough */
-  char *n = dup_bytes(name.ptr, name.len);
-  if (!n) {
-    c->err = -ENOMEM;
+  if (set_name(c, &t->name, &t->name_len, name) != 0)
     return;
-  }
-  free(t->name);
-  t->name = n;
-  t->name_len = name.len;
   ch_elem(c);
   ch_puts(c, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
   ch_u64(c, pid);

@@ -96,7 +96,10 @@ int spanbuf_decode(spanbuf *b, const store_search_query *q, const uint8_t *p,
                    size_t len) {
   gtp_gen g;
   size_t used;
-  if (gtp_gen_parse(p, len, &g, &used) < 0)
+  int rc = gtp_gen_parse(p, len, &g, &used);
+  if (rc == -ENOMEM)
+    return rc; /* not "no spans": the answer would miss them */
+  if (rc < 0)
     return 0; /* not decodable: holds no span anyone can see */
   gtp_summary s;
   int err = gtp_summary_compute_spans(&g, q->min_ns, SIZE_MAX, &s);

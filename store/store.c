@@ -315,9 +315,12 @@ int store_submit(store *s, store_gen *g) {
   int err = 0;
   /* Before g is queued: from then on the store thread may complete and
    * free it at any time. A binding for a generation refused below is
-   * harmless (it is the key the daemon admitted for the session). */
-  if (g->has_key)
-    store_index_bind_key(s->idx, g->session, g->key_hash);
+   * harmless (it is the key the daemon admitted for the session). A
+   * binding that could not be made refuses the generation instead: queued,
+   * it would leave its session open to any key (store_index.c invariant
+   * 5); the caller still owns g and ends that connection. */
+  if (g->has_key && store_index_bind_key(s->idx, g->session, g->key_hash) < 0)
+    return -ENOMEM;
   pthread_mutex_lock(&s->q_lock);
   if (s->closing) {
     err = GTP_E_SHUTDOWN;

@@ -7,9 +7,11 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "format.h"
 #include "gtp_error.h"
 #include "store_schema.h"
 #include "store_writer.h"
@@ -101,15 +103,33 @@ static void bind_key(sqlite3_stmt *st, int i, const store_gen *g) {
     sqlite3_bind_null(st, i);
 }
 
+/* A session row's service, for the rollup (store_rollup_add_summary):
+ * copied from column col of st's row into svc (GTP_IDENT_STR_MAX + 1
+ * bytes), its length into *len; SIZE_MAX when it does not fit (the rollup
+ * then reads the rows back). */
+static void copy_service(sqlite3_stmt *st, int col, char *svc, size_t *len) {
+  const unsigned char *p = sqlite3_column_text(st, col);
+  int n = sqlite3_column_bytes(st, col);
+  *len = SIZE_MAX;
+  if (p != NULL && n >= 0 && (size_t)n <= GTP_IDENT_STR_MAX) {
+    memcpy(svc, p, (size_t)n);
+    *len = (size_t)n;
+  }
+}
+
 /* Runs a statement with RETURNING one row at most: copies that row's n
- * integer columns to out (*row = 1), runs the statement to completion and
- * resets it. Returns an SQLite code. */
-static int step_returning(sqlite3_stmt *st, int64_t *out, int n, int *row) {
+ * integer columns to out (*row = 1), and with svc its column n, the
+ * service (copy_service), runs the statement to completion and resets it.
+ * Returns an SQLite code. */
+static int step_returning(sqlite3_stmt *st, int64_t *out, int n, int *row,
+                          char *svc, size_t *svc_len) {
   int rc = sqlite3_step(st);
   *row = rc == SQLITE_ROW;
   if (rc == SQLITE_ROW) {
     for (int i = 0; i < n; i++)
       out[i] = sqlite3_column_int64(st, i);
+    if (svc != NULL)
+      copy_service(st, n, svc, svc_len);
     rc = sqlite3_step(st); /* RETURNING: run the statement to completion */
   }
   sqlite3_reset(st);
@@ -129,7 +149,7 @@ static int touch_session(store *s, const store_gen *g, const char *hex,
   sqlite3_bind_text(st, 4, hex, 32, SQLITE_STATIC);
   bind_key(st, 5, g);
   int64_t v[2] = {0, 0};
-  int rc = step_returning(st, v, 2, found);
+  int rc = step_returning(st, v, 2, found, NULL, NULL);
   if (*found) {
     *tot_events = v[0];
     *tot_lost = v[1];
@@ -144,7 +164,7 @@ static int touch_session(store *s, const store_gen *g, const char *hex,
  * per generation, not two. Returns an SQLite code. */
 static int check_session(store *s, const char *hex, int64_t sid,
                          int64_t *tot_events, int64_t *tot_lost, int *unbound,
-                         int *found) {
+                         int *found, char *svc, size_t *svc_len) {
   sqlite3_stmt *st = s->st[ST_SESSION_CHECK];
   sqlite3_bind_int64(st, 1, sid);
   sqlite3_bind_text(st, 2, hex, 32, SQLITE_STATIC);
@@ -154,6 +174,7 @@ static int check_session(store *s, const char *hex, int64_t sid,
     *tot_events = sqlite3_column_int64(st, 0);
     *tot_lost = sqlite3_column_int64(st, 1);
     *unbound = sqlite3_column_int(st, 2) != 0;
+    copy_service(st, 3, svc, svc_len);
   }
   sqlite3_reset(st);
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
@@ -163,7 +184,7 @@ static int check_session(store *s, const char *hex, int64_t sid,
  * HELLO); *sid = its id. Returns an SQLite code. */
 static int upsert_session(store *s, const store_gen *g, const char *hex,
                           int64_t now_real, int64_t *sid, int64_t *tot_events,
-                          int64_t *tot_lost) {
+                          int64_t *tot_lost, char *svc, size_t *svc_len) {
   sqlite3_stmt *st = s->st[ST_UPSERT_SESSION];
   sqlite3_bind_text(st, 1, hex, 32, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, str_or(g->service, ""), -1, SQLITE_STATIC);
@@ -177,7 +198,7 @@ static int upsert_session(store *s, const store_gen *g, const char *hex,
   bind_key(st, 10, g);
   int64_t v[3];
   int row = 0;
-  int rc = step_returning(st, v, 3, &row);
+  int rc = step_returning(st, v, 3, &row, svc, svc_len);
   if (row) {
     *sid = v[0];
     *tot_events = v[1];
@@ -208,8 +229,11 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   gtp_session_hex(g->session, hex);
   int64_t sid = sidc_get(s, g->session), tot_events = 0, tot_lost = 0;
   int rc = SQLITE_OK, found = 0, unbound = 0;
+  char svc[GTP_IDENT_STR_MAX + 1]; /* the session row's service */
+  size_t svc_len = SIZE_MAX;
   if (sid > 0) {
-    rc = check_session(s, hex, sid, &tot_events, &tot_lost, &unbound, &found);
+    rc = check_session(s, hex, sid, &tot_events, &tot_lost, &unbound, &found,
+                       svc, &svc_len);
     /* The key of a session bound after its first commit (rare): the touch
      * writes it (and moves the row, which the trigger does again). */
     if (rc == SQLITE_OK && found && unbound && g->has_key)
@@ -221,7 +245,8 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
       sid = 0; /* the row is gone: the upsert makes it again */
   }
   if (sid == 0) {
-    rc = upsert_session(s, g, hex, now_real, &sid, &tot_events, &tot_lost);
+    rc = upsert_session(s, g, hex, now_real, &sid, &tot_events, &tot_lost, svc,
+                        &svc_len);
     if (rc != SQLITE_OK)
       return rc;
   }
@@ -300,8 +325,11 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
   if (rc == SQLITE_OK && !s->no_summary &&
       (it->sum == NULL || it->sum->status == -ENOMEM))
     rc = SQLITE_NOMEM;
-  if (rc == SQLITE_OK && it->sum != NULL && !s->no_summary) /* same txn */
-    rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum);
+  if (rc == SQLITE_OK && it->sum != NULL && !s->no_summary) { /* same txn */
+    store_rollup_gen where = {g->start_ns, g->end_ns, svc, svc_len};
+    rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum,
+                           svc_len != SIZE_MAX ? &where : NULL);
+  }
   if (rc != SQLITE_OK)
     return rc;
   g->result = 0;
@@ -376,8 +404,11 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
     s->max_span_ns = span;
     uint64_t ok = 0, okb = 0, dup = 0;
     for (size_t i = 0; i < n; i++) {
-      /* invariant 4 */
-      store_index_note_gen(s->idx, items[i].g->session, items[i].g->gen);
+      /* invariant 4. The entry exists (store_submit bound the key), so
+       * this does not allocate (store_index.c invariant 4); a generation
+       * submitted without a key whose note fails only loses its resume
+       * hint, and what the agent resends is found a duplicate. */
+      (void)store_index_note_gen(s->idx, items[i].g->session, items[i].g->gen);
       sidc_put(s, items[i].g->session, items[i].sid); /* invariant 13 */
       if (items[i].g->result == 1) {
         dup++;

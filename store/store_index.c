@@ -22,6 +22,15 @@
  *     wrong.
  *  3. A key binding MUST never change once made (first wins), otherwise a
  *     later HELLO could re-bind a session it does not own.
+ *  4. Finding an entry that exists MUST NOT allocate, otherwise a
+ *     resubmitted generation (its key bound already) or a commit's
+ *     note_gen after its submit's bind could fail for want of memory the
+ *     entry never needed.
+ *  5. bind_key and note_gen MUST report a failure to allocate a new entry
+ *     (-ENOMEM), otherwise a generation would be queued for a session
+ *     whose key is silently unbound, and any later HELLO for it (its
+ *     connection gone) would be let in with another key until a restart
+ *     reloaded the binding from the row.
  */
 #include "config.h"
 
@@ -147,14 +156,11 @@ static int grow(store_index *x) {
 }
 
 /* Finds (or with create, inserts) the entry of key. Lock held. NULL if
- * absent (or out of memory when creating). */
+ * absent (or out of memory when creating). An entry that exists is found
+ * without allocating (invariant 4): the table grows only for a new one. */
 static idx_ent *find(store_index *x, const uint8_t key[16], int create) {
-  if (x->cap == 0 || (create && (x->len + 1) * 10 > x->cap * 7)) {
-    if (!create && x->cap == 0)
-      return NULL;
-    if (grow(x) != 0)
-      return NULL;
-  }
+  if (x->cap == 0 && (!create || grow(x) != 0))
+    return NULL;
   size_t j = slot(x, key);
   while (x->tab[j].used) {
     if (memcmp(x->tab[j].key, key, 16) == 0)
@@ -163,6 +169,13 @@ static idx_ent *find(store_index *x, const uint8_t key[16], int create) {
   }
   if (!create)
     return NULL;
+  if ((x->len + 1) * 10 > x->cap * 7) {
+    if (grow(x) != 0)
+      return NULL;
+    j = slot(x, key);
+    while (x->tab[j].used)
+      j = (j + 1) & (x->cap - 1);
+  }
   idx_ent *e = &x->tab[j];
   memset(e, 0, sizeof *e);
   memcpy(e->key, key, 16);
@@ -176,8 +189,8 @@ static int is_norow(const idx_ent *e) {
   return !e->has_gen && !e->has_key && e->noted_ns != 0;
 }
 
-void store_index_note_gen(store_index *x, const uint8_t session[16],
-                          uint64_t gen) {
+int store_index_note_gen(store_index *x, const uint8_t session[16],
+                         uint64_t gen) {
   pthread_mutex_lock(&x->lock);
   idx_ent *e = find(x, session, 1);
   if (e && (!e->has_gen || gen > e->last_gen)) {
@@ -189,10 +202,11 @@ void store_index_note_gen(store_index *x, const uint8_t session[16],
     e->last_gen = gen;
   }
   pthread_mutex_unlock(&x->lock);
+  return e ? 0 : -ENOMEM;
 }
 
-void store_index_bind_key(store_index *x, const uint8_t session[16],
-                          const uint8_t hash[STORE_KEY_HASH_SIZE]) {
+int store_index_bind_key(store_index *x, const uint8_t session[16],
+                         const uint8_t hash[STORE_KEY_HASH_SIZE]) {
   pthread_mutex_lock(&x->lock);
   idx_ent *e = find(x, session, 1);
   if (e && !e->has_key) { /* invariant 3 */
@@ -202,6 +216,7 @@ void store_index_bind_key(store_index *x, const uint8_t session[16],
     memcpy(e->key_hash, hash, STORE_KEY_HASH_SIZE);
   }
   pthread_mutex_unlock(&x->lock);
+  return e ? 0 : -ENOMEM; /* invariant 5: the caller must not go on */
 }
 
 int store_index_key(store_index *x, const uint8_t session[16],

@@ -27,12 +27,15 @@ typedef struct store_index store_index;
 store_index *store_index_new(void);
 void store_index_free(store_index *x);
 
-/* A generation of the session committed (its row exists). */
-void store_index_note_gen(store_index *x, const uint8_t session[16],
-                          uint64_t gen);
-/* Binds hash to the session unless it has a key already (first wins). */
-void store_index_bind_key(store_index *x, const uint8_t session[16],
-                          const uint8_t hash[STORE_KEY_HASH_SIZE]);
+/* A generation of the session committed (its row exists). 0, or -ENOMEM
+ * when a new entry could not be made (an existing one never allocates). */
+int store_index_note_gen(store_index *x, const uint8_t session[16],
+                         uint64_t gen);
+/* Binds hash to the session unless it has a key already (first wins). 0
+ * (bound now or before), or -ENOMEM: nothing bound, and the caller must
+ * not act as if it were (store_submit refuses the generation). */
+int store_index_bind_key(store_index *x, const uint8_t session[16],
+                         const uint8_t hash[STORE_KEY_HASH_SIZE]);
 /* 1 and *hash filled, or 0 without a bound key. */
 int store_index_key(store_index *x, const uint8_t session[16],
                     uint8_t hash[STORE_KEY_HASH_SIZE]);

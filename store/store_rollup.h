@@ -30,7 +30,10 @@
 #define STORE_ROLLUP_H
 
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "summary.h"
 
 /* Ten minutes, in ns: the rollup grain. */
 #define STORE_ROLLUP_NS INT64_C(600000000000)
@@ -55,6 +58,20 @@ void store_rollup_close(store_rollup *ru);
 /* Adds generation seq's sum_names rows (just written) into the sums of the
  * open transaction. Returns an SQLite code. */
 int store_rollup_add(store_rollup *ru, int64_t seq);
+
+/* Where a generation's rows go: its start and end (ns) and its session
+ * row's service (service_len bytes). */
+typedef struct store_rollup_gen {
+  int64_t start_ns, end_ns;
+  const char *service;
+  size_t service_len;
+} store_rollup_gen;
+
+/* store_rollup_add for a generation whose sum_names rows were just written
+ * from s (store_summary_put) and whose session row's service is known:
+ * the same sums, from memory instead of a SELECT. Returns an SQLite code. */
+int store_rollup_add_summary(store_rollup *ru, const store_rollup_gen *g,
+                             const gtp_summary *s);
 /* Writes the sums into sum_slots inside the open transaction and empties
  * them: the writer calls it just before COMMIT. Returns an SQLite code. */
 int store_rollup_flush(store_rollup *ru);

@@ -34,7 +34,7 @@
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -81,13 +81,11 @@
 /* The session totals follow every row of generations, whichever path adds or
  * deletes it (commit, retention, --max-db-size, an operator's DELETE).
  * The insert trigger also moves last_seen_ns (to the row's committed_ns)
- * and last_gen forward, so a commit writes the session row once per
+ * and last_gen forward (v7), so a commit writes the session row once per
  * generation, here, instead of once by a statement of its own and once
- * more by this trigger (fleet profile, bench/RESULTS.md). A database made
- * by an older build carries the older body (totals only): store_setup.c
- * replaces it at open, inside the schema transaction. That is not a
- * schema version: either body keeps every column right for an older
- * build, which moves last_seen_ns and last_gen itself. CASE, not max():
+ * more by this trigger (fleet profile, bench/RESULTS.md). A database of
+ * version 6 or older carries the older body (totals only), which this
+ * build's commit cannot rely on: migration 7 replaces it. CASE, not max():
  * with max(last_seen_ns, ...) in this SET, the store thread used 60% more
  * CPU and wrote a third more bytes per generation (bench_commit, 1,000
  * sessions, 20 per transaction; the same in every run). */
@@ -250,11 +248,21 @@
   " WHERE start_ns >= 0 AND start_ns < 9223371600000000000;"                   \
   "UPDATE meta SET value = '6' WHERE key = 'schema_version';"
 
+/* Migration 6 -> 7: the insert trigger's body that moves last_seen_ns and
+ * last_gen as well (STORE_SCHEMA_ADD_TRIGGER_SQL). No row changes: the
+ * builds that wrote with the older body moved both columns themselves, so
+ * they are right as they are. (Some version 6 databases were made with
+ * the new body already: dropping and creating it again is the same.) */
+#define STORE_MIGRATE_7_SQL                                                    \
+  "DROP TRIGGER IF EXISTS generations_add;" STORE_SCHEMA_ADD_TRIGGER_SQL       \
+  "UPDATE meta SET value = '7' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
  * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
  * the session key), generations.crc (the body CRC32C of the GEN_END) and the
  * generations_by_span index; 4 adds the summary tables (sum_*); 5 adds
- * retention_pins; 6 adds the ten-minute rollups (sum_slots*). */
+ * retention_pins; 6 adds the ten-minute rollups (sum_slots*); 7 makes the
+ * generations_add trigger move sessions.last_seen_ns and last_gen. */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

@@ -51,7 +51,7 @@ static const char *const store_sql[ST_COUNT_] = {
         " last_gen = CASE WHEN last_gen IS NULL OR excluded.last_gen > last_gen"
         " THEN excluded.last_gen ELSE last_gen END,"
         " key_hash = coalesce(key_hash, excluded.key_hash)"
-        " RETURNING id, events, lost",
+        " RETURNING id, events, lost, service", /* service: as above */
     /* A session whose row this store committed before (its id cached in
      * sidc), when its key is bound after its first commit or a resend
      * arrives (the generations_add trigger moves the row otherwise): only
@@ -68,9 +68,10 @@ static const char *const store_sql[ST_COUNT_] = {
     /* The check of a known session before its generation goes in (the
      * row is not written here: generations_add moves it, once): that the
      * cached id still names this session's row, its totals for invariant
-     * 11, and whether its key is bound yet. */
-    [ST_SESSION_CHECK] = "SELECT events, lost, key_hash IS NULL FROM sessions"
-                         " WHERE id = ?1 AND session = ?2",
+     * 11, whether its key is bound yet, and its service (the rollup's
+     * key, store_rollup_add_summary). */
+    [ST_SESSION_CHECK] = "SELECT events, lost, key_hash IS NULL, service"
+                         " FROM sessions WHERE id = ?1 AND session = ?2",
     [ST_INSERT_GEN] =
         "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
         " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
@@ -114,17 +115,27 @@ int store_setup_load_index(store *s, char **cause) {
                               -1, &st, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_step(st);
+  int err = 0;
   for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
     const char *hex = (const char *)sqlite3_column_text(st, 0);
     uint8_t key[16];
     if (!hex || gtp_session_parse(hex, key) != 0)
       continue; /* not ours to judge here; readers show it as is */
+    /* A row left out of the index would lose its resume hint, and its key
+     * binding (any HELLO could then claim the session): the open fails. */
     if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-      store_index_note_gen(s->idx, key, (uint64_t)sqlite3_column_int64(st, 1));
-    if (sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
-      store_index_bind_key(s->idx, key, sqlite3_column_blob(st, 2));
+      err = store_index_note_gen(s->idx, key,
+                                 (uint64_t)sqlite3_column_int64(st, 1));
+    if (err == 0 && sqlite3_column_bytes(st, 2) == STORE_KEY_HASH_SIZE)
+      err = store_index_bind_key(s->idx, key, sqlite3_column_blob(st, 2));
+    if (err != 0)
+      break;
   }
   sqlite3_finalize(st);
+  if (err != 0) {
+    store_set_cause(cause, "%s: loading sessions: out of memory", s->path);
+    return err;
+  }
   if (rc != SQLITE_DONE) {
     store_set_cause(cause, "%s: loading sessions: %s", s->path,
                     sqlite3_errmsg(s->db));
@@ -196,7 +207,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '6')");
+                           " ('schema_version', '7')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -212,7 +223,8 @@ int store_setup_schema(store *s, char **cause) {
                                         STORE_MIGRATE_3_SQL,
                                         STORE_MIGRATE_4_SQL,
                                         STORE_MIGRATE_5_SQL,
-                                        STORE_MIGRATE_6_SQL};
+                                        STORE_MIGRATE_6_SQL,
+                                        STORE_MIGRATE_7_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
@@ -221,22 +233,6 @@ int store_setup_schema(store *s, char **cause) {
       store_set_cause(cause,
                       "%s: migrating schema %" PRId64 " to %" PRId64 ": %s",
                       s->path, v, v + 1, sqlite3_errmsg(s->db));
-      err = store_err(rc);
-      goto fail;
-    }
-  }
-  /* The insert trigger of an older build moves the totals only; this
-   * build's commit leaves last_seen_ns and last_gen to it as well
-   * (store_schema.h, STORE_SCHEMA_ADD_TRIGGER_SQL). */
-  if (pragma_int(s->db, "SELECT count(*) FROM sqlite_master WHERE"
-                        " type = 'trigger' AND name = 'generations_add'"
-                        " AND sql LIKE '%last_gen%'") != 1) {
-    rc = exec_sql(
-        s->db,
-        "DROP TRIGGER IF EXISTS generations_add;" STORE_SCHEMA_ADD_TRIGGER_SQL);
-    if (rc != SQLITE_OK) {
-      store_set_cause(cause, "%s: updating the generations trigger: %s",
-                      s->path, sqlite3_errmsg(s->db));
       err = store_err(rc);
       goto fail;
     }
@@ -256,8 +252,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 6,
-    "store_setup.c writes schema_version 6 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 7,
+    "store_setup.c writes schema_version 7 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {

@@ -225,7 +225,8 @@ static void bind_str(sqlite3_stmt *st, int i, gtp_str s) {
 }
 
 int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
-                      uint64_t gen, store_sum_item *it) {
+                      uint64_t gen, store_sum_item *it,
+                      const store_rollup_gen *where) {
   /* Out of memory while carrying loses only the pairing across this edge
    * (those ends stay unmatched), never the generation. */
   if (session && it->status == 0)
@@ -259,7 +260,8 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
   /* The hour's rollup takes the rows just written (store_rollup.c; the
    * transaction's owner flushes it before COMMIT). */
   if (rc == SQLITE_OK && s->nnames > 0)
-    rc = store_rollup_add(ss->ru, seq);
+    rc = where ? store_rollup_add_summary(ss->ru, where, s)
+               : store_rollup_add(ss->ru, seq);
   st = ss->st[SS_SPAN];
   for (size_t i = 0; rc == SQLITE_OK && i < s->nspans; i++) {
     const gtp_sum_span *sp = &s->spans[i];
@@ -351,7 +353,7 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
       oom = 1;
       break;
     }
-    rc = store_summary_put(ss, seq, NULL, 0, it); /* invariant 2 */
+    rc = store_summary_put(ss, seq, NULL, 0, it, NULL); /* invariant 2 */
     if (it != &bad)
       store_sum_free(it);
     free(bytes);

@@ -57,10 +57,13 @@ void store_summary_close(store_summary *ss);
  * With a session (not NULL), first pairs the generation's unmatched ends
  * with what the session's previous generation (gen - 1) left open
  * (gtp_summary_carry; the open list lives in memory, so a restart or a
- * generation arriving out of order loses that pairing). Returns an SQLite
- * result code. */
+ * generation arriving out of order loses that pairing). where (not NULL):
+ * the generation's times and its session row's service, so the rollup
+ * takes the rows from memory (store_rollup_add_summary) instead of reading
+ * them back. Returns an SQLite result code. */
 int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
-                      uint64_t gen, store_sum_item *it);
+                      uint64_t gen, store_sum_item *it,
+                      const store_rollup_gen *where);
 
 /* Backfill: summarizes up to max_gens generations that have none, newest
  * first, in one transaction of its own. Returns how many it summarized

@@ -202,7 +202,7 @@ static enum MHD_Result pin_create(web_req *r, hold *h, const pin_body *b) {
     return web_error(r, 500, "internal", "could not build the answer");
   body[len] = '\n';
   struct MHD_Response *resp =
-      MHD_create_response_from_buffer(len + 1, body, MHD_RESPMEM_MUST_FREE);
+      MHD_create_response_from_buffer_with_free_callback(len + 1, body, free);
   if (!resp) {
     free(body);
     return MHD_NO;

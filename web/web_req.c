@@ -199,15 +199,27 @@ enum MHD_Result web_error(web_req *r, unsigned status, const char *code,
   json_obj_end(&j);
   size_t len;
   char *body = json_take(&j, &len);
-  if (!body)
-    return r->ret = MHD_NO;
-  body[len] = '\n';
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(len + 1, body, MHD_RESPMEM_MUST_FREE);
-  if (!resp) {
-    free(body);
-    return r->ret = MHD_NO;
+  struct MHD_Response *resp;
+  if (body) {
+    body[len] = '\n';
+    /* Freed through this file's free, the allocator that made it (the
+     * allocation walk, tests/alloc, accounts for every block). */
+    resp =
+        MHD_create_response_from_buffer_with_free_callback(len + 1, body, free);
+    if (!resp)
+      free(body);
+  } else {
+    /* No memory for the message: the client still gets an answer, the
+     * one error that needs none. */
+    static const char oom[] =
+        "{\"error\":\"internal\",\"message\":\"out of memory\"}\n";
+    status = 500;
+    len = sizeof oom - 2;
+    resp = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom,
+                                           MHD_RESPMEM_PERSISTENT);
   }
+  if (!resp)
+    return r->ret = MHD_NO;
   MHD_add_response_header(resp, "Content-Type", "application/json");
   if (status == 405)
     MHD_add_response_header(resp, "Allow", "GET, HEAD, OPTIONS");

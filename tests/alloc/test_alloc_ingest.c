@@ -21,12 +21,17 @@
  *     generation carries ENOMEM; the client then reconnects and resends
  *     every generation not ACKed, as the agent does;
  *   - afterwards both sessions stored exactly: every generation once, with
- *     the bytes it was sent with (GEN_START from HELLO, body, GEN_END).
+ *     the bytes it was sent with (GEN_START from HELLO, body, GEN_END),
+ *     and each one's key bound in the store's session index (a binding
+ *     that cannot be made ends the connection, never a session left open
+ *     to any key).
  * Set-up and tear-down of the daemon run outside the walk (fa_pause); the
  * client's own allocations never fail (fa_exempt). The second walk fails
  * SQLite's allocations as well (the store thread's statements: the
  * transaction fails, the connection is closed, the agent resends); it runs
  * on a sample of N in `make check` and whole with GT_ALLOC_WALK_FULL=1.
+ * The third sends every reply down the queued path (the reply queue's
+ * allocation), the fourth runs the whole exchange over TLS.
  */
 #include "config.h"
 
@@ -52,12 +57,18 @@
 #include "gtp_error.h"
 #include "ingest_int.h"
 #include "log.h"
+#include "sha256.h"
 #include "store_read.h"
+#include "tls_client.h"
+#include "tls_conn.h"
 
 #define NGENS 3       /* per session: one large (staged), two fixtures */
 #define WALK_MAX 4000 /* a run makes a few hundred allocations */
 
 static char dir[64]; /* the walk's scratch directory */
+/* TLS walks: the agent port serves TLS with a PKI made in dir (pki_made),
+ * and the client wraps every connection. */
+static int use_tls, pki_made;
 
 /* ------------------------------------------------------------ the daemon */
 
@@ -67,6 +78,7 @@ typedef struct dh {
   uv_async_t stop;
   ingest *ing;
   storage *st;
+  tls_server *tls;
   uint16_t port;
   pthread_t th;
 } dh;
@@ -116,6 +128,18 @@ static int dh_open(dh *h, unsigned run) {
     return -1;
   }
   ingest_set_store(h->ing, h->st);
+  if (use_tls) {
+    char cert[160], key[160];
+    snprintf(cert, sizeof cert, "%s/srv.pem", dir);
+    snprintf(key, sizeof key, "%s/srv.key", dir);
+    tls_server_config tc = {.cert_file = cert, .key_file = key};
+    if (tls_server_new(&tc, &h->tls, &cause) != 0) {
+      fprintf(stderr, "tls_server_new: %s\n", cause ? cause : "?");
+      free(cause);
+      return -1;
+    }
+    tls_attach(h->ing, h->tls);
+  }
   if (ingest_start(h->ing, &h->port, &cause) != 0)
     return -1;
   uv_async_init(&h->loop, &h->stop, on_stop);
@@ -130,16 +154,8 @@ static void dh_close(dh *h) {
   pthread_join(h->th, NULL);
   storage_close(h->st);
   ingest_free(h->ing);
+  tls_server_free(h->tls); /* after ingest_free (tls_conn.h) */
   uv_loop_close(&h->loop);
-}
-
-static void rm_db(const char *db) {
-  char p[160];
-  unlink(db);
-  snprintf(p, sizeof p, "%s-wal", db);
-  unlink(p);
-  snprintf(p, sizeof p, "%s-shm", db);
-  unlink(p);
 }
 
 /* ------------------------------------------------------------ the agent */
@@ -227,6 +243,15 @@ static void sess_run(dh *h, const sess *s, tally *t) {
       return;
     }
     t->connects++;
+    if (use_tls) {
+      char ca[160];
+      snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+      if (gtc_tls_wrap(&c, ca, 0, (unsigned)attempt) != 0) {
+        t->closed++; /* the daemon ended the handshake */
+        gtc_close(&c);
+        continue;
+      }
+    }
     gtp_welcome w;
     int rc = gtc_hello(&c, &s->spec[0], NULL, &w);
     if (rc != 0) {
@@ -238,6 +263,7 @@ static void sess_run(dh *h, const sess *s, tally *t) {
         t->closed++;
       else
         bad(t, "HELLO answered with %s", gtp_errname(rc));
+      gtc_tls_end(&c);
       gtc_close(&c);
       continue;
     }
@@ -279,6 +305,7 @@ static void sess_run(dh *h, const sess *s, tally *t) {
       break;
     }
     (void)sent_ok;
+    gtc_tls_end(&c);
     gtc_close(&c);
   }
   if (left > 0 && t->bad == NULL)
@@ -318,6 +345,18 @@ static void sess_check_stored(const char *db, const sess *s, tally *t) {
   store_reader_close(r);
 }
 
+/* The session's key is bound in the running daemon's store, to the hash of
+ * the key it sent: a generation stored for a session whose binding failed
+ * would let any later HELLO claim it (store/store_index.c invariant 5). */
+static void sess_check_bound(dh *h, const sess *s, tally *t) {
+  uint8_t got[STORE_KEY_HASH_SIZE], want[GTP_SHA256_SIZE];
+  gtp_sha256(s->spec[0].session_key, sizeof s->spec[0].session_key, want);
+  if (storage_session_key(h->st, s->spec[0].session, got) != 1)
+    bad(t, "a stored session without its key bound");
+  else if (memcmp(got, want, sizeof want) != 0)
+    bad(t, "a stored session bound to another key");
+}
+
 /* ------------------------------------------------------------ the walk */
 
 typedef struct walk_ctx {
@@ -345,6 +384,10 @@ static int op_ingest(void *ctx, const char **why) {
   sess_run(&h, &w->b, &t); /* and one after it, in the same daemon */
   fa_pause();
   fa_exempt(0);
+  if (t.bad == NULL)
+    sess_check_bound(&h, &w->a, &t);
+  if (t.bad == NULL)
+    sess_check_bound(&h, &w->b, &t);
   genpool_stats gp;
   genpool_stats_get(&h.ing->pool, &gp);
   w->oom += CTR_GET(h.ing, oom) + gp.fill_failed;
@@ -353,7 +396,7 @@ static int op_ingest(void *ctx, const char **why) {
     sess_check_stored(h.db, &w->a, &t);
   if (t.bad == NULL)
     sess_check_stored(h.db, &w->b, &t);
-  rm_db(h.db);
+  fa_unlink_db(h.db);
   w->nomem += t.nomem;
   w->closed += t.closed;
   if (t.bad != NULL) {
@@ -363,36 +406,17 @@ static int op_ingest(void *ctx, const char **why) {
   return 0;
 }
 
-/* SQLite allocates through its own methods, out of the wrap's reach; the
- * second walk routes them through the same counter (sqlite_walk = 1), so
- * that the store thread's statements fail too. */
-static sqlite3_mem_methods sqlite_real;
-static int sqlite_walk;
-
-static void *sqlite_fa_malloc(int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xMalloc(n);
-}
-
-static void *sqlite_fa_realloc(void *p, int n) {
-  return sqlite_walk && fa_should_fail() ? NULL : sqlite_real.xRealloc(p, n);
-}
-
-static void hook_sqlite(void) {
-  sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sqlite_real);
-  sqlite3_mem_methods m = sqlite_real;
-  m.xMalloc = sqlite_fa_malloc;
-  m.xRealloc = sqlite_fa_realloc;
-  sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
-}
-
-/* Walks the exchange over every Nth allocation (step 1) or a sample. */
-static void walk_ingest(const char *name, long step) {
+/* Walks the exchange over every Nth allocation (step 1) or a sample, with
+ * SQLite's allocations in the walk when sqlite is set. */
+static void walk_ingest(const char *name, long step, int sqlite) {
   walk_ctx *w = calloc(1, sizeof *w);
   assert_non_null(w);
   sess_init(&w->a, 1);
   sess_init(&w->b, 2);
   fa_report rep;
+  fa_sqlite_walk(sqlite);
   int rc = fa_walk_step(name, op_ingest, w, WALK_MAX, step, &rep);
+  fa_sqlite_walk(0);
   fprintf(stderr,
           "%s: %ld runs (every %ld), %u ERROR(ENOMEM) seen, %u closes, "
           "gentrace_out_of_memory_total %llu in all\n",
@@ -405,7 +429,7 @@ static void walk_ingest(const char *name, long step) {
   /* The walk reached the paths that tell the agent, and counted them. */
   assert_true(w->nomem > 0);
   assert_true(w->oom > 0);
-  if (sqlite_walk) /* store errors: connections closed, then resent */
+  if (sqlite) /* store errors: connections closed, then resent */
     assert_true(w->closed > 0);
   sess_fini(&w->a);
   sess_fini(&w->b);
@@ -415,7 +439,7 @@ static void walk_ingest(const char *name, long step) {
 static void
 test_alloc_ingest__every_failure_is_survived_and_resent(void **state) {
   (void)state;
-  walk_ingest("ingest walk", 1);
+  walk_ingest("ingest walk", 1, 0);
 }
 
 /* With SQLite's allocations failing too, a run makes about four times as
@@ -425,17 +449,60 @@ static void
 test_alloc_ingest__store_statement_failures_are_resent(void **state) {
   (void)state;
   const char *full = getenv("GT_ALLOC_WALK_FULL");
-  sqlite_walk = 1;
-  walk_ingest("ingest walk with SQLite",
-              full && strcmp(full, "1") == 0 ? 1 : 7);
-  sqlite_walk = 0;
+  walk_ingest("ingest walk with SQLite", full && strcmp(full, "1") == 0 ? 1 : 7,
+              1);
+}
+
+/* The number of lines of the walk's log that contain s. */
+static unsigned log_count(const char *s) {
+  char path[128], line[1024];
+  snprintf(path, sizeof path, "%s/gentraced.log", dir);
+  FILE *f = fopen(path, "r");
+  unsigned n = 0;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    n += strstr(line, s) != NULL;
+  if (f != NULL)
+    fclose(f);
+  return n;
+}
+
+/* Behind a full socket every reply waits in the connection's write queue,
+ * allocated: with GENTRACED_TEST_QUEUE_REPLIES=1 every reply takes that
+ * path, so the walk fails its allocation too. The peer cannot be told any
+ * more (a part of a reply may be on the wire): the connection just ends,
+ * and the agent resends. */
+static void test_alloc_ingest__queued_replies_are_survived(void **state) {
+  (void)state;
+  unsigned before =
+      log_count("what=\"reply queue\"") + log_count("what=reply queue");
+  setenv("GENTRACED_TEST_QUEUE_REPLIES", "1", 1);
+  walk_ingest("ingest walk, replies queued", 1, 0);
+  unsetenv("GENTRACED_TEST_QUEUE_REPLIES");
+  unsigned after =
+      log_count("what=\"reply queue\"") + log_count("what=reply queue");
+  fprintf(stderr, "reply queue out of memory: %u times\n", after - before);
+  assert_true(after > before);
+}
+
+/* The same exchange over TLS on the agent port (daemon/tls_conn.c): the
+ * handshake, decryption into the frame loop and the encrypted replies
+ * walked as well. GnuTLS allocates out of the wrap's reach; tls_conn.c's
+ * own allocations are in the walk. */
+static void test_alloc_ingest__tls_connections_are_survived(void **state) {
+  (void)state;
+  if (!pki_made) {
+    if (gtc_tls_pki(dir) != 0)
+      fail_msg("certtool could not make the test certificates");
+    pki_made = 1;
+  }
+  use_tls = 1;
+  walk_ingest("ingest walk over TLS", 1, 0);
+  use_tls = 0;
 }
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "%s/gt-allocingest-XXXXXX",
-           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-  if (!mkdtemp(dir))
+  if (fa_scratch_dir(dir, sizeof dir, "gt-allocingest") != 0)
     return -1;
   char path[128];
   snprintf(path, sizeof path, "%s/gentraced.log", dir);
@@ -448,18 +515,26 @@ static int teardown(void **state) {
   char path[128];
   snprintf(path, sizeof path, "%s/gentraced.log", dir);
   unlink(path);
+  static const char *const pki[] = {"ca.key",  "ca.pem",   "ca.tmpl", "srv.key",
+                                    "srv.pem", "srv.tmpl", "srv.csr"};
+  for (size_t i = 0; i < sizeof pki / sizeof pki[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, pki[i]);
+    unlink(path);
+  }
   rmdir(dir);
   return 0;
 }
 
 int main(void) {
-  hook_sqlite();
+  fa_sqlite_hook(0); /* the second walk turns it on */
   signal(SIGPIPE, SIG_IGN);
   gtp_check_set_hook(gtp_check_abort);
   setenv("GENTRACED_BUDGET_CHECK", "1", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_ingest__every_failure_is_survived_and_resent),
       cmocka_unit_test(test_alloc_ingest__store_statement_failures_are_resent),
+      cmocka_unit_test(test_alloc_ingest__queued_replies_are_survived),
+      cmocka_unit_test(test_alloc_ingest__tls_connections_are_survived),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,12 +7,15 @@
  * allocated. Covered: agent start and stop, the frame decoder, the
  * generation decoder, the event check in the summary's walk, reassembly's
  * buffer path, the Chrome writer, store
- * open, web start, and the retention pin store (open, add, list).
+ * open (a fresh file, and one with sessions to load), the store's session
+ * index and store_submit's key binding, web start, and the retention pin
+ * store (open, add, list).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +37,8 @@
 #include "gentrace.h"
 #include "hold.h"
 #include "store.h"
+#include "store_fixture.h"
+#include "store_index.h"
 #include "store_pin.h"
 #include "summary.h"
 #include "web.h"
@@ -286,30 +291,44 @@ static void on_done(void *ctx, store_gen *g) {
   store_gen_free(g);
 }
 
+/* An empty gentraced database dir/name (path: its file name), made by
+ * opening a store on it. */
+static void empty_db(const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  store_config cfg = {0};
+  cfg.path = path;
+  store *s;
+  char *cause = NULL;
+  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
+  store_close(s);
+}
+
+/* store_open of path inside a walk. A clear error sets *why: a message,
+ * unless even the message could not be allocated (then the code alone
+ * says ENOMEM). */
+static int open_walked(const char *path, store **s, const char **why) {
+  store_config cfg = {0};
+  cfg.path = path;
+  char *cause = NULL;
+  int rc = store_open(&cfg, on_done, NULL, s, &cause);
+  if (rc < 0) {
+    *why = cause || rc == -ENOMEM ? "store_open failed" : NULL;
+    free(cause);
+  }
+  return rc;
+}
+
 static int op_store_open(void *ctx, const char **why) {
+  (void)ctx;
   static unsigned n;
   char path[128];
   /* A fresh file each run, so schema creation is walked too. */
   snprintf(path, sizeof path, "%s/s%u.db", dir, n++);
-  store_config cfg = {0};
-  cfg.path = path;
   store *s = NULL;
-  char *cause = NULL;
-  int rc = store_open(&cfg, on_done, ctx, &s, &cause);
-  if (rc < 0) {
-    /* A clear error: a message, unless even the message could not be
-     * allocated (then the code alone says ENOMEM). */
-    *why = cause || rc == -ENOMEM ? "store_open failed" : NULL;
-    free(cause);
-  } else {
+  int rc = open_walked(path, &s, why);
+  if (rc == 0)
     store_close(s);
-  }
-  char wal[160];
-  snprintf(wal, sizeof wal, "%s-wal", path);
-  unlink(wal);
-  snprintf(wal, sizeof wal, "%s-shm", path);
-  unlink(wal);
-  unlink(path);
+  fa_unlink_db(path);
   return rc < 0 ? rc : 0;
 }
 
@@ -341,14 +360,202 @@ static int op_web_start(void *ctx, const char **why) {
 static void test_alloc_walk__web_start(void **state) {
   (void)state;
   char path[128];
-  snprintf(path, sizeof path, "%s/web.db", dir);
+  empty_db("web.db", path, sizeof path);
+  walk("web start", op_web_start, path);
+}
+
+/* The store's session index (store/store_index.c): a binding or a resume
+ * hint whose entry cannot be made is reported (-ENOMEM), never dropped;
+ * one made is found; and an entry that exists is found again without
+ * allocating. 179 sessions fill the first table (256 slots) to its load
+ * limit, so that any new entry after them grows it. */
+#define IDX_N 179
+
+static int op_index(void *ctx, const char **why) {
+  (void)ctx;
+  store_index *x = store_index_new();
+  if (x == NULL) {
+    *why = "store_index_new failed";
+    return -ENOMEM;
+  }
+  uint8_t sid[16], h[STORE_KEY_HASH_SIZE], got[STORE_KEY_HASH_SIZE];
+  int rc = 0;
+  unsigned made = 0;
+  for (; made < IDX_N && rc == 0; made++) {
+    gtf_session(sid, made);
+    memset(h, (int)made, sizeof h);
+    rc = store_index_bind_key(x, sid, h);
+    if (rc == 0 &&
+        (store_index_key(x, sid, got) != 1 || memcmp(got, h, sizeof h) != 0))
+      rc = 1; /* reported bound, not found */
+    if (rc == -ENOMEM && store_index_key(x, sid, got) != 0)
+      rc = 1; /* reported failed, bound anyway */
+  }
+  /* Every entry made is found, and noted, without an allocation. */
+  for (unsigned i = 0; rc == 0 && i < made; i++) {
+    gtf_session(sid, i);
+    memset(h, 0xee, sizeof h);
+    uint64_t gen = 0;
+    if (store_index_note_gen(x, sid, 5) != 0 ||
+        store_index_bind_key(x, sid, h) != 0 ||
+        store_index_last_gen(x, sid, &gen) != 1 || gen != 5 ||
+        store_index_key(x, sid, got) != 1 || got[0] != (uint8_t)i)
+      rc = 1;
+  }
+  /* A resume hint for a new session: reported like a binding. */
+  if (rc == 0) {
+    uint64_t gen = 0;
+    gtf_session(sid, IDX_N + 1);
+    rc = store_index_note_gen(x, sid, 9);
+    if (rc == 0 && (store_index_last_gen(x, sid, &gen) != 1 || gen != 9))
+      rc = 1;
+    if (rc == -ENOMEM && store_index_last_gen(x, sid, &gen) != 0)
+      rc = 1;
+  }
+  store_index_free(x);
+  if (rc < 0)
+    *why = "store index entry not made";
+  return rc;
+}
+
+static void
+test_alloc_walk__store_index_reports_what_it_cannot_bind(void **state) {
+  (void)state;
+  walk("store index", op_index, NULL);
+}
+
+/* store_submit of a generation with a key: the key is bound when it
+ * returns 0 (the daemon's HELLO check for the session rests on that once
+ * its connection is gone), and a binding that cannot be made refuses the
+ * generation (-ENOMEM, the caller keeps it; the daemon ends the
+ * connection and the agent resends). The store's open and close stay out
+ * of the walk; its commit is in it (a failed commit is fine: the key is
+ * bound before the generation is queued). */
+typedef struct submit_walk {
+  unsigned run;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int done;
+} submit_walk;
+
+static void on_done_signal(void *ctx, store_gen *g) {
+  submit_walk *w = ctx;
+  store_gen_free(g);
+  pthread_mutex_lock(&w->lock);
+  w->done = 1;
+  pthread_cond_signal(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static int op_submit(void *ctx, const char **why) {
+  submit_walk *w = ctx;
+  long n = fa_pause();
+  char path[128];
+  snprintf(path, sizeof path, "%s/sub%u.db", dir, w->run++);
   store_config cfg = {0};
   cfg.path = path;
-  store *s;
+  store *s = NULL;
   char *cause = NULL;
-  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
+  if (store_open(&cfg, on_done_signal, w, &s, &cause) != 0) {
+    free(cause);
+    *why = "store_open failed outside the walk";
+    return 2;
+  }
+  sf_gen_opts o = {.session = 3, .gen = 1};
+  store_gen *g = sf_gen_new(&o);
+  uint8_t sid[16], got[STORE_KEY_HASH_SIZE];
+  memcpy(sid, g->session, sizeof sid);
+  g->has_key = 1;
+  memset(g->key_hash, 0x5a, sizeof g->key_hash);
+  w->done = 0;
+  fa_resume(n);
+  int rc = store_submit(s, g);
+  if (rc == 0) {
+    pthread_mutex_lock(&w->lock);
+    while (!w->done)
+      pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+  }
+  fa_pause();
+  int bound = store_session_key(s, sid, got);
   store_close(s);
-  walk("web start", op_web_start, path);
+  fa_unlink_db(path);
+  if (rc < 0) {
+    store_gen_free(g); /* refused: still the caller's */
+    *why = "store_submit refused the generation";
+    return rc == -ENOMEM ? rc : 3;
+  }
+  return bound == 1 && got[0] == 0x5a ? 0 : 1;
+}
+
+static void
+test_alloc_walk__store_submit_never_leaves_a_key_unbound(void **state) {
+  (void)state;
+  submit_walk w = {.run = 0};
+  pthread_mutex_init(&w.lock, NULL);
+  pthread_cond_init(&w.cond, NULL);
+  walk("store submit", op_submit, &w);
+  pthread_mutex_destroy(&w.lock);
+  pthread_cond_destroy(&w.cond);
+}
+
+/* store_open of a database that has sessions: each one's resume hint and
+ * key binding is in the index once the open returns 0; an index entry that
+ * cannot be made fails the open, cleanly (the walk checks the rest). */
+#define OPEN_SESSIONS 3
+
+static int op_open_sessions(void *ctx, const char **why) {
+  store *s = NULL;
+  int rc = open_walked(ctx, &s, why);
+  if (rc < 0)
+    return rc;
+  for (unsigned i = 0; i < OPEN_SESSIONS && rc == 0; i++) {
+    uint8_t sid[16], got[STORE_KEY_HASH_SIZE];
+    uint64_t gen = 0;
+    gtf_session(sid, 40 + i);
+    if (store_session_key(s, sid, got) != 1 || got[0] != (uint8_t)(0x40 + i) ||
+        store_last_gen(s, sid, &gen) != 1 || gen != 7 + i)
+      rc = 1; /* opened without it */
+  }
+  store_close(s);
+  return rc;
+}
+
+static void test_alloc_walk__store_open_loads_every_session(void **state) {
+  (void)state;
+  char path[128];
+  empty_db("sessions.db", path, sizeof path);
+  /* The rows as an earlier daemon left them: a last gen and a key. */
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  for (unsigned i = 0; i < OPEN_SESSIONS; i++) {
+    uint8_t sid[16], h[STORE_KEY_HASH_SIZE];
+    char hex[33];
+    gtf_session(sid, 40 + i);
+    gtp_session_hex(sid, hex);
+    memset(h, 0x40 + (int)i, sizeof h);
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "INSERT INTO sessions(session, service, host, pid,"
+                           " process_start_ns, agent_version, first_seen_ns,"
+                           " last_seen_ns, last_gen, key_hash)"
+                           " VALUES(?1, 'svc', 'h', 1, 1, 'v', 1, 1, ?2, ?3)",
+                           -1, &st, NULL),
+        SQLITE_OK);
+    sqlite3_bind_text(st, 1, hex, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, 7 + i);
+    sqlite3_bind_blob(st, 3, h, sizeof h, SQLITE_TRANSIENT);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  /* SQLite's allocations of an open are walked above (store open); here
+   * only the store's own, so the walk stays short. */
+  fa_sqlite_walk(0);
+  walk("store open with sessions", op_open_sessions, path);
+  fa_sqlite_walk(1);
+  fa_unlink_db(path);
 }
 
 static int list_cb(void *ctx, const hold_row *row) {
@@ -386,13 +593,7 @@ static int op_hold(void *ctx, const char **why) {
 static void test_alloc_walk__hold(void **state) {
   (void)state;
   char path[128];
-  snprintf(path, sizeof path, "%s/hold.db", dir);
-  store_config cfg = {0};
-  cfg.path = path;
-  store *s;
-  char *cause = NULL;
-  assert_int_equal(store_open(&cfg, on_done, NULL, &s, &cause), 0);
-  store_close(s);
+  empty_db("hold.db", path, sizeof path);
   walk("pin store", op_hold, path);
 }
 
@@ -446,11 +647,7 @@ static void test_alloc_walk__agent_start_stop(void **state) {
 
 static int setup(void **state) {
   (void)state;
-  /* tmpfs when there is one: thousands of database files are created and
-   * synced, and the walk is about memory, not disks. */
-  snprintf(dir, sizeof dir, "%s/gt-allocwalk-XXXXXX",
-           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-  if (!mkdtemp(dir))
+  if (fa_scratch_dir(dir, sizeof dir, "gt-allocwalk") != 0)
     return -1;
   gtf_spec s;
   gtf_spec_init(&s, 1, 7);
@@ -463,38 +660,14 @@ static int teardown(void **state) {
   gtp_wbuf_fini(&gen_bytes);
   char path[128];
   snprintf(path, sizeof path, "%s/web.db", dir);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/web.db-wal", dir);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/web.db-shm", dir);
-  unlink(path);
+  fa_unlink_db(path);
   rmdir(dir);
   return 0;
 }
 
-/* SQLite allocates through its own methods, out of the wrap's reach: route
- * them through the same counter, so store open and web start also walk
- * every allocation failure inside SQLite. */
-static sqlite3_mem_methods sqlite_real;
-
-static void *sqlite_fa_malloc(int n) {
-  return fa_should_fail() ? NULL : sqlite_real.xMalloc(n);
-}
-
-static void *sqlite_fa_realloc(void *p, int n) {
-  return fa_should_fail() ? NULL : sqlite_real.xRealloc(p, n);
-}
-
-static void hook_sqlite(void) {
-  sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sqlite_real);
-  sqlite3_mem_methods m = sqlite_real;
-  m.xMalloc = sqlite_fa_malloc;
-  m.xRealloc = sqlite_fa_realloc;
-  sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
-}
-
 int main(void) {
-  hook_sqlite();
+  /* Store open and web start walk every allocation inside SQLite too. */
+  fa_sqlite_hook(1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc_walk__generation_decoder),
       cmocka_unit_test(test_alloc_walk__event_check_in_the_summary),
@@ -502,6 +675,11 @@ int main(void) {
       cmocka_unit_test(test_alloc_walk__reassembly),
       cmocka_unit_test(test_alloc_walk__chrome_writer),
       cmocka_unit_test(test_alloc_walk__store_open),
+      cmocka_unit_test(
+          test_alloc_walk__store_index_reports_what_it_cannot_bind),
+      cmocka_unit_test(
+          test_alloc_walk__store_submit_never_leaves_a_key_unbound),
+      cmocka_unit_test(test_alloc_walk__store_open_loads_every_session),
       cmocka_unit_test(test_alloc_walk__web_start),
       cmocka_unit_test(test_alloc_walk__hold),
       cmocka_unit_test(test_alloc_walk__agent_start_stop),

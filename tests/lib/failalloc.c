@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -102,6 +105,51 @@ int fa_should_fail(void) {
   return 0;
 }
 
+static sqlite3_mem_methods sqlite_real;
+static atomic_int sqlite_walk;
+
+static void *sqlite_fa_malloc(int n) {
+  return atomic_load_explicit(&sqlite_walk, memory_order_relaxed) &&
+                 fa_should_fail()
+             ? NULL
+             : sqlite_real.xMalloc(n);
+}
+
+static void *sqlite_fa_realloc(void *p, int n) {
+  return atomic_load_explicit(&sqlite_walk, memory_order_relaxed) &&
+                 fa_should_fail()
+             ? NULL
+             : sqlite_real.xRealloc(p, n);
+}
+
+void fa_sqlite_hook(int on) {
+  atomic_store(&sqlite_walk, on);
+  sqlite3_config(SQLITE_CONFIG_GETMALLOC, &sqlite_real);
+  sqlite3_mem_methods m = sqlite_real;
+  m.xMalloc = sqlite_fa_malloc;
+  m.xRealloc = sqlite_fa_realloc;
+  sqlite3_config(SQLITE_CONFIG_MALLOC, &m);
+}
+
+void fa_sqlite_walk(int on) {
+  atomic_store(&sqlite_walk, on);
+}
+
+int fa_scratch_dir(char *dir, size_t cap, const char *prefix) {
+  snprintf(dir, cap, "%s/%s-XXXXXX",
+           access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", prefix);
+  return mkdtemp(dir) != NULL ? 0 : -1;
+}
+
+void fa_unlink_db(const char *path) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s-wal", path);
+  unlink(p);
+  snprintf(p, sizeof p, "%s-shm", path);
+  unlink(p);
+  unlink(path);
+}
+
 void *__wrap_malloc(size_t n) {
   void *p = fa_should_fail() ? NULL : __real_malloc(n);
   live_add(p);
@@ -192,7 +240,7 @@ int fa_walk_step(const char *name, fa_op op, void *ctx, long max, long step,
   const char *why = NULL;
   fa_arm(0);
   int rc = op(ctx, &why);
-  if (rc < 0) {
+  if (rc != 0) {
     fprintf(stderr, "%s: fails without injected failure: %d %s\n", name, rc,
             why ? why : "");
     rep->bad_rc = rc;
@@ -220,6 +268,10 @@ int fa_walk_step(const char *name, fa_op op, void *ctx, long max, long step,
       break;
     if (rc < 0 && why == NULL) {
       fprintf(stderr, "%s: allocation %ld failing gave %d without a message\n",
+              name, n, rc);
+      rep->bad_rc = rc;
+    } else if (rc > 0) { /* the operation saw a wrong result */
+      fprintf(stderr, "%s: allocation %ld failing gave a wrong result (%d)\n",
               name, n, rc);
       rep->bad_rc = rc;
     }

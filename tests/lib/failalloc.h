@@ -24,7 +24,9 @@
 #include <stddef.h>
 
 /* One run: 0 on success, or the negative code of a clean failure, with a
- * human message in *why (static or NULL). Must free all it allocated. */
+ * human message in *why (static or NULL), or a positive value when it saw
+ * a wrong result (a broken promise: fa_walk reports it as a bad code).
+ * Must free all it allocated. */
 typedef int (*fa_op)(void *ctx, const char **why);
 
 /* Fails the nth allocation from now (1-based); 0 disarms. */
@@ -47,6 +49,21 @@ void fa_exempt(int on);
 int fa_fired(void);
 /* Allocations seen since the last fa_arm. */
 long fa_seen(void);
+
+/* SQLite allocates through its own methods, out of the wrap's reach:
+ * fa_sqlite_hook (before any other SQLite call) routes them through the
+ * same counter, so a walk fails SQLite's allocations too while
+ * fa_sqlite_walk is on (on: the initial setting). */
+void fa_sqlite_hook(int on);
+void fa_sqlite_walk(int on);
+
+/* The walks' scratch files. fa_scratch_dir makes dir = a fresh directory
+ * named after prefix, on tmpfs when there is one (thousands of database
+ * files are created and synced, and a walk is about memory, not disks);
+ * 0 or -1. fa_unlink_db removes an SQLite database with its -wal and -shm
+ * files. */
+int fa_scratch_dir(char *dir, size_t cap, const char *prefix);
+void fa_unlink_db(const char *path);
 
 typedef struct fa_report {
   long runs;     /* operations run (failure points + the clean run) */

@@ -59,10 +59,17 @@ typedef struct gtf_spec {
   uint64_t dropped, evicted, rejected;
 } gtf_spec;
 
-/* Deterministic session id for session number n (never all zero). */
+/* Deterministic session id for session number n, distinct for every
+ * 32-bit n and never all zero. Byte 0 fixes n mod 256 (37 is odd, so
+ * n -> n * 37 is a bijection mod 256) and bytes 12..14 carry n's upper 24
+ * bits, so ids of n < 256 are the ones earlier tests were written with.
+ * Bytes 0 and 1 differ (their terms differ by 11), so never all zero. */
 static inline void gtf_session(uint8_t out[16], unsigned n) {
   for (unsigned i = 0; i < 16; i++)
     out[i] = (uint8_t)(0x5a ^ (n * 37u + i * 11u + 1u));
+  out[12] ^= (uint8_t)(n >> 8);
+  out[13] ^= (uint8_t)(n >> 16);
+  out[14] ^= (uint8_t)(n >> 24);
 }
 
 /* Fills a spec for session number n and generation gen: one-second

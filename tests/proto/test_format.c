@@ -256,6 +256,43 @@ static void test_wall_ns__equal_ticks_and_times_before_start(void **state) {
 
 /* ---------------------------------------------------------- session */
 
+/* The test fixture's session numbers (tests/proto/gen_fixture.h): one id
+ * per 32-bit number, shown by recovering the number from its id (an
+ * inverse exists only for an injective map) over every n below 2^20, a
+ * stride through the rest, and the edges; and never the all-zero id. */
+static unsigned fixture_session_number(const uint8_t id[16]) {
+  uint8_t base[16];
+  /* Byte 0 is 0x5a ^ (37 n + 1) mod 256; 37 * 173 = 1 mod 256. */
+  unsigned lo = (((unsigned)(id[0] ^ 0x5a) - 1u) * 173u) & 0xffu;
+  gtf_session(base, lo);
+  return lo | (unsigned)(id[12] ^ base[12]) << 8 |
+         (unsigned)(id[13] ^ base[13]) << 16 |
+         (unsigned)(id[14] ^ base[14]) << 24;
+}
+
+static void test_fixture__session_ids_differ_over_32_bits(void **state) {
+  (void)state;
+  static const uint8_t zero[16];
+  uint8_t id[16], again[16];
+  for (uint64_t n = 0; n <= UINT32_MAX;
+       n += n < (1u << 20) ? 1 : 65521 + (n & 0xff)) {
+    gtf_session(id, (unsigned)n);
+    if (fixture_session_number(id) != n || memcmp(id, zero, 16) == 0)
+      fail_msg("gtf_session(%llu) is not distinct", (unsigned long long)n);
+  }
+  const unsigned edge[] = {255,       256,      257,      65535,
+                           65536,     16777215, 16777216, UINT32_MAX - 256,
+                           UINT32_MAX};
+  for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+    gtf_session(id, edge[i]);
+    assert_int_equal(fixture_session_number(id), edge[i]);
+  }
+  /* The numbers the old fixture mixed up: n and n + 256. */
+  gtf_session(id, 1000);
+  gtf_session(again, 1000 + 256);
+  assert_memory_not_equal(id, again, 16);
+}
+
 static void test_session__hex_round_trip_and_bad_input(void **state) {
   (void)state;
   uint8_t s[16], back[16];
@@ -354,6 +391,7 @@ int main(void) {
       cmocka_unit_test(test_wall_ns__within_1us_over_a_1s_generation),
       cmocka_unit_test(test_wall_ns__equal_ticks_and_times_before_start),
       cmocka_unit_test(test_session__hex_round_trip_and_bad_input),
+      cmocka_unit_test(test_fixture__session_ids_differ_over_32_bits),
       cmocka_unit_test(test_spec__format_md_worked_example_is_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

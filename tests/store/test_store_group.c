@@ -8,8 +8,10 @@
 
 #include <cmocka.h>
 
+#include "gtp_error.h"
 #include "store_fixture.h"
 #include "store_fx.h"
+#include "store_read.h"
 #include "store_schema.h"
 
 static int64_t ms_since(int64_t t0) {
@@ -127,12 +129,13 @@ static void test_store_group__known_session_row_moves_forward(void **state) {
   assert_int_equal(last, 4);
 }
 
-/* A database whose generations_add trigger predates last_seen/last_gen in
- * it (an older build's) gets this build's body at open, so a known
- * session's row still moves forward with one write per generation; a
- * resend (duplicate) moves last_seen_ns too, though the trigger does not
- * fire for it. */
-static void test_store_group__older_trigger_is_replaced_at_open(void **state) {
+/* A version 6 database whose generations_add trigger predates
+ * last_seen/last_gen in it (an older build's, made here) is migrated to
+ * version 7 at open: it gets this build's body and keeps its rows as they
+ * were, so a known session's row still moves forward with one write per
+ * generation; a resend (duplicate) moves last_seen_ns too, though the
+ * trigger does not fire for it. */
+static void test_store_group__schema_6_trigger_is_migrated(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   open_store(f, &c);
@@ -148,14 +151,34 @@ static void test_store_group__older_trigger_is_replaced_at_open(void **state) {
                   " events = events + NEW.events, bytes = bytes + NEW.bytes,"
                   " lost = lost + NEW.dropped + NEW.evicted + NEW.rejected"
                   " WHERE id = NEW.session_id; END;"
-                  "UPDATE sessions SET last_seen_ns = 5"),
+                  "UPDATE sessions SET last_seen_ns = 5;"
+                  "UPDATE meta SET value = '6' WHERE key = 'schema_version'"),
       0);
+  int64_t events = sf_sql_int(f->dir.db, "SELECT events FROM sessions");
+  assert_true(events > 0);
+  /* Readers wait for the writer to migrate it. */
+  store_reader *r = NULL;
+  char *cause = NULL;
+  assert_int_equal(store_reader_open(f->dir.db, &r, &cause), GTP_E_VERSION);
+  free(cause);
   open_store(f, &c);
+  assert_int_equal(
+      sf_sql_int(f->dir.db,
+                 "SELECT value FROM meta WHERE key = 'schema_version'"),
+      STORE_SCHEMA_VERSION);
   assert_int_equal(sf_sql_int(f->dir.db,
                               "SELECT count(*) FROM sqlite_master WHERE"
                               " name = 'generations_add'"
-                              " AND sql LIKE '%last_gen%'"),
+                              " AND sql LIKE '%last_gen%'"
+                              " AND sql LIKE '%last_seen_ns%'"),
                    1);
+  /* The rows are as the older build left them. */
+  char q[160];
+  snprintf(q, sizeof q,
+           "SELECT count(*) FROM sessions WHERE gens = 1 AND last_gen = 1"
+           " AND last_seen_ns = 5 AND events = %lld",
+           (long long)events);
+  assert_int_equal(sf_sql_int(f->dir.db, q), 1);
   for (uint64_t g = 2; g <= 3; g++) {
     o.gen = g;
     assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
@@ -186,7 +209,7 @@ int main(void) {
       T(test_store_group__one_session_does_not_wait),
       T(test_store_group__small_payload_is_stored_raw),
       T(test_store_group__known_session_row_moves_forward),
-      T(test_store_group__older_trigger_is_replaced_at_open),
+      T(test_store_group__schema_6_trigger_is_migrated),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,9 @@
  * (store/store_rollup.c) against the raw per-generation rows: the summary
  * through rollups equals the raw one for random windows, after commits,
  * retention deletes under a pin, and the migration of a database made
- * without rollups; the invariant check catches a wrong rollup. */
+ * without rollups; the invariant check catches a wrong rollup; a commit's
+ * rollup (taken from memory) keys on the session row's service, not the
+ * HELLO's, on each of the commit's paths. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -320,6 +322,58 @@ test_store_rollup__schema_5_is_rolled_up_in_background(void **state) {
   assert_int_equal(check_all(f), 0);
 }
 
+/* The commit takes a generation's rollup from memory with the service of
+ * its session row (store_rollup_add_summary), which the first HELLO set:
+ * a later HELLO naming another service for the same session changes
+ * neither the row nor the rollup, whether the store knows the session's
+ * id (the check path) or not (after a reopen: the upsert path). A row whose
+ * service is too long to copy takes the read-back path. Each time, the
+ * rollups equal the raw rows. */
+static void
+test_store_rollup__a_session_rolls_up_under_its_row_service(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  open_store(f, &c);
+  sf_gen_opts o = {
+      .session = 40, .gen = 1, .start_ns = T0, .service = "checkout"};
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  o.service = "search";                  /* the same session, another service */
+  for (o.gen = 2; o.gen <= 3; o.gen++) { /* the id is cached: check path */
+    o.start_ns = T0 + (int64_t)o.gen * MIN;
+    assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  }
+  /* Session 41's first generation ends before it starts: no rollup. */
+  sf_gen_opts o41 = {
+      .session = 41, .gen = 1, .start_ns = T0, .service = "long"};
+  store_gen *g41 = sf_gen_new(&o41);
+  g41->end_ns = g41->start_ns - 1000;
+  assert_int_equal(sf_commit_one(f->s, &f->done, g41), 0);
+  store_close(f->s);
+  f->s = NULL;
+  /* Its row's service made longer than any HELLO's. */
+  assert_int_equal(
+      sf_sql_exec(f->dir.db, "UPDATE sessions SET service ="
+                             " printf('%.2000c', 'x') WHERE service = 'long'"),
+      SQLITE_OK);
+  f->done.n = 0;
+  open_store(f, &c); /* no id is cached any more: upsert path */
+  o.gen = 4;
+  o.start_ns = T0 + 4 * MIN;
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  o41.gen = 2; /* the read-back path */
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o41)), 0);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots WHERE"
+                        " service = 'search'"),
+                   0);
+  assert_int_equal(q(f, "SELECT sum(gens) FROM sum_slots WHERE"
+                        " service = 'checkout' AND name = 'request'"),
+                   4);
+  assert_int_equal(q(f, "SELECT sum(gens) FROM sum_slots WHERE"
+                        " length(service) = 2000 AND name = 'request'"),
+                   1);
+  assert_int_equal(check_all(f), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -332,6 +386,9 @@ int main(void) {
           teardown),
       cmocka_unit_test_setup_teardown(
           test_store_rollup__schema_5_is_rolled_up_in_background, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_store_rollup__a_session_rolls_up_under_its_row_service, setup,
           teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,93 @@
+/* fleet.h: what bench_fleet's parts share (bench/bench_fleet.c runs the
+ * servers and the load, bench/fleet_client.c is the agents' side in the
+ * worker processes, bench/fleet_report.c prints the figures): the options,
+ * the latency histogram and the results the workers write into memory
+ * shared with the parent. */
+#ifndef BENCH_FLEET_H
+#define BENCH_FLEET_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define RING 16           /* generations in flight per agent */
+#define HBUCKETS 2560     /* latency histogram (log-linear, microseconds) */
+#define DRAIN_MS 30000    /* outstanding ACKs get this long after the run */
+#define CONNECT_MS 120000 /* every agent must be welcomed within this */
+
+typedef struct opts {
+  unsigned agents, procs, events, seconds, connect_rate;
+  unsigned period_ms;
+  int idle, soak;
+  const char *server;      /* both, gentraced, bare */
+  const char *client_prio; /* idle, nice, normal (fleet_client_prio_check) */
+  const char *id;
+} opts;
+
+/* Log-linear latency histogram in microseconds (fleet_report.c). */
+typedef struct hist {
+  uint64_t n, max_us;
+  uint32_t b[HBUCKETS];
+} hist;
+
+void fleet_hist_add(hist *h, uint64_t us);
+void fleet_hist_merge(hist *to, const hist *from);
+/* The p-th percentile (0-100) in ms, from bucket values clamped to the max. */
+double fleet_hist_pct_ms(const hist *h, double p);
+
+/* One worker's results, in memory shared with the parent. */
+typedef struct wres {
+  volatile int welcomed_all; /* every agent of this worker has WELCOME */
+  volatile int done;         /* run over, outstanding ACKs waited for */
+  uint64_t welcomed, connect_fail, sent, acked, dup, refused, lost_conns;
+  uint64_t unacked, skipped, heartbeats;
+  uint64_t first_send_ns, last_ack_ns;
+  hist welcome, ack;
+} wres;
+
+typedef struct shared {
+  volatile int64_t go_ns; /* start of the run, set by the parent */
+  volatile int release;   /* workers may close and exit */
+  uint32_t *acked;        /* per agent: highest gen ACKed (contiguous) */
+  wres w[];
+} shared;
+
+/* Monotonic now in ns; a sleep of ms milliseconds. */
+int64_t fleet_now_ns(void);
+void fleet_sleep_ms(unsigned ms);
+
+/* 0 when name is a --client-prio the workers know, else -1. */
+int fleet_client_prio_check(const char *name);
+
+/* The worker process k of the load: connects agents first .. first+n-1 to
+ * 127.0.0.1:port, waits for sh->go_ns, sends, drains, reports into
+ * sh->w[k] and acked[], and exits when sh->release is set. Never returns. */
+void fleet_client_run(const opts *o, unsigned k, unsigned first, unsigned n,
+                      uint16_t port, const uint8_t salt[8], shared *sh,
+                      uint32_t *acked) __attribute__((noreturn));
+
+typedef struct result {
+  const char *name;
+  int ok; /* the run itself worked (agents connected, server alive) */
+  unsigned agents, welcomed;
+  uint64_t sent, acked, dup, refused, lost, unacked, skipped, connect_fail;
+  double cpu_s, wall_s, rss0_kib, rss_kib;
+  double us_per_gen, cpu_per_mev, core_pct, bytes_per_agent;
+  double io_bytes; /* written to storage during the run */
+  hist welcome, ack;
+  uint64_t missing, extra, checked; /* store verification (gentraced) */
+  int verified;
+  double client_cpu_s; /* the worker processes' CPU over the same span */
+  /* gentraced's own ACK latency (/metrics histograms, acklat.h) over the
+   * run: upper bounds of the buckets holding p50 and p99, ms. */
+  double d_ack50, d_ack99, d_commit50, d_commit99;
+  char load[64]; /* /proc/loadavg at the start and the end */
+} result;
+
+/* The details of one server's run on stderr. */
+void fleet_report_print(const opts *o, const result *r);
+/* The BENCH lines (stdout) of the run: gt is gentraced's result (want_gt),
+ * bare the same-run floor (want_bare; its figures print as nan without). */
+void fleet_report_bench(const opts *o, const result *gt, const result *bare,
+                        int want_bare, int want_gt);
+
+#endif
