@@ -603,8 +603,8 @@ static void test_ingest__generation_and_open_limits_are_enforced(void **st) {
 /* A generation within --max-gen-size that alone outgrows
  * --max-conn-buffer would be resent unchanged after every ERROR(LIMIT): it
  * is refused for good (TOOBIG with its gen) and the connection goes on. */
-static void test_ingest__generation_over_the_conn_buffer_is_refused_not_looped(
-    void **st) {
+static void
+test_ingest__generation_over_the_conn_buffer_is_refused_not_looped(void **st) {
   gtd d;
   const char *args[] = {"--max-gen-size", "256K", "--max-conn-buffer", "64K",
                         NULL};
