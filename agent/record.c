@@ -559,9 +559,10 @@ counter_slow(gt__thread *t, uint64_t stamp, const char *name, int64_t value) {
 }
 
 /* named_cmp for counters: the name's bytes compared, then the write. */
-static __attribute__((noinline)) void
-counter_cmp(gt__thread *t, uint64_t stamp, const gt__strcache_ent *e,
-            int64_t value, gt__buf *b, uint64_t now) {
+static __attribute__((noinline)) void counter_cmp(gt__thread *t, uint64_t stamp,
+                                                  const gt__strcache_ent *e,
+                                                  int64_t value, gt__buf *b,
+                                                  uint64_t now) {
   const char *name = e->key; /* the caller's: it checked */
   uint32_t id = gt__strcache_get(e, name, stamp);
   if (UNLIKELY(id == 0)) {
@@ -872,8 +873,7 @@ void gt_task_end(uint64_t task) {
     task_end_slow(t, stamp, task);
     return;
   }
-  put_done(b,
-           put_task_id(put_head_at(b, GTP_EV_TASK_END, now), task));
+  put_done(b, put_task_id(put_head_at(b, GTP_EV_TASK_END, now), task));
   leave(t);
 }
 
