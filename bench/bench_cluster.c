@@ -5,7 +5,8 @@
  * that did not ingest it (cold and warm cache).
  *
  *   bench_cluster [--agents A] [--threads T] [--seconds S] [--reps R]
- *                 [--c1-mib M] [--daemons MAX] [--smoke]
+ *                 [--c1-mib M] [--daemons MAX] [--uploads-baseline]
+ *                 [--c1-only] [--smoke]
  *
  * Design (numbered invariants of the measurement):
  *  1. Every configuration (sqlite, shared-1 .. shared-MAX) starts fresh
@@ -35,10 +36,17 @@
  *  4. C1: one protocol connection per daemon sends M/N MiB of prebuilt
  *     generations (1 MiB of LOG events with random messages each, so the
  *     stored bytes equal the sent ones: the store's own rate, not zstd's
- *     gain) with at most 64 unACKed at once (more than a 32 MiB segment:
- *     segments close by size, not by age); the figure is MiB ACKed per
- *     second (an ACK on the shared store means the segment is stored and
- *     its rows committed), from the first byte to the last ACK.
+ *     gain) with at most 64 unACKed at once (an agent's default 64 MiB
+ *     spool; also the daemon's default --max-conn-buffer); the figure is
+ *     MiB ACKed per second (an ACK on the shared store means the segment
+ *     is stored and its rows committed), from the first byte to the last
+ *     ACK. Also MiB per daemon CPU-second (the figure a loaded machine
+ *     moves least), and the daemons' S3 PUT and catalog errors so far (a
+ *     slow run with errors was the servers refusing, then backoff).
+ *  4b. --uploads-baseline adds one more configuration to every round,
+ *     shared-1-k1: one shared daemon with --segment-uploads 1 (one segment
+ *     PUT at a time, the writer before pipelining), the same-run "before"
+ *     figure of the pipelined default.
  *  5. Window latency: after the ladder, one more trial at a fixed rate
  *     (--window-rate, default 600,000 events/s in all: the same windows for
  *     every configuration) with 250 ms generations; then a fresh daemon on
@@ -53,9 +61,12 @@
  * Environment: GENTRACE_CATALOG, GENTRACE_OBJECTS, GENTRACE_CLUSTER_DIR
  * and AWS_* from scripts/cluster-up (make bench-cluster starts and stops
  * one); BENCH_CLUSTER_SEGMENT_AGE (--segment-max-age, default the
- * daemon's 2s). --smoke: one round, one short trial per configuration at a
- * fixed low rate, a few MiB of C1 and the window fetches; exit 1 on any
- * exactness failure (for make check), never on a figure.
+ * daemon's 2s), BENCH_CLUSTER_SEGMENT_SIZE (--segment-max-size) and
+ * BENCH_CLUSTER_SEGMENT_UPLOADS (--segment-uploads), each the daemon's
+ * default when unset. --c1-only: C1 alone (no B1 ladder, no windows), for
+ * quick looks at the segment path. --smoke: one round, one short trial per
+ * configuration at a fixed low rate, a few MiB of C1 and the window fetches;
+ * exit 1 on any exactness failure (for make check), never on a figure.
  */
 #include "config.h"
 
@@ -96,7 +107,7 @@ typedef struct opts {
   unsigned agents, threads, reps, maxd;
   double seconds, start_rate, window_rate;
   size_t c1_mib;
-  int smoke;
+  int smoke, c1_only, k1;
 } opts;
 
 /* ------------------------------------------------------------ the fleet */
@@ -104,6 +115,7 @@ typedef struct opts {
 typedef struct fleet {
   int n;           /* daemons */
   int shared;      /* 0: one daemon on SQLite */
+  int k1;          /* shared with --segment-uploads 1 (--uploads-baseline) */
   gtd d[MAXD + 1]; /* [n]: the window reader, when started */
   char obj[256];
   char tag[64];
@@ -113,18 +125,29 @@ static int fleet_start_one(fleet *f, int i) {
   char id[96];
   snprintf(id, sizeof id, "%s-%d", f->tag, i);
   const char *age = getenv("BENCH_CLUSTER_SEGMENT_AGE");
+  const char *size = getenv("BENCH_CLUSTER_SEGMENT_SIZE");
+  const char *ups = f->k1 ? "1" : getenv("BENCH_CLUSTER_SEGMENT_UPLOADS");
   const char *sqlite_args[] = {"--max-conns-per-ip", "100000", NULL};
-  const char *shared_args[] = {"--max-conns-per-ip",
-                               "100000",
-                               "--catalog",
-                               getenv("GENTRACE_CATALOG"),
-                               "--objects",
-                               f->obj,
-                               "--daemon-id",
-                               id,
-                               "--segment-max-age",
-                               age ? age : "2s",
-                               NULL};
+  const char *shared_args[16] = {"--max-conns-per-ip",
+                                 "100000",
+                                 "--catalog",
+                                 getenv("GENTRACE_CATALOG"),
+                                 "--objects",
+                                 f->obj,
+                                 "--daemon-id",
+                                 id,
+                                 "--segment-max-age",
+                                 age ? age : "2s",
+                                 NULL};
+  int na = 10;
+  if (size) {
+    shared_args[na++] = "--segment-max-size";
+    shared_args[na++] = size;
+  }
+  if (ups) {
+    shared_args[na++] = "--segment-uploads";
+    shared_args[na++] = ups;
+  }
   if (gtd_init(&f->d[i]) < 0 ||
       gtd_start(&f->d[i], f->shared ? shared_args : sqlite_args, NULL) < 0) {
     fprintf(stderr, "bench_cluster: %s daemon %d did not start\n", f->tag, i);
@@ -133,12 +156,13 @@ static int fleet_start_one(fleet *f, int i) {
   return 0;
 }
 
-static int fleet_start(fleet *f, int n, int shared, unsigned round) {
+static int fleet_start(fleet *f, int n, int shared, int k1, unsigned round) {
   memset(f, 0, sizeof *f);
   f->n = n;
   f->shared = shared;
-  snprintf(f->tag, sizeof f->tag, "cl%ld-r%u-%s%d", (long)getpid(), round,
-           shared ? "s" : "q", n);
+  f->k1 = k1;
+  snprintf(f->tag, sizeof f->tag, "cl%ld-r%u-%s%d%s", (long)getpid(), round,
+           shared ? "s" : "q", n, k1 ? "k1" : "");
   /* A prefix per configuration: each one's segments and sessions apart. */
   snprintf(f->obj, sizeof f->obj, "%s/%s", getenv("GENTRACE_OBJECTS"), f->tag);
   for (int i = 0; i < n; i++)
@@ -525,8 +549,19 @@ static double c1_run(fleet *f, size_t mib, unsigned round, trial *cpu) {
             f->tag);
   else
     rate = (double)bytes / (1 << 20) / el;
-  fprintf(stderr, "bench_cluster: C1 %s: %.1f MiB in %.2f s\n", f->tag,
-          (double)bytes / (1 << 20), el);
+  /* Retried requests (a slow run is often the servers refusing under
+   * load, then backoff): the daemons' S3 PUT and catalog errors so far. */
+  int64_t put_err = 0, pg_err = 0;
+  for (int i = 0; f->shared && i < f->n; i++) {
+    put_err +=
+        gtd_metric(&f->d[i], "gentrace_shared_s3_errors_total{op=\"put\"}");
+    pg_err += gtd_metric(
+        &f->d[i], "gentrace_shared_pg_errors_total{kind=\"unavailable\"}");
+  }
+  fprintf(stderr,
+          "bench_cluster: C1 %s: %.1f MiB in %.2f s (daemons so far: S3 PUT "
+          "errors %" PRId64 ", catalog unavailable %" PRId64 ")\n",
+          f->tag, (double)bytes / (1 << 20), el, put_err, pg_err);
 out:
   for (int i = 0; i < f->n; i++) {
     if (k[i].c.fd > 0)
@@ -645,15 +680,21 @@ typedef struct cfgres {
 } cfgres;
 
 /* One configuration: n daemons (shared) or SQLite (n = 1, shared = 0). */
-static int run_config(const opts *o, int n, int shared, unsigned round,
+static int run_config(const opts *o, int n, int shared, int k1, unsigned round,
                       cfgres *out) {
   fleet f;
   static sessions ss;
   memset(out, 0, sizeof *out);
   ss.n = 0;
   int rc = -1;
-  if (fleet_start(&f, n, shared, round) < 0)
+  if (fleet_start(&f, n, shared, k1, round) < 0)
     goto done;
+  if (o->c1_only) {
+    out->c1 = c1_run(&f, o->c1_mib, round, &out->c1cpu);
+    out->ok = out->c1 > 0;
+    rc = 0;
+    goto done;
+  }
   b1res r;
   if (b1_ladder(&f, o, &r) < 0)
     goto done;
@@ -697,12 +738,15 @@ static double median(double *v, unsigned n) {
 static void usage(void) {
   fprintf(stderr, "usage: bench_cluster [--agents A] [--threads T] "
                   "[--seconds S] [--reps R] [--c1-mib M] [--daemons MAX] "
-                  "[--start RATE] [--window-rate RATE] [--smoke]\n");
+                  "[--start RATE] [--window-rate RATE] [--uploads-baseline] "
+                  "[--c1-only] [--smoke]\n");
 }
 
 int main(int argc, char **argv) {
-  opts o = {6, 1, 3, MAXD, 2, 1e6, 6e5, 192, 0};
+  opts o = {6, 1, 3, MAXD, 2, 1e6, 6e5, 192, 0, 0, 0};
   const bench_opt table[] = {{"--smoke", BENCH_FLAG, &o.smoke},
+                             {"--c1-only", BENCH_FLAG, &o.c1_only},
+                             {"--uploads-baseline", BENCH_FLAG, &o.k1},
                              {"--agents", BENCH_UNSIGNED, &o.agents},
                              {"--threads", BENCH_UNSIGNED, &o.threads},
                              {"--seconds", BENCH_DOUBLE, &o.seconds},
@@ -739,17 +783,24 @@ int main(int argc, char **argv) {
   printf("# bench_cluster: agents=%u threads=%u seconds=%.1f reps=%u "
          "c1=%zuMiB load average %.1f %.1f %.1f\n",
          o.agents, o.threads, o.seconds, o.reps, o.c1_mib, la[0], la[1], la[2]);
-  /* [0] SQLite, [n] n shared daemons; per round. */
-  static cfgres res[64][MAXD + 1];
+  /* [0] SQLite, [n] n shared daemons, [maxd + 1] shared-1-k1 (with
+   * --uploads-baseline); per round. */
+  static cfgres res[64][MAXD + 2];
+  unsigned ncfg = o.maxd + (o.k1 ? 1 : 0);
   int failures = 0;
   for (unsigned r = 0; r < o.reps; r++)
-    for (unsigned n = 0; n <= o.maxd; n++) {
+    for (unsigned n = 0; n <= ncfg; n++) {
       cfgres *c = &res[r][n];
-      if (run_config(&o, n ? (int)n : 1, n > 0, r, c) < 0 || !c->ok)
+      int k1 = n > o.maxd;
+      if (run_config(&o, n && !k1 ? (int)n : 1, n > 0, k1, r, c) < 0 || !c->ok)
         failures++;
       trial *t = &c->at;
       char name[16];
-      snprintf(name, sizeof name, n ? "shared-%u" : "sqlite", n);
+      snprintf(name, sizeof name,
+               k1  ? "shared-1-k1"
+               : n ? "shared-%u"
+                   : "sqlite",
+               n);
       double ev = c->b1 * o.seconds / 1e6;
       printf(
           "# round %u %-8s B1 %9.0f ev/s  C1 %6.1f MiB/s  CPU s/Mev "
@@ -775,13 +826,14 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
   /* Medians over the rounds, per configuration. */
-  double m[MAXD + 1][12];
-  for (unsigned n = 0; n <= o.maxd; n++) {
-    double v[12][64];
+  double m[MAXD + 2][14];
+  for (unsigned n = 0; n <= ncfg; n++) {
+    double v[14][64];
     for (unsigned r = 0; r < o.reps; r++) {
       cfgres *c = &res[r][n];
       double ev = c->b1 * o.seconds / 1e6;
-      double x[12] = {
+      double mib = (double)c->c1cpu.written / (1 << 20);
+      double x[14] = {
           c->b1,
           c->c1,
           ev > 0 ? c->at.daemons / ev : 0,
@@ -800,46 +852,63 @@ int main(int argc, char **argv) {
                                   (c->c1cpu.daemons + c->c1cpu.pg +
                                    c->c1cpu.s3 + c->c1cpu.agents) /
                                   c->c1cpu.wall
-                            : 0};
-      for (int k = 0; k < 12; k++)
+                            : 0,
+          c->c1cpu.daemons > 0 ? mib / c->c1cpu.daemons : 0,
+          c->c1cpu.daemons + c->c1cpu.pg + c->c1cpu.s3 > 0
+              ? mib / (c->c1cpu.daemons + c->c1cpu.pg + c->c1cpu.s3)
+              : 0};
+      for (int k = 0; k < 14; k++)
         v[k][r] = x[k];
     }
-    for (int k = 0; k < 12; k++)
+    for (int k = 0; k < 14; k++)
       m[n][k] = median(v[k], o.reps);
   }
   const char *med = o.reps > 1 ? "median" : "one-run";
-  for (unsigned n = 1; n <= o.maxd; n++) {
+  for (unsigned n = 1; n <= ncfg; n++) {
+    char nm[16];
+    unsigned nd = n > o.maxd ? 1 : n;
+    snprintf(nm, sizeof nm, n > o.maxd ? "1-k1" : "%u", n);
     double q = m[0][0], s = m[n][0];
     /* Rounds whose best trial's agents fell behind their pace (the
      * figure is then the rate they delivered, late). */
     unsigned lim = 0, limq = 0;
     for (unsigned r = 0; r < o.reps; r++)
       lim += res[r][n].agent_limit, limq += res[r][0].agent_limit;
-    printf("BENCH id=B1-shared-%u value=%.0f unit=events/s(zero-loss,%s,"
+    if (o.c1_only)
+      goto c1;
+    printf("BENCH id=B1-shared-%s value=%.0f unit=events/s(zero-loss,%s,"
            "agents=%u,threads=%u,daemons=%u,agent-limited=%u/%u,"
            "sqlite-agent-limited=%u/%u) baseline=sqlite:%.0f ratio=%.2f "
            "bar=0.50 pass=%d\n",
-           n, s, med, o.agents, o.threads, n, lim, o.reps, limq, o.reps, q,
+           nm, s, med, o.agents, o.threads, nd, lim, o.reps, limq, o.reps, q,
            q > 0 ? s / q : 0, q > 0 && s >= q / 2);
-    printf("BENCH id=B1-shared-%u_cpu value=%.3f unit=cpu-s/Mevents(daemons,"
+    printf("BENCH id=B1-shared-%s_cpu value=%.3f unit=cpu-s/Mevents(daemons,"
            "pg=%.3f,s3=%.3f,agents=%.3f,busy=%.0f%%) baseline=sqlite:%.3f "
            "ratio=%.2f bar=none pass=1\n",
-           n, m[n][2], m[n][3], m[n][4], m[n][5], m[n][6], m[0][2],
+           nm, m[n][2], m[n][3], m[n][4], m[n][5], m[n][6], m[0][2],
            m[0][2] > 0 ? m[n][2] / m[0][2] : 0);
-    q = m[0][1], s = m[n][1];
-    printf("BENCH id=C1-shared-%u value=%.1f unit=MiB/s(acked,%s,daemons=%u,"
-           "busy=%.0f%%,sqlite-busy=%.0f%%) baseline=sqlite:%.1f ratio=%.2f "
-           "bar=0.50 pass=%d\n",
-           n, s, med, n, m[n][11], m[0][11], q, q > 0 ? s / q : 0,
-           q > 0 && s >= q / 2);
     static const char *const wn[] = {"cold_p50", "cold_p99", "warm_p50",
                                      "warm_p99"};
     for (int k = 0; k < 4; k++)
-      printf("BENCH id=window-other-daemon-%u_%s value=%.1f unit=ms(%s,"
+      printf("BENCH id=window-other-daemon-%s_%s value=%.1f unit=ms(%s,"
              "session-window) baseline=sqlite:%.1f ratio=%.2f bar=none "
              "pass=1\n",
-             n, wn[k], m[n][7 + k], med, m[0][7 + k],
+             nm, wn[k], m[n][7 + k], med, m[0][7 + k],
              m[0][7 + k] > 0 ? m[n][7 + k] / m[0][7 + k] : 0);
+  c1:
+    q = m[0][1], s = m[n][1];
+    printf("BENCH id=C1-shared-%s value=%.1f unit=MiB/s(acked,%s,daemons=%u,"
+           "busy=%.0f%%,sqlite-busy=%.0f%%) baseline=sqlite:%.1f ratio=%.2f "
+           "bar=0.50 pass=%d\n",
+           nm, s, med, nd, m[n][11], m[0][11], q, q > 0 ? s / q : 0,
+           q > 0 && s >= q / 2);
+    /* Per daemon CPU-second: the figure that a loaded machine moves
+     * least (its own CPU, not the wall clock). */
+    printf("BENCH id=C1-shared-%s_per_cpu value=%.1f unit=MiB/daemon-cpu-s"
+           "(%s,all-servers=%.1f) baseline=sqlite:%.1f ratio=%.2f bar=none "
+           "pass=1\n",
+           nm, m[n][12], med, m[n][13], m[0][12],
+           m[0][12] > 0 ? m[n][12] / m[0][12] : 0);
   }
   if (failures)
     fprintf(stderr, "bench_cluster: %d configuration run(s) failed\n",

@@ -198,6 +198,9 @@ static const opt opts[] = {
      "ACKs wait for it (default 2s)."},
     {"segment-max-size", OPT_SIZE, O(segment_max_bytes), 65536, 1ull << 30,
      "SIZE", "Shared store: close a segment at this size (default 32M)."},
+    {"segment-uploads", OPT_UINT, O(segment_uploads), 1, 16, "N",
+     "Shared store: segment uploads in flight at once, each on its own "
+     "connection; catalog commits and ACKs stay in order (default 4)."},
     {"orphan-grace", OPT_DURATION, O(orphan_grace_ns), 1000000000,
      86400000000000ull, "DURATION",
      "Shared store: delete segment objects nobody cataloged (a daemon "

@@ -71,7 +71,8 @@ typedef struct conf {
   char *daemon_id; /* names this daemon's segment objects */
   int64_t segment_max_age_ns;
   uint64_t segment_max_bytes;
-  int64_t orphan_grace_ns; /* 0: the store's default (10 minutes) */
+  uint64_t segment_uploads; /* PUTs in flight at once (default 4) */
+  int64_t orphan_grace_ns;  /* 0: the store's default (10 minutes) */
   /* Retention pins (POST /v1/pins). */
   char *admin_token;         /* NULL = pins cannot be written; owned */
   char *admin_token_file;    /* --admin-token-file; owned */

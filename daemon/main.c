@@ -326,6 +326,7 @@ int main(int argc, char **argv) {
   stcfg.shared.daemon_id = c.daemon_id;
   stcfg.shared.max_age_ms = (uint32_t)(c.segment_max_age_ns / 1000000);
   stcfg.shared.max_bytes = c.segment_max_bytes;
+  stcfg.shared.uploads = (uint32_t)c.segment_uploads; /* 0: default 4 */
   stcfg.shared.zstd_level = 1;
   stcfg.shared.test_commit_delay_ms = (uint32_t)c.test_store_delay_ms;
   /* The storage threads are created with the boost (they inherit this

@@ -93,12 +93,29 @@ static void gen_start_of(const conn *c, uint64_t gen, gtp_gen_start *s) {
 
 /* Open generations only drain through GEN_END, so pausing reads cannot
  * help: a connection holding more open than it may buffer is closed
- * (ERROR LIMIT). 0, or -1 when it was closed. */
+ * (ERROR LIMIT, no gen: the agent resends everything unACKed). One
+ * generation that alone outgrows the buffer would come back the same on
+ * every resend, so it is refused instead (ERROR TOOBIG with its gen: the
+ * agent drops and counts it) and the connection goes on. That happens
+ * when --max-conn-buffer is below --max-gen-size, or a generation of
+ * exactly --max-gen-size meets a buffer of the same size (its header is
+ * counted too). 0, or -1 when it was closed. */
 static int check_open_bytes(conn *c) {
   ingest *ing = c->ing;
   uint64_t open = 0;
-  for (opengen *o = c->gens; o != NULL; o = o->next)
+  opengen *largest = NULL;
+  for (opengen *o = c->gens; o != NULL; o = o->next) {
     open += o->buf.len;
+    if (largest == NULL || o->buf.len > largest->buf.len)
+      largest = o;
+  }
+  if (largest != NULL && largest->buf.len > ing->cfg.max_conn_buffer) {
+    CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
+    open -= largest->buf.len;
+    gen_reject(c, largest, GTP_E_TOOBIG,
+               "generation exceeds the per-connection buffer");
+    open += largest->buf.len;
+  }
   if (open > ing->cfg.max_conn_buffer) {
     CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
     ingest_conn_close(c, GTP_E_LIMIT, 0, 0,

@@ -70,6 +70,7 @@ type client struct {
 	deadline time.Time
 
 	// Early sending (early.go).
+	earlyChunks int      // full chunks that make a batch (earlyBatch)
 	aborts      []uint64 // generations to abort on the live connection
 	earlySent   uint64   // Stats.EarlyChunks
 	earlyAborts uint64   // Stats.Aborts
@@ -104,6 +105,7 @@ func Start(cfg Config) error {
 		return err
 	}
 	c.sp.limit = r.spoolBytes
+	c.earlyChunks = earlyBatch(r.spoolBytes)
 	c.split = newSplitter(c)
 	c.edge.startMono, c.edge.startReal = monoNow(), realNow()
 	if r.flight != nil {
@@ -351,8 +353,8 @@ func (c *client) data(p []byte) {
 				return
 			}
 			g.mem += size
-			if n > 0 {
-				c.poke() // a full chunk: the sender may send it now (early.go)
+			if n > 0 && n-g.early >= c.earlyChunks {
+				c.poke() // a batch of full chunks: the sender may send them now (early.go)
 			}
 			if size == chunkSize {
 				g.chunks = append(g.chunks, c.sp.chunk())

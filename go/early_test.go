@@ -161,7 +161,7 @@ func TestEarly_sealWhileSendingSendsEachChunkOnce(t *testing.T) {
 	}
 	var wire bytes.Buffer
 	bw := bufio.NewWriter(&wire)
-	if err := writeChunks(bw, &wire, g.num, chunks); err != nil {
+	if err := writeChunks(bw, &wire, g.num, chunks, nil); err != nil {
 		t.Fatal(err)
 	}
 	bw.Flush()
@@ -213,6 +213,37 @@ func TestEarly_sealedWhileSendingIsNotEvicted(t *testing.T) {
 	}
 	c.earlyDone(g, len(chunks), true)
 	if g.early != 6 {
+		t.Fatalf("early %d", g.early)
+	}
+}
+
+// The sender is woken for early chunks once a batch of them is full (1 MiB
+// with the default spool), not for every chunk, and takes the whole batch.
+func TestEarly_fullChunksWaitForABatch(t *testing.T) {
+	if earlyBatch(64<<20) != 8 || earlyBatch(8<<20) != 8 || earlyBatch(4<<20) != 4 || earlyBatch(1<<20) != 1 {
+		t.Fatalf("earlyBatch: %d %d %d %d", earlyBatch(64<<20), earlyBatch(8<<20), earlyBatch(4<<20), earlyBatch(1<<20))
+	}
+	c := newTestClient(64 << 20)
+	c.earlyChunks = earlyBatch(c.sp.limit)
+	c.begin(1)
+	// 16 + 32 + 64 KiB, then 128 KiB chunks: 7 full ones and one started.
+	c.data(make([]byte, firstChunkSize*(1+2+4)+4*chunkSize+1))
+	if len(c.wake) != 0 {
+		t.Fatal("the sender was woken for fewer than a batch of chunks")
+	}
+	if g, _ := c.earlyWork(); g != nil {
+		t.Fatal("fewer than a batch of chunks went early")
+	}
+	c.data(make([]byte, chunkSize)) // the eighth is full
+	if len(c.wake) != 1 {
+		t.Fatal("a full batch did not wake the sender")
+	}
+	g, chunks := c.earlyWork()
+	if g == nil || len(chunks) != 8 {
+		t.Fatalf("early work: %d chunks", len(chunks))
+	}
+	c.earlyDone(g, len(chunks), true)
+	if g.early != 8 {
 		t.Fatalf("early %d", g.early)
 	}
 }

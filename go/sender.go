@@ -315,7 +315,7 @@ func (c *client) session(addr string) (welcomed bool, err error) {
 		closing, dl := c.closing, c.deadline
 		c.mu.Unlock()
 		if eg != nil {
-			err := writeChunks(bw, conn, eg.num, early)
+			err := writeChunks(bw, conn, eg.num, early, nil)
 			if err == nil {
 				err = bw.Flush()
 			}
@@ -433,19 +433,21 @@ func writeFrame(bw *bufio.Writer, typ byte, p []byte) error {
 // writeGen sends one generation: a BATCH frame per GOTRACE chunk (from
 // chunk from on: those before went early, early.go), one with the CLOCK
 // record, then GEN_END with the manifest over exactly those records in that
-// order. Its fields are immutable once sealed except the ledger, fixed
-// before the first send (spool invariant 1).
+// order, in one writev. Its fields are immutable once sealed except the
+// ledger, fixed before the first send (spool invariant 1).
 func writeGen(bw *bufio.Writer, conn io.Writer, g *goGen, from int) error {
 	clock := clockRecord(&g.clock)
 	m := computeManifest(g.chunks, g.crcs, clock)
-	if err := writeChunks(bw, conn, g.num, g.chunks[from:]); err != nil {
-		return err
-	}
-	if err := writeFrame(bw, frBatch, append(binaryGen(nil, g.num), clock...)); err != nil {
-		return err
-	}
-	if err := writeFrame(bw, frGenEnd, genEndPayload(g.num, m, g.dropped, g.evicted, g.rejected)); err != nil {
+	tail := appendFrame(nil, frBatch, append(binaryGen(nil, g.num), clock...))
+	tail = appendFrame(tail, frGenEnd, genEndPayload(g.num, m, g.dropped, g.evicted, g.rejected))
+	if err := writeChunks(bw, conn, g.num, g.chunks[from:], tail); err != nil {
 		return err
 	}
 	return bw.Flush()
+}
+
+// appendFrame appends a whole frame (header and payload) to b.
+func appendFrame(b []byte, typ byte, p []byte) []byte {
+	b = append(b, byte(len(p)), byte(len(p)>>8), byte(len(p)>>16), byte(len(p)>>24), typ)
+	return append(b, p...)
 }

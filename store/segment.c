@@ -1,31 +1,43 @@
 /* segment.c: the shared store's writer (see segment.h).
  *
- * Owns: the catalog (pg_cat), one S3 client for the uploader thread, the
+ * Owns: the catalog (pg_cat), one S3 client per uploader thread, the
  * packer and uploader threads, the submit queue, the open segment, the
  * queue of closed segments, pending rejected counts, stats and health.
  *
  * Flow: segment_submit appends to q. The packer pops generations in
  * arrival order, compresses each (zstd, kept raw when that does not
  * shrink it), appends the bytes to the open segment with an index entry,
- * frees the raw payload, and closes the segment on size or age; a closed
- * segment goes to upq (at most SEG_UPQ). The uploader takes upq's head,
- * appends the index footer, PUTs the object (retrying), commits its
- * catalog rows in one transaction (retrying), then calls done() for each
- * generation in arrival order.
+ * frees the raw payload, and closes the segment on size or age, or early
+ * when it is idle with an uploader free (seg_idle_close); a closed
+ * segment gets the next close number and goes to upq (at most uploads + 1
+ * segments, in close order). K = cfg.uploads uploader threads share upq:
+ * each takes the oldest segment nobody is uploading, appends its index
+ * footer and PUTs the object (retrying), so up to K PUTs are in flight
+ * and they may finish in any order. Committing is one role at a time:
+ * whichever uploader finds upq's head PUT (and nobody committing) commits
+ * its catalog rows in one transaction (retrying), calls done() for each
+ * generation in arrival order, and drops it from upq; a segment whose PUT
+ * finished first waits in upq for the ones before it. A latency-bound
+ * store (one PUT is mostly waiting on the object server) thus keeps K
+ * uploads and one commit going at once instead of one step at a time.
  *
- * States of a generation: q -> open segment -> upq -> PUT -> catalog
- * commit -> done(). Of the store: running -> closing (set by
- * segment_close: the packer drains q and closes the open segment, the
- * uploader drains upq, giving up after close_wait_ms on an unreachable
- * store) -> stopped.
+ * States of a generation: q -> open segment -> upq (WAITING -> PUTTING
+ * -> PUT) -> catalog commit at upq's head -> done(). Of the store:
+ * running -> closing (set by segment_close: the packer drains q and closes
+ * the open segment, the uploaders drain upq, giving up after close_wait_ms
+ * on an unreachable store) -> stopped.
  *
  * Invariants:
  *   1. done() MUST run only after the object PUT returned 2xx and the
  *      catalog COMMIT returned, otherwise an ACKed generation could vanish
  *      with this machine.
- *   2. Segments MUST be uploaded and committed one at a time in close order
- *      and generations committed in arrival order, otherwise a session's
- *      generations could take seqs out of order.
+ *   2. Uploads may finish in any order, but catalog commits and done()
+ *      MUST happen one segment at a time, in close order (only upq's head
+ *      commits, and only once its PUT is over), and generations in arrival
+ *      order within a segment, otherwise a session's generations could
+ *      take seqs out of order, or a later generation be ACKed while an
+ *      earlier one could still be lost. Checked: each commit's close
+ *      number is the last committed one plus 1.
  *   3. A retried commit MUST reuse the same object name, otherwise a COMMIT
  *      whose reply was lost would catalog the generations twice; with the
  *      same name pg_cat reports them as resends. The one exception: the
@@ -34,13 +46,19 @@
  *   4. segment_submit and segment_note_rejected MUST only take the lock
  *      (never wait for the network), otherwise the daemon's loop would
  *      stall while a store is down.
- *   5. upq MUST stay bounded (SEG_UPQ), otherwise an unreachable S3 would
- *      let compressed copies pile up beside the queued raw payloads.
+ *   5. upq MUST stay bounded (uploads + 1 segments, counted in
+ *      segment_scratch_bytes and so in --max-buffer), otherwise an
+ *      unreachable S3 would let compressed copies pile up beside the
+ *      queued raw payloads.
  *   6. An entry of a parsed footer MUST lie inside the data part, otherwise
  *      a damaged object would send readers past the end.
  *   7. A generation's summary rows MUST be committed in its catalog
  *      transaction (pg_sum.h), otherwise an ACKed generation could be
  *      missing from /v1/search and /v1/summary on every daemon.
+ *   8. Each segment in upq MUST be PUT by one uploader only (WAITING ->
+ *      PUTTING under the lock) and its S3 client MUST be that uploader's
+ *      own, otherwise two threads would share one curl handle. Checked:
+ *      at most K segments are PUTTING.
  */
 #include "config.h" /* _GNU_SOURCE: asprintf */
 
@@ -57,13 +75,17 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "check.h"
 #include "crc32c.h"
 #include "gtp_error.h"
 #include "pg_cat.h"
 #include "pg_sum.h"
 #include "store_schema.h"
 
-#define SEG_UPQ 2
+#define SEG_UPLOADS_DEFAULT 4
+#define SEG_UPLOADS_MAX 16
+#define SEG_UPQ_MAX (SEG_UPLOADS_MAX + 1)
+#define SEG_IDLE_NS (100 * 1000000LL) /* seg_idle_close */
 #define SEG_BACKOFF_MIN_MS 100
 #define SEG_BACKOFF_MAX_MS 5000
 #define SEG_REJ_MAX 1024
@@ -83,7 +105,25 @@ typedef struct seg {
   uint64_t sum_bytes;
   size_t n, ncap;
   int64_t deadline_ns; /* monotonic: close by then */
+  int64_t last_ns;     /* monotonic: when its last generation went in */
+  /* Upload state, protected by the store's lock once in upq: */
+  int state;      /* SEG_WAITING, SEG_PUTTING, SEG_PUT */
+  int put_rc;     /* SEG_PUT: 0, or the code its PUT gave up with */
+  uint64_t no;    /* close number: 1, 2, ... (invariant 2) */
+  int64_t put_ns; /* monotonic, when its PUT began (commit_ns stats) */
+  char key[256];  /* object name of the last PUT */
 } seg;
+
+enum { SEG_WAITING, SEG_PUTTING, SEG_PUT };
+enum { SEG_S3, SEG_PG }; /* the two sides of health */
+
+typedef struct uploader {
+  struct segment_store *s;
+  s3 *up; /* this thread's own client (invariant 8) */
+  int idx;
+  pthread_t t;
+  int started;
+} uploader;
 
 typedef struct rej {
   uint8_t session[16];
@@ -96,12 +136,12 @@ struct segment_store {
   char *catalog, *daemon_id, *objects, *endpoint, *region, *akey, *skey;
   char *prefix; /* "" or "dir/": the start of every object key */
   pg_cat *cat;
-  s3 *up;           /* uploader thread only */
+  uploader *ups;    /* K = cfg.uploads of them */
   sum_carry *carry; /* packer thread only: spans across edges */
   int no_summary;   /* GENTRACE_BENCH_NO_SUMMARY, as store.c */
   store_done_fn done;
   void *ctx;
-  pthread_t packer, uploader;
+  pthread_t packer;
 
   pthread_mutex_t lock;
   pthread_cond_t q_cond;  /* q grew, or closing */
@@ -111,15 +151,21 @@ struct segment_store {
   /* Protected by lock: */
   store_gen **q;
   size_t qhead, qn, qcap;
-  seg *upq[SEG_UPQ];
+  seg *upq[SEG_UPQ_MAX]; /* close order; cfg.uploads + 1 at most */
   int upn;
+  int putting;           /* segments PUTTING (invariant 8) */
+  int committing;        /* an uploader holds the commit role */
+  uint64_t closed_no;    /* close number of the last closed segment */
+  uint64_t committed_no; /* ... of the last committed one (invariant 2) */
+  int64_t flush_after;   /* monotonic: next rejected-count flush */
   int closing, packer_done;
   int64_t close_ns; /* monotonic, when closing began */
   rej rej[SEG_REJ_MAX];
   int nrej;
   store_stats st;
-  int unhealthy;
-  char reason[384];
+  int unhealthy; /* down[0] || down[1] */
+  int down[2];   /* SEG_S3, SEG_PG: the last call to that side failed */
+  char reason[2][384];
   uint64_t seg_counter;
 };
 
@@ -156,25 +202,26 @@ static void seg_log(segment_store *s, const char *level, const char *fmt, ...) {
           level, kv);
 }
 
-/* Records the outcome of a store call for segment_health and logs the
- * transitions only (an outage is one line, not one per retry). */
-static void seg_health(segment_store *s, int rc, const char *cause) {
+/* Records the outcome of a call to one side (SEG_S3, SEG_PG) for
+ * segment_health, and logs the transitions of the whole only (an outage is
+ * one line, not one per retry). Per side, because uploads and commits run
+ * at once: a PUT that succeeds while the catalog is down must not report
+ * the store healthy. */
+static void seg_health(segment_store *s, int side, int rc, const char *cause) {
   pthread_mutex_lock(&s->lock);
   int was = s->unhealthy;
-  if (rc < 0) {
-    s->unhealthy = 1;
-    snprintf(s->reason, sizeof s->reason, "%s", cause ? cause : "unavailable");
-  } else {
-    s->unhealthy = 0;
-    s->reason[0] = '\0';
-  }
+  s->down[side] = rc < 0;
+  snprintf(s->reason[side], sizeof s->reason[side], "%s",
+           rc < 0 ? (cause ? cause : "unavailable") : "");
+  s->unhealthy = s->down[SEG_S3] || s->down[SEG_PG];
+  int now = s->unhealthy;
   pthread_mutex_unlock(&s->lock);
-  if (rc < 0 && !was)
+  if (now && !was)
     seg_log(s, "error",
             "msg=\"shared store unavailable; not ACKing, "
             "retrying\" err=\"%s\"",
             cause ? cause : "");
-  else if (rc == 0 && was)
+  else if (!now && was)
     seg_log(s, "info", "msg=\"shared store available again\"");
 }
 
@@ -207,12 +254,18 @@ static uint64_t seg_scratch;
 /* Segments built and not yet freed (open, closed or uploading). */
 static uint64_t seg_alive;
 
-static int seg_reserve(seg *g, size_t more) {
-  if (g->len + more <= g->cap)
+/* Makes room for more bytes. Doubling stops at soft (0: no limit), the
+ * size a full segment needs: a 32 MiB segment would otherwise hold 64 MiB
+ * of buffer while it waits in upq. */
+static int seg_reserve(seg *g, size_t more, size_t soft) {
+  size_t need = g->len + more;
+  if (need <= g->cap)
     return 0;
   size_t cap = g->cap ? g->cap : 1 << 16;
-  while (cap < g->len + more)
+  while (cap < need)
     cap *= 2;
+  if (soft && cap > soft)
+    cap = need > soft ? need + (need >> 4) : soft;
   uint8_t *b = realloc(g->buf, cap);
   if (!b)
     return -ENOMEM;
@@ -225,7 +278,7 @@ static int seg_reserve(seg *g, size_t more) {
 /* Appends the index footer and trailer to the data part. */
 static int seg_footer(seg *g) {
   size_t flen = 8 + 4 + g->n * SEG_ENTRY_BYTES + 4;
-  if (seg_reserve(g, flen + SEG_TRAILER_BYTES) < 0)
+  if (seg_reserve(g, flen + SEG_TRAILER_BYTES, 0) < 0)
     return -ENOMEM;
   uint8_t *f = g->buf + g->len;
   memcpy(f, SEG_MAGIC, 8);
@@ -332,7 +385,9 @@ static int seg_add(segment_store *s, seg *sg, ZSTD_CCtx *cctx, store_gen *g) {
     sg->ncap = nc;
   }
   size_t bound = ZSTD_compressBound(g->len);
-  if (seg_reserve(sg, bound > g->len ? bound : g->len) < 0)
+  /* Room for a full segment plus its last generation and the footer. */
+  size_t soft = (size_t)s->cfg.max_bytes + ((size_t)s->cfg.max_bytes >> 4);
+  if (seg_reserve(sg, bound > g->len ? bound : g->len, soft) < 0)
     return -ENOMEM;
   uint8_t *dst = sg->buf + sg->len;
   size_t n = 0;
@@ -377,11 +432,14 @@ static int seg_add(segment_store *s, seg *sg, ZSTD_CCtx *cctx, store_gen *g) {
   return 0;
 }
 
-/* Hands a closed segment to the uploader, waiting for room (invariant 5). */
+/* Hands a closed segment to the uploaders, waiting for room (invariant
+ * 5); its close number fixes its commit turn (invariant 2). */
 static void seg_push(segment_store *s, seg *sg) {
   pthread_mutex_lock(&s->lock);
-  while (s->upn == SEG_UPQ)
+  while (s->upn >= (int)s->cfg.uploads + 1)
     pthread_cond_wait(&s->room, &s->lock);
+  sg->state = SEG_WAITING;
+  sg->no = ++s->closed_no;
   s->upq[s->upn++] = sg;
   pthread_cond_signal(&s->up_cond);
   pthread_mutex_unlock(&s->lock);
@@ -393,6 +451,29 @@ static void abs_deadline(struct timespec *ts, int64_t mono_deadline) {
   ts->tv_nsec = (long)(mono_deadline % 1000000000LL);
 }
 
+/* Under s->lock: 1 when the open segment should close before its size or
+ * age, because nothing else is waiting to go in (q is empty), an uploader
+ * is free to PUT it now, and it is worth an object of its own: a quarter
+ * of max_bytes, or a 64th once no generation came for SEG_IDLE_NS. An
+ * agent that has as much unACKed as its connection allows (the daemon's
+ * --max-conn-buffer, the agent's spool) sends nothing more until an ACK:
+ * without this its bytes would sit in the open segment while the
+ * uploaders idle, and the end of a burst would wait out the age limit. A
+ * fleet trickling small generations stays on the age limit (S3 bills per
+ * request: at most one PUT per max_bytes / 64 comes from this). */
+static int seg_idle_close(const segment_store *s, const seg *cur) {
+  if (s->cfg.no_idle_close || s->qn > 0 || cur->len < s->cfg.max_bytes / 64 ||
+      s->upn >= (int)s->cfg.uploads + 1)
+    return 0;
+  int waiting = 0;
+  for (int i = 0; i < s->upn; i++)
+    waiting += s->upq[i]->state == SEG_WAITING;
+  if (s->putting + waiting >= (int)s->cfg.uploads)
+    return 0;
+  return cur->len >= s->cfg.max_bytes / 4 ||
+         mono_ns() - cur->last_ns >= SEG_IDLE_NS;
+}
+
 static void *packer_main(void *arg) {
   segment_store *s = arg;
   ZSTD_CCtx *cctx = ZSTD_createCCtx();
@@ -400,11 +481,16 @@ static void *packer_main(void *arg) {
   int64_t age_ns = (int64_t)s->cfg.max_age_ms * 1000000LL;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (s->qn == 0 && !s->closing &&
-           !(cur && mono_ns() >= cur->deadline_ns)) {
+    while (
+        s->qn == 0 && !s->closing &&
+        !(cur && (mono_ns() >= cur->deadline_ns || seg_idle_close(s, cur)))) {
       if (cur) {
         struct timespec ts;
-        abs_deadline(&ts, cur->deadline_ns);
+        int64_t until = cur->deadline_ns;
+        if (!s->cfg.no_idle_close && cur->len >= s->cfg.max_bytes / 64 &&
+            cur->last_ns + SEG_IDLE_NS < until)
+          until = cur->last_ns + SEG_IDLE_NS; /* seg_idle_close */
+        abs_deadline(&ts, until);
         pthread_cond_timedwait(&s->q_cond, &s->lock, &ts);
       } else {
         pthread_cond_wait(&s->q_cond, &s->lock);
@@ -427,14 +513,17 @@ static void *packer_main(void *arg) {
         s->st.queued_bytes -= g->len;
         pthread_mutex_unlock(&s->lock);
         s->done(s->ctx, g);
-      } else if (cur->len >= s->cfg.max_bytes) {
-        seg_push(s, cur);
-        cur = NULL;
+      } else {
+        cur->last_ns = mono_ns(); /* seg_idle_close */
+        if (cur->len >= s->cfg.max_bytes) {
+          seg_push(s, cur);
+          cur = NULL;
+        }
       }
       pthread_mutex_lock(&s->lock);
       continue;
     }
-    if (cur) { /* aged, or closing with q drained */
+    if (cur) { /* aged, idle (seg_idle_close), or closing with q drained */
       pthread_mutex_unlock(&s->lock);
       seg_push(s, cur);
       cur = NULL;
@@ -445,7 +534,7 @@ static void *packer_main(void *arg) {
       break;
   }
   s->packer_done = 1;
-  pthread_cond_signal(&s->up_cond);
+  pthread_cond_broadcast(&s->up_cond);
   pthread_mutex_unlock(&s->lock);
   ZSTD_freeCCtx(cctx);
   return NULL;
@@ -498,8 +587,9 @@ static void seg_flush_rejected(segment_store *s) {
 /* After one attempt of an upload step (rc, *cause): reports the health,
  * and says whether to stop trying: 1 when it succeeded or the store is
  * closing (seg_backoff), 0 after waiting out the backoff (*cause freed). */
-static int seg_attempt_over(segment_store *s, int rc, char **cause, int *ms) {
-  seg_health(s, rc, *cause);
+static int seg_attempt_over(segment_store *s, int side, int rc, char **cause,
+                            int *ms) {
+  seg_health(s, side, rc, *cause);
   if (rc == 0)
     return 1;
   free(*cause);
@@ -507,28 +597,50 @@ static int seg_attempt_over(segment_store *s, int rc, char **cause, int *ms) {
   return seg_backoff(s, ms);
 }
 
-static void seg_upload(segment_store *s, seg *sg) {
-  int64_t t0 = mono_ns();
-  char key[256];
+/* Names the object (unique across daemons by the daemon id, across
+ * restarts by the wall clock) and PUTs it through up, retrying until it is
+ * stored or the store gave up at close. */
+static int seg_put_named(segment_store *s, s3 *up, seg *sg) {
   pthread_mutex_lock(&s->lock);
-  uint64_t no = ++s->seg_counter;
+  uint64_t name_no = ++s->seg_counter;
   pthread_mutex_unlock(&s->lock);
+  snprintf(sg->key, sizeof sg->key,
+           "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts", s->prefix,
+           s->daemon_id, real_ns(), name_no);
+  int ms = SEG_BACKOFF_MIN_MS;
+  char *cause = NULL;
+  for (;;) {
+    int rc = s3_put(up, sg->key, sg->buf, sg->len, &cause);
+    if (seg_attempt_over(s, SEG_S3, rc, &cause, &ms)) {
+      free(cause);
+      return rc;
+    }
+  }
+}
+
+/* The PUT step of an uploader: footer, then the object. */
+static int seg_put(segment_store *s, s3 *up, seg *sg) {
+  sg->put_ns = mono_ns();
+  if (s->cfg.test_put_delay_ms && sg->no == s->cfg.test_put_delay_seg) {
+    /* Tests: hold this segment's PUT back so later ones finish first. */
+    struct timespec ts = {.tv_sec = s->cfg.test_put_delay_ms / 1000,
+                          .tv_nsec = (long)(s->cfg.test_put_delay_ms % 1000) *
+                                     1000000L};
+    nanosleep(&ts, NULL);
+  }
   int rc = seg_footer(sg);
+  return rc < 0 ? rc : seg_put_named(s, up, sg);
+}
+
+/* The commit step, for upq's head only (invariant 2): catalogs the
+ * segment's generations (retrying), then done() for each. */
+static void seg_commit(segment_store *s, s3 *up, seg *sg) {
+  int rc = sg->put_rc;
   int ms = SEG_BACKOFF_MIN_MS;
   char *cause = NULL;
   pg_cat_gen *cg = NULL;
   if (rc == 0 && !(cg = calloc(sg->n, sizeof *cg)))
     rc = -ENOMEM;
-again:
-  /* Unique across daemons (daemon id) and restarts (wall clock). */
-  snprintf(key, sizeof key, "%ssegments/%s/%019" PRId64 "-%06" PRIu64 ".gts",
-           s->prefix, s->daemon_id, real_ns(), no);
-  while (rc == 0) {
-    rc = s3_put(s->up, key, sg->buf, sg->len, &cause);
-    if (seg_attempt_over(s, rc, &cause, &ms))
-      break;
-    rc = 0;
-  }
   if (rc == 0) {
     for (size_t i = 0; i < sg->n; i++)
       cg[i] = (pg_cat_gen){.g = sg->gens[i],
@@ -536,33 +648,31 @@ again:
                            .len = sg->ix[i].len,
                            .codec = sg->codec[i],
                            .sum = sg->sums[i]};
-    ms = SEG_BACKOFF_MIN_MS;
     for (;;) {
       /* Same key on every attempt (invariant 3). */
-      rc = pg_cat_commit_segment(s->cat, key, sg->len, s->daemon_id, cg, sg->n,
-                                 &cause);
+      rc = pg_cat_commit_segment(s->cat, sg->key, sg->len, s->daemon_id, cg,
+                                 sg->n, &cause);
       if (rc == GTP_E_NOTFOUND) {
         /* The orphan sweep deleted the object while this daemon could not
          * reach the catalog: put it again under a new name. */
         seg_log(s, "warn",
                 "msg=\"segment swept as an orphan before its commit; "
                 "uploading again\" object=\"%s\"",
-                key);
+                sg->key);
         free(cause);
         cause = NULL;
-        rc = 0;
         ms = SEG_BACKOFF_MIN_MS;
-        pthread_mutex_lock(&s->lock);
-        no = ++s->seg_counter;
-        pthread_mutex_unlock(&s->lock);
-        goto again;
+        rc = seg_put_named(s, up, sg);
+        if (rc < 0)
+          break;
+        continue;
       }
-      if (seg_attempt_over(s, rc, &cause, &ms))
+      if (seg_attempt_over(s, SEG_PG, rc, &cause, &ms))
         break;
     }
   }
   free(cause);
-  int64_t took = mono_ns() - t0;
+  int64_t took = mono_ns() - sg->put_ns;
   uint64_t bytes = 0, ndup = 0, nnew = 0;
   for (size_t i = 0; i < sg->n; i++) {
     store_gen *g = sg->gens[i];
@@ -592,41 +702,85 @@ again:
     seg_log(s, "error",
             "msg=\"shared store: segment given up at close\" "
             "object=\"%s\" gens=%zu err=\"%s\"",
-            key, sg->n, gtp_strerror(rc));
+            sg->key, sg->n, gtp_strerror(rc));
   for (size_t i = 0; i < sg->n; i++) /* invariant 1: after COMMIT */
     s->done(s->ctx, sg->gens[i]);
   free(cg);
 }
 
-static void *uploader_main(void *arg) {
-  segment_store *s = arg;
-  for (;;) {
-    pthread_mutex_lock(&s->lock);
-    while (s->upn == 0 && !s->packer_done) {
-      struct timespec ts;
-      abs_deadline(&ts, mono_ns() + 1000000000LL);
-      pthread_cond_timedwait(&s->up_cond, &s->lock, &ts);
-      if (s->nrej > 0)
-        break;
-    }
-    seg *sg = s->upn > 0 ? s->upq[0] : NULL;
-    int stop = !sg && s->packer_done;
-    int flush = s->nrej > 0;
-    pthread_mutex_unlock(&s->lock);
-    if (flush)
-      seg_flush_rejected(s);
-    if (stop)
-      break;
-    if (!sg)
-      continue;
-    seg_upload(s, sg); /* invariant 2: one at a time, in order */
-    pthread_mutex_lock(&s->lock);
-    memmove(s->upq, s->upq + 1, (size_t)(s->upn - 1) * sizeof *s->upq);
-    s->upn--;
-    pthread_cond_signal(&s->room);
-    pthread_mutex_unlock(&s->lock);
-    seg_free(sg);
+/* Under s->lock: the state checks of invariants 2, 5 and 8. */
+static void seg_check_invariants(const segment_store *s) {
+  int putting = 0;
+  for (int i = 0; i < s->upn; i++) {
+    GTP_ASSERT(s->upq[i]->no == s->committed_no + 1 + (uint64_t)i);
+    putting += s->upq[i]->state == SEG_PUTTING;
   }
+  GTP_ASSERT(putting == s->putting);
+  GTP_ASSERT(s->putting <= (int)s->cfg.uploads);
+  GTP_ASSERT(s->upn <= (int)s->cfg.uploads + 1);
+}
+
+static void *uploader_main(void *arg) {
+  uploader *u = arg;
+  segment_store *s = u->s;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    if (u->idx == 0 && s->nrej > 0 && mono_ns() >= s->flush_after) {
+      pthread_mutex_unlock(&s->lock);
+      seg_flush_rejected(s);
+      pthread_mutex_lock(&s->lock);
+      /* A failed flush put its counts back: try again in a second. */
+      s->flush_after = s->nrej > 0 ? mono_ns() + 1000000000LL : 0;
+      continue;
+    }
+    seg *head = s->upn > 0 ? s->upq[0] : NULL;
+    if (head && head->state == SEG_PUT && !s->committing) {
+      s->committing = 1;
+      seg_check_invariants(s);
+      pthread_mutex_unlock(&s->lock);
+      seg_commit(s, u->up, head);
+      pthread_mutex_lock(&s->lock);
+      GTP_ASSERT(s->upq[0] == head && head->no == s->committed_no + 1);
+      s->committed_no = head->no;
+      memmove(s->upq, s->upq + 1, (size_t)(s->upn - 1) * sizeof *s->upq);
+      s->upn--;
+      s->committing = 0;
+      seg_check_invariants(s);
+      pthread_cond_broadcast(&s->room);
+      pthread_cond_broadcast(&s->up_cond); /* the next head may be PUT */
+      pthread_cond_signal(&s->q_cond);     /* room: seg_idle_close */
+      pthread_mutex_unlock(&s->lock);
+      seg_free(head);
+      pthread_mutex_lock(&s->lock);
+      continue;
+    }
+    seg *next = NULL;
+    for (int i = 0; i < s->upn && !next; i++)
+      if (s->upq[i]->state == SEG_WAITING)
+        next = s->upq[i];
+    if (next) {
+      next->state = SEG_PUTTING; /* invariant 8: this thread's alone */
+      s->putting++;
+      seg_check_invariants(s);
+      pthread_mutex_unlock(&s->lock);
+      int rc = seg_put(s, u->up, next);
+      pthread_mutex_lock(&s->lock);
+      next->put_rc = rc;
+      next->state = SEG_PUT;
+      s->putting--;
+      seg_check_invariants(s);
+      pthread_cond_signal(&s->q_cond); /* an uploader is free: seg_idle_close */
+      if (next != s->upq[0])
+        pthread_cond_broadcast(&s->up_cond);
+      continue;
+    }
+    if (s->upn == 0 && s->packer_done)
+      break;
+    struct timespec ts;
+    abs_deadline(&ts, mono_ns() + 1000000000LL);
+    pthread_cond_timedwait(&s->up_cond, &s->lock, &ts);
+  }
+  pthread_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -670,9 +824,11 @@ static int seg_id_ok(const char *id) {
 void segment_close(segment_store *s);
 
 /* Frees what segment_open made, once the threads are gone (or never
- * ran): the uploader's S3 handle, the strings, the queue, the locks. */
+ * ran): the uploaders' S3 handles, the strings, the queue, the locks. */
 static void segment_free(segment_store *s) {
-  s3_close(s->up);
+  for (uint32_t i = 0; s->ups && i < s->cfg.uploads; i++)
+    s3_close(s->ups[i].up);
+  free(s->ups);
   sum_carry_free(s->carry);
   free(s->prefix);
   free(s->q);
@@ -708,6 +864,10 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
     s->cfg.zstd_level = 3;
   if (!s->cfg.close_wait_ms)
     s->cfg.close_wait_ms = 10000;
+  if (!s->cfg.uploads)
+    s->cfg.uploads = SEG_UPLOADS_DEFAULT;
+  if (s->cfg.uploads > SEG_UPLOADS_MAX)
+    s->cfg.uploads = SEG_UPLOADS_MAX;
   s->done = done;
   s->ctx = ctx;
   s->no_summary = getenv("GENTRACE_BENCH_NO_SUMMARY") != NULL;
@@ -750,7 +910,8 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
   pthread_cond_init(&s->wake, &ca);
   pthread_condattr_destroy(&ca);
   s->carry = sum_carry_new();
-  if (!s->daemon_id || !s->carry) {
+  s->ups = calloc(s->cfg.uploads, sizeof *s->ups);
+  if (!s->daemon_id || !s->carry || !s->ups) {
     rc = -ENOMEM;
     goto fail_alloc;
   }
@@ -763,48 +924,58 @@ int segment_open(const segment_config *cfg, store_done_fn done, void *ctx,
       *cause = NULL;
     goto fail_alloc;
   }
-  rc = s3_open(&s->cfg.s3, &s->up, cause);
+  rc = s3_open(&s->cfg.s3, &s->ups[0].up, cause);
   if (rc < 0)
     goto fail_alloc;
   {
     /* Keys in the catalog are bucket-relative (prefix included): reopen on
-     * the bucket's root. */
+     * the bucket's root, one client per uploader (invariant 8). */
     s3_config root = s->cfg.s3;
-    char *url = s3_root_url(s->up);
-    s->prefix = strdup(s3_prefix(s->up));
-    s3_close(s->up);
-    s->up = NULL;
+    char *url = s3_root_url(s->ups[0].up);
+    s->prefix = strdup(s3_prefix(s->ups[0].up));
+    s3_close(s->ups[0].up);
+    s->ups[0].up = NULL;
     root.url = url;
-    rc = url && s->prefix ? s3_open(&root, &s->up, cause) : -ENOMEM;
+    rc = url && s->prefix ? 0 : -ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < s->cfg.uploads; i++)
+      rc = s3_open(&root, &s->ups[i].up, cause);
     free(url);
     if (rc < 0)
       goto fail_alloc;
   }
   /* Both stores must answer now: a typo or a dead server is an error at
    * start, not a daemon that accepts and never ACKs. */
-  rc = s3_check(s->up, cause);
+  rc = s3_check(s->ups[0].up, cause);
   if (rc < 0)
     goto fail_s3;
   rc = pg_cat_open(s->catalog, 4, &s->cat, cause);
   if (rc < 0)
     goto fail_s3;
   pg_cat_set_test_delay(s->cat, s->cfg.test_commit_delay_ms);
-  if (pthread_create(&s->uploader, NULL, uploader_main, s) != 0) {
-    rc = -EAGAIN;
-    goto fail_cat;
+  for (uint32_t i = 0; i < s->cfg.uploads; i++) {
+    uploader *u = &s->ups[i];
+    u->s = s;
+    u->idx = (int)i;
+    if (pthread_create(&u->t, NULL, uploader_main, u) != 0) {
+      rc = -EAGAIN;
+      goto fail_threads;
+    }
+    u->started = 1;
   }
   if (pthread_create(&s->packer, NULL, packer_main, s) != 0) {
-    pthread_mutex_lock(&s->lock);
-    s->packer_done = 1;
-    pthread_cond_signal(&s->up_cond);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->uploader, NULL);
     rc = -EAGAIN;
-    goto fail_cat;
+    goto fail_threads;
   }
   *out = s;
   return 0;
-fail_cat:
+fail_threads:
+  pthread_mutex_lock(&s->lock);
+  s->packer_done = 1;
+  pthread_cond_broadcast(&s->up_cond);
+  pthread_mutex_unlock(&s->lock);
+  for (uint32_t i = 0; i < s->cfg.uploads; i++)
+    if (s->ups[i].started)
+      pthread_join(s->ups[i].t, NULL);
   pg_cat_close(s->cat);
 fail_s3:
 fail_alloc:
@@ -822,7 +993,8 @@ void segment_close(segment_store *s) {
   pthread_cond_broadcast(&s->wake);
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->packer, NULL);
-  pthread_join(s->uploader, NULL);
+  for (uint32_t i = 0; i < s->cfg.uploads; i++)
+    pthread_join(s->ups[i].t, NULL);
   seg_flush_rejected(s);
   pg_cat_close(s->cat);
   segment_free(s);
@@ -917,7 +1089,8 @@ int segment_health(segment_store *s, char *reason, size_t cap) {
   pthread_mutex_lock(&s->lock);
   int bad = s->unhealthy;
   if (cap)
-    snprintf(reason, cap, "%s", bad ? s->reason : "");
+    snprintf(reason, cap, "%s",
+             s->down[SEG_S3] ? s->reason[SEG_S3] : s->reason[SEG_PG]);
   pthread_mutex_unlock(&s->lock);
   return bad ? GTP_E_UNAVAIL : 0;
 }

@@ -9,10 +9,17 @@
  * 0 (new), 1 (already stored: a resend) or a negative code.
  *
  * A segment closes after max_age_ms (counted from its first generation) or
- * once it holds max_bytes, whichever comes first, and on segment_close.
+ * once it holds max_bytes, whichever comes first, and on segment_close;
+ * also early when no generation waits behind it and an uploader is free,
+ * once it holds a quarter of max_bytes (or a 64th after 100 ms without a
+ * new generation): an agent at its unACKed limit then gets its ACKs
+ * without waiting out the age.
  * Object layout (docs/STORAGE.md): the generations' stored bytes back to
  * back, then an index footer (segment_index_parse reads it back), so an
  * object explains itself without the catalog.
+ *
+ * Up to `uploads` closed segments are PUT at once; their catalog commits
+ * and done() still run one segment at a time in close order.
  *
  * While S3 or PostgreSQL is unreachable the segment waits and retries with
  * backoff (100 ms doubling to 5 s); generations behind it stay queued and
@@ -42,8 +49,16 @@ typedef struct segment_config {
   int zstd_level;         /* 0 = 3 */
   uint32_t close_wait_ms; /* segment_close retries an unreachable store this
                              long, then fails what is left; 0 = 10000 */
+  uint32_t uploads;       /* segment PUTs in flight at once, each on its
+                             own thread and connection; commits stay in
+                             close order; 0 = 4, at most 16 */
   uint32_t test_commit_delay_ms; /* tests: stall each catalog commit after
                                     its seqs are taken (a late commit) */
+  int no_idle_close;             /* tests: close on size and age only, never
+                                    early when idle (see segment.c) */
+  uint32_t test_put_delay_ms;    /* tests: hold back the PUT of the
+                                    test_put_delay_seg-th closed segment */
+  uint64_t test_put_delay_seg;   /* (1-based; 0 = none) by this long */
   void (*log)(void *ctx, const char *kv); /* logfmt body; NULL = stderr */
   void *log_ctx;
 } segment_config;

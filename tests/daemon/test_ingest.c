@@ -600,6 +600,44 @@ static void test_ingest__generation_and_open_limits_are_enforced(void **st) {
   finish(&d);
 }
 
+/* A generation within --max-gen-size that alone outgrows
+ * --max-conn-buffer would be resent unchanged after every ERROR(LIMIT): it
+ * is refused for good (TOOBIG with its gen) and the connection goes on. */
+static void
+test_ingest__generation_over_the_conn_buffer_is_refused_not_looped(void **st) {
+  gtd d;
+  const char *args[] = {"--max-gen-size", "256K", "--max-conn-buffer", "64K",
+                        NULL};
+  start(&d, args, NULL);
+  gtc c;
+  gtp_welcome w;
+  gtf_spec s;
+  gtc_gen g;
+  uint64_t gen;
+  int code;
+  spec(&s, 16, 1);
+  assert_int_equal(gtc_connect(&c, d.agent_port), 0);
+  assert_int_equal(gtc_hello(&c, &s, NULL, &w), 0);
+  assert_int_equal(gtc_gen_build_random(&g, &s, 2, 1), 0);
+  assert_true(g.body.len > 65536 && g.body.len < 262144);
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  gtc_gen_fini(&g);
+  assert_int_equal(gtc_read_reply(&c, &gen, &code, GTC_TIMEOUT_MS), 2);
+  assert_int_equal(gen, 1);
+  assert_int_equal(code, GTP_E_TOOBIG);
+  spec(&s, 16, 2);
+  assert_int_equal(gtc_gen_build(&g, &s), 0);
+  assert_int_equal(gtc_send_gen(&c, &g), 0);
+  gtc_gen_fini(&g);
+  expect_ack(&c, 2);
+  assert_int_equal(gen_rows(d.db, 1), 0);
+  assert_int_equal(
+      gtd_metric(&d, "gentrace_limit_hits_total{limit=\"max-conn-buffer\"}"),
+      1);
+  gtc_close(&c);
+  finish(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
@@ -617,6 +655,9 @@ int main(void) {
           test_ingest__second_connection_of_a_session_replaces_first, teardown),
       cmocka_unit_test_teardown(test_ingest__max_connections_refuses_with_limit,
                                 teardown),
+      cmocka_unit_test_teardown(
+          test_ingest__generation_over_the_conn_buffer_is_refused_not_looped,
+          teardown),
       cmocka_unit_test_teardown(
           test_ingest__sigterm_acks_complete_generations_then_goodbye,
           teardown),

@@ -75,7 +75,8 @@ static segment_store *open_seg(acks *a, uint64_t max_bytes, uint32_t age_ms,
                         .daemon_id = id,
                         .max_bytes = max_bytes,
                         .max_age_ms = age_ms,
-                        .close_wait_ms = 2000};
+                        .close_wait_ms = 2000,
+                        .no_idle_close = 1}; /* size and age only */
   segment_store *s = NULL;
   char *cause = NULL;
   int rc = segment_open(&cfg, on_done, a, &s, &cause);
@@ -288,6 +289,180 @@ static void test_segment__pg_outage_holds_acks_then_resumes(void **state) {
   outage("pg", 61);
 }
 
+/* Counts the objects under one daemon's segments/ folder. */
+static int count_objects_cb(void *ctx, const char *key, uint64_t size) {
+  (void)key, (void)size;
+  ++*(int *)ctx;
+  return 0;
+}
+static int count_objects(const char *daemon) {
+  s3_config cfg = {.url = getenv("GENTRACE_OBJECTS")};
+  s3 *c = NULL;
+  char *cause = NULL, prefix[128];
+  assert_int_equal(s3_open(&cfg, &c, &cause), 0);
+  snprintf(prefix, sizeof prefix, "segments/%s/", daemon);
+  int n = 0;
+  int rc = s3_list(c, prefix, count_objects_cb, &n, &cause);
+  free(cause);
+  s3_close(c);
+  return rc < 0 ? -1 : n;
+}
+
+/* 40,000 incompressible bytes per generation in 64 KiB segments: every
+ * second generation closes one, so segment k holds gens 2k-1 and 2k. */
+static segment_store *open_pipelined(acks *a, const char *id, uint32_t delay_ms,
+                                     int no_idle) {
+  segment_config cfg = {.catalog = db,
+                        .s3 = {.url = getenv("GENTRACE_OBJECTS")},
+                        .daemon_id = id,
+                        .max_bytes = 64 << 10,
+                        .max_age_ms = 100,
+                        .close_wait_ms = 2000,
+                        .uploads = 4,
+                        .no_idle_close = no_idle,
+                        .test_put_delay_ms = delay_ms,
+                        .test_put_delay_seg = delay_ms ? 1 : 0};
+  segment_store *s = NULL;
+  char *cause = NULL;
+  int rc = segment_open(&cfg, on_done, a, &s, &cause);
+  if (rc)
+    fail_msg("segment_open: %d %s", rc, cause ? cause : "");
+  return s;
+}
+
+/* Every generation ACKed new, in arrival order, with rising seqs; then a
+ * resend of all of them is all duplicates: each stored exactly once. */
+static void check_stored_once(acks *a, segment_store *s, uint8_t sid, int n) {
+  int64_t prev = 0;
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(a->g[i]->gen, (uint64_t)i + 1);
+    assert_int_equal(a->g[i]->result, 0);
+    assert_true(a->g[i]->seq > prev);
+    prev = a->g[i]->seq;
+  }
+  for (int i = 0; i < n; i++)
+    assert_int_equal(segment_submit(s, random_gen(sid, (uint64_t)i + 1, 40000)),
+                     0);
+  assert_int_equal(acks_wait(a, 2 * n, 30000), 2 * n);
+  for (int i = n; i < 2 * n; i++)
+    assert_int_equal(a->g[i]->result, 1);
+  uint8_t session[16] = {sid, [15] = 0x5a};
+  uint64_t last = 0;
+  assert_int_equal(pg_cat_last_gen(segment_catalog(s), session, &last, NULL),
+                   1);
+  assert_int_equal(last, (uint64_t)n);
+}
+
+/* Segment 1's PUT is held back while segments 2 and 3 are stored: nothing
+ * may be cataloged or ACKed before segment 1 (invariant 2). */
+static void test_segment__late_put_holds_later_commits_and_acks(void **state) {
+  acks a;
+  acks_init(&a);
+  segment_store *s = open_pipelined(&a, "t-order", 3000, 1);
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(segment_submit(s, random_gen(70, (uint64_t)i + 1, 40000)),
+                     0);
+  /* Segments 2 and 3 reach S3 while segment 1 waits. */
+  int objs = 0;
+  for (int t = 0; t < 100 && objs < 2; t++) {
+    struct timespec ts = {0, 20000000L};
+    nanosleep(&ts, NULL);
+    objs = count_objects("t-order");
+  }
+  assert_int_equal(objs, 2);
+  pthread_mutex_lock(&a.lock);
+  int acked = a.n;
+  pthread_mutex_unlock(&a.lock);
+  assert_int_equal(acked, 0);
+  assert_int_equal(
+      fixture_sql_int(
+          db, "SELECT count(*) FROM gt_segments WHERE daemon = 't-order'"),
+      0);
+  uint8_t session[16] = {70, [15] = 0x5a};
+  uint64_t last = 0;
+  assert_int_equal(pg_cat_last_gen(segment_catalog(s), session, &last, NULL),
+                   0);
+  /* Once segment 1 is stored, all three commit in close order. */
+  assert_int_equal(acks_wait(&a, 6, 30000), 6);
+  assert_int_equal(count_objects("t-order"), 3);
+  assert_int_equal(
+      fixture_sql_int(db, "SELECT count(*) FROM (SELECT s.id, min(g.gen) AS"
+                          " lo, min(g.seq) AS q FROM gt_segments s JOIN"
+                          " gt_generations g ON g.segment_id = s.id WHERE"
+                          " s.daemon = 't-order' GROUP BY s.id) x WHERE"
+                          " x.lo = 2 * (SELECT count(*) FROM gt_segments y"
+                          " WHERE y.daemon = 't-order' AND y.id < x.id) + 1"),
+      3);
+  check_stored_once(&a, s, 70, 6);
+  segment_close(s);
+  acks_fini(&a);
+}
+
+/* S3 or PostgreSQL down while several segments are uploading or waiting to
+ * commit: no ACK meanwhile, then every generation stored exactly once. */
+static void pipelined_outage(const char *side, uint8_t sid, const char *id) {
+  acks a;
+  acks_init(&a);
+  segment_store *s = open_pipelined(&a, id, 0, 0);
+  cluster("--stop", side);
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(segment_submit(s, random_gen(sid, (uint64_t)i + 1, 40000)),
+                     0);
+  assert_int_equal(acks_wait(&a, 1, 2500), 0);
+  assert_int_equal(segment_health(s, NULL, 0), GTP_E_UNAVAIL);
+  /* Memory stays bounded: at most uploads + 1 closed segments and the open
+   * one exist; the rest waits in the queue. */
+  assert_true(segment_alive() <= 6);
+  cluster("--start", side);
+  assert_int_equal(acks_wait(&a, 10, 60000), 10);
+  check_stored_once(&a, s, sid, 10);
+  assert_int_equal(segment_health(s, NULL, 0), 0);
+  segment_close(s);
+  acks_fini(&a);
+}
+
+static void
+test_segment__s3_outage_with_uploads_in_flight_stores_each_once(void **state) {
+  pipelined_outage("s3", 71, "t-pipe-s3");
+}
+
+static void
+test_segment__pg_outage_with_puts_waiting_stores_each_once(void **state) {
+  pipelined_outage("pg", 72, "t-pipe-pg");
+}
+
+/* A segment closes before its (one minute) age once nothing waits behind
+ * it: at once with a quarter of max_bytes, after 100 ms idle with a 64th;
+ * below that it waits for its age (test_segment__age_closes_...). */
+static void test_segment__idle_segment_closes_before_its_age(void **state) {
+  acks a;
+  acks_init(&a);
+  segment_config cfg = {.catalog = db,
+                        .s3 = {.url = getenv("GENTRACE_OBJECTS")},
+                        .daemon_id = "t-idle",
+                        .max_bytes = 1 << 20,
+                        .max_age_ms = 60000,
+                        .close_wait_ms = 2000};
+  segment_store *s = NULL;
+  char *cause = NULL;
+  assert_int_equal(segment_open(&cfg, on_done, &a, &s, &cause), 0);
+  assert_int_equal(segment_submit(s, random_gen(73, 1, 300 << 10)), 0);
+  assert_int_equal(acks_wait(&a, 1, 10000), 1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  assert_int_equal(segment_submit(s, random_gen(73, 2, 40 << 10)), 0);
+  assert_int_equal(acks_wait(&a, 2, 10000), 2);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double took =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  assert_true(took >= 0.09); /* held for the idle time */
+  assert_int_equal(a.g[0]->result, 0);
+  assert_int_equal(a.g[1]->result, 0);
+  assert_true(a.g[1]->seq > a.g[0]->seq);
+  segment_close(s);
+  acks_fini(&a);
+}
+
 static void
 test_segment__close_with_store_down_fails_what_is_left(void **state) {
   acks a;
@@ -347,6 +522,12 @@ int main(void) {
       cmocka_unit_test(test_segment__s3_outage_holds_acks_then_resumes),
       cmocka_unit_test(test_segment__pg_outage_holds_acks_then_resumes),
       cmocka_unit_test(test_segment__close_with_store_down_fails_what_is_left),
+      cmocka_unit_test(test_segment__late_put_holds_later_commits_and_acks),
+      cmocka_unit_test(test_segment__idle_segment_closes_before_its_age),
+      cmocka_unit_test(
+          test_segment__s3_outage_with_uploads_in_flight_stores_each_once),
+      cmocka_unit_test(
+          test_segment__pg_outage_with_puts_waiting_stores_each_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
