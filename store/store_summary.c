@@ -228,29 +228,34 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
   for (size_t i = ok ? s->nnames : 0; err == 0 && i-- > 0;) {
     const gtp_sum_name *n = &s->names[i];
     size_t hl = gtp_sum_hist_encode(n->hist, hist);
-    sum_rows_val v[] = {sum_rows_text(n->name),          sum_rows_int(seq),
-                        sum_rows_int(n->kind),           sum_rows_int(clamp64(n->count)),
-                        sum_rows_int(clamp64(n->total_ns)), sum_rows_int(clamp64(n->min_ns)),
-                        sum_rows_int(clamp64(n->max_ns)), sum_rows_blob(hist, hl)};
+    sum_rows_val v[] = {sum_rows_text(n->name),
+                        sum_rows_int(seq),
+                        sum_rows_int(n->kind),
+                        sum_rows_int(clamp64(n->count)),
+                        sum_rows_int(clamp64(n->total_ns)),
+                        sum_rows_int(clamp64(n->min_ns)),
+                        sum_rows_int(clamp64(n->max_ns)),
+                        sum_rows_blob(hist, hl)};
     err = sum_rows_add(r, SUM_ROWS_NAMES, v);
   }
   for (size_t i = 0; ok && err == 0 && i < s->nspans; i++) {
     const gtp_sum_span *sp = &s->spans[i];
     const gtp_sum_name *n = &s->names[sp->name];
-    sum_rows_val v[] = {sum_rows_int(seq),
-                        sum_rows_int(n->kind),
-                        sum_rows_text(n->name),
-                        sum_rows_int(clamp64(sp->thread)),
-                        sum_rows_int(sp->start_ns),
-                        sum_rows_int(clamp64(sp->dur_ns)),
-                        sum_rows_int(sp->carried)};
+    sum_rows_val v[] = {
+        sum_rows_int(seq),          sum_rows_int(n->kind),
+        sum_rows_text(n->name),     sum_rows_int(clamp64(sp->thread)),
+        sum_rows_int(sp->start_ns), sum_rows_int(clamp64(sp->dur_ns)),
+        sum_rows_int(sp->carried)};
     err = sum_rows_add(r, SUM_ROWS_SPANS, v);
   }
   for (size_t i = ok ? s->ncounters : 0; err == 0 && i-- > 0;) {
     const gtp_sum_counter *c = &s->counters[i];
-    sum_rows_val v[] = {sum_rows_int(seq),        sum_rows_text(c->name),
-                        sum_rows_int(clamp64(c->count)), sum_rows_int(c->min),
-                        sum_rows_int(c->max),     sum_rows_int(c->last)};
+    sum_rows_val v[] = {sum_rows_int(seq),
+                        sum_rows_text(c->name),
+                        sum_rows_int(clamp64(c->count)),
+                        sum_rows_int(c->min),
+                        sum_rows_int(c->max),
+                        sum_rows_int(c->last)};
     err = sum_rows_add(r, SUM_ROWS_COUNTERS, v);
   }
   for (size_t i = ok ? s->nlogs : 0; err == 0 && i-- > 0;) {

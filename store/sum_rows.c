@@ -190,8 +190,7 @@ static int write_table(sum_rows *r, int t) {
       else if (v->len == 0) /* empty, not NULL (NOT NULL: IGNORE drops) */
         sqlite3_bind_zeroblob(st, col, 0);
       else
-        sqlite3_bind_blob(st, col, r->blob + v->i, (int)v->len,
-                          SQLITE_STATIC);
+        sqlite3_bind_blob(st, col, r->blob + v->i, (int)v->len, SQLITE_STATIC);
     }
     rc = sqlite3_step(st);
     sqlite3_reset(st);

@@ -57,9 +57,9 @@ void sum_rows_free(sum_rows *r);
  * (see sum_rows.c); texts are sqlite values made by the helpers below. 0 or
  * -ENOMEM. */
 typedef struct {
-  int type;        /* SQLITE_INTEGER, SQLITE_TEXT or SQLITE_BLOB */
-  int64_t i;       /* INTEGER */
-  const void *p;   /* TEXT (borrowed) or BLOB (copied on add) */
+  int type;      /* SQLITE_INTEGER, SQLITE_TEXT or SQLITE_BLOB */
+  int64_t i;     /* INTEGER */
+  const void *p; /* TEXT (borrowed) or BLOB (copied on add) */
   size_t len;
 } sum_rows_val;
 

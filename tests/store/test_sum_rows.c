@@ -126,7 +126,8 @@ static void test_sum_rows__the_first_of_one_key_is_kept(void **state) {
 
 /* Rows of a transaction that rolled back before its flush are dropped by
  * the next transaction's reset, never written with its rows. */
-static void test_sum_rows__reset_drops_a_failed_transactions_rows(void **state) {
+static void
+test_sum_rows__reset_drops_a_failed_transactions_rows(void **state) {
   rfx *f = *state;
   add_log(f, 1, "lost", 1);
   add_log(f, 2, "lost", 1);
