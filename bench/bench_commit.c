@@ -114,6 +114,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--rounds") == 0)
       rounds = v;
   }
+  store_process_init(); /* as gentraced */
   if (sessions == 0 || batch == 0 || batch > 2048 || rounds == 0) {
     fprintf(stderr, "usage: bench_commit [--sessions N] [--batch B 1..2048]"
                     " [--rounds R]\n");

@@ -160,6 +160,7 @@ int main(int argc, char **argv) {
   /* Debug builds: a broken invariant stops the daemon loudly, with file
    * and line, instead of corrupting what it stores (proto/check.h). */
   gtp_check_set_hook(gtp_check_abort);
+  store_process_init(); /* before any SQLite use */
   conf_init(&c);
   rc = conf_parse_args(&c, argc, argv, &cause);
   if (rc == CONF_HELP) {

@@ -180,6 +180,10 @@ static void free_mem(store *s) {
 static void *store_main(void *arg);
 static void *comp_main(void *arg);
 
+void store_process_init(void) {
+  (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); /* MISUSE once started */
+}
+
 int store_open(const store_config *cfg, store_done_fn done, void *ctx,
                store **out, char **cause) {
   if (cause)

@@ -359,11 +359,14 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
   int64_t span = s->max_span_ns;
   int rc = step_done(s->st[ST_BEGIN]);
   store_rollup *ru = store_summary_rollup(s->sum);
-  store_rollup_reset(ru); /* store_rollup.c invariant 2 */
+  store_rollup_reset(ru);      /* store_rollup.c invariant 2 */
+  store_summary_reset(s->sum); /* sum_rows.h invariant 2 */
   for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
     rc = store_one(s, &items[i], now_real, &span);
   if (rc == SQLITE_OK && span > s->max_span_ns)
     rc = set_meta_int(s, "max_span_ns", span);
+  if (rc == SQLITE_OK) /* the summary rows of the batch, same txn */
+    rc = store_summary_flush(s->sum);
   if (rc == SQLITE_OK && ru != NULL)
     rc = store_rollup_flush(ru); /* the rollups of the batch */
   if (rc == SQLITE_OK)

@@ -14,7 +14,7 @@
 #include "store_schema.h"
 #include "store_writer.h"
 
-/* 16 KiB pages for new databases (an existing file keeps its own). Each
+/* 4 KiB pages for new databases (an existing file keeps its own). Each
  * commit writes every page it touched whole to the WAL, and a fleet's
  * small generations touch pages spread over the sessions table and the
  * two session-keyed generations indexes: with 64 KiB pages, 10,000 agents
@@ -22,10 +22,14 @@
  * generation to disk and its ACK p99 passed a second while checkpoints
  * fell behind; 16 KiB halved the bytes, cut the store thread's CPU by a
  * quarter and brought ACK p99 to about 100 ms (bench_fleet, bench/
- * RESULTS.md). Large blobs still span few overflow pages: C1 (1 MiB
- * generations) was within its run-to-run noise of 64 KiB. */
+ * RESULTS.md). 4 KiB: 21.8 -> 8.3 KB written and 170,266 -> 154,238
+ * instructions per generation (bench_commit, 1,000 sessions, 20 per
+ * transaction: the WAL frames' checksums and the statement journal copy
+ * whole pages), for 4.8% more store-thread instructions on 1 MiB
+ * generations (bench_store, callgrind; their overflow chains have four
+ * times the pages). */
 #ifndef STORE_PAGE_SIZE /* -DSTORE_PAGE_SIZE=N: benchmark builds only */
-#define STORE_PAGE_SIZE 16384
+#define STORE_PAGE_SIZE 4096
 #endif
 /* The write connection's page cache, set explicitly once the page size is
  * known: SQLite turns its default (-2000 KiB) into a page count with the

@@ -32,6 +32,7 @@
 #include "store_int.h"
 #include "store_schema.h"
 #include "sum_carry.h"
+#include "sum_rows.h"
 
 /* ---------------------------------------------------------- the pure part */
 
@@ -113,20 +114,9 @@ uint64_t store_sum_bytes(const store_sum_item *it) {
 
 /* ------------------------------------------------------------ the writer */
 
-enum { SS_GEN, SS_NAME, SS_SPAN, SS_COUNTER, SS_LOG, SS_TODO, SS_COUNT_ };
+enum { SS_TODO, SS_COUNT_ };
 
 static const char *const ss_sql[SS_COUNT_] = {
-    [SS_GEN] = "INSERT OR REPLACE INTO sum_gens(seq, floor_ns, open_at_end,"
-               " unmatched_ends, status) VALUES(?1, ?2, ?3, ?4, ?5)",
-    [SS_NAME] = "INSERT OR REPLACE INTO sum_names(name, seq, kind, count,"
-                " total_ns, min_ns, max_ns, hist)"
-                " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    [SS_SPAN] = "INSERT INTO sum_spans(seq, kind, name, thread, start_ns,"
-                " dur_ns, carried) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    [SS_COUNTER] = "INSERT OR REPLACE INTO sum_counters(seq, name, count, min,"
-                   " max, last) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    [SS_LOG] = "INSERT OR REPLACE INTO sum_logs(seq, name, count)"
-               " VALUES(?1, ?2, ?3)",
     [SS_TODO] = "SELECT g.seq, g.codec, g.bytes, p.data FROM generations g"
                 " JOIN payloads p ON p.seq = g.seq WHERE g.seq <= ?1 AND"
                 " NOT EXISTS (SELECT 1 FROM sum_gens s WHERE s.seq = g.seq)"
@@ -138,6 +128,7 @@ struct store_summary {
   sum_carry *carry; /* spans across generation edges, per session */
   sqlite3 *db;
   sqlite3_stmt *st[SS_COUNT_];
+  sum_rows *rows; /* this transaction's rows, written before COMMIT */
   ZSTD_DCtx *dctx;
   int64_t below;    /* invariant 3 */
   uint64_t pending; /* generations without a summary (estimate) */
@@ -158,18 +149,13 @@ static int64_t clamp64(uint64_t v) {
   return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-static int step_done(sqlite3_stmt *st) {
-  int rc = sqlite3_step(st);
-  sqlite3_reset(st);
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
-}
-
 int store_summary_open(sqlite3 *db, store_summary **out) {
   store_summary *ss = calloc(1, sizeof *ss);
   if (!ss)
     return -ENOMEM;
   ss->db = db;
-  if (!(ss->carry = sum_carry_new())) {
+  if (!(ss->carry = sum_carry_new()) || !(ss->rows = sum_rows_new(db))) {
+    sum_carry_free(ss->carry);
     free(ss);
     return -ENOMEM;
   }
@@ -213,15 +199,12 @@ void store_summary_close(store_summary *ss) {
   if (!ss)
     return;
   sum_carry_free(ss->carry);
+  sum_rows_free(ss->rows);
   for (int i = 0; i < SS_COUNT_; i++)
     sqlite3_finalize(ss->st[i]);
   store_rollup_close(ss->ru);
   ZSTD_freeDCtx(ss->dctx);
   free(ss);
-}
-
-static void bind_str(sqlite3_stmt *st, int i, gtp_str s) {
-  sqlite3_bind_text(st, i, s.len ? s.ptr : "", (int)s.len, SQLITE_STATIC);
 }
 
 int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
@@ -231,69 +214,76 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
    * (those ends stay unmatched), never the generation. */
   if (session && it->status == 0)
     (void)sum_carry_apply(ss->carry, session, gen, it);
-  sqlite3_stmt *st = ss->st[SS_GEN];
   const gtp_summary *s = &it->sum;
   int ok = it->status == 0;
-  sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_int64(st, 2, ok ? clamp64(s->span_floor_ns) : 0);
-  sqlite3_bind_int64(st, 3, clamp64(s->open_at_end));
-  sqlite3_bind_int64(st, 4, clamp64(s->unmatched_ends));
-  sqlite3_bind_int64(st, 5, it->status);
-  int rc = step_done(st);
-  if (!ok)
-    return rc;
+  sum_rows *r = ss->rows;
+  /* The rows wait in memory for store_summary_flush (sum_rows.h); those
+   * of a table with a key are added last-first (sum_rows.h invariant 1). */
+  sum_rows_val g[] = {
+      sum_rows_int(seq), sum_rows_int(ok ? clamp64(s->span_floor_ns) : 0),
+      sum_rows_int(clamp64(s->open_at_end)),
+      sum_rows_int(clamp64(s->unmatched_ends)), sum_rows_int(it->status)};
+  int err = sum_rows_add(r, SUM_ROWS_GENS, g);
   uint8_t hist[GTP_SUM_HIST_MAX];
-  st = ss->st[SS_NAME];
-  for (size_t i = 0; rc == SQLITE_OK && i < s->nnames; i++) {
+  for (size_t i = ok ? s->nnames : 0; err == 0 && i-- > 0;) {
     const gtp_sum_name *n = &s->names[i];
-    bind_str(st, 1, n->name);
-    sqlite3_bind_int64(st, 2, seq);
-    sqlite3_bind_int(st, 3, n->kind);
-    sqlite3_bind_int64(st, 4, clamp64(n->count));
-    sqlite3_bind_int64(st, 5, clamp64(n->total_ns));
-    sqlite3_bind_int64(st, 6, clamp64(n->min_ns));
-    sqlite3_bind_int64(st, 7, clamp64(n->max_ns));
     size_t hl = gtp_sum_hist_encode(n->hist, hist);
-    sqlite3_bind_blob(st, 8, hist, (int)hl, SQLITE_STATIC);
-    rc = step_done(st);
+    sum_rows_val v[] = {sum_rows_text(n->name),
+                        sum_rows_int(seq),
+                        sum_rows_int(n->kind),
+                        sum_rows_int(clamp64(n->count)),
+                        sum_rows_int(clamp64(n->total_ns)),
+                        sum_rows_int(clamp64(n->min_ns)),
+                        sum_rows_int(clamp64(n->max_ns)),
+                        sum_rows_blob(hist, hl)};
+    err = sum_rows_add(r, SUM_ROWS_NAMES, v);
   }
-  /* The hour's rollup takes the rows just written (store_rollup.c; the
-   * transaction's owner flushes it before COMMIT). */
-  if (rc == SQLITE_OK && s->nnames > 0)
-    rc = where ? store_rollup_add_summary(ss->ru, where, s)
-               : store_rollup_add(ss->ru, seq);
-  st = ss->st[SS_SPAN];
-  for (size_t i = 0; rc == SQLITE_OK && i < s->nspans; i++) {
+  for (size_t i = 0; ok && err == 0 && i < s->nspans; i++) {
     const gtp_sum_span *sp = &s->spans[i];
     const gtp_sum_name *n = &s->names[sp->name];
-    sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_int(st, 2, n->kind);
-    bind_str(st, 3, n->name);
-    sqlite3_bind_int64(st, 4, clamp64(sp->thread));
-    sqlite3_bind_int64(st, 5, sp->start_ns);
-    sqlite3_bind_int64(st, 6, clamp64(sp->dur_ns));
-    sqlite3_bind_int(st, 7, sp->carried);
-    rc = step_done(st);
+    sum_rows_val v[] = {
+        sum_rows_int(seq),          sum_rows_int(n->kind),
+        sum_rows_text(n->name),     sum_rows_int(clamp64(sp->thread)),
+        sum_rows_int(sp->start_ns), sum_rows_int(clamp64(sp->dur_ns)),
+        sum_rows_int(sp->carried)};
+    err = sum_rows_add(r, SUM_ROWS_SPANS, v);
   }
-  st = ss->st[SS_COUNTER];
-  for (size_t i = 0; rc == SQLITE_OK && i < s->ncounters; i++) {
+  for (size_t i = ok ? s->ncounters : 0; err == 0 && i-- > 0;) {
     const gtp_sum_counter *c = &s->counters[i];
-    sqlite3_bind_int64(st, 1, seq);
-    bind_str(st, 2, c->name);
-    sqlite3_bind_int64(st, 3, clamp64(c->count));
-    sqlite3_bind_int64(st, 4, c->min);
-    sqlite3_bind_int64(st, 5, c->max);
-    sqlite3_bind_int64(st, 6, c->last);
-    rc = step_done(st);
+    sum_rows_val v[] = {sum_rows_int(seq),
+                        sum_rows_text(c->name),
+                        sum_rows_int(clamp64(c->count)),
+                        sum_rows_int(c->min),
+                        sum_rows_int(c->max),
+                        sum_rows_int(c->last)};
+    err = sum_rows_add(r, SUM_ROWS_COUNTERS, v);
   }
-  st = ss->st[SS_LOG];
-  for (size_t i = 0; rc == SQLITE_OK && i < s->nlogs; i++) {
-    sqlite3_bind_int64(st, 1, seq);
-    bind_str(st, 2, s->logs[i].name);
-    sqlite3_bind_int64(st, 3, clamp64(s->logs[i].count));
-    rc = step_done(st);
+  for (size_t i = ok ? s->nlogs : 0; err == 0 && i-- > 0;) {
+    sum_rows_val v[] = {sum_rows_int(seq), sum_rows_text(s->logs[i].name),
+                        sum_rows_int(clamp64(s->logs[i].count))};
+    err = sum_rows_add(r, SUM_ROWS_LOGS, v);
   }
+  if (err)
+    return SQLITE_NOMEM; /* the transaction fails; nothing half-written */
+  int rc = SQLITE_OK;
+  /* Without where, the rollup reads the rows back: they must be in. */
+  if (!where)
+    rc = sum_rows_flush(r);
+  /* The hour's rollup takes the names (store_rollup.c; the transaction's
+   * owner flushes it before COMMIT). */
+  if (rc == SQLITE_OK && ok && s->nnames > 0)
+    rc = where ? store_rollup_add_summary(ss->ru, where, s)
+               : store_rollup_add(ss->ru, seq);
   return rc;
+}
+
+int store_summary_flush(store_summary *ss) {
+  return ss ? sum_rows_flush(ss->rows) : SQLITE_OK;
+}
+
+void store_summary_reset(store_summary *ss) {
+  if (ss)
+    sum_rows_reset(ss->rows);
 }
 
 store_rollup *store_summary_rollup(store_summary *ss) {
@@ -336,6 +326,7 @@ int store_summary_backfill(store_summary *ss, int max_gens, uint64_t *pending) {
   if (rc != SQLITE_OK)
     return store_sqlite_err(rc);
   store_rollup_reset(ss->ru);
+  sum_rows_reset(ss->rows); /* sum_rows.h invariant 2 */
   sqlite3_stmt *st = ss->st[SS_TODO];
   sqlite3_bind_int64(st, 1, ss->below);
   sqlite3_bind_int(st, 2, max_gens);

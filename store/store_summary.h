@@ -53,7 +53,7 @@ typedef struct store_summary store_summary;
 int store_summary_open(sqlite3 *db, store_summary **out);
 void store_summary_close(store_summary *ss);
 
-/* Inserts the rows of generation seq inside the caller's transaction.
+/* Adds the rows of generation seq to the caller's transaction.
  * With a session (not NULL), first pairs the generation's unmatched ends
  * with what the session's previous generation (gen - 1) left open
  * (gtp_summary_carry; the open list lives in memory, so a restart or a
@@ -64,6 +64,14 @@ void store_summary_close(store_summary *ss);
 int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
                       uint64_t gen, store_sum_item *it,
                       const store_rollup_gen *where);
+
+/* store_summary_put keeps the rows of a transaction in memory (sum_rows.h):
+ * its owner calls store_summary_reset after BEGIN and store_summary_flush
+ * before COMMIT (an SQLite result code), which writes them with a few
+ * multi-row INSERTs. The summaries put must outlive the flush (the rows
+ * borrow their names). A put without where flushes at once. */
+int store_summary_flush(store_summary *ss);
+void store_summary_reset(store_summary *ss);
 
 /* Backfill: summarizes up to max_gens generations that have none, newest
  * first, in one transaction of its own. Returns how many it summarized

@@ -360,7 +360,7 @@ static void test_store_open__missing_directory_fails_with_cause(void **state) {
 static void test_store_open__fresh_database_settings(void **state) {
   fx *f = *state;
   open_default(f);
-  assert_int_equal(sf_sql_int(f->dir.db, "PRAGMA page_size"), 16384);
+  assert_int_equal(sf_sql_int(f->dir.db, "PRAGMA page_size"), 4096);
   assert_int_equal(sf_sql_int(f->dir.db, "PRAGMA auto_vacuum"), 2);
   assert_int_equal(
       sf_sql_int(f->dir.db,
