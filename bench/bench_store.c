@@ -4,10 +4,11 @@
  * regions, counters, instants and request logs, string table, clock; about
  * 1 MiB each, zstd shrinks them about 3-5x), then in one run, interleaved
  * ROUNDS times:
- *   A: a fresh store (WAL, synchronous=NORMAL, 64 KiB pages) commits TOTAL
- *      bytes of generations; the clock runs from the first store_submit to
- *      store_close returning, so compression, every transaction, the
- *      automatic checkpoints and the final one are all inside.
+ *   A: a fresh store (WAL, synchronous=NORMAL, its default page size)
+ *      commits TOTAL bytes of generations; the clock runs from the first
+ *      store_submit to store_close returning, so compression, every
+ *      transaction, the automatic checkpoints and the final one are all
+ *      inside.
  *   B: dd if=/dev/zero of=F bs=1M count=<same MiB> conv=fdatasync.
  * The figure is generation bytes committed per second, the baseline dd's
  * bytes per second for the same byte count; the median ratio of the rounds
