@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "crc32c.h"
 #include "text.h"
 #include "varint.h"
@@ -404,6 +405,23 @@ int gtp_put_file_header(gtp_wbuf *b) {
   return b->err;
 }
 
+/* The writers below that run for every generation on gentraced's loop
+ * (GEN_START from the HELLO, GEN_END appended before validation) reserve
+ * the whole record with one gtp_wbuf_grow and fill it in place: a put per
+ * field (a grow and a copy each, 15-30 per generation) was most of their
+ * cost. The bytes are the same as field by field; on a failed reservation
+ * nothing is written and b->err is set, as with a failed put. */
+static uint8_t *fill_uv(uint8_t *p, uint64_t v) {
+  return p + gtp_uvarint_put(p, v);
+}
+
+static uint8_t *fill_str(uint8_t *p, const char *s, size_t n) {
+  p = fill_uv(p, n);
+  if (n)
+    memcpy(p, s, n);
+  return p + n;
+}
+
 int gtp_put_gen_start(gtp_wbuf *b, const gtp_gen_start *s) {
   if (s->ntags > GTP_TAGS_MAX || s->service.len > GTP_IDENT_STR_MAX ||
       s->host.len > GTP_IDENT_STR_MAX ||
@@ -419,21 +437,29 @@ int gtp_put_gen_start(gtp_wbuf *b, const gtp_gen_start *s) {
       return GTP_E_TOOBIG;
     len += str_size(s->tags[i].key.len) + str_size(s->tags[i].value.len);
   }
-  int rc = put_record_head(b, GTP_REC_GEN_START, len);
-  if (rc < 0)
-    return rc;
-  gtp_wbuf_put(b, s->session, 16);
-  gtp_wbuf_put_uvarint(b, s->gen);
-  gtp_wbuf_put_str(b, s->service.ptr, s->service.len);
-  gtp_wbuf_put_str(b, s->host.ptr, s->host.len);
-  gtp_wbuf_put_uvarint(b, s->pid);
-  gtp_wbuf_put_uvarint(b, s->process_start_ns);
-  gtp_wbuf_put_str(b, s->agent_version.ptr, s->agent_version.len);
-  gtp_wbuf_put_uvarint(b, s->ntags);
+  if (len > GTP_RECORD_MAX)
+    return GTP_E_TOOBIG;
+  size_t head = 1 + gtp_uvarint_len(len);
+  uint8_t *p = gtp_wbuf_grow(b, head + len);
+  if (p == NULL)
+    return b->err;
+  uint8_t *end = p + head + len;
+  *p++ = GTP_REC_GEN_START;
+  p = fill_uv(p, len);
+  memcpy(p, s->session, 16);
+  p = fill_uv(p + 16, s->gen);
+  p = fill_str(p, s->service.ptr, s->service.len);
+  p = fill_str(p, s->host.ptr, s->host.len);
+  p = fill_uv(p, s->pid);
+  p = fill_uv(p, s->process_start_ns);
+  p = fill_str(p, s->agent_version.ptr, s->agent_version.len);
+  p = fill_uv(p, s->ntags);
   for (uint32_t i = 0; i < s->ntags; i++) {
-    gtp_wbuf_put_str(b, s->tags[i].key.ptr, s->tags[i].key.len);
-    gtp_wbuf_put_str(b, s->tags[i].value.ptr, s->tags[i].value.len);
+    p = fill_str(p, s->tags[i].key.ptr, s->tags[i].key.len);
+    p = fill_str(p, s->tags[i].value.ptr, s->tags[i].value.len);
   }
+  GTP_ASSERT(p == end); /* the sizes above and the fill agree */
+  (void)end;
   return b->err;
 }
 
@@ -458,26 +484,41 @@ static size_t gen_end_size(const gtp_gen_end *e) {
          gtp_uvarint_len(e->evicted) + gtp_uvarint_len(e->rejected);
 }
 
+/* GEN_END's payload at p (gen_end_size(e) bytes); returns its end. */
+static uint8_t *fill_gen_end(uint8_t *p, const gtp_gen_end *e) {
+  p = fill_uv(p, e->gen);
+  p = fill_uv(p, e->records);
+  p = fill_uv(p, e->batches);
+  p = fill_uv(p, e->bytes);
+  gtp_put_u32le(p, e->crc);
+  p = fill_uv(p + 4, e->events);
+  p = fill_uv(p, e->dropped);
+  p = fill_uv(p, e->evicted);
+  return fill_uv(p, e->rejected);
+}
+
 int gtp_gen_end_encode(gtp_wbuf *b, const gtp_gen_end *e) {
-  uint8_t crc[4];
-  gtp_put_u32le(crc, e->crc);
-  gtp_wbuf_put_uvarint(b, e->gen);
-  gtp_wbuf_put_uvarint(b, e->records);
-  gtp_wbuf_put_uvarint(b, e->batches);
-  gtp_wbuf_put_uvarint(b, e->bytes);
-  gtp_wbuf_put(b, crc, 4);
-  gtp_wbuf_put_uvarint(b, e->events);
-  gtp_wbuf_put_uvarint(b, e->dropped);
-  gtp_wbuf_put_uvarint(b, e->evicted);
-  gtp_wbuf_put_uvarint(b, e->rejected);
+  size_t len = gen_end_size(e);
+  uint8_t *p = gtp_wbuf_grow(b, len);
+  if (p == NULL)
+    return b->err;
+  uint8_t *end = fill_gen_end(p, e);
+  GTP_ASSERT(end == p + len);
+  (void)end;
   return b->err;
 }
 
 int gtp_put_gen_end(gtp_wbuf *b, const gtp_gen_end *e) {
-  int rc = put_record_head(b, GTP_REC_GEN_END, gen_end_size(e));
-  if (rc < 0)
-    return rc;
-  return gtp_gen_end_encode(b, e);
+  size_t len = gen_end_size(e); /* at most 86 bytes: under GTP_RECORD_MAX */
+  size_t head = 1 + gtp_uvarint_len(len);
+  uint8_t *p = gtp_wbuf_grow(b, head + len);
+  if (p == NULL)
+    return b->err;
+  *p = GTP_REC_GEN_END;
+  uint8_t *end = fill_gen_end(fill_uv(p + 1, len), e);
+  GTP_ASSERT(end == p + head + len);
+  (void)end;
+  return b->err;
 }
 
 int gtp_put_batch(gtp_wbuf *b, uint64_t gen, uint64_t thread,

@@ -411,6 +411,147 @@ static void test_wbuf__limit_is_a_sticky_toobig(void **state) {
   gtp_wbuf_fini(&b);
 }
 
+/* --------------------------------- one-reservation writers, byte for byte */
+
+/* The field-by-field encoding of FORMAT.md (type, len, then each field
+ * with its own put): what gtp_put_gen_start and gtp_put_gen_end write in
+ * one reservation must be these bytes. */
+static void ref_gen_start(gtp_wbuf *b, const gtp_gen_start *s) {
+  gtp_wbuf body;
+  gtp_wbuf_init(&body, 0);
+  gtp_wbuf_put(&body, s->session, 16);
+  gtp_wbuf_put_uvarint(&body, s->gen);
+  gtp_wbuf_put_str(&body, s->service.ptr, s->service.len);
+  gtp_wbuf_put_str(&body, s->host.ptr, s->host.len);
+  gtp_wbuf_put_uvarint(&body, s->pid);
+  gtp_wbuf_put_uvarint(&body, s->process_start_ns);
+  gtp_wbuf_put_str(&body, s->agent_version.ptr, s->agent_version.len);
+  gtp_wbuf_put_uvarint(&body, s->ntags);
+  for (uint32_t i = 0; i < s->ntags; i++) {
+    gtp_wbuf_put_str(&body, s->tags[i].key.ptr, s->tags[i].key.len);
+    gtp_wbuf_put_str(&body, s->tags[i].value.ptr, s->tags[i].value.len);
+  }
+  uint8_t t = GTP_REC_GEN_START;
+  gtp_wbuf_put(b, &t, 1);
+  gtp_wbuf_put_uvarint(b, body.len);
+  gtp_wbuf_put(b, body.data, body.len);
+  gtp_wbuf_fini(&body);
+}
+
+static void ref_gen_end(gtp_wbuf *b, const gtp_gen_end *e, int head) {
+  gtp_wbuf body;
+  gtp_wbuf_init(&body, 0);
+  uint8_t crc[4] = {(uint8_t)e->crc, (uint8_t)(e->crc >> 8),
+                    (uint8_t)(e->crc >> 16), (uint8_t)(e->crc >> 24)};
+  gtp_wbuf_put_uvarint(&body, e->gen);
+  gtp_wbuf_put_uvarint(&body, e->records);
+  gtp_wbuf_put_uvarint(&body, e->batches);
+  gtp_wbuf_put_uvarint(&body, e->bytes);
+  gtp_wbuf_put(&body, crc, 4);
+  gtp_wbuf_put_uvarint(&body, e->events);
+  gtp_wbuf_put_uvarint(&body, e->dropped);
+  gtp_wbuf_put_uvarint(&body, e->evicted);
+  gtp_wbuf_put_uvarint(&body, e->rejected);
+  if (head) {
+    uint8_t t = GTP_REC_GEN_END;
+    gtp_wbuf_put(b, &t, 1);
+    gtp_wbuf_put_uvarint(b, body.len);
+  }
+  gtp_wbuf_put(b, body.data, body.len);
+  gtp_wbuf_fini(&body);
+}
+
+static void
+test_gen_start_end__one_reservation_writes_the_field_by_field_bytes(
+    void **state) {
+  (void)state;
+  static const uint64_t vals[] = {0,         1,         127,       128,
+                                  16383,     16384,     UINT32_MAX, INT64_MAX,
+                                  UINT64_MAX};
+  const size_t nv = sizeof vals / sizeof vals[0];
+  static const char *const keys[] = {"env", "", "region", "k"};
+  static const char *const values[] = {"prod", "v", "", "x"};
+  for (size_t i = 0; i < nv; i++) {
+    for (uint32_t ntags = 0; ntags <= 4; ntags++) {
+      gtp_gen_start s;
+      memset(&s, 0, sizeof s);
+      for (int k = 0; k < 16; k++)
+        s.session[k] = (uint8_t)(i * 16 + (size_t)k);
+      s.gen = vals[i];
+      s.service = (gtp_str){"checkout", 8};
+      s.host = (gtp_str){ntags & 1 ? "" : "web-1", ntags & 1 ? 0 : 5};
+      s.agent_version = (gtp_str){"0.4.0", 5};
+      s.pid = vals[(i + 3) % nv];
+      s.process_start_ns = vals[(i + 5) % nv];
+      s.ntags = ntags;
+      for (uint32_t t = 0; t < ntags; t++) {
+        s.tags[t].key = (gtp_str){keys[t], strlen(keys[t])};
+        s.tags[t].value = (gtp_str){values[t], strlen(values[t])};
+      }
+      gtp_gen_end e = {.gen = vals[i],
+                       .records = vals[(i + 1) % nv],
+                       .batches = vals[(i + 2) % nv],
+                       .bytes = vals[(i + 4) % nv],
+                       .crc = (uint32_t)(0x9e3779b9u * (i + 1)),
+                       .events = vals[(i + 6) % nv],
+                       .dropped = vals[(i + 7) % nv],
+                       .evicted = vals[(i + 8) % nv],
+                       .rejected = vals[(nv - 1 - i)]};
+      gtp_wbuf got, want;
+      gtp_wbuf_init(&got, 0);
+      gtp_wbuf_init(&want, 0);
+      /* After other bytes, as in a generation's buffer. */
+      gtp_wbuf_put(&got, "xyz", 3);
+      gtp_wbuf_put(&want, "xyz", 3);
+      assert_int_equal(gtp_put_gen_start(&got, &s), 0);
+      ref_gen_start(&want, &s);
+      assert_int_equal(gtp_put_gen_end(&got, &e), 0);
+      ref_gen_end(&want, &e, 1);
+      assert_int_equal(gtp_gen_end_encode(&got, &e), 0);
+      ref_gen_end(&want, &e, 0);
+      assert_int_equal(want.err, 0);
+      assert_int_equal(got.len, want.len);
+      assert_memory_equal(got.data, want.data, want.len);
+      gtp_wbuf_fini(&got);
+      gtp_wbuf_fini(&want);
+    }
+  }
+}
+
+static void test_gen_start_end__a_short_buffer_fails_whole_and_stays_failed(
+    void **state) {
+  (void)state;
+  gtp_gen_start s;
+  memset(&s, 0, sizeof s);
+  s.gen = 300;
+  s.service = (gtp_str){"svc", 3};
+  s.host = (gtp_str){"h", 1};
+  s.agent_version = (gtp_str){"1", 1};
+  gtp_gen_end e = {.gen = 300, .records = 3, .bytes = 1000, .events = 10};
+  gtp_wbuf full;
+  gtp_wbuf_init(&full, 0);
+  assert_int_equal(gtp_put_gen_start(&full, &s), 0);
+  size_t start_len = full.len;
+  assert_int_equal(gtp_put_gen_end(&full, &e), 0);
+  size_t end_len = full.len - start_len;
+  gtp_wbuf_fini(&full);
+  /* Limits one byte short of each record: nothing of it is written. */
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, start_len - 1);
+  assert_int_equal(gtp_put_gen_start(&b, &s), GTP_E_TOOBIG);
+  assert_int_equal(b.len, 0);
+  assert_int_equal(gtp_put_gen_end(&b, &e), GTP_E_TOOBIG); /* sticky */
+  assert_int_equal(b.len, 0);
+  gtp_wbuf_fini(&b);
+  gtp_wbuf_init(&b, start_len + end_len - 1);
+  assert_int_equal(gtp_put_gen_start(&b, &s), 0);
+  assert_int_equal(gtp_put_gen_end(&b, &e), GTP_E_TOOBIG);
+  assert_int_equal(b.len, start_len);
+  assert_int_equal(gtp_gen_end_encode(&b, &e), GTP_E_TOOBIG);
+  assert_int_equal(b.len, start_len);
+  gtp_wbuf_fini(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_file_header__round_trip_and_each_error),
@@ -425,6 +566,10 @@ int main(void) {
       cmocka_unit_test(test_tables__writers_refuse_over_limit_entries),
       cmocka_unit_test(test_tables__hostile_counts_ids_and_lengths_fail),
       cmocka_unit_test(test_wbuf__limit_is_a_sticky_toobig),
+      cmocka_unit_test(
+          test_gen_start_end__one_reservation_writes_the_field_by_field_bytes),
+      cmocka_unit_test(
+          test_gen_start_end__a_short_buffer_fails_whole_and_stays_failed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
