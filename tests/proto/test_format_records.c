@@ -461,13 +461,11 @@ static void ref_gen_end(gtp_wbuf *b, const gtp_gen_end *e, int head) {
   gtp_wbuf_fini(&body);
 }
 
-static void
-test_gen_start_end__one_reservation_writes_the_field_by_field_bytes(
+static void test_gen_start_end__one_reservation_writes_the_field_by_field_bytes(
     void **state) {
   (void)state;
-  static const uint64_t vals[] = {0,         1,         127,       128,
-                                  16383,     16384,     UINT32_MAX, INT64_MAX,
-                                  UINT64_MAX};
+  static const uint64_t vals[] = {
+      0, 1, 127, 128, 16383, 16384, UINT32_MAX, INT64_MAX, UINT64_MAX};
   const size_t nv = sizeof vals / sizeof vals[0];
   static const char *const keys[] = {"env", "", "region", "k"};
   static const char *const values[] = {"prod", "v", "", "x"};
@@ -518,8 +516,8 @@ test_gen_start_end__one_reservation_writes_the_field_by_field_bytes(
   }
 }
 
-static void test_gen_start_end__a_short_buffer_fails_whole_and_stays_failed(
-    void **state) {
+static void
+test_gen_start_end__a_short_buffer_fails_whole_and_stays_failed(void **state) {
   (void)state;
   gtp_gen_start s;
   memset(&s, 0, sizeof s);
