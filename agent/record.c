@@ -415,6 +415,15 @@ static __attribute__((noinline)) void named_first(uint8_t type,
     named_cont(t, stamp, type | (unsigned)stack_type << 8, name, pc, fp);
 }
 
+/* A named event's write once the name's id and a buffer with room are
+ * known (hot_slow clear: the TSC is on); the fast path and named_cmp. */
+static inline __attribute__((always_inline)) void
+named_write(gt__thread *t, gt__buf *b, uint8_t type, uint64_t now,
+            uint32_t id) {
+  put_done(b, put_uv(put_head_at(b, type, now), id));
+  leave(t);
+}
+
 /* A name the fast path found in its cache slot for this stamp but not
  * marked a main-program literal (a reused buffer, a shared library's
  * string): compares the bytes and writes, with the slot and buffer the
@@ -431,8 +440,7 @@ static __attribute__((noinline)) void named_cmp(gt__thread *t, uint64_t stamp,
     named_cont(t, stamp, types, name, 0, 0);
     return;
   }
-  put_done(b, put_uv(put_head_at(b, (uint8_t)types, now), id));
-  leave(t);
+  named_write(t, b, (uint8_t)types, now, id);
 }
 
 /* The fast paths' clock: read as soon as the section is entered, so the
@@ -476,10 +484,7 @@ emit_named(uint8_t type, uint8_t stack_type, const char *name) {
                CALLER_FP());
     return;
   }
-  /* hot_slow is clear: the TSC is on. */
-  uint8_t *p = put_head_at(b, type, now);
-  put_done(b, put_uv(p, id));
-  leave(t);
+  named_write(t, b, type, now, id);
 }
 
 /* One event with one argument, inside t's section (not the named-event
@@ -558,6 +563,15 @@ counter_slow(gt__thread *t, uint64_t stamp, const char *name, int64_t value) {
   leave(t);
 }
 
+/* A counter's write (hot_slow clear); the fast path and counter_cmp. */
+static inline __attribute__((always_inline)) void
+counter_write(gt__thread *t, gt__buf *b, uint64_t now, uint32_t id,
+              int64_t value) {
+  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, now), id);
+  put_done(b, put_uv(p, gtp_zigzag(value)));
+  leave(t);
+}
+
 /* named_cmp for counters: the name's bytes compared, then the write. */
 static __attribute__((noinline)) void counter_cmp(gt__thread *t, uint64_t stamp,
                                                   const gt__strcache_ent *e,
@@ -569,9 +583,7 @@ static __attribute__((noinline)) void counter_cmp(gt__thread *t, uint64_t stamp,
     counter_slow(t, stamp, name, value);
     return;
   }
-  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, now), id);
-  put_done(b, put_uv(p, gtp_zigzag(value)));
-  leave(t);
+  counter_write(t, b, now, id, value);
 }
 
 /* The same fast path as emit_named: cached name, room in the buffer, the
@@ -602,10 +614,7 @@ void gt_counter(const char *name, int64_t value) {
     counter_slow(t, stamp, name, value);
     return;
   }
-  /* hot_slow is clear: the TSC is on. */
-  uint8_t *p = put_uv(put_head_at(b, GTP_EV_COUNTER, now), id);
-  put_done(b, put_uv(p, gtp_zigzag(value)));
-  leave(t);
+  counter_write(t, b, now, id, value);
 }
 
 /* Log's cold part: registration, a category not in the thread's cache, a
@@ -805,6 +814,19 @@ static __attribute__((noinline)) uint64_t task_begin_slow(gt__thread *t,
   return task;
 }
 
+/* A task begin's write (hot_slow clear); the fast path and
+ * task_begin_cmp. Returns the new task's id. */
+static inline __attribute__((always_inline)) uint64_t
+task_begin_write(gt__thread *t, gt__buf *b, uint64_t now, uint32_t id,
+                 uint64_t parent) {
+  uint64_t task = task_next(t);
+  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, now);
+  p = put_uv(put_task_id(p, task), parent);
+  put_done(b, put_uv(p, id));
+  leave(t);
+  return task;
+}
+
 /* named_cmp for task begin: the name's bytes compared, then the write. */
 static __attribute__((noinline)) uint64_t
 task_begin_cmp(gt__thread *t, uint64_t stamp, const gt__strcache_ent *e,
@@ -813,12 +835,7 @@ task_begin_cmp(gt__thread *t, uint64_t stamp, const gt__strcache_ent *e,
   uint32_t id = gt__strcache_get(e, name, stamp);
   if (UNLIKELY(id == 0))
     return task_begin_slow(t, stamp, name, parent);
-  uint64_t task = task_next(t);
-  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, now);
-  p = put_uv(put_task_id(p, task), parent);
-  put_done(b, put_uv(p, id));
-  leave(t);
-  return task;
+  return task_begin_write(t, b, now, id, parent);
 }
 
 /* The named events' fast path for task begin (cached name, room, TSC). */
@@ -841,12 +858,7 @@ uint64_t gt_task_begin(const char *name, uint64_t parent) {
   }
   if (UNLIKELY(id == 0 || b == NULL))
     return task_begin_slow(t, stamp, name, parent);
-  uint64_t task = task_next(t);
-  uint8_t *p = put_head_at(b, GTP_EV_TASK_BEGIN, now);
-  p = put_uv(put_task_id(p, task), parent);
-  put_done(b, put_uv(p, id));
-  leave(t);
-  return task;
+  return task_begin_write(t, b, now, id, parent);
 }
 
 /* Task end's cold part: registration, a refill, no TSC. */
