@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "gotrace.h"
+#include "text.h"
 #include "varint.h"
 
 #define STRINGS_PER_RECORD 512 /* 512 x (1 KiB + ids) < GTP_RECORD_MAX */
@@ -59,17 +60,7 @@ typedef struct conv {
 } conv;
 
 static int grow(void **a, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap)
-    return 0;
-  size_t cap2 = *cap ? *cap * 2 : 64;
-  while (cap2 < need)
-    cap2 *= 2;
-  void *p = realloc(*a, cap2 * elem);
-  if (!p)
-    return -ENOMEM;
-  *a = p;
-  *cap = cap2;
-  return 0;
+  return gtp_array_grow(a, cap, need, elem, 64);
 }
 
 static void flush(conv *c, tbuf *t) {

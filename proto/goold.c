@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
 #include "varint.h"
 
 enum {
@@ -132,17 +133,7 @@ static pstate *p_get(ost *o, uint64_t p) {
 }
 
 static int grow(void **a, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap)
-    return 0;
-  size_t c = *cap ? *cap * 2 : 256;
-  while (c < need)
-    c *= 2;
-  void *n = realloc(*a, c * elem);
-  if (!n)
-    return -ENOMEM;
-  *a = n;
-  *cap = c;
-  return 0;
+  return gtp_array_grow(a, cap, need, elem, 256);
 }
 
 /* Arguments an event carries, timestamp included (Go's argNum), for the

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
 #include "varint.h"
 
 /* tracev2 event numbers (stable across 1.22-1.26). */
@@ -187,17 +188,7 @@ typedef struct parse_st {
 } parse_st;
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap)
-    return 0;
-  size_t cap2 = *cap ? *cap * 2 : 16;
-  while (cap2 < need)
-    cap2 *= 2;
-  void *a = realloc(*arr, cap2 * elem);
-  if (!a)
-    return -ENOMEM;
-  *arr = a;
-  *cap = cap2;
-  return 0;
+  return gtp_array_grow(arr, cap, need, elem, 16);
 }
 
 static int parse_strings(parse_st *st, const uint8_t *p, const uint8_t *end) {

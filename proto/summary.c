@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
 #include "varint.h"
 
 /* ------------------------------------------------------------ histogram */
@@ -275,17 +276,7 @@ static gtp_str str_at(const gtp_gen *g, size_t i) {
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap)
-    return 0;
-  size_t n = *cap ? *cap * 2 : 16;
-  while (n < need)
-    n *= 2;
-  void *q = realloc(*p, n * size);
-  if (!q)
-    return -ENOMEM;
-  *p = q;
-  *cap = n;
-  return 0;
+  return gtp_array_grow(p, cap, need, size, 16);
 }
 
 /* A duration in ns from ticks at the generation's rate: one multiply, so

@@ -50,6 +50,25 @@ void gtp_wbuf_reset(gtp_wbuf *b) {
   b->err = 0;
 }
 
+int gtp_array_grow(void **p, size_t *cap, size_t need, size_t elem,
+                   size_t first) {
+  if (need <= *cap)
+    return 0;
+  if (elem == 0 || need > SIZE_MAX / elem)
+    return -ENOMEM;
+  size_t n = *cap ? *cap : first;
+  while (n < need)
+    n = n > SIZE_MAX / 2 ? need : n * 2;
+  if (n > SIZE_MAX / elem)
+    n = need;
+  void *q = realloc(*p, n * elem);
+  if (!q)
+    return -ENOMEM;
+  *p = q;
+  *cap = n;
+  return 0;
+}
+
 uint8_t *gtp_wbuf_grow(gtp_wbuf *b, size_t n) {
   if (b->err) /* invariant 1 */
     return NULL;

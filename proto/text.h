@@ -66,6 +66,12 @@ void gtp_wbuf_put(gtp_wbuf *b, const void *p, size_t n);
 void gtp_wbuf_put_uvarint(gtp_wbuf *b, uint64_t v);
 void gtp_wbuf_put_str(gtp_wbuf *b, const char *p,
                       size_t n); /* uvarint len | bytes */
+/* Grows the array *p of elements of elem bytes so that it holds at least
+ * need of them: capacity first when empty, then doubling (appends stay
+ * amortised O(1)). 0, or -ENOMEM (also when need * elem would overflow)
+ * with *p and *cap unchanged. */
+int gtp_array_grow(void **p, size_t *cap, size_t need, size_t elem,
+                   size_t first);
 /* A gtp_sink_fn that appends to the gtp_wbuf ctx; returns its err. */
 int gtp_wbuf_sink(void *ctx, const void *p, size_t n);
 /* Formats printf-style text and hands it to sink in one call (a long text

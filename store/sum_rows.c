@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 /* Chunk sizes, largest first; a flush of n rows takes the largest that fits
  * each time (40 rows: 32 + 8). Each (table, size) is one statement,
  * prepared once, on first use. */
@@ -72,17 +74,7 @@ void sum_rows_free(sum_rows *r) {
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap)
-    return 0;
-  size_t n = *cap ? *cap : 64;
-  while (n < need)
-    n *= 2;
-  void *q = realloc(*p, n * size);
-  if (!q)
-    return -ENOMEM;
-  *p = q;
-  *cap = n;
-  return 0;
+  return gtp_array_grow(p, cap, need, size, 64);
 }
 
 int sum_rows_add(sum_rows *r, int t, const sum_rows_val *vals) {

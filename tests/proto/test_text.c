@@ -2,6 +2,7 @@
  * what it accepts (with the value) and what it refuses. */
 #include "config.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -305,9 +306,32 @@ static void test_wbuf_printf__short_and_long_lines(void **state) {
   gtp_wbuf_fini(&b);
 }
 
+/* gtp_array_grow: first capacity, doubling to cover need, and a need whose
+ * bytes would overflow refused with the array left as it was. */
+static void test_array_grow__doubles_and_refuses_overflow(void **state) {
+  (void)state;
+  uint32_t *a = NULL;
+  size_t cap = 0;
+  assert_int_equal(gtp_array_grow((void **)&a, &cap, 1, sizeof *a, 16), 0);
+  assert_int_equal(cap, 16);
+  a[15] = 7;
+  assert_int_equal(gtp_array_grow((void **)&a, &cap, 16, sizeof *a, 16), 0);
+  assert_int_equal(cap, 16);
+  assert_int_equal(gtp_array_grow((void **)&a, &cap, 100, sizeof *a, 16), 0);
+  assert_int_equal(cap, 128);
+  assert_int_equal(a[15], 7);
+  uint32_t *keep = a;
+  assert_int_equal(
+      gtp_array_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof *a, 16), -ENOMEM);
+  assert_ptr_equal(a, keep);
+  assert_int_equal(cap, 128);
+  free(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dur_parse__one_grammar_table),
+      cmocka_unit_test(test_array_grow__doubles_and_refuses_overflow),
       cmocka_unit_test(test_time_parse__one_grammar_table),
       cmocka_unit_test(
           test_time_parse__bare_seconds_refused_with_how_to_write_it),
