@@ -676,6 +676,9 @@ export function createViewer(root, model, opts = {}) {
   // Test and console hook: where a drawn region with this name is, in
   // client coordinates (for hover tests), or null.
   function locate(name) {
+    // A new model clears the hits until the next frame draws it: draw now,
+    // so a caller right after setModel sees the picture it is about to get.
+    if (!hits || queued) draw();
     const r = canvas.getBoundingClientRect();
     for (const s of hits || []) {
       if (s.name !== name) continue;
@@ -692,6 +695,7 @@ export function createViewer(root, model, opts = {}) {
   // Test and console hook: where a drawn task whose begin and end threads
   // differ and both have lanes is, in client coordinates, or null.
   function locateTask() {
+    if (queued) draw(); // lanes are the new model's; draw it first (as locate)
     const r = canvas.getBoundingClientRect();
     for (const lane of lanes) {
       if (lane.kind !== 'tasks') continue;
