@@ -52,6 +52,11 @@ const heap = async () => {
 };
 const body = () => page.evaluate(() => ({ ...document.getElementById('window-body').dataset }));
 const viewerData = () => page.evaluate(() => ({ ...document.getElementById('viewer').dataset }));
+// Waits until the window view has nothing pending (window.js's settled
+// hook: no frame queued, no plan or flame refresh due, no generation
+// loading): what the hooks say then stays until the next input, however
+// slow the machine is (a fixed wait only guesses when the plan has run).
+const settle = () => page.waitForFunction(() => !!window.gentraceWindow && window.gentraceWindow.settled());
 const figures = [];
 const figure = (k, v) => {
   figures.push(`${k}=${v}`);
@@ -85,7 +90,7 @@ try {
     const end = (await viewerData()).viewEnd;
     await page.click('#zoom-in');
     await page.waitForFunction((e) => document.getElementById('viewer').dataset.viewEnd !== e, end);
-    await page.waitForTimeout(100); // the loader plans 60 ms after a view change
+    await settle(); // the loader plans 60 ms after a view change
   }
   await page.waitForFunction(() => document.getElementById('window-body').dataset.mode === 'detail', null, { timeout: T_DETAIL_MS });
   await page.waitForFunction(() => /worker-\d/.test(document.getElementById('viewer').dataset.lanes || ''));
@@ -94,6 +99,7 @@ try {
   check(tDetail < T_DETAIL_MS, `details took ${tDetail} ms`);
   // Zoom on until the regions are wide enough to carry names.
   for (let i = 0; i < 12; i++) {
+    await settle();
     const drawn = JSON.parse((await viewerData()).drawnRegions || '[]');
     if (drawn.includes('request')) break;
     const end = (await viewerData()).viewEnd;
@@ -112,6 +118,7 @@ try {
   check(frame < T_FRAME_MS, `a zoom took ${frame} ms to draw`);
 
   step = 'tooltip';
+  await settle(); // the position stays right until the pointer gets there
   const at = await page.evaluate(() => window.gentraceViewer.locate('request'));
   check(at, 'locate(request) found nothing');
   await page.mouse.move(at.x, at.y);
@@ -134,7 +141,7 @@ try {
   // decoded ones bounded.
   for (let i = 0; i < 8; i++) {
     await page.evaluate(() => window.gentraceViewer.pan(3));
-    await page.waitForTimeout(150);
+    await settle(); // this view planned and its generations loaded
     await page.waitForFunction(() => ['detail', 'overview'].includes(document.getElementById('window-body').dataset.mode) &&
       document.getElementById('window-body').dataset.mode !== 'loading', null, { timeout: T_DETAIL_MS });
   }

@@ -63,6 +63,14 @@ context.on('request', (r) => {
   foreign.push(u);
 });
 
+// Waits until the window view has nothing pending (window.js's settled
+// hook: no frame queued, no plan or flame refresh due, no generation
+// loading). Only then do the data-* hooks and locate() describe what stays
+// on screen: a generation that lands between reading a position and moving
+// the pointer there would move what the test aimed at. A fixed wait cannot
+// promise that on a loaded machine; this waits for the state itself.
+const settle = (p = page) => p.waitForFunction(() => !!window.gentraceWindow && window.gentraceWindow.settled());
+
 async function shot(name, p = page) {
   await p.screenshot({ path: join(ARTIFACTS, name + '.png'), fullPage: false });
 }
@@ -152,6 +160,7 @@ try {
     Number(await page.locator('#viewer').getAttribute('data-view-start'));
   let drawn = [];
   for (let i = 0; i < 16; i++) {
+    await settle(); // the regions of every generation in view, drawn
     drawn = JSON.parse(await page.locator('#viewer').getAttribute('data-drawn-regions'));
     if (i >= 2 && drawn.includes('request') && drawn.includes('db.query')) break;
     // The demo idles now and then: zooming at the centre alone can narrow
@@ -169,7 +178,7 @@ try {
       if (best === null || Math.abs(best - mid) <= (b - a) / 8) return false;
       v.pan((best - mid) / (b - a));
       return true;
-    })) await page.waitForTimeout(100); // the redraw, next animation frame
+    })) await settle(); // the redraw, and the generations the pan brought in
     const end = await page.locator('#viewer').getAttribute('data-view-end');
     await page.click('#zoom-in');
     // The redraw (next animation frame) rewrites the view hooks.
@@ -180,7 +189,9 @@ try {
   log(`drawn regions: ${drawn.join(', ')} (view ${spanBefore} -> ${spanAfter} us)`);
   check(spanAfter < spanBefore, 'zoom did not narrow the view');
   check(drawn.includes('request') && drawn.includes('db.query'), 'demo regions not drawn');
-  // Hovering a drawn region names it.
+  // Hovering a drawn region names it (settled: the picture stays put
+  // between locate and the pointer's arrival).
+  await settle();
   const at = await page.evaluate(() => window.gentraceViewer.locate('request'));
   check(at, 'locate(request) found nothing');
   await page.mouse.move(at.x, at.y);
@@ -192,13 +203,18 @@ try {
   // Tasks: the demo's send_receipt begins on a worker and ends on the
   // mailer thread; hovering one draws the link between the two threads.
   step = 'task link';
+  // Pan (D, or A when the view already ends at the window's end, where D
+  // cannot move it) until one is on screen, each view settled first: its
+  // generations loaded and drawn, so locateTask sees all of them and the
+  // position it returns is still right when the pointer gets there.
   let tat = null;
+  const atEnd = await page.evaluate(() => { const [, b] = window.gentraceViewer.view(); return b >= window.gentraceViewer.model().extent; });
   for (let i = 0; i < 8 && !tat; i++) {
+    await settle();
     tat = await page.evaluate(() => window.gentraceViewer.locateTask());
     if (!tat) {
       await page.locator('#viewer canvas').focus();
-      await page.keyboard.press('d');
-      await page.waitForTimeout(300);
+      await page.keyboard.press(atEnd ? 'a' : 'd');
     }
   }
   check(tat, 'no task with both ends on screen');
@@ -221,8 +237,9 @@ try {
   await page.click('#zoom-reset');
   await page.waitForFunction(() => document.getElementById('viewer').dataset.viewStart === '0');
   // The view's plan runs 60 ms after the view changed (then 'loading' until
-  // every generation in view is decoded).
-  await page.waitForTimeout(300);
+  // every generation in view is decoded): settled, the mode is the whole
+  // window's, not the zoomed view's it had before.
+  await settle();
   await page.waitForFunction(() => document.getElementById('window-body').dataset.mode === 'detail');
   const tj = await page.evaluate(() => {
     const out = { tasks: 0, joined: 0, joinedBoth: 0, split: 0 };
@@ -245,11 +262,15 @@ try {
   // Back to a part of the window (the keyboard pan below needs room).
   await page.click('#zoom-in');
   await page.waitForFunction(() => document.getElementById('viewer').dataset.viewStart !== '0');
+  await settle();
 
   // The aggregate flame view of what the viewer shows: the region tree
   // (request > db > db.query, ...) and the stacks the demo recorded.
   step = 'flame';
   await page.click('#show-flame');
+  // Settled: the panel was fed the drawn model of this view, and no later
+  // refresh re-lays its boxes between locate and the click below.
+  await settle();
   await page.waitForFunction(() => Number(document.getElementById('flame')?.dataset.total) > 0);
   const fpaths = JSON.parse(await page.locator('#flame').getAttribute('data-paths'));
   check(fpaths.includes('request > db > db.query'), `flame paths ${fpaths}`);
@@ -259,6 +280,7 @@ try {
   check(await page.locator('#flame-top tr').count() > 0, 'no top paths');
   await page.locator('#flame canvas').scrollIntoViewIfNeeded();
   await shot('flame');
+  await settle(); // the scroll above redrew the viewer
   const dbAt = await page.evaluate(() => window.gentraceFlame.locate('request > db'));
   check(dbAt, 'no request > db box');
   await page.mouse.click(dbAt.x, dbAt.y);

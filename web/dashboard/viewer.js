@@ -718,6 +718,8 @@ export function createViewer(root, model, opts = {}) {
   draw();
   return {
     locateTask,
+    // Test hook: a frame is queued (the hooks still show the last one).
+    pending: () => queued,
     model: () => model,
     setModel,
     redraw: schedule,

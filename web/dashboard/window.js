@@ -162,6 +162,14 @@ export function windowView(root, params, crumbs) {
   };
 
   let viewer = null;
+  // Test hook: settled() is true when nothing is pending (no frame queued,
+  // no plan or flame refresh due, no generation loading), so the picture
+  // and its data-* hooks stay as they are until the next input. A test
+  // that reads a position and then moves the pointer there waits for it;
+  // otherwise a generation landing in between moves what it aimed at.
+  const hook = {
+    settled: () => !!viewer && !viewer.pending() && !planTimer && !flameTimer && inflight.size === 0,
+  };
   const ctl = new AbortController();
   const cache = new LRU(CACHE_BYTES);
   const inflight = new Set(), failed = new Map();
@@ -346,6 +354,7 @@ export function windowView(root, params, crumbs) {
       });
       body.dataset.overviewMs = String(Math.round(performance.now() - t0ms));
       window.gentraceViewer = viewer; // console and test hook
+      window.gentraceWindow = hook;
       perfettoBtn.disabled = false;
       replan();
     } catch (e) {
@@ -388,6 +397,7 @@ export function windowView(root, params, crumbs) {
       window.removeEventListener('offline', showOnline);
       if (viewer) viewer.dispose();
       if (window.gentraceViewer === viewer) delete window.gentraceViewer;
+      if (window.gentraceWindow === hook) delete window.gentraceWindow;
     },
   };
 }
