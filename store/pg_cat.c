@@ -46,6 +46,7 @@
 struct pg_cat {
   pg *pool;
   unsigned test_delay_ms; /* written before use by the test only */
+  unsigned test_delays_begun, test_delays_done; /* __atomic: test hooks */
 };
 
 pg *pg_cat_pool(pg_cat *c) {
@@ -54,6 +55,14 @@ pg *pg_cat_pool(pg_cat *c) {
 
 void pg_cat_set_test_delay(pg_cat *c, unsigned ms) {
   c->test_delay_ms = ms;
+}
+
+unsigned pg_cat_test_delays_begun(pg_cat *c) {
+  return __atomic_load_n(&c->test_delays_begun, __ATOMIC_ACQUIRE);
+}
+
+unsigned pg_cat_test_delays_done(pg_cat *c) {
+  return __atomic_load_n(&c->test_delays_done, __ATOMIC_ACQUIRE);
 }
 
 #define NOW_NS "(extract(epoch from clock_timestamp()) * 1e9)::bigint"
@@ -509,8 +518,11 @@ int pg_cat_commit_segment(pg_cat *c, const char *object, uint64_t bytes,
     PQclear(r);
     r = NULL;
   }
-  if (c->test_delay_ms)
+  if (c->test_delay_ms) {
+    __atomic_add_fetch(&c->test_delays_begun, 1, __ATOMIC_RELEASE);
     usleep(c->test_delay_ms * 1000u);
+    __atomic_add_fetch(&c->test_delays_done, 1, __ATOMIC_RELEASE);
+  }
   rc = pg_cmd(k, "COMMIT", cause);
   if (rc < 0)
     goto rollback;

@@ -60,6 +60,11 @@ struct pg *pg_cat_pool(pg_cat *c);
 /* Test hook: sleep ms between inserting the generations (seqs taken) and
  * COMMIT, to show a late commit cannot be skipped by the feed. */
 void pg_cat_set_test_delay(pg_cat *c, unsigned ms);
+/* Test hook: how many commits have entered that delay (their seqs taken,
+ * the counter's row locked) and how many have left it (COMMIT next), so a
+ * test waits for the state itself rather than for a guessed time. */
+unsigned pg_cat_test_delays_begun(pg_cat *c);
+unsigned pg_cat_test_delays_done(pg_cat *c);
 
 /* Last cataloged gen of a session (for WELCOME, on any daemon): 1 and *gen
  * set, 0 when it has none, or a negative code. */

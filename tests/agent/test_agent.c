@@ -275,6 +275,29 @@ static void test_api__safe_before_start_and_after_stop(void **state) {
   gt_stop();
 }
 
+/* Waits (bounded: 30 s) until the period cut seals a generation after the
+ * `since` sealed so far, so what was written before is in a generation of
+ * its own: a fixed sleep of a few periods is no promise on a loaded
+ * machine, where the sealer thread may not run for longer. */
+static void wait_cut(uint64_t since) {
+  gt_stats_t st;
+  uint64_t t0 = mono_ns();
+  do {
+    assert_int_equal(gt_stats(&st), 0);
+    if (st.gens_sealed > since)
+      return;
+    usleep(5000);
+  } while (mono_ns() - t0 < 30000ull * 1000000);
+  fail_msg("no generation sealed in 30 s after %llu", (unsigned long long)since);
+}
+
+/* The generations sealed so far. */
+static uint64_t sealed_now(void) {
+  gt_stats_t st;
+  assert_int_equal(gt_stats(&st), 0);
+  return st.gens_sealed;
+}
+
 static void test_agent__every_event_arrives_once_in_order(void **state) {
   (void)state;
   rx *r = rx_start();
@@ -286,7 +309,7 @@ static void test_agent__every_event_arrives_once_in_order(void **state) {
   assert_int_equal(gt_start(&c), -EALREADY);
   gt_thread_name("main");
   run_workers(4, 10000, 1, NULL);
-  usleep(50000); /* let the 20 ms period cut between the halves */
+  wait_cut(sealed_now()); /* a period cut between the halves */
   run_workers(4, 10000, 1, NULL);
   gt_stop();
   /* The final counters stay readable after the flush. */
@@ -323,7 +346,7 @@ static void test_agent__without_membarrier_every_event_arrives(void **state) {
   gt__use_fence = 1;
   assert_int_equal(gt_start(&c), 0);
   run_workers(4, 10000, 1, NULL);
-  usleep(50000);
+  wait_cut(sealed_now());
   run_workers(4, 10000, 1, NULL);
   gt_stop();
   gt__membarrier_ok = mb;
