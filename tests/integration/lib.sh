@@ -78,3 +78,19 @@ cluster_start() {
 		"$top_srcdir/scripts/cluster-down" "$GENTRACE_CLUSTER_DIR"
 	}
 }
+
+# expect_truth WHAT MADE QUERY GOT DUMP: a search QUERY found GOT spans; the
+# trace (DUMP, `gentrace dump` of it) must hold exactly that many for QUERY
+# (tests/integration/spans_truth.py), and at least MADE, what the traced
+# program was asked to make: a sleep only ever lasts longer, and a region
+# preempted on a loaded machine is that long all the same, so the queries
+# whose answer depends on timing expect what was made, not what was meant.
+expect_truth() {
+	tr=$(python3 "$top_srcdir/tests/integration/spans_truth.py" "$5" "$3") ||
+		fail "$1: spans_truth.py"
+	set -- "$1" "$2" "$3" "$4" $tr
+	[ "$4" -ge "$5" ] && [ "$4" -le "$6" ] ||
+		fail "$1: found $4 spans, the trace holds $5 ($6 with those within 1 ms of a bound) ($3)"
+	[ "$5" -ge "$2" ] || fail "$1: the trace holds $5 such spans, fewer than the $2 made ($3)"
+	echo "ok: $1 = $4 (the trace holds $5; at least $2 by design)"
+}
