@@ -37,16 +37,20 @@ PY
 F=$!
 PIDS="$PIDS $F"
 
-GENTRACE_ADDR=$A_AGENT GENTRACE_SERVICE=late GENTRACE_PERIOD_MS=100 \
+# GENTRACE_FLUSH_MS: each demo exits once its last generation is ACKed,
+# i.e. cataloged: A's 1.5 s commit delay is close to the default 2 s flush,
+# after which a late commit could land after the full feed is read below.
+GENTRACE_ADDR=$A_AGENT GENTRACE_SERVICE=late GENTRACE_PERIOD_MS=100 GENTRACE_FLUSH_MS=60000 \
 	"$DEMO" --duration 5 --threads 2 --quiet >"$T/demo1.log" 2>&1 &
 D1=$!
-GENTRACE_ADDR=$B_AGENT GENTRACE_SERVICE=prompt GENTRACE_PERIOD_MS=100 \
+GENTRACE_ADDR=$B_AGENT GENTRACE_SERVICE=prompt GENTRACE_PERIOD_MS=100 GENTRACE_FLUSH_MS=60000 \
 	"$DEMO" --duration 5 --threads 2 --quiet >"$T/demo2.log" 2>&1 &
 D2=$!
 PIDS="$PIDS $D1 $D2"
 wait "$D1" || fail "demo late failed"
 wait "$D2" || fail "demo prompt failed"
-sleep 4 # A's last delayed commits land
+# Everything is cataloged (the demos exited); the follower ends after
+# three empty long polls.
 touch "$T/stop"
 wait "$F" || fail "follower failed"
 
