@@ -31,9 +31,11 @@ GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=dashtest GENTRACE_PERIOD_MS=500 \
 
 # Half-second generations so the timeline visibly grows during the test;
 # a modest rate keeps the windows small and the machine free. Stacks on, for
-# the flame view's stack tree.
+# the flame view's stack tree. It runs until stopped by PID at exit: the
+# late steps open windows of the last 2 s, which must hold its generations
+# however long a loaded machine takes to get there.
 GENTRACE_ADDR=$AGENT GENTRACE_SERVICE=dashtest GENTRACE_PERIOD_MS=500 GENTRACE_STACKS=1 \
-	"$DEMO" --duration 120 --threads 3 --rate 300 --quiet >"$T/demo.log" 2>&1 &
+	"$DEMO" --duration 3600 --threads 3 --rate 300 --quiet >"$T/demo.log" 2>&1 &
 PIDS="$PIDS $!"
 
 HTTP=$HTTP TOKEN=$TOKEN ADMIN=$ADMIN SERVICE=dashtest GENTRACE=$GENTRACE ARTIFACTS=$ART \
