@@ -288,7 +288,8 @@ static void wait_cut(uint64_t since) {
       return;
     usleep(5000);
   } while (mono_ns() - t0 < 30000ull * 1000000);
-  fail_msg("no generation sealed in 30 s after %llu", (unsigned long long)since);
+  fail_msg("no generation sealed in 30 s after %llu",
+           (unsigned long long)since);
 }
 
 /* The generations sealed so far. */
