@@ -53,6 +53,7 @@
 #include "store_pin.h"
 #include "tls_floor.h"
 #include "web.h"
+#include "../tests/lib/prng.h"
 
 #define SEC INT64_C(1000000000)
 #define T0 INT64_C(1767225600000000000)
@@ -104,7 +105,7 @@ static int build_gen(gtp_wbuf *b, const uint8_t session[16], uint64_t gen,
     uint64_t n = 0, prev = base, tk = base;
     int64_t depth = 100;
     while (len + 3 * GTP_EVENT_MAX < sizeof ev) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      lcg64(&x);
       gtp_event e = {0};
       tk += 20 + (x >> 58);
       e.type = (n % 3 == 0)   ? GTP_EV_REGION_BEGIN
@@ -586,13 +587,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_download: building a generation failed\n");
       return 1;
     }
-    store_gen *g = bench_gen_new(session,
-                                 &(bench_gen_id){.host = "bench-host",
-                                                 .agent_version = "0.1.0",
-                                                 .pid = 4242,
-                                                 .process_start_ns =
-                                                     (uint64_t)T0},
-                                 ngens, T0 + (int64_t)ngens * SEC, SEC);
+    store_gen *g =
+        bench_gen_new(session,
+                      &(bench_gen_id){.host = "bench-host",
+                                      .agent_version = "0.1.0",
+                                      .pid = 4242,
+                                      .process_start_ns = (uint64_t)T0},
+                      ngens, T0 + (int64_t)ngens * SEC, SEC);
     g->end = end;
     g->payload = b.data;
     g->len = b.len;

@@ -72,9 +72,9 @@ static store_gen *make_gen(int run, uint64_t i, int64_t t0) {
   uint32_t pid = (uint32_t)getpid();
   memcpy(sid + 4, &pid, sizeof pid);
   uint64_t no = i / SESSIONS + 1;
-  store_gen *g = bench_gen_new(
-      sid, &(bench_gen_id){.service = i % 2 ? "cart" : "pay"}, no,
-      t0 + (int64_t)no * 1000000000LL, 1000000000LL);
+  store_gen *g =
+      bench_gen_new(sid, &(bench_gen_id){.service = i % 2 ? "cart" : "pay"}, no,
+                    t0 + (int64_t)no * 1000000000LL, 1000000000LL);
   gtp_wbuf b;
   gtp_wbuf_init(&b, 0);
   if (demo_gen_build(&b, sid, no, t0, EVENT_BYTES, &g->end) < 0)

@@ -48,6 +48,7 @@
 #include "store_search.h"
 #include "summary.h"
 #include "varint.h"
+#include "../tests/lib/prng.h"
 
 #define NS INT64_C(1000000000)
 #define BAR_S 1.0
@@ -69,10 +70,7 @@ static double cpu(void) {
 
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
+  return xorshift64(&rng_state);
 }
 
 enum { S_CART = 1, S_DB, S_PAY, S_QUEUE, S_HTTP };
@@ -325,8 +323,9 @@ int main(int argc, char **argv) {
       snprintf(svc, sizeof svc, "svc-%u", a % 10);
       snprintf(host, sizeof host, "host-%u", a);
       store_gen *sg = bench_gen_new(
-          session, &(bench_gen_id){.service = svc, .host = host, .pid = 1000 + a},
-          g, start_ns + (int64_t)(g - 1) * period, period);
+          session,
+          &(bench_gen_id){.service = svc, .host = host, .pid = 1000 + a}, g,
+          start_ns + (int64_t)(g - 1) * period, period);
       sg->end = e;
       sg->payload = b.data;
       sg->len = b.len;

@@ -30,6 +30,7 @@
 #include "bench_env.h"
 #include "bench_gen.h"
 #include "storage.h"
+#include "../tests/lib/prng.h"
 
 #define GEN_BYTES (1u << 20)
 #define MAXD 3
@@ -48,8 +49,7 @@ static double now_s(void) {
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) {
-  rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-  return rng * 0x2545F4914F6CDD1Dull;
+  return xorshift64star(&rng);
 }
 
 static uint8_t *tmpl;

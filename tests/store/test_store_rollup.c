@@ -43,8 +43,9 @@ static size_t fill(fx *f, uint64_t *rng) {
       sf_gen_opts o = {.session = 10 + k,
                        .gen = g++,
                        .start_ns = t,
-                       .period_ns = 5 * MIN + (int64_t)(sf_rng(rng) % 600) *
-                                                  INT64_C(1000000000),
+                       .period_ns =
+                           5 * MIN + (int64_t)(xorshift64star(rng) % 600) *
+                                         INT64_C(1000000000),
                        .service = svcs[k % 2]};
       store_gen *sg = sf_gen_new(&o);
       if (k == 1 && g == 6)
@@ -112,8 +113,8 @@ static int compare_windows(fx *f, uint64_t *rng, int rounds) {
     store_summary_query q;
     memset(&q, 0, sizeof q);
     int64_t lo = T0 - HOUR, span = (SPAN_H + 2) * HOUR;
-    q.from_ns = lo + (int64_t)(sf_rng(rng) % (uint64_t)span);
-    q.to_ns = q.from_ns + (int64_t)(sf_rng(rng) % (uint64_t)span);
+    q.from_ns = lo + (int64_t)(xorshift64star(rng) % (uint64_t)span);
+    q.to_ns = q.from_ns + (int64_t)(xorshift64star(rng) % (uint64_t)span);
     if (i % 4 == 1) { /* exact hour edges (slot edges too) */
       q.from_ns -= q.from_ns % HOUR;
       q.to_ns -= q.to_ns % HOUR;
