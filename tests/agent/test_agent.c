@@ -202,10 +202,18 @@ static void tally_rx(tally *t, rx *r, int gapless) {
   }
 }
 
+/* The agent stopped (its last generations flushed), then the receiver,
+ * and what the receiver got, decoded. */
+static void stop_and_tally(tally *t, rx *r, int gapless) {
+  gt_stop();
+  rx_stop(r);
+  tally_rx(t, r, gapless);
+}
+
 /* What the receiver got adds up to what the agent wrote: no bad file, no
  * broken generation, (gapless) no event out of order, and every one of
  * `written` events received or counted lost. The agent's own stats add up
- * too. Stops r; the caller checks the rest of t, then frees r. */
+ * too. Stops r; the caller checks the rest of t (the fixture frees r). */
 static void expect_exact(tally *t, rx *r, const gt_stats_t *st, int gapless,
                          uint64_t written) {
   assert_int_equal(st->events_delivered + st->events_dropped +
@@ -406,10 +414,8 @@ static void test_agent__vanishing_receiver_keeps_exact_ledger(void **state) {
     usleep(10000); /* reconnect backoff is at most ~10 s */
   stop_and_stats(&st, 15000);
   /* Quiet now: nothing more is written, so a last seal + ACK settles it. */
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 1);
+  stop_and_tally(&t, r, 1);
   assert_int_equal(t.bad, 0);
   assert_int_equal(t.order_errors, 0);
   assert_int_equal(t.events + t.dropped + t.evicted + t.rejected,
@@ -493,10 +499,8 @@ static void test_agent__rejected_generation_is_counted(void **state) {
   assert_int_equal(st.events_written, st.events_delivered + st.events_dropped +
                                           st.events_evicted +
                                           st.events_rejected);
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.bad, 0);
   assert_true(t.rejected > 0);
   assert_int_equal(t.events + t.dropped + t.evicted + t.rejected,
@@ -614,10 +618,8 @@ static void test_agent__full_pool_drops_exactly_and_marks_lost(void **state) {
   stop_and_stats(&st, 10000);
   assert_true(st.events_dropped > 0);
   uint64_t written = st.events_written;
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.bad, 0);
   assert_int_equal(t.order_errors, 0);
   assert_true(t.dropped > 0);
@@ -698,10 +700,8 @@ static void test_agent__every_kind_with_a_reused_name_buffer(void **state) {
     gt_log(buf, "message");
     gt_task_end(gt_task_begin(buf, 0));
   }
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.bad, 0);
   assert_int_equal(t.nknames, 15);
   for (int i = 0; i < 3; i++) {
@@ -730,10 +730,8 @@ static void test_agent__reused_buffer_with_new_contents(void **state) {
   gt_instant(buf);
   strcpy(buf, "alp");
   gt_instant(buf);
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.nnames, 4);
   assert_string_equal(t.names[0], "alpha");
   assert_string_equal(t.names[1], "beta");
