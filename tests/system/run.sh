@@ -115,11 +115,17 @@ normal2s=$(($(sql "$DB" "SELECT count(*) FROM generations") - r0))
 
 say "phase 4: disk full"
 stop_daemon
-# A ballast of 8 MiB that the operator can delete later, then a page limit
-# a little above the database's size: the agents' next seconds fill it.
+# A ballast of 128 MiB that the operator can delete later, then a page
+# limit a little above the database's size: the agents' next seconds fill
+# it. Deleting the ballast must leave room for all the agents hold by then:
+# on a loaded machine the restart alone took 35 s, and 8 MiB filled again
+# with that backlog within a second of the delete (the flag cleared for
+# milliseconds, between two of the check's polls, and stayed set until the
+# daemon stopped, so the demo's spool evicted). The whole short scenario
+# stores under 40 MB.
 sqlite3 -cmd '.timeout 10000' "$DB" \
 	"CREATE TABLE IF NOT EXISTS system_test_ballast(b BLOB);
-	 INSERT INTO system_test_ballast VALUES(zeroblob(8388608));" ||
+	 INSERT INTO system_test_ballast VALUES(zeroblob(134217728));" ||
 	die "ballast"
 pages=$(sqlite3 "$DB" "PRAGMA page_count")
 start_daemon d4 GENTRACE_TEST_MAX_PAGES=$((pages + 8)) -- "${A_PORTS[@]}" \
