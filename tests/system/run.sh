@@ -115,17 +115,20 @@ normal2s=$(($(sql "$DB" "SELECT count(*) FROM generations") - r0))
 
 say "phase 4: disk full"
 stop_daemon
-# A ballast of 128 MiB that the operator can delete later, then a page
-# limit a little above the database's size: the agents' next seconds fill
-# it. Deleting the ballast must leave room for all the agents hold by then:
-# on a loaded machine the restart alone took 35 s, and 8 MiB filled again
-# with that backlog within a second of the delete (the flag cleared for
-# milliseconds, between two of the check's polls, and stayed set until the
-# daemon stopped, so the demo's spool evicted). The whole short scenario
-# stores under 40 MB.
+# A ballast of 128 MiB (16 rows of 8 MiB) that the operator can delete
+# later, then a page limit a little above the database's size: the agents'
+# next seconds fill it. Deleting the ballast must leave room for all the
+# agents hold by then: on a loaded machine the restart alone took 35 s, and
+# 8 MiB filled again with that backlog within a second of the delete (the
+# flag cleared for milliseconds, between two of the check's polls, and
+# stayed set until the daemon stopped, so the demo's spool evicted). The
+# whole short scenario stores under 40 MB. Rows of 8 MiB, deleted one per
+# transaction: one 128 MiB delete held the write lock past the daemon's
+# 5 s busy timeout there.
 sqlite3 -cmd '.timeout 10000' "$DB" \
 	"CREATE TABLE IF NOT EXISTS system_test_ballast(b BLOB);
-	 INSERT INTO system_test_ballast VALUES(zeroblob(134217728));" ||
+	 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 16)
+	 INSERT INTO system_test_ballast SELECT zeroblob(8388608) FROM n;" ||
 	die "ballast"
 pages=$(sqlite3 "$DB" "PRAGMA page_count")
 start_daemon d4 GENTRACE_TEST_MAX_PAGES=$((pages + 8)) -- "${A_PORTS[@]}" \
@@ -161,8 +164,11 @@ check "disk full: ingest paused (rows in 2 s < half of normal)" 1 \
 info "disk full: rows in 2 s full / normal" "$dfull / $normal2s"
 check "disk full: daemon alive" 0 "$(kill -0 "$DPID" 2>/dev/null; echo $?)"
 # The operator frees space; ingest must resume in the same process.
-sqlite3 -cmd '.timeout 10000' "$DB" "DELETE FROM system_test_ballast" ||
-	die "ballast delete"
+for _ in $(seq 16); do
+	sqlite3 -cmd '.timeout 10000' "$DB" "DELETE FROM system_test_ballast
+		WHERE rowid = (SELECT min(rowid) FROM system_test_ballast)" ||
+		die "ballast delete"
+done
 notfull() { [ "$(metric gentrace_disk_full)" = 0 ]; }
 wait_for 60 "resume" notfull
 check "disk full: resumes after space frees" 0 "$(metric gentrace_disk_full)"
