@@ -21,6 +21,10 @@
  *   - the server's CPU (utime + stime of /proc/PID/stat, every thread) from
  *     the first generation to the last ACK, per generation and per million
  *     events; its RSS before the agents connected and with them connected;
+ *   - per server thread and per generation: its CPU, the kernel's share of
+ *     it (stime), the times it was put on a CPU (wake-ups, schedstat), and
+ *     how long it waited for one; gentraced's transactions, generations
+ *     per transaction and mean commit time (/metrics);
  *   - the client processes' own CPU, the load average, and gentraced's
  *     own ACK latency (its /metrics histograms, daemon/acklat.h), so the
  *     client's wait for a CPU and the daemon's queueing are told apart;

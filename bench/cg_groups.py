@@ -104,10 +104,12 @@ if kind == 'gentraced':
     G['session lookup'] = (
         incl('store_index_bind_key') + incl('session_auth_gen_check')
         + incl('session_auth_gen_ok'), 'r')
-    G['hand-off to the store thread and back'] = (
+    # Split by side, so that each is divided by its own count.
+    G['hand-off to the store thread (store_gen, submit)'] = (
         e('reasm_gen_end', 'strdup') + e('reasm_gen_end', 'calloc')
-        + incl('storage_submit') - incl('store_index_bind_key')
-        + incl(async_io) - spin - incl('ingest_commit_async')
+        + incl('storage_submit') - incl('store_index_bind_key'), 'r')
+    G['hand-off back (completion, frees)'] = (
+        incl(async_io) - spin - incl('ingest_commit_async')
         + own['ingest_commit_async']
         + e('ingest_commit_async', 'store_gen_free')
         + e('ingest_commit_async', 'ingest_conn_unref')

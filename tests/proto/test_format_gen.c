@@ -648,6 +648,7 @@ static void test_gen_parse__known_ends_check_the_body_as_the_full_parse(
                                          &e), 0);
   gtp_gen_fini(&known);
   gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
 
   /* A GEN_START inside the body: two generations run together. */
   gtp_wbuf_init(&body, 0);
