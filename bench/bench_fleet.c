@@ -451,9 +451,10 @@ static int run_load(const opts *o, int gentraced, result *r) {
               tc1[i] * 1e6 / (double)r->acked,
               tc1[i] > 0 ? 100 * dsys[i] / tc1[i] : 0.0);
   if (txns > 0)
-    fprintf(stderr, "; %.0f transactions, %.1f generations each, %.2f ms "
-            "mean commit", txns, (double)r->acked / txns,
-            commit_s * 1e3 / txns);
+    fprintf(stderr,
+            "; %.0f transactions, %.1f generations each, %.2f ms "
+            "mean commit",
+            txns, (double)r->acked / txns, commit_s * 1e3 / txns);
   fprintf(stderr, "\n");
   r->cpu_s = cpu1 - cpu0;
   r->wall_s = (double)(t1 - go) / 1e9;

@@ -24,10 +24,10 @@
  *    is shed anyway reconnects and resends (nothing ACKed is touched, and
  *    an unACKed generation stays in its spool).
  *  - identities (the strings of each HELLO, kept while the connection
- *    lives and lent, not copied, to each of its queued generations) are held as long as
- *    the agent stays: a HELLO may be up to 64 KiB and its tags JSON up to
- *    six times its tags (escapes), so 16,384 connections could hold
- *    gigabytes. They get a quarter of the budget; over it the connection
+ *    lives, lent to its queued generations, never copied) are held as
+ *    long as the agent stays: a HELLO may be up to 64 KiB and its tags
+ *    JSON up to six times its tags (escapes), so 16,384 connections could
+ *    hold gigabytes. They get a quarter of the budget; over it the connection
  *    with the largest identity is closed (ERROR LIMIT). Honest identities
  *    are a few hundred bytes, never the largest. Identities count before
  *    partial work: partial work is shed while both together pass the

@@ -403,8 +403,8 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
      * checks everything the agent sent between them. */
     gtp_gen_start s;
     gen_start_of(c, e.gen, &s);
-    rc = gtp_gen_parse_known(g->buf.data, g->buf.len, &s, g->body_off,
-                             body_len, &e, !lazy, &parsed);
+    rc = gtp_gen_parse_known(g->buf.data, g->buf.len, &s, g->body_off, body_len,
+                             &e, !lazy, &parsed);
     if (rc == 0) {
       parsed_ok = 1;
       rc = session_auth_gen_check(c, &parsed, &e, &why);

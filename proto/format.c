@@ -643,9 +643,9 @@ static int manifest_walk(const uint8_t *p, size_t len, gtp_gen_end *e,
         return rc;
       batches++;
       events += bt.nevents; /* bounded by bytes: cannot overflow */
-    } else if (ntab != NULL && (rec.type == GTP_REC_STRINGS ||
-                                rec.type == GTP_REC_STACKS ||
-                                rec.type == GTP_REC_MODULES)) {
+    } else if (ntab != NULL &&
+               (rec.type == GTP_REC_STRINGS || rec.type == GTP_REC_STACKS ||
+                rec.type == GTP_REC_MODULES)) {
       gtp_table_iter it;
       if ((rc = gtp_table_iter_init(&it, rec.payload, rec.len)) < 0)
         return rc;

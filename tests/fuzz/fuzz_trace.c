@@ -125,8 +125,8 @@ static void check_known_ends(const uint8_t *p, size_t n, int full_rc,
   if (gtp_gen_end_decode(rec.payload, rec.len, &e) < 0)
     return;
   gtp_gen k;
-  int rc = gtp_gen_parse_known(p, off + rec.size, &st, body_off,
-                               off - body_off, &e, 1, &k);
+  int rc = gtp_gen_parse_known(p, off + rec.size, &st, body_off, off - body_off,
+                               &e, 1, &k);
   fuzz_check((rc == 0) == (full_rc == 0));
   if (rc == 0) {
     fuzz_check(k.size == full->size && k.body == full->body &&

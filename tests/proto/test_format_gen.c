@@ -548,9 +548,9 @@ static void test_manifest__wire_body_matches_stored_generation(void **state) {
  * the GEN_START and GEN_END decoded from the records it wrote, the body's
  * offsets. Decodes with the full parser's own functions, then parses with
  * the known ends. */
-static int parse_with_known_ends(const uint8_t *p, size_t len,
-                                 int check_events, gtp_gen *g,
-                                 gtp_gen_start *start, gtp_gen_end *end) {
+static int parse_with_known_ends(const uint8_t *p, size_t len, int check_events,
+                                 gtp_gen *g, gtp_gen_start *start,
+                                 gtp_gen_end *end) {
   gtp_record rec;
   assert_int_equal(gtp_record_parse(p, len, &rec), 0);
   assert_int_equal(rec.type, GTP_REC_GEN_START);
@@ -572,8 +572,8 @@ static int parse_with_known_ends(const uint8_t *p, size_t len,
  * result is the full parse's, and every check of the body stays (changed
  * bytes, a manifest or gen that does not match, bad events unless lazy,
  * framing records inside the body, offsets outside the input). */
-static void test_gen_parse__known_ends_check_the_body_as_the_full_parse(
-    void **state) {
+static void
+test_gen_parse__known_ends_check_the_body_as_the_full_parse(void **state) {
   (void)state;
   gtf_spec s;
   gtf_spec_init(&s, 1, 41);
@@ -585,8 +585,8 @@ static void test_gen_parse__known_ends_check_the_body_as_the_full_parse(
   gtp_gen_end e;
   assert_int_equal(gtp_gen_parse(b.data, b.len, &full, NULL), 0);
   for (int check = 0; check <= 1; check++) {
-    assert_int_equal(parse_with_known_ends(b.data, b.len, check, &known, &st,
-                                           &e), 0);
+    assert_int_equal(
+        parse_with_known_ends(b.data, b.len, check, &known, &st, &e), 0);
     check_fixture_gen(&known, &s);
     assert_ptr_equal(known.body, full.body);
     assert_int_equal(known.body_len, full.body_len);
@@ -624,8 +624,8 @@ static void test_gen_parse__known_ends_check_the_body_as_the_full_parse(
   assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, body_off,
                                        full.body_len, &bad, 1, &known),
                    GTP_E_GEN);
-  assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, b.len + 1,
-                                       0, &full.end, 1, &known),
+  assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, b.len + 1, 0,
+                                       &full.end, 1, &known),
                    GTP_E_INTERNAL);
   assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, body_off,
                                        b.len, &full.end, 1, &known),
@@ -642,10 +642,10 @@ static void test_gen_parse__known_ends_check_the_body_as_the_full_parse(
   const uint8_t ev[] = {GTP_EV_INSTANT, 1, 1, GTP_EV_COUNTER, 1};
   assert_int_equal(gtp_put_batch(&body, 10, 1, 0, 2, ev, sizeof(ev)), 0);
   wrap_body(&out, &s, body.data, body.len, 10);
-  assert_int_equal(parse_with_known_ends(out.data, out.len, 1, &known, &st,
-                                         &e), GTP_E_TRUNC);
-  assert_int_equal(parse_with_known_ends(out.data, out.len, 0, &known, &st,
-                                         &e), 0);
+  assert_int_equal(parse_with_known_ends(out.data, out.len, 1, &known, &st, &e),
+                   GTP_E_TRUNC);
+  assert_int_equal(parse_with_known_ends(out.data, out.len, 0, &known, &st, &e),
+                   0);
   gtp_gen_fini(&known);
   gtp_wbuf_fini(&out);
   gtp_wbuf_fini(&body);
