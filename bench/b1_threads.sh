@@ -4,12 +4,12 @@
 # quick's B1 (one emitting thread, SECS seconds) through the agent into
 # gentraced at GT_RATE, and one through lttng-sessiond and lttng-relayd at
 # LT_RATE, each repeated REPS times (default 3). Per thread, the CPU
-# seconds it used during the trial (utime + stime of /proc/PID/task/TID/
-# stat, 10 ms ticks): the emitting process's own threads as it reports them
-# once the trial settled (lttng_bench's BENCH_THREAD_CPU: the emitter, the
-# agent's thread that seals and sends or LTTng-UST's listeners, main), and
-# the daemons' threads as the difference of two readings around the trial
-# (gentraced; lttng-sessiond, its consumer daemons, lttng-relayd). Prints a
+# seconds it used during the trial (its run time in /proc/PID/task/TID/
+# schedstat, nanoseconds): the emitting process's own threads as it reports
+# them once the trial settled (lttng_bench's BENCH_THREAD_CPU: the emitter,
+# the agent's thread that seals and sends or LTTng-UST's listeners, main),
+# and the daemons' threads as the difference of two readings around the
+# trial (gentraced; lttng-sessiond, its consumer daemons, lttng-relayd). Prints a
 # line per thread and a `BENCH id=B1_cpu_split` line per side: CPU
 # nanoseconds per event in all, beside the emitter's.
 #
@@ -46,33 +46,30 @@ b1_gentraced_up
 [ -n "$GAGENT" ] || { say "gentraced did not start"; exit 1; }
 export BENCH_THREAD_CPU=1
 
-# "name tid ticks" for every thread of the processes "name:pid ...".
+# "name tid run-ns" for every thread of the processes "name:pid ...".
 snap() {
 	local np p n t
 	for np in "$@"; do
 		n=${np%%:*} p=${np#*:}
 		for t in /proc/"$p"/task/*; do
-			# After "pid (comm) ": utime and stime are the 12th and
-			# 13th fields.
-			sed 's/^.*) //' "$t/stat" 2>/dev/null |
-				awk -v n="$n" -v t="${t##*/}" '{ print n, t, $12 + $13 }'
+			awk -v n="$n" -v t="${t##*/}" '{ print n, t, $1 }' "$t/schedstat" 2>/dev/null
 		done
 	done
 }
-HZ=$(getconf CLK_TCK)
-# The emitter's lines and the daemons' differences, one table: role cpu_s.
+# The emitting process's lines and the daemons' differences, one table:
+# "process/thread cpu_s" (threads under 1 ms left out).
 split() { # before after emit.out
-	awk -v hz="$HZ" 'FILENAME == ARGV[1] { b[$1 " " $2] = $3; next }
-		FILENAME == ARGV[2] { k = $1 " " $2; d = $3 - b[k]
-			if (d > 0) printf "%s/tid%s %.2f\n", $1, $2, d / hz; next }
-		/^THREAD/ { split($2, r, "="); split($4, c, "=")
-			if (c[2] > 0) printf "agent-process/%s %.2f\n", r[2], c[2] }' "$1" "$2" "$3"
+	awk 'FILENAME == ARGV[1] { b[$1 " " $2] = $3; next }
+		FILENAME == ARGV[2] { k = $1 " " $2; d = ($3 - b[k]) / 1e9
+			if (d >= 0.001) printf "%s/tid%s %.4f\n", $1, $2, d; next }
+		/^THREAD/ { split($2, r, "="); split($3, t, "="); split($4, c, "=")
+			if (c[2] >= 0.001) printf "emitting-process/%s-tid%s %.4f\n", r[2], t[2], c[2] }' "$1" "$2" "$3"
 }
 report() { # side ok events elapsed table
 	local side=$1 ok=$2 ev=$3 el=$4 tab=$5
 	awk -v s="$side" -v ok="$ok" -v ev="$ev" -v el="$el" '
 		{ cpu[$1] += $2; tot += $2; if ($1 ~ /emitter/) em += $2 }
-		END { for (k in cpu) printf "b1-threads: %s %s: %.2f CPU-s, %.0f%% of a core over the %.2f s of emitting, %.1f ns/event\n",
+		END { for (k in cpu) printf "b1-threads: %s %s: %.3f CPU-s, %.0f%% of a core over the %.2f s of emitting, %.1f ns/event\n",
 				s, k, cpu[k], 100 * cpu[k] / el, el, cpu[k] * 1e9 / ev
 			printf "BENCH id=B1_cpu_split value=%.1f unit=cpu-ns/event(all-threads,%s,%s,events=%d) baseline=emitter-thread:%.1f ratio=%.2f bar=none pass=1\n",
 				tot * 1e9 / ev, s, ok, ev, em * 1e9 / ev, em > 0 ? tot / em : 0 }' "$tab"

@@ -121,7 +121,8 @@ static long tick_ns(void) {
 
 typedef struct emitter {
   pthread_t th;
-  pid_t tid; /* for BENCH_THREAD_CPU's report */
+  pid_t tid;    /* for BENCH_THREAD_CPU's report */
+  double cpu_s; /* its CPU time when it finished (it exits before the end) */
   long tick_ns;
   int lttng;
   uint64_t share, emitted;
@@ -153,6 +154,9 @@ static void *emit_main(void *arg) {
         gt_counter("bench.counter", (int64_t)i);
   }
   e->emitted = i;
+  struct timespec cpu;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  e->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
   return NULL;
 }
 
@@ -187,16 +191,19 @@ static void barrier(int lt) {
     close(g);
 }
 
-/* BENCH_THREAD_CPU: this process's threads and their CPU seconds so far
- * (utime + stime of /proc/self/task/TID/stat), one line each on stderr:
- * `THREAD role=emitter|main|other tid=... cpu_s=...`. "other" is the
- * agent's thread (gentrace: sealing and sending) or LTTng-UST's listener
- * threads. Printed once the trial settled, before gt_stop. */
+/* BENCH_THREAD_CPU: this process's threads and their CPU seconds so far,
+ * one line each on stderr: `THREAD role=emitter|main|other tid=...
+ * cpu_s=...`: the emitters' own reading when they finished, the others'
+ * run time from /proc/self/task/TID/schedstat (nanoseconds). "other" is
+ * the agent's thread (gentrace: sealing and sending) or LTTng-UST's
+ * listener threads. Printed once the trial settled, before gt_stop. */
 static void thread_cpu(const emitter *es, int threads) {
   if (getenv("BENCH_THREAD_CPU") == NULL)
     return;
+  for (int i = 0; i < threads; i++)
+    fprintf(stderr, "THREAD role=emitter tid=%d cpu_s=%.4f\n", (int)es[i].tid,
+            es[i].cpu_s);
   pid_t self = getpid();
-  long hz = sysconf(_SC_CLK_TCK);
   char path[300];
   DIR *d = opendir("/proc/self/task");
   struct dirent *de;
@@ -204,28 +211,16 @@ static void thread_cpu(const emitter *es, int threads) {
     pid_t tid = (pid_t)atoi(de->d_name);
     if (tid <= 0)
       continue;
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
     FILE *f = fopen(path, "r");
     if (f == NULL)
       continue;
-    char buf[1024];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    unsigned long long run = 0;
+    int got = fscanf(f, "%llu", &run);
     fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    unsigned long ut = 0, st = 0;
-    /* After the comm: state, then fields 4..13, then utime and stime. */
-    if (p == NULL || sscanf(p + 2,
-                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
-                            "%*u %lu %lu",
-                            &ut, &st) != 2)
-      continue;
-    const char *role = tid == self ? "main" : "other";
-    for (int i = 0; i < threads; i++)
-      if (es[i].tid == tid)
-        role = "emitter";
-    fprintf(stderr, "THREAD role=%s tid=%d cpu_s=%.2f\n", role, (int)tid,
-            (double)(ut + st) / (double)hz);
+    if (got == 1)
+      fprintf(stderr, "THREAD role=%s tid=%d cpu_s=%.4f\n",
+              tid == self ? "main" : "other", (int)tid, (double)run / 1e9);
   }
   if (d != NULL)
     closedir(d);
