@@ -46,7 +46,11 @@ wait "$D_drop" || fail "demo drop"
 sleep 1 # the last segments close (200 ms) and are cataloged
 kept=$(count keep)
 [ "$kept" -ge 5 ] || fail "keep stored only $kept generations"
-[ "$(count drop)" -ge 5 ] || fail "drop stored only $(count drop) generations"
+# B's retention may already have deleted some of drop (or all of it, on a
+# loaded machine where the demo ran long): its session row still says how
+# many generations were committed.
+drop_gens=$(SQL "SELECT coalesce(max(last_gen), -1) FROM gt_sessions WHERE service = 'drop'")
+[ "$drop_gens" -ge 4 ] || fail "drop committed only up to generation $drop_gens"
 # B's retention (5 s tick) deletes drop; keep stays whole.
 i=0
 while [ "$(count drop)" != 0 ]; do
