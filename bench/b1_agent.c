@@ -23,11 +23,22 @@ typedef struct worker {
   double seconds;
   uint64_t emitted;
   double elapsed; /* seconds it took to emit rate * seconds events */
+  double cpu_s;   /* its CPU time when it finished */
+  double t0;      /* the trial's start (after the barrier) */
 } worker;
+
+static double cpu_clock_s(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void *emit(void *arg) {
   worker *w = arg;
-  double t0 = now_s();
+  /* Paced and timed from the start of the trial, taken before the threads
+   * were created (as lttng_bench's emitters are): a thread that waits for
+   * its first CPU is late by that much. */
+  double t0 = w->t0;
   uint64_t total = (uint64_t)(w->rate * w->seconds), n = 0;
   while (n < total) {
     uint64_t due = (uint64_t)((now_s() - t0) * w->rate);
@@ -54,6 +65,7 @@ static void *emit(void *arg) {
   }
   w->emitted = n;
   w->elapsed = now_s() - t0;
+  w->cpu_s = cpu_clock_s(CLOCK_THREAD_CPUTIME_ID);
   return NULL;
 }
 
@@ -104,18 +116,28 @@ int b1_agent_run(const char *addr, const char *service, double rate,
   const char *tk = getenv("BENCH_TICK_US");
   long tick_us = tk != NULL ? atol(tk) : 200;
   tick_us = tick_us < 1 ? 1 : tick_us > 999999 ? 999999 : tick_us;
+  double t0 = now_s();
   for (unsigned i = 0; i < threads; i++) {
+    w[i].t0 = t0;
     w[i].tick_ns = tick_us * 1000;
     w[i].rate = rate / threads;
     w[i].seconds = seconds;
     pthread_create(&t[i], NULL, emit, &w[i]);
   }
-  double elapsed = 0;
+  double elapsed = 0, emit_cpu = 0;
   for (unsigned i = 0; i < threads; i++) {
     pthread_join(t[i], NULL);
     if (w[i].elapsed > elapsed)
       elapsed = w[i].elapsed;
+    emit_cpu += w[i].cpu_s;
   }
+  /* BENCH_THREAD_CPU (as lttng_bench's): the emitters' CPU seconds and the
+   * rest of this process's so far (start-up, the agent's thread), on
+   * stderr. */
+  if (getenv("BENCH_THREAD_CPU") != NULL)
+    fprintf(stderr,
+            "THREAD role=emitter cpu_s=%.4f\nTHREAD role=rest cpu_s=%.4f\n",
+            emit_cpu, cpu_clock_s(CLOCK_PROCESS_CPUTIME_ID) - emit_cpu);
   gt_stats_t st;
   memset(&st, 0, sizeof st);
   /* Written and dropped are final once the threads are done; what the
