@@ -218,10 +218,17 @@ static inline uint8_t *put_uv(uint8_t *p, uint64_t v) {
 }
 
 static inline uint8_t *put_head_at(gt__buf *b, uint8_t type, uint64_t now) {
-  /* Ticks may step back a little when a thread migrates between cores. */
-  uint64_t d = now > b->last_ticks ? now - b->last_ticks : 0;
-  if (now > b->last_ticks)
-    b->last_ticks = now;
+  /* Ticks may step back a little when a thread migrates between cores:
+   * the delta is then 0 and last_ticks stays. Written as a max, which the
+   * compiler makes a conditional move, not as a test and a branch: events
+   * closer together than one tick (2^gt__clock_shift TSC cycles, ~25 ns
+   * here) see now == last about as often as now > last, and that branch
+   * then mispredicted on every other event, about 2.5 ns of the 12 an
+   * event took (bench/RESULTS.md, "A1: a branch on the tick"). */
+  uint64_t last = b->last_ticks;
+  uint64_t next = now > last ? now : last;
+  uint64_t d = next - last;
+  b->last_ticks = next;
   uint8_t *p = b->pos;
   *p++ = type;
   return put_uv(p, d);

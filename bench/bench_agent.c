@@ -14,6 +14,7 @@
 
 #include "format.h"
 #include "gentrace.h"
+#include "../tests/lib/prng.h"
 
 static uint64_t ns(void) {
   struct timespec ts;
@@ -76,11 +77,8 @@ static double best(double (*f)(int), int n, int reps) {
 
 static void spin_work(unsigned iters) {
   uint64_t x = 88172645463325252ull;
-  for (unsigned i = 0; i < iters; i++) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-  }
+  for (unsigned i = 0; i < iters; i++)
+    xorshift64(&x);
   sink[1] = x;
 }
 

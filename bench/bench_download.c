@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench_env.h"
+#include "bench_gen.h"
 #include "chrome.h"
 #include "demo_gen.h"
 #include "format.h"
@@ -52,6 +53,7 @@
 #include "store_pin.h"
 #include "tls_floor.h"
 #include "web.h"
+#include "../tests/lib/prng.h"
 
 #define SEC INT64_C(1000000000)
 #define T0 INT64_C(1767225600000000000)
@@ -103,7 +105,7 @@ static int build_gen(gtp_wbuf *b, const uint8_t session[16], uint64_t gen,
     uint64_t n = 0, prev = base, tk = base;
     int64_t depth = 100;
     while (len + 3 * GTP_EVENT_MAX < sizeof ev) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      lcg64(&x);
       gtp_event e = {0};
       tk += 20 + (x >> 58);
       e.type = (n % 3 == 0)   ? GTP_EV_REGION_BEGIN
@@ -452,8 +454,7 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
   double cpu_plain[ROUNDS], cpu_tls[ROUNDS];
   /* The floor (tls_floor.h), per round: ns per byte of each end, the
    * AEAD's cost, cores kept busy. */
-  double sp[ROUNDS], st[ROUNDS], cp[ROUNDS], ct[ROUNDS], enc[ROUNDS],
-      dec[ROUNDS], busy_p[ROUNDS], busy_t[ROUNDS], wall_r[ROUNDS];
+  tls_floor_round fl[ROUNDS];
   int nfloor = 0;
   /* The suite curl negotiates ("SSL connection using TLSv1.3 / NAME"). */
   char suite[128] = "?";
@@ -496,17 +497,23 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
      * so the ratio reads like the throughput one. */
     cpu_plain[i] = c1 > c0 && pbytes > 0 ? (double)pbytes / (c1 - c0) / 1e6 : 0;
     cpu_tls[i] = ok && c2 > c1 ? size / (c2 - c1) / 1e6 : 0;
+    double enc, dec;
     if (ok && pbytes > 0 && plain[i] > 0 && tls[i] > 0 &&
-        tls_floor_aead(cipher, &enc[nfloor], &dec[nfloor]) == 0) {
-      int k = nfloor++;
-      sp[k] = (s1 - s0) * 1e9 / (double)pbytes;
-      cp[k] = (c1 - c0 - (s1 - s0)) * 1e9 / (double)pbytes;
-      st[k] = (s2 - s1) * 1e9 / size;
-      ct[k] = (c2 - c1 - (s2 - s1)) * 1e9 / size;
-      /* CPU s over wall s, wall s from the MB/s curl reported */
-      busy_p[k] = (c1 - c0) / ((double)pbytes / 1e6 / plain[i]);
-      busy_t[k] = (c2 - c1) / (size / 1e6 / tls[i]);
-      wall_r[k] = tls[i] / plain[i];
+        tls_floor_aead(cipher, &enc, &dec) == 0) {
+      /* The server seals records, curl opens them (with OpenSSL: GnuTLS's
+       * AEAD stands for it; both use AES-NI). */
+      fl[nfloor++] = (tls_floor_round){
+          .srv_aead_ns = enc,
+          .peer_aead_ns = dec,
+          .srv_plain_ns = (s1 - s0) * 1e9 / (double)pbytes,
+          .peer_plain_ns = (c1 - c0 - (s1 - s0)) * 1e9 / (double)pbytes,
+          .srv_tls_ns = (s2 - s1) * 1e9 / size,
+          .peer_tls_ns = (c2 - c1 - (s2 - s1)) * 1e9 / size,
+          /* CPU s over wall s, wall s from the MB/s curl reported */
+          .busy_plain = (c1 - c0) / ((double)pbytes / 1e6 / plain[i]),
+          .busy_tls = (c2 - c1) / (size / 1e6 / tls[i]),
+          .wall_ratio = tls[i] / plain[i],
+      };
     }
     fprintf(stderr,
             "bench_download: round %d plain %.0f https %.0f MB/s; CPU "
@@ -525,26 +532,13 @@ static int d1_tls(const char *dir, const char *db, const char *plain_url,
     printf("tls_floor: D1-TLS no complete round: no floor\n");
     return 0;
   }
-  double msp = tls_floor_median(sp, nfloor), mst = tls_floor_median(st, nfloor);
+  tls_floor_fig f;
+  tls_floor_fig_of(&f, "D1-TLS", cipher, fl, nfloor);
+  double msp = f.srv_plain_ns, mst = f.srv_tls_ns;
   double sratio = mst > 0 ? msp / mst : 0;
   printf("BENCH id=D1-TLS-server-cpu value=%.0f unit=MB/cpu-s(server) "
          "baseline=D1-plain-server-cpu:%.0f ratio=%.2f bar=0.85 pass=%d\n",
          1e3 / mst, 1e3 / msp, sratio, sratio >= 0.85);
-  /* The server seals records, curl opens them (with OpenSSL: GnuTLS's
-   * AEAD stands for it; both use AES-NI). */
-  tls_floor_fig f = {
-      .id = "D1-TLS",
-      .cipher = tls_floor_cipher_name(cipher),
-      .srv_aead_ns = tls_floor_median(enc, nfloor),
-      .peer_aead_ns = tls_floor_median(dec, nfloor),
-      .srv_plain_ns = msp,
-      .srv_tls_ns = mst,
-      .peer_plain_ns = tls_floor_median(cp, nfloor),
-      .peer_tls_ns = tls_floor_median(ct, nfloor),
-      .wall_ratio = tls_floor_median(wall_r, nfloor),
-      .busy_plain = tls_floor_median(busy_p, nfloor),
-      .busy_tls = tls_floor_median(busy_t, nfloor),
-  };
   tls_floor_print(&f);
   printf("tls_floor: D1-TLS curl negotiated %s; %d rounds, load average "
          "%.2f before, %.2f after\n",
@@ -593,17 +587,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_download: building a generation failed\n");
       return 1;
     }
-    store_gen *g = calloc(1, sizeof *g);
-    memcpy(g->session, session, 16);
-    g->service = strdup("bench");
-    g->host = strdup("bench-host");
-    g->agent_version = strdup("0.1.0");
-    g->tags_json = strdup("{}");
-    g->pid = 4242;
-    g->process_start_ns = (uint64_t)T0;
-    g->gen = ngens;
-    g->start_ns = T0 + (int64_t)ngens * SEC;
-    g->end_ns = g->start_ns + SEC;
+    store_gen *g =
+        bench_gen_new(session,
+                      &(bench_gen_id){.host = "bench-host",
+                                      .agent_version = "0.1.0",
+                                      .pid = 4242,
+                                      .process_start_ns = (uint64_t)T0},
+                      ngens, T0 + (int64_t)ngens * SEC, SEC);
     g->end = end;
     g->payload = b.data;
     g->len = b.len;

@@ -21,6 +21,10 @@
  *   - the server's CPU (utime + stime of /proc/PID/stat, every thread) from
  *     the first generation to the last ACK, per generation and per million
  *     events; its RSS before the agents connected and with them connected;
+ *   - per server thread and per generation: its CPU, the kernel's share of
+ *     it (stime), the times it was put on a CPU (wake-ups, schedstat), and
+ *     how long it waited for one; gentraced's transactions, generations
+ *     per transaction and mean commit time (/metrics);
  *   - the client processes' own CPU, the load average, and gentraced's
  *     own ACK latency (its /metrics histograms, daemon/acklat.h), so the
  *     client's wait for a CPU and the daemon's queueing are told apart;
@@ -81,7 +85,8 @@
  * returns the count. */
 #define MAX_THREADS 32
 static int thread_cpu(pid_t pid, int tid[MAX_THREADS], double cpu[MAX_THREADS],
-                      double wait[MAX_THREADS], char name[MAX_THREADS][16]) {
+                      double wait[MAX_THREADS], char name[MAX_THREADS][16],
+                      double sys[MAX_THREADS], double runs[MAX_THREADS]) {
   int n = 0;
   char cmd[96];
   snprintf(cmd, sizeof cmd, "ls /proc/%d/task | sort -n", (int)pid);
@@ -105,14 +110,18 @@ static int thread_cpu(pid_t pid, int tid[MAX_THREADS], double cpu[MAX_THREADS],
       continue;
     snprintf(name[n], 16, "%.*s", (int)(p - q - 1), q + 1);
     cpu[n] = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    sys[n] = (double)st / (double)sysconf(_SC_CLK_TCK);
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, tid[n]);
-    unsigned long long on = 0, delay = 0;
+    /* Time on a CPU, time runnable but waiting, and the number of times
+     * the thread was put on a CPU: its wake-ups (and preemptions). */
+    unsigned long long on = 0, delay = 0, nrun = 0;
     if ((s = fopen(path, "r")) != NULL) {
-      if (fscanf(s, "%llu %llu", &on, &delay) != 2)
-        delay = 0;
+      if (fscanf(s, "%llu %llu %llu", &on, &delay, &nrun) != 3)
+        delay = nrun = 0;
       fclose(s);
     }
     wait[n] = (double)delay / 1e9;
+    runs[n] = (double)nrun;
     n++;
   }
   pclose(f);
@@ -341,8 +350,9 @@ static int run_load(const opts *o, int gentraced, result *r) {
   double io0 = io_written(sv.pid);
   int tid0[MAX_THREADS], tid1[MAX_THREADS];
   double tc0[MAX_THREADS], tc1[MAX_THREADS], tw0[MAX_THREADS], tw1[MAX_THREADS];
+  double ts0[MAX_THREADS], ts1[MAX_THREADS], tr0[MAX_THREADS], tr1[MAX_THREADS];
   char tn0[MAX_THREADS][16], tn1[MAX_THREADS][16];
-  int nt0 = thread_cpu(sv.pid, tid0, tc0, tw0, tn0);
+  int nt0 = thread_cpu(sv.pid, tid0, tc0, tw0, tn0, ts0, tr0);
   double kcpu0 = 0;
   for (unsigned k = 0; k < o->procs; k++)
     kcpu0 += gtd_proc_cpu_s(kids[k]);
@@ -374,25 +384,41 @@ static int run_load(const opts *o, int gentraced, result *r) {
                                        i % 2 ? 0.99 : 0.5);
     *dv[i] = *dv[i] < 0 ? -1 : *dv[i] * 1e3;
   }
+  /* Transactions and their time (gentraced's /metrics) over the run. */
+  double txns = -1, commit_s = -1;
+  if (m0 != NULL && m1 != NULL) {
+    txns = (double)(gtd_metric_in(m1, "gentrace_store_transactions_total") -
+                    gtd_metric_in(m0, "gentrace_store_transactions_total"));
+    commit_s = gtd_metric_f_in(m1, "gentrace_store_commit_seconds_total") -
+               gtd_metric_f_in(m0, "gentrace_store_commit_seconds_total");
+  }
   free(m0);
   free(m1);
   int64_t t1 = fleet_now_ns();
-  int nt1 = thread_cpu(sv.pid, tid1, tc1, tw1, tn1);
+  int nt1 = thread_cpu(sv.pid, tid1, tc1, tw1, tn1, ts1, tr1);
   /* Where the server's CPU went, thread by thread (main = the loop), and
-   * how long each waited for a CPU while runnable. */
+   * how long each waited for a CPU while runnable; then the kernel's share
+   * (system time) and the times each thread was put on a CPU. */
+  double dsys[MAX_THREADS], druns[MAX_THREADS];
   fprintf(stderr, "bench_fleet: %s pid %d CPU (waited) by thread:", sv.name,
           (int)sv.pid);
   for (int i = 0; i < nt1; i++) {
-    double before = 0, wbefore = 0;
+    double before = 0, wbefore = 0, sbefore = 0, rbefore = 0;
     for (int j = 0; j < nt0; j++)
       if (tid0[j] == tid1[i]) {
         before = tc0[j];
         wbefore = tw0[j];
+        sbefore = ts0[j];
+        rbefore = tr0[j];
       }
-    fprintf(stderr, " %s/%d=%.2fs(%.2fs)", tn1[i], tid1[i], tc1[i] - before,
+    tc1[i] -= before;
+    dsys[i] = ts1[i] - sbefore;
+    druns[i] = tr1[i] - rbefore;
+    fprintf(stderr, " %s/%d=%.2fs(%.2fs)", tn1[i], tid1[i], tc1[i],
             tw1[i] - wbefore);
   }
   fprintf(stderr, "\n");
+
   if (o->idle && r->rss_kib < gtd_proc_kib(sv.pid, "VmRSS"))
     r->rss_kib = (double)gtd_proc_kib(sv.pid, "VmRSS");
   uint64_t first_send = UINT64_MAX, last_ack = 0;
@@ -414,6 +440,22 @@ static int run_load(const opts *o, int gentraced, result *r) {
     if (w->last_ack_ns > last_ack)
       last_ack = w->last_ack_ns;
   }
+  /* Per generation ACKed: each thread's wake-ups (times put on a CPU) and
+   * the kernel's share of its CPU; gentraced's generations per
+   * transaction. What the per-generation figure is made of at each load. */
+  fprintf(stderr, "bench_fleet: %s per generation by thread: ", sv.name);
+  for (int i = 0; i < nt1 && r->acked > 0; i++)
+    if (tc1[i] >= 0.005 || druns[i] >= (double)r->acked / 100)
+      fprintf(stderr, " %s/%d %.2f wake-ups, %.1f us (%.0f%% sys)", tn1[i],
+              tid1[i], druns[i] / (double)r->acked,
+              tc1[i] * 1e6 / (double)r->acked,
+              tc1[i] > 0 ? 100 * dsys[i] / tc1[i] : 0.0);
+  if (txns > 0)
+    fprintf(stderr,
+            "; %.0f transactions, %.1f generations each, %.2f ms "
+            "mean commit",
+            txns, (double)r->acked / txns, commit_s * 1e3 / txns);
+  fprintf(stderr, "\n");
   r->cpu_s = cpu1 - cpu0;
   r->wall_s = (double)(t1 - go) / 1e9;
   if (r->acked > 0) {

@@ -456,38 +456,43 @@ static int b2tls(size_t mib) {
     return 1;
   }
   double load0 = bench_load1();
-  double wall_p[TLS_ROUNDS_MAX], wall_t[TLS_ROUNDS_MAX], ratio[TLS_ROUNDS_MAX];
-  double sp[TLS_ROUNDS_MAX], st[TLS_ROUNDS_MAX], pp[TLS_ROUNDS_MAX],
-      pt[TLS_ROUNDS_MAX], lp[TLS_ROUNDS_MAX], lt[TLS_ROUNDS_MAX];
-  double enc[TLS_ROUNDS_MAX], dec[TLS_ROUNDS_MAX], busy_p[TLS_ROUNDS_MAX],
-      busy_t[TLS_ROUNDS_MAX];
+  double wall_p[TLS_ROUNDS_MAX], wall_t[TLS_ROUNDS_MAX];
+  tls_floor_round fl[TLS_ROUNDS_MAX];
   int cipher = 0;
   for (int i = 0; i < rounds; i++) {
     b2_fig p = {0}, t = {0};
     if (b2(mib, 1, NULL, &p) != 0 || b2(mib, 1, pki, &t) != 0)
       return 1;
     cipher = t.cipher;
-    if (tls_floor_aead(cipher, &enc[i], &dec[i]) < 0) {
+    double enc, dec;
+    if (tls_floor_aead(cipher, &enc, &dec) < 0) {
       fprintf(stderr, "bench: GnuTLS has no AEAD %d\n", cipher);
       return 1;
     }
     wall_p[i] = p.bytes / p.wall_s / 1e6;
     wall_t[i] = t.bytes / t.wall_s / 1e6;
-    ratio[i] = wall_t[i] / wall_p[i];
-    sp[i] = p.cpu_s * 1e9 / p.bytes; /* ns per payload byte */
-    st[i] = t.cpu_s * 1e9 / t.bytes;
-    lp[i] = p.loop_s * 1e9 / p.bytes;
-    lt[i] = t.loop_s * 1e9 / t.bytes;
-    pp[i] = p.me_s * 1e9 / p.bytes;
-    pt[i] = t.me_s * 1e9 / t.bytes;
-    busy_p[i] = (p.cpu_s + p.me_s) / p.wall_s;
-    busy_t[i] = (t.cpu_s + t.me_s) / t.wall_s;
+    tls_floor_round *r = &fl[i];
+    *r = (tls_floor_round){
+        /* the daemon opens records, the load generator seals them */
+        .srv_aead_ns = dec,
+        .peer_aead_ns = enc,
+        .wall_ratio = wall_t[i] / wall_p[i],
+        .srv_plain_ns = p.cpu_s * 1e9 / p.bytes, /* ns per payload byte */
+        .srv_tls_ns = t.cpu_s * 1e9 / t.bytes,
+        .loop_plain_ns = p.loop_s * 1e9 / p.bytes,
+        .loop_tls_ns = t.loop_s * 1e9 / t.bytes,
+        .peer_plain_ns = p.me_s * 1e9 / p.bytes,
+        .peer_tls_ns = t.me_s * 1e9 / t.bytes,
+        .busy_plain = (p.cpu_s + p.me_s) / p.wall_s,
+        .busy_tls = (t.cpu_s + t.me_s) / t.wall_s,
+    };
     fprintf(stderr,
             "bench: round %d: plain %.0f TLS %.0f MB/s (ratio %.2f); "
             "gentraced %.3f / %.3f ns/B (loop %.3f / %.3f); sender %.3f / "
             "%.3f ns/B; AEAD enc %.3f dec %.3f ns/B; load %.2f\n",
-            i + 1, wall_p[i], wall_t[i], ratio[i], sp[i], st[i], lp[i], lt[i],
-            pp[i], pt[i], enc[i], dec[i], bench_load1());
+            i + 1, wall_p[i], wall_t[i], r->wall_ratio, r->srv_plain_ns,
+            r->srv_tls_ns, r->loop_plain_ns, r->loop_tls_ns, r->peer_plain_ns,
+            r->peer_tls_ns, enc, dec, bench_load1());
   }
   char rm[300];
   snprintf(rm, sizeof rm, "rm -rf '%s'", pki);
@@ -495,8 +500,9 @@ static int b2tls(size_t mib) {
     fprintf(stderr, "bench: could not remove %s\n", pki);
   double mp = tls_floor_median(wall_p, rounds),
          mt = tls_floor_median(wall_t, rounds);
-  double mr = tls_floor_median(ratio, rounds);
-  double msp = tls_floor_median(sp, rounds), mst = tls_floor_median(st, rounds);
+  tls_floor_fig f;
+  tls_floor_fig_of(&f, "B2-TLS", cipher, fl, rounds);
+  double mr = f.wall_ratio, msp = f.srv_plain_ns, mst = f.srv_tls_ns;
   printf("BENCH id=B2-TLS value=%.1f unit=MB/s baseline=B2-plain:%.1f "
          "ratio=%.2f bar=0.85 pass=%d\n",
          mt, mp, mr, mr >= 0.85);
@@ -506,22 +512,6 @@ static int b2tls(size_t mib) {
   printf("BENCH id=B2-TLS-cpu value=%.1f unit=MB/cpu-s(gentraced) "
          "baseline=B2-plain-cpu:%.1f ratio=%.2f bar=0.85 pass=%d\n",
          1e3 / mst, 1e3 / msp, cratio, cratio >= 0.85);
-  tls_floor_fig f = {
-      .id = "B2-TLS",
-      .cipher = tls_floor_cipher_name(cipher),
-      /* the daemon opens records, the load generator seals them */
-      .srv_aead_ns = tls_floor_median(dec, rounds),
-      .peer_aead_ns = tls_floor_median(enc, rounds),
-      .srv_plain_ns = msp,
-      .srv_tls_ns = mst,
-      .peer_plain_ns = tls_floor_median(pp, rounds),
-      .peer_tls_ns = tls_floor_median(pt, rounds),
-      .wall_ratio = mr,
-      .busy_plain = tls_floor_median(busy_p, rounds),
-      .busy_tls = tls_floor_median(busy_t, rounds),
-      .loop_plain_ns = tls_floor_median(lp, rounds),
-      .loop_tls_ns = tls_floor_median(lt, rounds),
-  };
   tls_floor_print(&f);
   printf("tls_floor: B2-TLS %d rounds of %zu MiB, load average %.2f before, "
          "%.2f after\n",

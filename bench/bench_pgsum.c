@@ -34,6 +34,7 @@
 #include <zstd.h>
 
 #include "bench_env.h"
+#include "bench_gen.h"
 #include "demo_gen.h"
 #include "pg_sum.h"
 #include "storage.h"
@@ -67,25 +68,19 @@ static void on_done(void *ctx, store_gen *g) {
 
 /* Generation i of the run: session i % SESSIONS (ids differ per run). */
 static store_gen *make_gen(int run, uint64_t i, int64_t t0) {
-  store_gen *g = calloc(1, sizeof *g);
   uint8_t sid[16] = {0x5e, (uint8_t)run, (uint8_t)(i % SESSIONS)};
   uint32_t pid = (uint32_t)getpid();
   memcpy(sid + 4, &pid, sizeof pid);
-  memcpy(g->session, sid, 16);
   uint64_t no = i / SESSIONS + 1;
+  store_gen *g =
+      bench_gen_new(sid, &(bench_gen_id){.service = i % 2 ? "cart" : "pay"}, no,
+                    t0 + (int64_t)no * 1000000000LL, 1000000000LL);
   gtp_wbuf b;
   gtp_wbuf_init(&b, 0);
   if (demo_gen_build(&b, sid, no, t0, EVENT_BYTES, &g->end) < 0)
     abort();
   g->payload = b.data;
   g->len = b.len;
-  g->service = strdup(i % 2 ? "cart" : "pay");
-  g->host = strdup("h");
-  g->agent_version = strdup("bench");
-  g->tags_json = strdup("{}");
-  g->gen = no;
-  g->start_ns = t0 + (int64_t)no * 1000000000LL;
-  g->end_ns = g->start_ns + 1000000000LL;
   return g;
 }
 

@@ -41,12 +41,14 @@
 
 #include <zstd.h>
 
+#include "bench_gen.h"
 #include "format.h"
 #include "store.h"
 #include "store_read.h"
 #include "store_search.h"
 #include "summary.h"
 #include "varint.h"
+#include "../tests/lib/prng.h"
 
 #define NS INT64_C(1000000000)
 #define BAR_S 1.0
@@ -68,10 +70,7 @@ static double cpu(void) {
 
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
+  return xorshift64(&rng_state);
 }
 
 enum { S_CART = 1, S_DB, S_PAY, S_QUEUE, S_HTTP };
@@ -320,19 +319,13 @@ int main(int argc, char **argv) {
       gtp_gen_end e;
       events += build_gen(&b, session, a, g,
                           start_ns + (int64_t)(g - 1) * period, period, &e);
-      store_gen *sg = calloc(1, sizeof *sg);
-      memcpy(sg->session, session, 16);
       char svc[32], host[32];
       snprintf(svc, sizeof svc, "svc-%u", a % 10);
       snprintf(host, sizeof host, "host-%u", a);
-      sg->service = strdup(svc);
-      sg->host = strdup(host);
-      sg->agent_version = strdup("bench");
-      sg->tags_json = strdup("{}");
-      sg->pid = 1000 + a;
-      sg->gen = g;
-      sg->start_ns = start_ns + (int64_t)(g - 1) * period;
-      sg->end_ns = sg->start_ns + period;
+      store_gen *sg = bench_gen_new(
+          session,
+          &(bench_gen_id){.service = svc, .host = host, .pid = 1000 + a}, g,
+          start_ns + (int64_t)(g - 1) * period, period);
       sg->end = e;
       sg->payload = b.data;
       sg->len = b.len;

@@ -28,7 +28,9 @@
 #include <unistd.h>
 
 #include "bench_env.h"
+#include "bench_gen.h"
 #include "storage.h"
+#include "../tests/lib/prng.h"
 
 #define GEN_BYTES (1u << 20)
 #define MAXD 3
@@ -47,8 +49,7 @@ static double now_s(void) {
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) {
-  rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-  return rng * 0x2545F4914F6CDD1Dull;
+  return xorshift64star(&rng);
 }
 
 static uint8_t *tmpl;
@@ -87,19 +88,12 @@ static void on_done(void *ctx, store_gen *g) {
 }
 
 static store_gen *gen(uint8_t daemon, uint8_t sess, uint64_t no, int64_t t0) {
-  store_gen *g = calloc(1, sizeof *g);
-  g->session[0] = daemon;
-  g->session[1] = sess;
-  g->session[15] = 0x77;
+  uint8_t sid[16] = {daemon, sess};
+  sid[15] = 0x77;
   uint32_t pid = (uint32_t)getpid(); /* new sessions in every bench run */
-  memcpy(g->session + 4, &pid, sizeof pid);
-  g->service = strdup("bench");
-  g->host = strdup("h");
-  g->agent_version = strdup("bench");
-  g->tags_json = strdup("{}");
-  g->gen = no;
-  g->start_ns = t0 + (int64_t)no * 1000000000LL;
-  g->end_ns = g->start_ns + 1000000000LL;
+  memcpy(sid + 4, &pid, sizeof pid);
+  store_gen *g = bench_gen_new(sid, &(bench_gen_id){0}, no,
+                               t0 + (int64_t)no * 1000000000LL, 1000000000LL);
   g->end.events = 10000;
   g->len = GEN_BYTES;
   g->payload = malloc(GEN_BYTES);

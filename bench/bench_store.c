@@ -36,6 +36,7 @@
 
 #include "format.h"
 #include "store.h"
+#include "../tests/lib/prng.h"
 
 #define TEMPLATES 32
 #define THREADS 16
@@ -43,12 +44,7 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) {
-  uint64_t x = rng_state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  rng_state = x;
-  return x * 0x2545F4914F6CDD1Dull;
+  return xorshift64star(&rng_state);
 }
 
 static double now_s(void) {

@@ -38,6 +38,7 @@
 #include "demo_gen.h"
 #include "format.h"
 #include "store_summary.h"
+#include "../tests/lib/prng.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -47,10 +48,7 @@ static double now_s(void) {
 
 static uint64_t rng_s = 0x2545f4914f6cdd1dull;
 static uint64_t rng(void) {
-  rng_s ^= rng_s << 13;
-  rng_s ^= rng_s >> 7;
-  rng_s ^= rng_s << 17;
-  return rng_s;
+  return xorshift64(&rng_s);
 }
 
 typedef struct shape {

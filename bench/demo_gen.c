@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../tests/lib/prng.h"
+
 #define SEC INT64_C(1000000000)
 #define TPN 5 /* ticks per 2 ns: a 2.5 GHz TSC */
 #define US(x) ((uint64_t)(x)*1000 * TPN / 2)
@@ -49,8 +51,7 @@ typedef struct gen_state {
 } gen_state;
 
 static uint32_t rnd(gen_state *s, uint32_t n) {
-  s->x = s->x * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)((s->x >> 33) % n);
+  return (uint32_t)((lcg64(&s->x) >> 33) % n);
 }
 
 static void flush(gen_state *s, unsigned k) {

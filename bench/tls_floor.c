@@ -19,6 +19,7 @@
 #include "tls_floor.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,41 @@ double tls_floor_median(double *v, int n) {
     return 0;
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The median of one field (at byte offset off) over n rounds. */
+static double round_median(const tls_floor_round *r, int n, size_t off) {
+  if (n <= 0)
+    return 0;
+  double *v = malloc((size_t)n * sizeof *v);
+  if (v == NULL)
+    return 0;
+  for (int i = 0; i < n; i++)
+    memcpy(&v[i], (const char *)&r[i] + off, sizeof *v);
+  double m = tls_floor_median(v, n);
+  free(v);
+  return m;
+}
+
+void tls_floor_fig_of(tls_floor_fig *f, const char *id, int cipher,
+                      const tls_floor_round *r, int n) {
+#define MED(field) round_median(r, n, offsetof(tls_floor_round, field))
+  *f = (tls_floor_fig){
+      .id = id,
+      .cipher = tls_floor_cipher_name(cipher),
+      .srv_aead_ns = MED(srv_aead_ns),
+      .peer_aead_ns = MED(peer_aead_ns),
+      .srv_plain_ns = MED(srv_plain_ns),
+      .srv_tls_ns = MED(srv_tls_ns),
+      .peer_plain_ns = MED(peer_plain_ns),
+      .peer_tls_ns = MED(peer_tls_ns),
+      .wall_ratio = MED(wall_ratio),
+      .busy_plain = MED(busy_plain),
+      .busy_tls = MED(busy_tls),
+      .loop_plain_ns = MED(loop_plain_ns),
+      .loop_tls_ns = MED(loop_tls_ns),
+  };
+#undef MED
 }
 
 int tls_floor_aead(int cipher, double *enc_ns, double *dec_ns) {

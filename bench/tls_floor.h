@@ -53,6 +53,21 @@ typedef struct tls_floor_fig {
   double loop_plain_ns, loop_tls_ns;
 } tls_floor_fig;
 
+/* One round of that comparison, the same accounts before their medians
+ * (fields as in tls_floor_fig; loop_*: 0 where not known). */
+typedef struct tls_floor_round {
+  double srv_aead_ns, peer_aead_ns;
+  double srv_plain_ns, srv_tls_ns, peer_plain_ns, peer_tls_ns;
+  double wall_ratio, busy_plain, busy_tls;
+  double loop_plain_ns, loop_tls_ns;
+} tls_floor_round;
+
+/* *f = id, cipher's name and, field by field, the median of the n rounds
+ * r[0..n-1] (r is left as it is). The one way B2-TLS and D1-TLS turn their
+ * rounds into a figure. */
+void tls_floor_fig_of(tls_floor_fig *f, const char *id, int cipher,
+                      const tls_floor_round *r, int n);
+
 /* Prints the floor's BENCH lines (cipher throughput, the zero-overhead
  * ceilings for server CPU and wall time, the measured ratios as a
  * fraction of them) and a `tls_floor:` line with the per-byte accounts,

@@ -24,10 +24,10 @@
  *    is shed anyway reconnects and resends (nothing ACKed is touched, and
  *    an unACKed generation stays in its spool).
  *  - identities (the strings of each HELLO, kept while the connection
- *    lives, and copied into each queued generation) are held as long as
- *    the agent stays: a HELLO may be up to 64 KiB and its tags JSON up to
- *    six times its tags (escapes), so 16,384 connections could hold
- *    gigabytes. They get a quarter of the budget; over it the connection
+ *    lives, lent to its queued generations, never copied) are held as
+ *    long as the agent stays: a HELLO may be up to 64 KiB and its tags
+ *    JSON up to six times its tags (escapes), so 16,384 connections could
+ *    hold gigabytes. They get a quarter of the budget; over it the connection
  *    with the largest identity is closed (ERROR LIMIT). Honest identities
  *    are a few hundred bytes, never the largest. Identities count before
  *    partial work: partial work is shed while both together pass the
@@ -142,18 +142,18 @@ void budget_gen_drop(conn *c, opengen *g) {
   g->held = 0;
 }
 
-uint64_t budget_gen_queue(conn *c, opengen *g, uint64_t extra) {
+uint64_t budget_gen_queue(conn *c, opengen *g) {
   ingest *ing = c->ing;
-  /* The buffer's bytes change kind (buffered does not change); the
-   * identity copies are new. */
-  uint64_t q = g->held + extra;
+  /* The buffer's bytes change kind (buffered does not change). The
+   * store_gen borrows c's identity (store.h ident_borrowed), which stays
+   * counted once in ident_bytes: no bytes are new. */
+  uint64_t q = g->held;
   ing->open_bytes -= g->held;
   CTR_SET(ing, budget_open, ing->open_bytes);
   ing->queued_bytes += q;
   CTR_SET(ing, budget_queued, ing->queued_bytes);
   c->queued_bytes += q;
   g->held = 0;
-  conn_account(c, (int64_t)extra);
   return q;
 }
 
@@ -173,11 +173,6 @@ static uint64_t ident_size(const conn *c) {
     n += strlen(c->tag_keys[i]) + strlen(c->tag_values[i]) + 2 +
          2 * sizeof(char *);
   return n;
-}
-
-uint64_t budget_ident_copy_bytes(const conn *c) {
-  return strlen(c->service) + strlen(c->host) + strlen(c->agent_version) +
-         strlen(c->tags_json) + 4;
 }
 
 static void ident_account(conn *c, int64_t d) {

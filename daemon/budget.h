@@ -40,10 +40,10 @@ void budget_decoder_sync(conn *c);
 void budget_gen_sync(conn *c, opengen *g);
 /* g's buffer goes (freed, pooled or rejected): its bytes stop counting. */
 void budget_gen_drop(conn *c, opengen *g);
-/* A generation's held bytes move from open to queued at the store, with
- * `extra` bytes more (the identity strings copied into its store_gen);
- * returns what is now counted as queued for it (pending.held). */
-uint64_t budget_gen_queue(conn *c, opengen *g, uint64_t extra);
+/* A generation's held bytes move from open to queued at the store (its
+ * store_gen borrows c's identity, counted once as c's); returns what is
+ * now counted as queued for it (pending.held). */
+uint64_t budget_gen_queue(conn *c, opengen *g);
 /* A queued generation of `bytes` left the store queue. */
 void budget_dequeue(conn *c, uint64_t bytes);
 
@@ -51,8 +51,6 @@ void budget_dequeue(conn *c, uint64_t bytes);
  * once ingest_hello has built it; budget_ident_drop when it is freed. */
 void budget_ident_set(conn *c);
 void budget_ident_drop(conn *c);
-/* Bytes of the identity strings a store_gen copies from c. */
-uint64_t budget_ident_copy_bytes(const conn *c);
 
 /* budget_shed.c: sheds identities over a quarter of --max-buffer (the largest
  * first) and partial work, the oldest first, while what only reading can

@@ -44,7 +44,10 @@
  *  4. A conn MUST stay allocated while a store_gen points at it (cookie):
  *     every submitted generation holds a reference (refs) and the conn is
  *     freed only when refs reaches 0 after its handle closed, otherwise a
- *     completion would write to freed memory.
+ *     completion would write to freed memory. The same reference keeps the
+ *     conn's identity strings alive and unchanged for the store_gens that
+ *     borrow them (store.h ident_borrowed): every store_gen is freed
+ *     before its reference is dropped.
  *  5. Every byte the daemon holds for agents (partial frames, open
  *     generations, generations queued at the store or waiting for disk
  *     space) MUST be counted in conn.buffered and ing.buffered; reading

@@ -30,7 +30,7 @@
 /* ------------------------------------------------------- buffer accounting */
 
 /* A generation left the store queue (committed, failed or dropped): what
- * was counted for it (pd->held: its buffer and identity copies) stops
+ * was counted for it (pd->held: its buffer) stops
  * counting. */
 void ingest_conn_dequeue(conn *c, const pending *pd) {
   c->inflight--;

@@ -76,7 +76,7 @@ typedef struct pending {
   struct conn *c;
   store_gen *g;
   size_t cap; /* capacity of g->payload, for the buffer pool */
-  uint64_t held; /* bytes counted as queued: cap + identity copies */
+  uint64_t held; /* bytes counted as queued: cap (the identity is lent) */
   /* uv_hrtime: handed to the store (GEN_END read), and its COMMIT
    * returned (set by the store thread before the hand-back), acklat.h. */
   uint64_t t_read_ns, t_done_ns;

@@ -298,23 +298,21 @@ int reasm_stage_read(conn *c, size_t nread) {
   return check_open_bytes(c);
 }
 
-/* The store's record of a validated generation: c's identity copied, the
+/* The store's record of a validated generation: c's identity lent (store.h
+ * ident_borrowed: c's strings live until its last reference goes, and the
+ * store_gen holds one from its submit until it is freed, invariant 4), the
  * clock span of parsed, the manifest e; no payload yet. NULL when out of
- * memory (nothing left allocated). */
-static store_gen *store_gen_of(const conn *c, const gtp_gen *parsed,
+ * memory. */
+static store_gen *store_gen_of(conn *c, const gtp_gen *parsed,
                                const gtp_gen_end *e) {
   store_gen *sg = calloc(1, sizeof *sg);
   if (sg == NULL)
     return NULL;
-  sg->service = strdup(c->service);
-  sg->host = strdup(c->host);
-  sg->agent_version = strdup(c->agent_version);
-  sg->tags_json = strdup(c->tags_json);
-  if (sg->service == NULL || sg->host == NULL || sg->agent_version == NULL ||
-      sg->tags_json == NULL) {
-    store_gen_free(sg);
-    return NULL;
-  }
+  sg->service = c->service;
+  sg->host = c->host;
+  sg->agent_version = c->agent_version;
+  sg->tags_json = c->tags_json;
+  sg->ident_borrowed = 1;
   memcpy(sg->session, c->session, 16);
   sg->pid = c->pid;
   sg->process_start_ns = c->process_start_ns;
@@ -393,21 +391,23 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
    * generation costs the loop no per-event work. The shared backend keeps
    * no summaries yet: there the loop checks the events. */
   int lazy = !storage_is_shared(ing->store);
+  size_t body_len = g->buf.len - g->body_off;
   rc = gtp_put_gen_end(&g->buf, &e);
   gtp_gen parsed;
-  size_t consumed = 0;
   int parsed_ok = 0;
   const char *why = "generation failed validation";
   if (rc == 0) {
     budget_gen_sync(c, g);
-    rc = lazy ? gtp_gen_parse_lazy(g->buf.data, g->buf.len, &parsed, &consumed)
-              : gtp_gen_parse(g->buf.data, g->buf.len, &parsed, &consumed);
+    /* The GEN_START (from the checked HELLO) and the GEN_END (from the
+     * frame just decoded) are ours: the parse takes them as given and
+     * checks everything the agent sent between them. */
+    gtp_gen_start s;
+    gen_start_of(c, e.gen, &s);
+    rc = gtp_gen_parse_known(g->buf.data, g->buf.len, &s, g->body_off, body_len,
+                             &e, !lazy, &parsed);
     if (rc == 0) {
       parsed_ok = 1;
-      if (consumed != g->buf.len)
-        rc = GTP_E_CORRUPT;
-      else
-        rc = session_auth_gen_check(c, &parsed, &e, &why);
+      rc = session_auth_gen_check(c, &parsed, &e, &why);
     }
   }
   if (rc == -ENOMEM) {
@@ -445,8 +445,9 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   pd->g = sg;
   pd->cap = g->buf.cap;
   sg->cookie = pd;
-  /* Its buffer (buf.cap) and sg's identity copies are now queued. */
-  pd->held = budget_gen_queue(c, g, budget_ident_copy_bytes(c));
+  /* Its buffer (buf.cap) is now queued; the identity it borrows stays
+   * counted once, as c's (budget_ident_set). */
+  pd->held = budget_gen_queue(c, g);
   g->buf.data = NULL;
   free(g);
   c->refs++;

@@ -620,8 +620,11 @@ int gtp_put_modules(gtp_wbuf *b, const gtp_module *mods, size_t n) {
 /* -------------------------------------------------------------- manifest */
 
 /* Counts of gtp_manifest_compute without the CRC (gtp_gen_parse checks the
- * CRC on its own, first). */
-static int manifest_walk(const uint8_t *p, size_t len, gtp_gen_end *e) {
+ * CRC on its own, first). With ntab, also adds the entries each table
+ * record announces (strings, stacks, modules: bounded by its bytes) for
+ * gen_fill, so that gtp_gen_parse_known needs no pass of its own. */
+static int manifest_walk(const uint8_t *p, size_t len, gtp_gen_end *e,
+                         size_t ntab[3]) {
   uint64_t records = 0, batches = 0, events = 0;
   size_t off = 0;
   if (len > GTP_GEN_MAX_BYTES)
@@ -640,6 +643,15 @@ static int manifest_walk(const uint8_t *p, size_t len, gtp_gen_end *e) {
         return rc;
       batches++;
       events += bt.nevents; /* bounded by bytes: cannot overflow */
+    } else if (ntab != NULL &&
+               (rec.type == GTP_REC_STRINGS || rec.type == GTP_REC_STACKS ||
+                rec.type == GTP_REC_MODULES)) {
+      gtp_table_iter it;
+      if ((rc = gtp_table_iter_init(&it, rec.payload, rec.len)) < 0)
+        return rc;
+      ntab[rec.type == GTP_REC_STRINGS  ? 0
+           : rec.type == GTP_REC_STACKS ? 1
+                                        : 2] += (size_t)it.left;
     }
     records++;
     off += rec.size;
@@ -652,7 +664,7 @@ static int manifest_walk(const uint8_t *p, size_t len, gtp_gen_end *e) {
 }
 
 int gtp_manifest_compute(const uint8_t *p, size_t len, gtp_gen_end *e) {
-  int rc = manifest_walk(p, len, e);
+  int rc = manifest_walk(p, len, e, NULL);
   if (rc < 0)
     return rc;
   e->crc = gtp_crc32c(0, p, len);
@@ -882,7 +894,7 @@ static int gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed,
     goto fail;
   }
   got = g->end; /* crc already equal */
-  if ((rc = manifest_walk(g->body, g->body_len, &got)) < 0 ||
+  if ((rc = manifest_walk(g->body, g->body_len, &got, NULL)) < 0 ||
       (rc = gtp_manifest_check(&g->end, &got)) < 0)
     goto fail;
   if ((rc = gen_fill(g, nstr, nstk, nmod, check_events)) < 0)
@@ -902,6 +914,49 @@ int gtp_gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed) {
 int gtp_gen_parse_lazy(const uint8_t *p, size_t len, gtp_gen *g,
                        size_t *consumed) {
   return gen_parse(p, len, g, consumed, 0);
+}
+
+int gtp_gen_parse_known(const uint8_t *p, size_t len,
+                        const gtp_gen_start *start, size_t body_off,
+                        size_t body_len, const gtp_gen_end *end,
+                        int check_events, gtp_gen *g) {
+  size_t ntab[3] = {0, 0, 0};
+  gtp_gen_end got;
+  int rc;
+  memset(g, 0, sizeof(*g));
+  if (len > GTP_GEN_MAX_BYTES) {
+    rc = GTP_E_TOOBIG;
+    goto fail;
+  }
+  if (body_off > len || body_len > len - body_off) {
+    rc = GTP_E_INTERNAL; /* the caller's offsets, not the input */
+    goto fail;
+  }
+  g->start = *start;
+  g->end = *end;
+  g->base = p;
+  g->size = len;
+  g->body = p + body_off;
+  g->body_len = body_len;
+  if (g->end.gen != g->start.gen) {
+    rc = GTP_E_GEN;
+    goto fail;
+  }
+  /* The same checks, in the same order, as gen_parse after its GEN_END. */
+  if (gtp_crc32c(0, g->body, g->body_len) != g->end.crc) {
+    rc = GTP_E_CRC;
+    goto fail;
+  }
+  got = g->end;
+  if ((rc = manifest_walk(g->body, g->body_len, &got, ntab)) < 0 ||
+      (rc = gtp_manifest_check(&g->end, &got)) < 0)
+    goto fail;
+  if ((rc = gen_fill(g, ntab[0], ntab[1], ntab[2], check_events)) < 0)
+    goto fail;
+  return 0;
+fail:
+  gtp_gen_fini(g);
+  return rc;
 }
 
 int gtp_gen_check_events(const gtp_gen *g) {

@@ -472,6 +472,19 @@ int gtp_gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed);
  * (gtp_summary_compute_check): one decode per event, off the loop. */
 int gtp_gen_parse_lazy(const uint8_t *p, size_t len, gtp_gen *g,
                        size_t *consumed);
+/* gtp_gen_parse (check_events 1) or gtp_gen_parse_lazy (0) for a caller
+ * that wrote the generation's GEN_START and GEN_END records itself from
+ * *start and *end, which are therefore not decoded back: p[0, body_off) is
+ * the GEN_START record, the body's body_len bytes follow, then the GEN_END
+ * record through p[len - 1]. Every check of the body is made as there (CRC,
+ * manifest against *end, gens, one CLOCK, unique ids, the body holds no
+ * GEN_START or GEN_END). g->start borrows start's strings, which must
+ * outlive g. gentraced's loop: the GEN_START comes from
+ * the checked HELLO and the GEN_END from the decoded GEN_END frame. */
+int gtp_gen_parse_known(const uint8_t *p, size_t len,
+                        const gtp_gen_start *start, size_t body_off,
+                        size_t body_len, const gtp_gen_end *end,
+                        int check_events, gtp_gen *g);
 /* The event check gtp_gen_parse makes and gtp_gen_parse_lazy skips, on a
  * lazily parsed generation: 0 when every event of every batch decodes (an
  * unknown event type ends its batch without error, as in gtp_gen_parse),

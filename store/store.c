@@ -372,10 +372,12 @@ out:
 void store_gen_free(store_gen *g) {
   if (!g)
     return;
-  free(g->service);
-  free(g->host);
-  free(g->agent_version);
-  free(g->tags_json);
+  if (!g->ident_borrowed) {
+    free(g->service);
+    free(g->host);
+    free(g->agent_version);
+    free(g->tags_json);
+  }
   free(g->payload);
   free(g);
 }

@@ -52,9 +52,17 @@ typedef struct store_config {
  * payload moves to the store at store_submit and comes back in done(). */
 typedef struct store_gen {
   uint8_t session[16];
-  /* identity, copied from HELLO (owned, NUL-terminated) */
+  /* identity from HELLO (NUL-terminated): owned, unless ident_borrowed */
   char *service, *host, *agent_version;
   char *tags_json; /* JSON object text, e.g. {"az":"b"} */
+  /* 1: the four identity strings above are the submitter's, not g's: it
+   * keeps them alive and unchanged until done() has handed g back and g
+   * was freed, and store_gen_free leaves them alone. The store only reads
+   * them, and only between store_submit and done(). gentraced lends each
+   * generation its connection's strings (the connection holds one
+   * reference per queued generation and frees its identity at the last),
+   * instead of four copies per generation. 0: g owns them. */
+  int ident_borrowed;
   uint64_t pid, process_start_ns;
   uint64_t gen;
   int64_t start_ns, end_ns;        /* wall clock from the CLOCK record */

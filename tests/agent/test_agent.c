@@ -57,6 +57,45 @@ static void cfg_for(gt_config *c, rx *r, char *addr, size_t n) {
   c->flush_timeout_ms = 4000;
 }
 
+/* The fixture of the tests that run the agent: a receiver (none for
+ * no_rx: the agent then points at port 1) and the agent's config for it,
+ * made by setup; each test may still change either before its gt_start.
+ * The teardown stops the agent, so that a failed test does not leave its
+ * session to the next, and frees the receiver. */
+typedef struct afx {
+  rx *r;
+  gt_config c;
+  char addr[64];
+} afx;
+
+static int afx_setup(void **state, int with_receiver) {
+  afx *f = calloc(1, sizeof *f);
+  if (f == NULL)
+    return -1;
+  if (with_receiver && (f->r = rx_start()) == NULL) {
+    free(f);
+    return -1;
+  }
+  cfg_for(&f->c, f->r, f->addr, sizeof f->addr);
+  *state = f;
+  return 0;
+}
+static int with_rx(void **state) {
+  return afx_setup(state, 1);
+}
+static int no_rx(void **state) {
+  return afx_setup(state, 0);
+}
+
+static int afx_teardown(void **state) {
+  afx *f = *state;
+  gt_stop();
+  if (f->r != NULL)
+    rx_free(f->r);
+  free(f);
+  return 0;
+}
+
 /* What the receiver got, decoded. */
 typedef struct tally {
   uint64_t events; /* non-LOST, non-THREAD_NAME */
@@ -163,10 +202,18 @@ static void tally_rx(tally *t, rx *r, int gapless) {
   }
 }
 
+/* The agent stopped (its last generations flushed), then the receiver,
+ * and what the receiver got, decoded. */
+static void stop_and_tally(tally *t, rx *r, int gapless) {
+  gt_stop();
+  rx_stop(r);
+  tally_rx(t, r, gapless);
+}
+
 /* What the receiver got adds up to what the agent wrote: no bad file, no
  * broken generation, (gapless) no event out of order, and every one of
  * `written` events received or counted lost. The agent's own stats add up
- * too. Stops r; the caller checks the rest of t, then frees r. */
+ * too. Stops r; the caller checks the rest of t (the fixture frees r). */
 static void expect_exact(tally *t, rx *r, const gt_stats_t *st, int gapless,
                          uint64_t written) {
   assert_int_equal(st->events_delivered + st->events_dropped +
@@ -276,14 +323,10 @@ static void test_api__safe_before_start_and_after_stop(void **state) {
 }
 
 static void test_agent__every_event_arrives_once_in_order(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0);
-  assert_int_equal(gt_start(&c), -EALREADY);
+  afx *f = *state;
+  rx *r = f->r;
+  assert_int_equal(gt_start(&f->c), 0);
+  assert_int_equal(gt_start(&f->c), -EALREADY);
   gt_thread_name("main");
   run_workers(4, 10000, 1, NULL);
   usleep(50000); /* let the 20 ms period cut between the halves */
@@ -300,7 +343,6 @@ static void test_agent__every_event_arrives_once_in_order(void **state) {
   assert_int_equal(t.dropped, 0);
   assert_true(t.gens >= 2);
   assert_int_equal(rx_bad_manifests(r), 0);
-  rx_free(r);
 }
 
 /* Without membarrier (old kernels, some sandboxes) every event fences
@@ -310,18 +352,14 @@ static void test_agent__every_event_arrives_once_in_order(void **state) {
  * set as once_global would set them there. */
 extern int gt__use_fence, gt__membarrier_ok;
 static void test_agent__without_membarrier_every_event_arrives(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0); /* once_global has run */
+  afx *f = *state;
+  rx *r = f->r;
+  assert_int_equal(gt_start(&f->c), 0); /* once_global has run */
   gt_stop();
   int mb = gt__membarrier_ok, fence = gt__use_fence;
   gt__membarrier_ok = 0;
   gt__use_fence = 1;
-  assert_int_equal(gt_start(&c), 0);
+  assert_int_equal(gt_start(&f->c), 0);
   run_workers(4, 10000, 1, NULL);
   usleep(50000);
   run_workers(4, 10000, 1, NULL);
@@ -335,7 +373,6 @@ static void test_agent__without_membarrier_every_event_arrives(void **state) {
   expect_exact(&t, r, &st, 1, 4 * 20000 * 4);
   assert_true(t.gens >= 2);
   assert_int_equal(gtp_check_failures(), 0);
-  rx_free(r);
 }
 
 /* Waits (bounded) until the agent has resolved everything written. */
@@ -356,13 +393,9 @@ static void stop_and_stats(gt_stats_t *st, uint64_t timeout_ms) {
 }
 
 static void test_agent__vanishing_receiver_keeps_exact_ledger(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  rx *r = f->r;
+  assert_int_equal(gt_start(&f->c), 0);
   run_workers(2, 20000, 0, NULL);
   gt_stats_t st;
   for (int i = 0; i < 500; i++) { /* vanish only once it is streaming */
@@ -381,16 +414,13 @@ static void test_agent__vanishing_receiver_keeps_exact_ledger(void **state) {
     usleep(10000); /* reconnect backoff is at most ~10 s */
   stop_and_stats(&st, 15000);
   /* Quiet now: nothing more is written, so a last seal + ACK settles it. */
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 1);
+  stop_and_tally(&t, r, 1);
   assert_int_equal(t.bad, 0);
   assert_int_equal(t.order_errors, 0);
   assert_int_equal(t.events + t.dropped + t.evicted + t.rejected,
                    4 * 2 * 20000);
   assert_true(rx_hellos(r) >= 2); /* it reconnected */
-  rx_free(r);
 }
 
 /* A signal handler that traces, interrupting its thread's events at random
@@ -415,13 +445,9 @@ static void *sig_sender(void *arg) {
 }
 
 static void test_agent__signal_handler_events_counted_exactly(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  rx *r = f->r;
+  assert_int_equal(gt_start(&f->c), 0);
   struct sigaction sa, old;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigusr1;
@@ -454,19 +480,14 @@ static void test_agent__signal_handler_events_counted_exactly(void **state) {
   expect_exact(&t, r, &st, 0, st.events_written);
   /* Debug builds also checked written == seq / 2 after every event. */
   assert_int_equal(gtp_check_failures(), 0);
-  rx_free(r);
 }
 
 static void test_agent__rejected_generation_is_counted(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
+  afx *f = *state;
+  rx *r = f->r;
   rx_reject_gen(r, 2);
   rx_reject_gen(r, 3);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0);
+  assert_int_equal(gt_start(&f->c), 0);
   for (int k = 0; k < 10; k++) {
     run_workers(2, 2000, 0, NULL);
     usleep(10000);
@@ -478,15 +499,12 @@ static void test_agent__rejected_generation_is_counted(void **state) {
   assert_int_equal(st.events_written, st.events_delivered + st.events_dropped +
                                           st.events_evicted +
                                           st.events_rejected);
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.bad, 0);
   assert_true(t.rejected > 0);
   assert_int_equal(t.events + t.dropped + t.evicted + t.rejected,
                    10 * 2 * 2000);
-  rx_free(r);
 }
 
 /* The daemon holds another key for the session (protocol v2): the agent
@@ -494,14 +512,10 @@ static void test_agent__rejected_generation_is_counted(void **state) {
  * loses nothing once it is let in. */
 static void test_agent__auth_refusal_is_counted_backs_off_then_delivers(
     void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
+  afx *f = *state;
+  rx *r = f->r;
   rx_refuse_auth(r, 2);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0);
+  assert_int_equal(gt_start(&f->c), 0);
   run_workers(2, 1000, 0, NULL);
   gt_stats_t st;
   stop_and_stats(&st, 15000);
@@ -523,7 +537,6 @@ static void test_agent__auth_refusal_is_counted_backs_off_then_delivers(
   tally t;
   tally_rx(&t, r, 0);
   assert_int_equal(t.events, 2 * 1000);
-  rx_free(r);
 }
 
 /* A forked child that starts tracing is a new session: its own id and its
@@ -531,16 +544,13 @@ static void test_agent__auth_refusal_is_counted_backs_off_then_delivers(
  * and the daemon would refuse one of them with AUTH). */
 static void test_agent__fork_child_draws_its_own_session_and_key(
     void **state) {
-  (void)state;
+  afx *f = *state;
 #if defined(__SANITIZE_THREAD__)
+  (void)f;
   skip(); /* TSan cannot run threads started in the child (see above) */
 #else
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0);
+  rx *r = f->r;
+  assert_int_equal(gt_start(&f->c), 0);
   gt_instant("parent");
   int go[2];
   assert_int_equal(pipe(go), 0);
@@ -551,7 +561,7 @@ static void test_agent__fork_child_draws_its_own_session_and_key(
     close(go[1]);
     /* The receiver serves one connection at a time: wait for the parent
      * to be done with it. */
-    int ok = read(go[0], &b, 1) == 1 && gt_start(&c) == 0;
+    int ok = read(go[0], &b, 1) == 1 && gt_start(&f->c) == 0;
     gt_instant("child");
     gt_stop();
     _exit(ok ? 0 : 1);
@@ -572,20 +582,15 @@ static void test_agent__fork_child_draws_its_own_session_and_key(
   assert_int_equal(rx_hello_id(r, n - 1, cs, ck), 0);
   assert_memory_not_equal(ps, cs, 16);
   assert_memory_not_equal(pk, ck, 16);
-  rx_free(r);
 #endif
 }
 
 static void test_agent__full_pool_drops_exactly_and_marks_lost(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  c.buffer_mb = 1; /* 16 buffers */
-  c.period_ms = 200;
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  rx *r = f->r;
+  f->c.buffer_mb = 1; /* 16 buffers */
+  f->c.period_ms = 200;
+  assert_int_equal(gt_start(&f->c), 0);
   /* Long enough that threads get buffers back after the pool ran dry. */
   atomic_int stop = 0;
   pthread_t th[4];
@@ -613,10 +618,8 @@ static void test_agent__full_pool_drops_exactly_and_marks_lost(void **state) {
   stop_and_stats(&st, 10000);
   assert_true(st.events_dropped > 0);
   uint64_t written = st.events_written;
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.bad, 0);
   assert_int_equal(t.order_errors, 0);
   assert_true(t.dropped > 0);
@@ -624,18 +627,14 @@ static void test_agent__full_pool_drops_exactly_and_marks_lost(void **state) {
   assert_true(t.lost_count <= t.dropped);
   assert_int_equal(t.dropped, st.events_dropped);
   assert_int_equal(t.events + t.dropped + t.evicted + t.rejected, written);
-  rx_free(r);
 }
 
 static void test_agent__no_receiver_never_blocks_and_snapshots(void **state) {
-  (void)state;
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, NULL, addr, sizeof addr);
-  c.spool_mb = 4; /* above the pool, so one whole generation always fits */
-  c.buffer_mb = 2;
-  c.flush_timeout_ms = 2000;
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  f->c.spool_mb = 4; /* above the pool, so one whole generation always fits */
+  f->c.buffer_mb = 2;
+  f->c.flush_timeout_ms = 2000;
+  assert_int_equal(gt_start(&f->c), 0);
   call_stats cs = {0, 0};
   for (int k = 0; k < 10; k++)
     run_workers(4, 20000, 1, &cs);
@@ -686,14 +685,10 @@ static void test_agent__no_receiver_never_blocks_and_snapshots(void **state) {
  * compared (the fast paths leave that to their out-of-line compare), and a
  * changed name in the same buffer must not be taken for the old one. */
 static void test_agent__every_kind_with_a_reused_name_buffer(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  c.period_ms = 10000; /* one generation: the cache must not be fooled */
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  rx *r = f->r;
+  f->c.period_ms = 10000; /* one generation: the cache must not be fooled */
+  assert_int_equal(gt_start(&f->c), 0);
   char buf[32];
   static const char *const names[] = {"kind.one", "kind.one", "kind.two"};
   for (int i = 0; i < 3; i++) {
@@ -705,10 +700,8 @@ static void test_agent__every_kind_with_a_reused_name_buffer(void **state) {
     gt_log(buf, "message");
     gt_task_end(gt_task_begin(buf, 0));
   }
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.bad, 0);
   assert_int_equal(t.nknames, 15);
   for (int i = 0; i < 3; i++) {
@@ -721,18 +714,13 @@ static void test_agent__every_kind_with_a_reused_name_buffer(void **state) {
       assert_string_equal(t.knames[i * 5 + k], want);
     }
   }
-  rx_free(r);
 }
 
 static void test_agent__reused_buffer_with_new_contents(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  c.period_ms = 10000; /* one generation: the cache must not be fooled */
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  rx *r = f->r;
+  f->c.period_ms = 10000; /* one generation: the cache must not be fooled */
+  assert_int_equal(gt_start(&f->c), 0);
   char buf[32];
   strcpy(buf, "alpha");
   gt_instant(buf);
@@ -742,24 +730,18 @@ static void test_agent__reused_buffer_with_new_contents(void **state) {
   gt_instant(buf);
   strcpy(buf, "alp");
   gt_instant(buf);
-  gt_stop();
-  rx_stop(r);
   tally t;
-  tally_rx(&t, r, 0);
+  stop_and_tally(&t, r, 0);
   assert_int_equal(t.nnames, 4);
   assert_string_equal(t.names[0], "alpha");
   assert_string_equal(t.names[1], "beta");
   assert_string_equal(t.names[2], "alphb");
   assert_string_equal(t.names[3], "alp");
-  rx_free(r);
 }
 
 static void test_agent__fork_child_stays_off(void **state) {
-  (void)state;
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, NULL, addr, sizeof addr);
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  assert_int_equal(gt_start(&f->c), 0);
   gt_instant("parent");
   pid_t pid = fork();
   assert_true(pid >= 0);
@@ -771,7 +753,7 @@ static void test_agent__fork_child_stays_off(void **state) {
 #if !defined(__SANITIZE_THREAD__)
     /* The child may start a session of its own. (TSan cannot run threads
      * started in the child of a multi-threaded parent: skipped there.) */
-    ok = ok && gt_start(&c) == 0;
+    ok = ok && gt_start(&f->c) == 0;
     gt_instant("child2");
     gt_stats(&st);
     ok = ok && st.events_written == 1;
@@ -803,15 +785,11 @@ leaf(int depth) {
 }
 
 static void test_agent__stacks_and_modules_recorded(void **state) {
-  (void)state;
-  rx *r = rx_start();
-  assert_non_null(r);
-  gt_config c;
-  char addr[64];
-  cfg_for(&c, r, addr, sizeof addr);
-  c.stacks = 1;
-  c.period_ms = 10000;
-  assert_int_equal(gt_start(&c), 0);
+  afx *f = *state;
+  rx *r = f->r;
+  f->c.stacks = 1;
+  f->c.period_ms = 10000;
+  assert_int_equal(gt_start(&f->c), 0);
   for (int i = 0; i < 10; i++)
     leaf(5);
   gt_stop();
@@ -850,7 +828,6 @@ static void test_agent__stacks_and_modules_recorded(void **state) {
   }
   assert_int_equal(with_stack, 10);
   gtp_gen_fini(&g);
-  rx_free(r);
 }
 
 static int stop_agent(void **state) {
@@ -863,32 +840,40 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_api__safe_before_start_and_after_stop,
                                 stop_agent),
-      cmocka_unit_test_teardown(test_agent__every_event_arrives_once_in_order,
-                                stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__without_membarrier_every_event_arrives, stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__vanishing_receiver_keeps_exact_ledger, stop_agent),
-      cmocka_unit_test_teardown(test_agent__rejected_generation_is_counted,
-                                stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__signal_handler_events_counted_exactly, stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__full_pool_drops_exactly_and_marks_lost, stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__no_receiver_never_blocks_and_snapshots, stop_agent),
-      cmocka_unit_test_teardown(test_agent__reused_buffer_with_new_contents,
-                                stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__every_kind_with_a_reused_name_buffer, stop_agent),
-      cmocka_unit_test_teardown(test_agent__fork_child_stays_off, stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__auth_refusal_is_counted_backs_off_then_delivers,
-          stop_agent),
-      cmocka_unit_test_teardown(
-          test_agent__fork_child_draws_its_own_session_and_key, stop_agent),
-      cmocka_unit_test_teardown(test_agent__stacks_and_modules_recorded,
-                                stop_agent),
+      cmocka_unit_test_setup_teardown(
+          test_agent__every_event_arrives_once_in_order, with_rx, afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__without_membarrier_every_event_arrives, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__vanishing_receiver_keeps_exact_ledger, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__rejected_generation_is_counted, with_rx, afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__signal_handler_events_counted_exactly, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__full_pool_drops_exactly_and_marks_lost, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__no_receiver_never_blocks_and_snapshots, no_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__reused_buffer_with_new_contents, with_rx, afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__every_kind_with_a_reused_name_buffer, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(test_agent__fork_child_stays_off, no_rx,
+                                      afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__auth_refusal_is_counted_backs_off_then_delivers, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__fork_child_draws_its_own_session_and_key, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(test_agent__stacks_and_modules_recorded,
+                                      with_rx, afx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
  * last byte before an unmapped page, messages changed in place between
  * calls, over-long ones cut at GTP_LOG_MAX) and gt_task_begin/gt_task_end
  * (ids unique, ends name their begins, parents kept), in the same order
- * they were emitted. */
+ * they were emitted; and the tick delta every kind writes when the clock
+ * reads behind the buffer's last event (a thread moved to a core whose
+ * TSC lags): 0, the buffer's last tick kept. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -19,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "agent_int.h"
 #include "format.h"
 #include "gentrace.h"
 #include "receiver.h"
@@ -216,11 +219,86 @@ static void test_task__ids_unique_and_ends_match_their_begins(void **st) {
   rx_free(r);
 }
 
+/* Every kind, each through its cold path (a name not cached yet) and its
+ * fast path, at a moment the buffer's last tick lies ahead of the clock
+ * (put_head_at computes the delta without a branch, as a max): each event
+ * gets delta 0, so its time is its predecessor's, and the buffer's last
+ * tick stays where it was; once the clock is ahead again the next event's
+ * delta brings the decoded time back to the clock, and last_ticks with it.
+ * A version that stored the clock reading (or wrapped the negative delta)
+ * fails on the last tick or on the decoded times. */
+static void emit_every_kind(int round) {
+  gt_instant("tick.instant");
+  gt_region_begin("tick.region");
+  gt_region_end();
+  gt_counter("tick.counter", round);
+  gt_log("tick.log", "behind");
+  gt_task_end(gt_task_begin("tick.task", 0));
+}
+enum { EVERY_KIND = 7 };
+
+static void test_ticks__clock_behind_the_buffer_gives_zero_deltas(void **st) {
+  (void)st;
+  rx *r;
+  char addr[64];
+  start(&r, addr, sizeof addr);
+  gt_instant("tick.first"); /* registers; takes this generation's buffer */
+  gt__thread *t = gt__tls_self;
+  uint64_t stamp = atomic_load(&gt__stamp_now);
+  gt__buf *b = atomic_load(&t->bufs[stamp & 1]);
+  assert_non_null(b);
+  uint64_t first = b->last_ticks, ahead = first + (1ull << 40);
+  b->last_ticks = ahead; /* as if the last event ran on a core far ahead */
+  for (int round = 0; round < 2; round++)
+    emit_every_kind(round);
+  assert_ptr_equal(atomic_load(&t->bufs[stamp & 1]), b); /* no refill */
+  assert_true(b->last_ticks == ahead);
+  b->last_ticks = first; /* the clock is ahead again */
+  uint64_t before = gt__ticks();
+  gt_instant("tick.after");
+  uint64_t after_last = b->last_ticks;
+  assert_true(after_last >= before && after_last <= gt__ticks());
+  gt_stop();
+  rx_stop(r);
+  size_t k = 0;
+  for (size_t i = 0; i < rx_count(r); i++) {
+    gtp_file_reader fr;
+    assert_int_equal(
+        gtp_file_reader_init(&fr, rx_get(r, i)->file, rx_get(r, i)->file_len),
+        0);
+    gtp_gen g;
+    while (gtp_file_reader_next(&fr, &g) == 1) {
+      size_t cur = 0;
+      gtp_batch bt;
+      while (gtp_gen_next_batch(&g, &cur, &bt) == 1) {
+        gtp_event_iter it;
+        gtp_event ev;
+        gtp_event_iter_init(&it, &bt);
+        while (gtp_event_next(&it, &ev) == 1) {
+          if (ev.type == GTP_EV_LOST || ev.type == GTP_EV_THREAD_NAME)
+            continue;
+          if (k == 0) /* tick.first: its time is the buffer's last tick */
+            assert_true(ev.ticks == first);
+          else if (k <= 2 * EVERY_KIND) /* behind: no time passes */
+            assert_true(ev.ticks == first);
+          else /* tick.after: the clock again */
+            assert_true(ev.ticks == after_last);
+          k++;
+        }
+      }
+      gtp_gen_fini(&g);
+    }
+  }
+  assert_int_equal(k, 2 + 2 * EVERY_KIND);
+  rx_free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_log__every_length_and_alignment_arrives_exactly),
       cmocka_unit_test(test_log__message_at_page_end_never_reads_past_it),
       cmocka_unit_test(test_task__ids_unique_and_ends_match_their_begins),
+      cmocka_unit_test(test_ticks__clock_behind_the_buffer_gives_zero_deltas),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -655,16 +655,27 @@ char *gtd_http_get(gtd *d, const char *path, int *status) {
   return buf;
 }
 
-int64_t gtd_metric_in(const char *text, const char *name) {
+/* The value text of metric `name` in a /metrics body, or NULL. */
+static const char *metric_value(const char *text, const char *name) {
   size_t nl = strlen(name);
   for (const char *l = text; l != NULL && *l;) {
     if (strncmp(l, name, nl) == 0 && l[nl] == ' ')
-      return strtoll(l + nl + 1, NULL, 10);
+      return l + nl + 1;
     l = strchr(l, '\n');
     if (l != NULL)
       l++;
   }
-  return -1;
+  return NULL;
+}
+
+int64_t gtd_metric_in(const char *text, const char *name) {
+  const char *v = metric_value(text, name);
+  return v != NULL ? strtoll(v, NULL, 10) : -1;
+}
+
+double gtd_metric_f_in(const char *text, const char *name) {
+  const char *v = metric_value(text, name);
+  return v != NULL ? strtod(v, NULL) : -1;
 }
 
 double gtd_metric_hist_pct(const char *m0, const char *m1, const char *name,

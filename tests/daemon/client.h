@@ -125,6 +125,8 @@ char *gtd_http_get(gtd *d, const char *path, int *status);
 int64_t gtd_metric(gtd *d, const char *name);
 /* The same from a /metrics text already fetched (NUL-terminated). */
 int64_t gtd_metric_in(const char *text, const char *name);
+/* The same for a value with a fraction (seconds); -1 if missing. */
+double gtd_metric_f_in(const char *text, const char *name);
 /* Of the observations histogram name gained between the /metrics texts m0
  * and m1: the upper bound (le, in the metric's unit) of the first bucket
  * holding fraction p of them; INFINITY for +Inf, -1 with none. */

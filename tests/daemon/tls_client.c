@@ -11,6 +11,8 @@
 
 #include <gnutls/gnutls.h>
 
+#include "../lib/prng.h"
+
 #define BATCH (128u << 10) /* records per send, as the agent (tls.c) */
 
 typedef struct tls_end {
@@ -59,8 +61,7 @@ static ssize_t pull(gnutls_transport_ptr_t ptr, void *p, size_t n) {
 static ssize_t tls_xsend(void *ctx, const void *p, size_t n) {
   tls_end *e = ctx;
   if (e->split > 0) {
-    e->x = e->x * 6364136223846793005ull + 1442695040888963407ull;
-    size_t k = 1 + (size_t)((e->x >> 33) % e->split);
+    size_t k = 1 + (size_t)((lcg64(&e->x) >> 33) % e->split);
     if (n > k)
       n = k; /* one record of k bytes; the caller loops */
   } else if (e->batch != NULL) {

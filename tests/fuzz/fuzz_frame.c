@@ -11,6 +11,7 @@
 #include "frame.h"
 #include "fuzz.h"
 #include "varint.h"
+#include "../lib/prng.h"
 
 /* Below GTP_FRAME_MAX so that lengths of 3 bytes already reach TOOBIG and the
  * fuzzer finds that path early; the seeds stay well below it. */
@@ -377,10 +378,7 @@ static void split_pass(const uint8_t *data, size_t size, uint64_t seed,
   /* Mostly tiny chunks (header splits), sometimes large ones. */
   size_t span = (seed >> 8) & 1 ? 8 : 1 + size / 3;
   while (at < size && ps->rc == 0) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    size_t chunk = 1 + (size_t)(x % span);
+    size_t chunk = 1 + (size_t)(xorshift64(&x) % span);
     if (chunk > size - at)
       chunk = size - at;
     const uint8_t *p = data + at;

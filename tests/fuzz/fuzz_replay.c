@@ -20,6 +20,7 @@
 #include "frame.h"
 #include "fuzz.h"
 #include "varint.h"
+#include "../lib/prng.h"
 
 #define MUTATIONS_PER_SEED 1500
 #define MAX_SEEDS 64
@@ -109,10 +110,7 @@ static int seed_is_valid(const seed *s) {
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint64_t rnd(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
+  return xorshift64(&rng);
 }
 
 /* One to four stacked mutations of src into a fresh buffer (*out, *on). */

@@ -8,7 +8,8 @@
  * looked up, and its manifest recomputed: a generation gtp_gen_parse accepted
  * must match its own GEN_END (oracle), and everything handed out must lie
  * inside the input; the summary's one walk over the events must reach
- * gtp_gen_parse's verdict (oracle). */
+ * gtp_gen_parse's verdict (oracle), and so must gtp_gen_parse_known given
+ * the generation's own GEN_START and GEN_END (oracle). */
 #include <string.h>
 
 #include "format.h"
@@ -99,12 +100,55 @@ static void walk_gen(const gtp_gen *g, const uint8_t *data, size_t size) {
   fuzz_check(events <= g->end.events);
 }
 
+/* Oracle: gtp_gen_parse_known, given the GEN_START and GEN_END decoded from
+ * the records (as gentraced's loop knows them, having written them), accepts
+ * exactly the generations gtp_gen_parse accepts, with the same tables. p
+ * holds a GEN_START record through the first GEN_END after it; full_rc and
+ * full are gtp_gen_parse's verdict and result on the same bytes. */
+static void check_known_ends(const uint8_t *p, size_t n, int full_rc,
+                             const gtp_gen *full) {
+  gtp_record rec;
+  gtp_gen_start st;
+  gtp_gen_end e;
+  if (gtp_record_parse(p, n, &rec) < 0 || rec.type != GTP_REC_GEN_START ||
+      gtp_gen_start_decode(rec.payload, rec.len, &st) < 0)
+    return;
+  size_t body_off = rec.size, off = rec.size;
+  for (;;) {
+    if (off >= n || gtp_record_parse(p + off, n - off, &rec) < 0 ||
+        rec.type == GTP_REC_GEN_START)
+      return; /* no GEN_END the loop could have written */
+    if (rec.type == GTP_REC_GEN_END)
+      break;
+    off += rec.size;
+  }
+  if (gtp_gen_end_decode(rec.payload, rec.len, &e) < 0)
+    return;
+  gtp_gen k;
+  int rc = gtp_gen_parse_known(p, off + rec.size, &st, body_off, off - body_off,
+                               &e, 1, &k);
+  fuzz_check((rc == 0) == (full_rc == 0));
+  if (rc == 0) {
+    fuzz_check(k.size == full->size && k.body == full->body &&
+               k.body_len == full->body_len);
+    fuzz_check(k.nstrings == full->nstrings && k.nstacks == full->nstacks &&
+               k.nmodules == full->nmodules);
+    fuzz_check(k.clock.start_real_ns == full->clock.start_real_ns &&
+               k.clock.end_real_ns == full->clock.end_real_ns);
+    gtp_gen_fini(&k);
+  } else {
+    fuzz_check(k.strings == NULL && k.stacks == NULL && k.modules == NULL);
+  }
+}
+
 static void parse_gen_at(const uint8_t *data, size_t size, size_t off) {
   gtp_gen g;
   size_t consumed = 0;
   if (off > size)
     return;
-  if (gtp_gen_parse(data + off, size - off, &g, &consumed) == 0) {
+  int rc = gtp_gen_parse(data + off, size - off, &g, &consumed);
+  check_known_ends(data + off, size - off, rc, &g);
+  if (rc == 0) {
     fuzz_check(consumed > 0 && consumed <= size - off);
     fuzz_check(g.base == data + off && g.size == consumed);
     walk_gen(&g, data, size);

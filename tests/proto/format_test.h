@@ -17,13 +17,11 @@
 #include "format.h"
 #include "gen_fixture.h"
 #include "varint.h"
+#include "../lib/prng.h"
 
 static uint64_t rng_state __attribute__((unused));
 static inline uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
+  return xorshift64(&rng_state);
 }
 
 static inline int str_eq(gtp_str s, const char *want) {

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "crc32c.h"
+#include "../lib/prng.h"
 
 /* The definition: reflected polynomial 0x82F63B78, init and xorout ~0. */
 static uint32_t crc_ref(uint32_t crc, const uint8_t *p, size_t n) {
@@ -23,10 +24,7 @@ static uint32_t crc_ref(uint32_t crc, const uint8_t *p, size_t n) {
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 11);
+  return (uint32_t)(xorshift64(&rng_state) >> 11);
 }
 
 static void test_crc32c__check_value(void **state) {

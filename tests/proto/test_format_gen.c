@@ -544,6 +544,139 @@ static void test_manifest__wire_body_matches_stored_generation(void **state) {
   gtp_wbuf_fini(&stored);
 }
 
+/* The caller's side of gtp_gen_parse_known, as gentraced's loop has it:
+ * the GEN_START and GEN_END decoded from the records it wrote, the body's
+ * offsets. Decodes with the full parser's own functions, then parses with
+ * the known ends. */
+static int parse_with_known_ends(const uint8_t *p, size_t len, int check_events,
+                                 gtp_gen *g, gtp_gen_start *start,
+                                 gtp_gen_end *end) {
+  gtp_record rec;
+  assert_int_equal(gtp_record_parse(p, len, &rec), 0);
+  assert_int_equal(rec.type, GTP_REC_GEN_START);
+  assert_int_equal(gtp_gen_start_decode(rec.payload, rec.len, start), 0);
+  size_t body_off = rec.size, off = rec.size;
+  for (;;) {
+    assert_int_equal(gtp_record_parse(p + off, len - off, &rec), 0);
+    if (rec.type == GTP_REC_GEN_END)
+      break;
+    off += rec.size;
+  }
+  assert_int_equal(gtp_gen_end_decode(rec.payload, rec.len, end), 0);
+  assert_int_equal(off + rec.size, len);
+  return gtp_gen_parse_known(p, len, start, body_off, off - body_off, end,
+                             check_events, g);
+}
+
+/* Taking GEN_START and GEN_END as given skips only their decoding: the
+ * result is the full parse's, and every check of the body stays (changed
+ * bytes, a manifest or gen that does not match, bad events unless lazy,
+ * framing records inside the body, offsets outside the input). */
+static void
+test_gen_parse__known_ends_check_the_body_as_the_full_parse(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 1, 41);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtf_generation(&b, &s), 0);
+  gtp_gen full, known;
+  gtp_gen_start st;
+  gtp_gen_end e;
+  assert_int_equal(gtp_gen_parse(b.data, b.len, &full, NULL), 0);
+  for (int check = 0; check <= 1; check++) {
+    assert_int_equal(
+        parse_with_known_ends(b.data, b.len, check, &known, &st, &e), 0);
+    check_fixture_gen(&known, &s);
+    assert_ptr_equal(known.body, full.body);
+    assert_int_equal(known.body_len, full.body_len);
+    assert_int_equal(known.size, b.len);
+    assert_int_equal(known.nstrings, full.nstrings);
+    assert_int_equal(known.nstacks, full.nstacks);
+    assert_int_equal(known.nmodules, full.nmodules);
+    assert_memory_equal(&known.clock, &full.clock, sizeof full.clock);
+    assert_true(known.end.gen == full.end.gen &&
+                known.end.records == full.end.records &&
+                known.end.batches == full.end.batches &&
+                known.end.bytes == full.end.bytes &&
+                known.end.crc == full.end.crc &&
+                known.end.events == full.end.events &&
+                known.end.dropped == full.end.dropped);
+    gtp_gen_fini(&known);
+  }
+  size_t body_off = (size_t)(full.body - full.base);
+  /* Every body byte changed: refused, as by the full parse (CRC). */
+  for (size_t i = body_off; i < body_off + full.body_len; i++) {
+    b.data[i] ^= 0x01;
+    assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, body_off,
+                                         full.body_len, &full.end, 1, &known),
+                     GTP_E_CRC);
+    assert_null(known.strings);
+    b.data[i] ^= 0x01;
+  }
+  gtp_gen_end bad = full.end;
+  bad.events++;
+  assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, body_off,
+                                       full.body_len, &bad, 1, &known),
+                   GTP_E_MANIFEST);
+  bad = full.end;
+  bad.gen++;
+  assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, body_off,
+                                       full.body_len, &bad, 1, &known),
+                   GTP_E_GEN);
+  assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, b.len + 1, 0,
+                                       &full.end, 1, &known),
+                   GTP_E_INTERNAL);
+  assert_int_equal(gtp_gen_parse_known(b.data, b.len, &full.start, body_off,
+                                       b.len, &full.end, 1, &known),
+                   GTP_E_INTERNAL);
+  gtp_gen_fini(&full);
+  gtp_wbuf_fini(&b);
+
+  /* A bad event stream: refused when checked, left to the decoder when
+   * lazy, as gtp_gen_parse and gtp_gen_parse_lazy do. */
+  gtp_wbuf body, out;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  const uint8_t ev[] = {GTP_EV_INSTANT, 1, 1, GTP_EV_COUNTER, 1};
+  assert_int_equal(gtp_put_batch(&body, 10, 1, 0, 2, ev, sizeof(ev)), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(parse_with_known_ends(out.data, out.len, 1, &known, &st, &e),
+                   GTP_E_TRUNC);
+  assert_int_equal(parse_with_known_ends(out.data, out.len, 0, &known, &st, &e),
+                   0);
+  gtp_gen_fini(&known);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+
+  /* A GEN_START inside the body: two generations run together. */
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  size_t clock_len = body.len;
+  assert_int_equal(gtf_gen_start(&body, &s), 0);
+  gtp_gen_end me;
+  memset(&me, 0, sizeof me);
+  assert_int_equal(gtp_manifest_compute(body.data, clock_len, &me), 0);
+  gtp_wbuf_init(&out, 0);
+  assert_int_equal(gtf_gen_start(&out, &s), 0);
+  size_t off = out.len;
+  gtp_wbuf_put(&out, body.data, body.len);
+  me.gen = 10;
+  me.crc = gtp_crc32c(0, body.data, body.len);
+  me.bytes = body.len;
+  me.records = 2;
+  assert_int_equal(gtp_put_gen_end(&out, &me), 0);
+  gtp_record rec;
+  assert_int_equal(gtp_record_parse(out.data, out.len, &rec), 0);
+  assert_int_equal(gtp_gen_start_decode(rec.payload, rec.len, &st), 0);
+  assert_int_equal(gtp_gen_parse_known(out.data, out.len, &st, off, body.len,
+                                       &me, 1, &known),
+                   GTP_E_CORRUPT);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gen_parse__fixture_generation_is_complete),
@@ -560,6 +693,8 @@ int main(void) {
           test_gen_parse__unknown_record_and_event_types_are_tolerated),
       cmocka_unit_test(test_gen_parse__bad_event_stream_in_a_batch_fails),
       cmocka_unit_test(test_gen_parse__lazy_leaves_bad_events_to_event_next),
+      cmocka_unit_test(
+          test_gen_parse__known_ends_check_the_body_as_the_full_parse),
       cmocka_unit_test(test_gen_parse__batch_check_agrees_with_event_next),
       cmocka_unit_test(test_gen_parse__structure_errors),
       cmocka_unit_test(test_manifest__check_tells_crc_from_counts),

@@ -12,18 +12,14 @@
 #include "check.h"
 #include "frame.h"
 #include "varint.h"
+#include "../lib/prng.h"
 
 /* ------------------------------------------------------------- helpers */
 
 /* Deterministic PRNG (xorshift64*), so a failure reproduces. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) {
-  uint64_t x = rng_state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  rng_state = x;
-  return x * 0x2545F4914F6CDD1Dull;
+  return xorshift64star(&rng_state);
 }
 
 static gtp_str S(const char *s) {

@@ -19,6 +19,7 @@
 #include "../proto/gen_fixture.h"
 #include "format.h"
 #include "store.h"
+#include "../lib/prng.h"
 
 /* ------------------------------------------------------------ scratch dir */
 
@@ -81,16 +82,6 @@ typedef struct sf_gen_opts {
   const char *tags_json;      /* NULL: {"env":"prod","zone":"eu-1"} */
 } sf_gen_opts;
 
-static inline uint64_t sf_rng(uint64_t *s) {
-  /* xorshift64*: deterministic noise, no libc state. */
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * 0x2545F4914F6CDD1Dull;
-}
-
 /* EVENTS records full of LOG events with random text, so zstd cannot
  * shrink the generation (size-retention and disk-full tests need real
  * bytes on disk). */
@@ -107,7 +98,7 @@ static inline int sf_put_noise(gtp_wbuf *b, const gtf_spec *s, size_t noise) {
     while (len + sizeof msg + GTP_EVENT_MAX <= GTP_BATCH_MAX && noise > 0) {
       size_t m = noise < sizeof msg ? noise : sizeof msg;
       for (size_t i = 0; i < m; i++)
-        msg[i] = (char)(sf_rng(&rng) >> 56);
+        msg[i] = (char)(xorshift64star(&rng) >> 56);
       gtp_event ev;
       memset(&ev, 0, sizeof ev);
       ev.type = GTP_EV_LOG;

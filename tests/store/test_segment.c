@@ -20,6 +20,7 @@
 #include "s3.h"
 #include "segment.h"
 #include "shared_fixture.h"
+#include "../lib/prng.h"
 
 static char db[256];
 
@@ -119,10 +120,8 @@ static uint8_t *read_back(pg_cat *c, int64_t seq, size_t *n) {
 static store_gen *random_gen(uint8_t sid, uint64_t gen, size_t len) {
   store_gen *g = fixture_gen(sid, "seg", gen, 1000 + (int64_t)gen, len);
   uint64_t x = 0x9e3779b97f4a7c15ull * (gen + 1) + sid;
-  for (size_t i = 0; i < len; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    g->payload[i] = (uint8_t)x;
-  }
+  for (size_t i = 0; i < len; i++)
+    g->payload[i] = (uint8_t)xorshift64(&x);
   return g;
 }
 

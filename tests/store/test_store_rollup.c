@@ -43,8 +43,9 @@ static size_t fill(fx *f, uint64_t *rng) {
       sf_gen_opts o = {.session = 10 + k,
                        .gen = g++,
                        .start_ns = t,
-                       .period_ns = 5 * MIN + (int64_t)(sf_rng(rng) % 600) *
-                                                  INT64_C(1000000000),
+                       .period_ns =
+                           5 * MIN + (int64_t)(xorshift64star(rng) % 600) *
+                                         INT64_C(1000000000),
                        .service = svcs[k % 2]};
       store_gen *sg = sf_gen_new(&o);
       if (k == 1 && g == 6)
@@ -112,8 +113,8 @@ static int compare_windows(fx *f, uint64_t *rng, int rounds) {
     store_summary_query q;
     memset(&q, 0, sizeof q);
     int64_t lo = T0 - HOUR, span = (SPAN_H + 2) * HOUR;
-    q.from_ns = lo + (int64_t)(sf_rng(rng) % (uint64_t)span);
-    q.to_ns = q.from_ns + (int64_t)(sf_rng(rng) % (uint64_t)span);
+    q.from_ns = lo + (int64_t)(xorshift64star(rng) % (uint64_t)span);
+    q.to_ns = q.from_ns + (int64_t)(xorshift64star(rng) % (uint64_t)span);
     if (i % 4 == 1) { /* exact hour edges (slot edges too) */
       q.from_ns -= q.from_ns % HOUR;
       q.to_ns -= q.to_ns % HOUR;
@@ -158,14 +159,41 @@ static int64_t q(fx *f, const char *sql) {
   return sf_sql_int(f->dir.db, sql);
 }
 
+/* The store closed, so that the test may edit its file. */
+static void close_store(fx *f) {
+  store_close(f->s);
+  f->s = NULL;
+}
+
+/* The store opened again on c, its done() count from zero. */
+static void reopen(fx *f, store_config *c) {
+  f->done.n = 0;
+  open_store(f, c);
+}
+
+/* Each test's start: the store opened on the fixture's directory with the
+ * fixture's config (kept in *c for a reopen). */
+static void open_fresh(fx *f, store_config *c) {
+  *c = sf_config(&f->dir);
+  open_store(f, c);
+}
+
+/* ... and filled from *rng = seed (the windows draw on from there).
+ * Returns fill's count. */
+static size_t open_filled(fx *f, store_config *c, uint64_t *rng,
+                          uint64_t seed) {
+  open_fresh(f, c);
+  *rng = seed;
+  return fill(f, rng);
+}
+
 /* ------------------------------------------------------------------ tests */
 
 static void test_store_rollup__commit_keeps_rollups_equal_to_raw(void **state) {
   fx *f = *state;
-  store_config c = sf_config(&f->dir);
-  open_store(f, &c);
-  uint64_t rng = 42;
-  fill(f, &rng);
+  store_config c;
+  uint64_t rng;
+  open_filled(f, &c, &rng, 42);
   assert_true(q(f, "SELECT count(*) FROM sum_slots") > 0);
   assert_int_equal(q(f, "SELECT count(DISTINCT slot) FROM sum_slots"),
                    q(f, SLOTS_SQL));
@@ -185,12 +213,10 @@ static void test_store_rollup__commit_keeps_rollups_equal_to_raw(void **state) {
  * is seen by both. */
 static void test_store_rollup__a_wrong_rollup_is_caught(void **state) {
   fx *f = *state;
-  store_config c = sf_config(&f->dir);
-  open_store(f, &c);
-  uint64_t rng = 7;
-  fill(f, &rng);
-  store_close(f->s);
-  f->s = NULL;
+  store_config c;
+  uint64_t rng;
+  open_filled(f, &c, &rng, 7);
+  close_store(f);
   assert_int_equal(
       sf_sql_exec(f->dir.db,
                   "UPDATE sum_slots SET count = count + 1, max_ns = max_ns + 1"
@@ -226,12 +252,10 @@ static void test_store_rollup__a_wrong_rollup_is_caught(void **state) {
 static void
 test_store_rollup__retention_under_a_pin_rebuilds_slots(void **state) {
   fx *f = *state;
-  store_config c = sf_config(&f->dir);
-  open_store(f, &c);
-  uint64_t rng = 99;
-  size_t n = fill(f, &rng);
-  store_close(f->s);
-  f->s = NULL;
+  store_config c;
+  uint64_t rng;
+  size_t n = open_filled(f, &c, &rng, 99);
+  close_store(f);
   /* A pin on one session's generations of the second hour. */
   char sql[512];
   snprintf(sql, sizeof sql,
@@ -243,8 +267,7 @@ test_store_rollup__retention_under_a_pin_rebuilds_slots(void **state) {
   assert_int_equal(sf_sql_exec(f->dir.db, sql), SQLITE_OK);
   /* Retain what ended in the last 3.5 hours of the fixture's day. */
   c.retain_ns = sf_now_ns() - (T0 + SPAN_H * HOUR - 7 * HOUR / 2);
-  f->done.n = 0;
-  open_store(f, &c);
+  reopen(f, &c);
   store_stats st;
   assert_true(SF_WAIT_STATS(f->s, st, 20000, st.retention_deleted_gens > 0));
   int64_t left = q(f, "SELECT count(*) FROM generations");
@@ -284,20 +307,17 @@ test_store_rollup__retention_under_a_pin_rebuilds_slots(void **state) {
 static void
 test_store_rollup__schema_5_is_rolled_up_in_background(void **state) {
   fx *f = *state;
-  store_config c = sf_config(&f->dir);
-  open_store(f, &c);
-  uint64_t rng = 5;
-  fill(f, &rng);
-  store_close(f->s);
-  f->s = NULL;
+  store_config c;
+  uint64_t rng;
+  open_filled(f, &c, &rng, 5);
+  close_store(f);
   assert_int_equal(
       sf_sql_exec(f->dir.db,
                   "DROP TRIGGER generations_slot_del; DROP TABLE sum_slots;"
                   " DROP TABLE sum_slots_dirty;"
                   " UPDATE meta SET value = '5' WHERE key = 'schema_version'"),
       SQLITE_OK);
-  f->done.n = 0;
-  open_store(f, &c);
+  reopen(f, &c);
   assert_int_equal(q(f, "SELECT value FROM meta WHERE key = 'schema_version'"),
                    STORE_SCHEMA_VERSION);
   store_stats st;
@@ -332,8 +352,8 @@ test_store_rollup__schema_5_is_rolled_up_in_background(void **state) {
 static void
 test_store_rollup__a_session_rolls_up_under_its_row_service(void **state) {
   fx *f = *state;
-  store_config c = sf_config(&f->dir);
-  open_store(f, &c);
+  store_config c;
+  open_fresh(f, &c);
   sf_gen_opts o = {
       .session = 40, .gen = 1, .start_ns = T0, .service = "checkout"};
   assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
@@ -348,15 +368,13 @@ test_store_rollup__a_session_rolls_up_under_its_row_service(void **state) {
   store_gen *g41 = sf_gen_new(&o41);
   g41->end_ns = g41->start_ns - 1000;
   assert_int_equal(sf_commit_one(f->s, &f->done, g41), 0);
-  store_close(f->s);
-  f->s = NULL;
+  close_store(f);
   /* Its row's service made longer than any HELLO's. */
   assert_int_equal(
       sf_sql_exec(f->dir.db, "UPDATE sessions SET service ="
                              " printf('%.2000c', 'x') WHERE service = 'long'"),
       SQLITE_OK);
-  f->done.n = 0;
-  open_store(f, &c); /* no id is cached any more: upsert path */
+  reopen(f, &c); /* no id is cached any more: upsert path */
   o.gen = 4;
   o.start_ns = T0 + 4 * MIN;
   assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "pinreq.h"
+#include "../lib/prng.h"
 
 #define NS INT64_C(1000000000)
 #define NOW (INT64_C(1795600000) * NS)
@@ -168,9 +169,7 @@ static void test_pinreq__hostile_input_never_crashes(void **state) {
   /* Random single-byte edits and random bytes. */
   uint64_t x = 0x9E3779B97F4A7C15ull;
   for (int i = 0; i < 20000; i++) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
+    xorshift64(&x);
     size_t len = i % 2 ? n : 1 + x % 64;
     char *b = malloc(len);
     assert_non_null(b);

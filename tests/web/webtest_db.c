@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "webtest_db.h"
+#include "../lib/prng.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +145,7 @@ int wt_db_submit_big(wt_db *d, const uint8_t session[16], uint64_t gen,
     size_t len = 0;
     uint64_t n = 0, prev = base, tk = base;
     while (len + GTP_EVENT_MAX < sizeof ev) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      lcg64(&x);
       gtp_event e;
       memset(&e, 0, sizeof e);
       e.type = GTP_EV_INSTANT;
