@@ -72,7 +72,7 @@ report() { # side ok events elapsed table
 		END { for (k in cpu) printf "b1-threads: %s %s: %.3f CPU-s, %.0f%% of a core over the %.2f s of emitting, %.1f ns/event\n",
 				s, k, cpu[k], 100 * cpu[k] / el, el, cpu[k] * 1e9 / ev
 			printf "BENCH id=B1_cpu_split value=%.1f unit=cpu-ns/event(all-threads,%s,%s,events=%d) baseline=emitter-thread:%.1f ratio=%.2f bar=none pass=1\n",
-				tot * 1e9 / ev, s, ok, ev, em * 1e9 / ev, em > 0 ? tot / em : 0 }' "$tab"
+				tot * 1e9 / ev, s, ok, ev, em * 1e9 / ev, (em > 0 ? tot / em : 0) }' "$tab"
 }
 consumers() { ps -o pid= --ppid "$SESSIOND" | awk '{ printf " consumerd:%s", $1 }'; }
 
