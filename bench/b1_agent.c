@@ -18,15 +18,27 @@ static double now_s(void) {
 }
 
 typedef struct worker {
-  double rate; /* events/s of this thread */
+  long tick_ns; /* the sleep when ahead of the pace (BENCH_TICK_US) */
+  double rate;  /* events/s of this thread */
   double seconds;
   uint64_t emitted;
   double elapsed; /* seconds it took to emit rate * seconds events */
+  double cpu_s;   /* its CPU time when it finished */
+  double t0;      /* the trial's start (after the barrier) */
 } worker;
+
+static double cpu_clock_s(clockid_t c) {
+  struct timespec ts;
+  clock_gettime(c, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void *emit(void *arg) {
   worker *w = arg;
-  double t0 = now_s();
+  /* Paced and timed from the start of the trial, taken before the threads
+   * were created (as lttng_bench's emitters are): a thread that waits for
+   * its first CPU is late by that much. */
+  double t0 = w->t0;
   uint64_t total = (uint64_t)(w->rate * w->seconds), n = 0;
   while (n < total) {
     uint64_t due = (uint64_t)((now_s() - t0) * w->rate);
@@ -36,11 +48,12 @@ static void *emit(void *arg) {
      * that fell behind catches up and takes longer (elapsed). */
     uint64_t k = due > n ? due - n : 0;
     if (k == 0) {
-      /* Ahead of the pace: sleep as lttng_bench's emitter does (200 us),
-       * instead of spinning on the clock. With hundreds of agent processes
-       * on two cores the spinning took the CPU the others needed to keep
-       * their own pace (100 agents fell behind even at 125 events/s each). */
-      struct timespec d = {0, 200000};
+      /* Ahead of the pace: sleep as lttng_bench's emitter does (200 us,
+       * or BENCH_TICK_US), instead of spinning on the clock. With hundreds
+       * of agent processes on two cores the spinning took the CPU the
+       * others needed to keep their own pace (100 agents fell behind even
+       * at 125 events/s each). */
+      struct timespec d = {0, w->tick_ns};
       nanosleep(&d, NULL);
       continue;
     }
@@ -52,11 +65,36 @@ static void *emit(void *arg) {
   }
   w->emitted = n;
   w->elapsed = now_s() - t0;
+  w->cpu_s = cpu_clock_s(CLOCK_THREAD_CPUTIME_ID);
   return NULL;
 }
 
+/* See b1_agent.h: connected, one byte on ready_fd, then end of file on
+ * go_fd (the caller's last write end closed). */
+static void barrier(int ready_fd, int go_fd) {
+  if (ready_fd < 0)
+    return;
+  for (int i = 0; i < 12000; i++) {
+    gt_stats_t s;
+    gt_stats(&s);
+    if (s.connects > 0)
+      break;
+    struct timespec d = {0, 5000000};
+    nanosleep(&d, NULL);
+  }
+  if (write(ready_fd, "r", 1) != 1)
+    fprintf(stderr, "b1_agent: ready not written\n");
+  close(ready_fd);
+  char c;
+  while (go_fd >= 0 && read(go_fd, &c, 1) > 0)
+    ;
+  if (go_fd >= 0)
+    close(go_fd);
+}
+
 int b1_agent_run(const char *addr, const char *service, double rate,
-                 unsigned threads, double seconds, int fd) {
+                 unsigned threads, double seconds, int fd, int ready_fd,
+                 int go_fd) {
   gt_config cfg;
   gt_config_init(&cfg);
   cfg.addr = addr;
@@ -72,19 +110,34 @@ int b1_agent_run(const char *addr, const char *service, double rate,
     cfg.spool_mb = (uint32_t)atoi(e);
   if (gt_start(&cfg) != 0)
     return 1;
+  barrier(ready_fd, go_fd);
   pthread_t t[64];
   worker w[64];
+  const char *tk = getenv("BENCH_TICK_US");
+  long tick_us = tk != NULL ? atol(tk) : 200;
+  tick_us = tick_us < 1 ? 1 : tick_us > 999999 ? 999999 : tick_us;
+  double t0 = now_s();
   for (unsigned i = 0; i < threads; i++) {
+    w[i].t0 = t0;
+    w[i].tick_ns = tick_us * 1000;
     w[i].rate = rate / threads;
     w[i].seconds = seconds;
     pthread_create(&t[i], NULL, emit, &w[i]);
   }
-  double elapsed = 0;
+  double elapsed = 0, emit_cpu = 0;
   for (unsigned i = 0; i < threads; i++) {
     pthread_join(t[i], NULL);
     if (w[i].elapsed > elapsed)
       elapsed = w[i].elapsed;
+    emit_cpu += w[i].cpu_s;
   }
+  /* BENCH_THREAD_CPU (as lttng_bench's): the emitters' CPU seconds and the
+   * rest of this process's so far (start-up, the agent's thread), on
+   * stderr. */
+  if (getenv("BENCH_THREAD_CPU") != NULL)
+    fprintf(stderr,
+            "THREAD role=emitter cpu_s=%.4f\nTHREAD role=rest cpu_s=%.4f\n",
+            emit_cpu, cpu_clock_s(CLOCK_PROCESS_CPUTIME_ID) - emit_cpu);
   gt_stats_t st;
   memset(&st, 0, sizeof st);
   /* Written and dropped are final once the threads are done; what the

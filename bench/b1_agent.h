@@ -10,8 +10,13 @@
  * to 10 s for the ACKs), then one line "written dropped elapsed\n" on fd
  * (elapsed: seconds the slowest thread took to emit its share). The
  * agent's GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB come
- * from the environment. 0, or 1 when the agent did not start. */
+ * from the environment. With ready_fd >= 0, once the agent is connected
+ * (at most 60 s) one byte goes to ready_fd and the threads start only at
+ * end of file on go_fd: the caller starts many agents together (their
+ * start-up outside the trial, as bench/lttng.sh does for LTTng apps); -1
+ * and -1 start at once. 0, or 1 when the agent did not start. */
 int b1_agent_run(const char *addr, const char *service, double rate,
-                 unsigned threads, double seconds, int fd);
+                 unsigned threads, double seconds, int fd, int ready_fd,
+                 int go_fd);
 
 #endif

@@ -13,7 +13,8 @@
  * late emitter fails too.
  *
  *   bench_b1 [--agents N] [--threads T] [--seconds S] [--lttng RATE]
- *            [--profile] [--id NAME]
+ *            [--profile] [--id NAME] [--start RATE] [--above RATE]
+ *            [--bisect K] [--rate RATE]
  *   bench_b1 THREADS SECONDS [LTTNG_RATE]        (one agent, as before)
  *
  * Reported: the highest zero-loss rate and the first lossy one, the
@@ -135,9 +136,17 @@ typedef struct b1opts {
   const char *id;
   const char *const *env; /* gentraced's extra environment, or NULL */
   double fixed;           /* > 0: one trial at this rate, no ladder */
+  double start, above;    /* the search's first rate and next step up */
+  unsigned bisect;        /* bisections after the bracket */
 } b1opts;
 
 enum { T_ERR = -1, T_LOSS = 0, T_OK = 1, T_AGENT = 2 };
+
+static double b1_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /* One trial at `rate` events/s in total over o->agents processes: T_OK
  * (zero loss), T_LOSS, T_AGENT (no loss, but the agents could not emit the
@@ -151,9 +160,18 @@ static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
   if (pipe(p) < 0)
     return T_ERR;
   double cpu0 = gtd_proc_cpu_s(d->pid);
+  double t_fork = b1_now_s();
   pid_t *kids = calloc(o->agents, sizeof *kids);
   if (kids == NULL)
     return T_ERR;
+  /* More than one agent: the start barrier (b1_agent.h). Every child
+   * writes a byte into rd once connected; the threads start when go's
+   * write end, held here alone, closes. */
+  int rd[2] = {-1, -1}, go[2] = {-1, -1};
+  if (o->agents > 1 && (pipe(rd) < 0 || pipe(go) < 0)) {
+    free(kids);
+    return T_ERR;
+  }
   for (unsigned a = 0; a < o->agents; a++) {
     pid_t pid = fork();
     if (pid < 0)
@@ -161,11 +179,31 @@ static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
     kids[a] = pid;
     if (pid == 0) {
       close(p[0]);
+      if (rd[0] >= 0) {
+        close(rd[0]);
+        close(go[1]);
+      }
       _exit(b1_agent_run(addr, service, rate / o->agents, o->threads,
-                         o->seconds, p[1]));
+                         o->seconds, p[1], rd[1], go[0]));
     }
   }
   close(p[1]);
+  if (rd[0] >= 0) {
+    close(rd[1]);
+    close(go[0]);
+    /* End of file once every child wrote its byte or died: no hang. */
+    char buf[4096];
+    unsigned ready = 0;
+    ssize_t got;
+    while (ready < o->agents && (got = read(rd[0], buf, sizeof buf)) != 0)
+      if (got > 0)
+        ready += (unsigned)got;
+    double t_go = b1_now_s();
+    close(go[1]);
+    close(rd[0]);
+    fprintf(stderr, "bench_b1: %u of %u agents ready in %.1f s\n", ready,
+            o->agents, t_go - t_fork);
+  }
   /* Each child writes one short line (atomic in a pipe); EOF once all
    * have exited. */
   unsigned long long written = 0, dropped = 0;
@@ -326,8 +364,13 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
   snprintf(addr, sizeof addr, "127.0.0.1:%u", d.agent_port);
   /* Start at 1 M/s in all for a few agents; a fleet of many at 100,000
    * events/s in all (100 each for 1,000 agents, where the host runs out of
-   * CPU), so the ladder finds the edge in a few trials. */
-  double good = 0, bad = 0, rate = o->agents <= 8 ? 1e6 : 1e5;
+   * CPU), or at --start (a previous repeat's edge: bench/limit). From
+   * there up (doubling, or first to --above, the previous repeat's first
+   * failing rate) while trials pass, or down (halving) while they fail,
+   * then o->bisect bisections between the last pass and the first failure.
+   * bench/limit's lt_search walks the same steps for lttng-relayd. */
+  double good = 0, bad = 0;
+  double rate = o->start > 0 ? o->start : o->agents <= 8 ? 1e6 : 1e5;
   double good_cpu = 0, cpu = 0;
   int idx = 0, limit = T_OK, err = 0;
   if (o->fixed > 0) {
@@ -338,22 +381,32 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
     good_cpu = cpu;
     limit = r;
   }
+  int down = -1; /* unknown until the first trial */
   while (o->fixed <= 0) {
     int r = run_trial(&d, addr, rate, o, idx++, &cpu);
     if (r == T_ERR) {
       err = 1;
       break;
     }
-    if (r == T_LOSS || r == T_AGENT) {
-      bad = rate; /* lossy, or not reached (late) */
-      limit = r;
-      break;
+    if (r == T_OK) {
+      good = rate;
+      good_cpu = cpu;
+      if (down == 1)
+        break; /* the first pass on the way down */
+      down = 0;
+      rate = o->above > rate && bad == 0 && idx == 1 ? o->above : rate * 2;
+      continue;
     }
-    good = rate;
-    good_cpu = cpu;
-    rate *= 2;
+    bad = rate; /* lossy, or not reached (late) */
+    limit = r;
+    if (down == 0)
+      break; /* the first failure on the way up */
+    down = 1;
+    rate /= 2;
+    if (rate < 1000)
+      break; /* nothing passes: good stays 0 */
   }
-  for (int i = 0; i < 3 && bad > 0 && !err; i++) {
+  for (unsigned i = 0; i < o->bisect && bad > 0 && good > 0 && !err; i++) {
     double mid = (good + bad) / 2;
     int r = run_trial(&d, addr, mid, o, idx++, &cpu);
     if (r == T_ERR) {
@@ -440,7 +493,7 @@ static int summary_ab(const b1opts *base) {
 }
 
 int main(int argc, char **argv) {
-  b1opts o = {1, 2, 3, 0, 0, "B1", NULL, 0};
+  b1opts o = {1, 2, 3, 0, 0, "B1", NULL, 0, 0, 0, 3};
   if (argc > 1 && strncmp(argv[1], "--", 2) != 0) {
     /* bench_b1 THREADS SECONDS [LTTNG_RATE] */
     o.threads = (unsigned)atoi(argv[1]);
@@ -452,7 +505,11 @@ int main(int argc, char **argv) {
                               {"--threads", BENCH_UNSIGNED, &o.threads},
                               {"--seconds", BENCH_DOUBLE, &o.seconds},
                               {"--lttng", BENCH_DOUBLE, &o.lttng},
-                              {"--id", BENCH_STRING, &o.id}};
+                              {"--id", BENCH_STRING, &o.id},
+                              {"--start", BENCH_DOUBLE, &o.start},
+                              {"--above", BENCH_DOUBLE, &o.above},
+                              {"--bisect", BENCH_UNSIGNED, &o.bisect},
+                              {"--rate", BENCH_DOUBLE, &o.fixed}};
     int bad = bench_opts_parse(argc, argv, 1, opts, sizeof opts / sizeof *opts);
     if (bad) {
       fprintf(stderr, "bench_b1: unknown option %s\n", argv[bad]);
@@ -462,8 +519,18 @@ int main(int argc, char **argv) {
   if (o.threads < 1 || o.threads > 64 || o.agents < 1 || o.agents > 5000 ||
       o.seconds <= 0) {
     fprintf(stderr, "usage: bench_b1 [--agents N] [--threads T] [--seconds "
-                    "S] [--lttng RATE] [--profile] [--id NAME]\n");
+                    "S] [--lttng RATE] [--profile] [--id NAME] [--start "
+                    "RATE] [--above RATE] [--bisect K] [--rate RATE]\n");
     return 2;
+  }
+  /* The agents' sleep when ahead of the pace (b1_agent.c): 10 us per
+   * agent, at least 200, as bench/lttng.sh sets it for LTTng's processes;
+   * a thousand agents then wake 100,000 times a second in all. */
+  if (getenv("BENCH_TICK_US") == NULL) {
+    char tick[32];
+    snprintf(tick, sizeof tick, "%u",
+             o.agents * 10 > 200 ? o.agents * 10 : 200);
+    setenv("BENCH_TICK_US", tick, 1);
   }
   const char *ab = getenv("BENCH_B1_SUMMARY");
   if (ab != NULL && strcmp(ab, "ab") == 0)

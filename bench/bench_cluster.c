@@ -356,7 +356,8 @@ static int b1_trial(fleet *f, const opts *o, double rate, int idx, trial *t,
       close(p[0]);
       if (period_ms != NULL)
         setenv("GENTRACE_PERIOD_MS", period_ms, 1);
-      _exit(b1_agent_run(addr, svc, rate / na, o->threads, o->seconds, p[1]));
+      _exit(b1_agent_run(addr, svc, rate / na, o->threads, o->seconds, p[1], -1,
+                         -1));
     }
   }
   close(p[1]);

@@ -115,6 +115,13 @@ lttng_trial() {
 	AS lttng create "$s" --set-url="net://127.0.0.1:$RPORT:$((RPORT + 1))" >>"$LT_LOG" 2>&1
 	AS lttng enable-event -u 'gtbench:*' >>"$LT_LOG" 2>&1
 	AS lttng start >>"$LT_LOG" 2>&1
+	# LTTng-UST's state dumps (the base addresses of every loaded object,
+	# the process name) run in each app's listener thread when a session
+	# starts tracing it: with a thousand apps they took the CPU their
+	# emitters needed (median process 2.54 s for a 2 s trial at 100
+	# events/s each, 2.13 s without). They are not the workload B1
+	# measures, so every B1 trial runs without them.
+	export LTTNG_UST_WITHOUT_BADDR_STATEDUMP=1 LTTNG_UST_WITHOUT_PROCNAME_STATEDUMP=1
 	if [ "$procs" = 1 ]; then
 		AS "$LD/lttng_bench" emit lttng "$rate" "$th" "$SECS" >"$W/emit.out" 2>&1
 	else
@@ -123,16 +130,33 @@ lttng_trial() {
 		# each waits until it is registered before it emits (without the
 		# wait, a process started among a thousand emits its first second
 		# before sessiond enabled its tracepoint, and those events vanish
-		# uncounted).
-		local i kids=""
-		rm -f "$W"/emit.*.out
+		# uncounted), then writes a byte into the READY FIFO and waits
+		# for end of file on GO (lttng_bench's barrier, bench_b1's too):
+		# all start emitting together, so the trial holds N processes
+		# emitting at once, and starting a thousand of them (tens of
+		# seconds here) is not inside any process's emitting time.
+		# The emitters' sleep when ahead of the pace: 10 us per process
+		# (at least 200: lttng_bench's default), as bench_b1 sets it.
+		local i kids="" each tick=${BENCH_TICK_US:-$((procs * 10 > 200 ? procs * 10 : 200))}
+		each=$(awk -v r="$rate" -v n="$procs" 'BEGIN { printf "%.3f", r / n }')
+		rm -f "$W"/emit.*.out "$W/ready" "$W/go"
+		mkfifo -m 666 "$W/ready" "$W/go"
+		# Read-write: opening neither blocks, and GO has a writer until
+		# the shell closes it (the children get neither descriptor).
+		exec 8<>"$W/ready" 9<>"$W/go"
 		for i in $(seq 1 "$procs"); do
-			"${AS_CMD[@]}" LTTNG_UST_REGISTER_TIMEOUT=-1 "$LD/lttng_bench" emit lttng \
-				"$(awk -v r="$rate" -v n="$procs" 'BEGIN { printf "%.3f", r / n }')" \
-				"$th" "$SECS" >"$W/emit.$i.out" 2>&1 &
+			"${AS_CMD[@]}" LTTNG_UST_REGISTER_TIMEOUT=-1 BENCH_TICK_US="$tick" BENCH_READY="$W/ready" \
+				BENCH_GO="$W/go" "$LD/lttng_bench" emit lttng "$each" \
+				"$th" "$SECS" >"$W/emit.$i.out" 2>&1 8>&- 9>&- &
 			kids="$kids $!"
 		done
+		# One byte per process; a process that died before it was ready
+		# leaves the count short and the trial without its events.
+		timeout 600 head -c "$procs" <&8 >/dev/null 9>&-
+		exec 9>&-
 		for i in $kids; do wait "$i"; done
+		exec 8>&-
+		rm -f "$W/ready" "$W/go"
 		cat "$W"/emit.*.out | awk '
 			/EMIT/ { for (i = 1; i <= NF; i++) { split($i, kv, "=")
 				if (kv[1] == "emitted") em += kv[2]
