@@ -481,6 +481,42 @@ static int parse_port(const char *line, const char *key, uint16_t *port) {
   return *port > 0 ? 0 : -1;
 }
 
+/* Daemons started and not yet reaped. A cmocka test that fails part-way
+ * longjmps past its gtd_stop; at exit the test binary kills what is left
+ * by PID, so no daemon outlives a failed test (and holds its port, its
+ * temporary directory and a CPU on the next CI run). */
+enum { LIVE_MAX = 64 };
+static pid_t live_pids[LIVE_MAX];
+
+static void live_kill_all(void) {
+  for (int i = 0; i < LIVE_MAX; i++)
+    if (live_pids[i] > 0) {
+      kill(live_pids[i], SIGKILL);
+      waitpid(live_pids[i], NULL, 0);
+      live_pids[i] = 0;
+    }
+}
+
+static void live_add(pid_t pid) {
+  static int registered;
+  if (!registered) {
+    atexit(live_kill_all);
+    registered = 1;
+  }
+  for (int i = 0; i < LIVE_MAX; i++)
+    if (live_pids[i] <= 0) {
+      live_pids[i] = pid;
+      return;
+    }
+}
+
+/* The pid was reaped: it may be reused, never kill it at exit. */
+static void live_forget(pid_t pid) {
+  for (int i = 0; i < LIVE_MAX; i++)
+    if (live_pids[i] == pid)
+      live_pids[i] = 0;
+}
+
 int gtd_start(gtd *d, const char *const *args, const char *const *env) {
   const char *top = getenv("top_builddir");
   char bin[512];
@@ -535,6 +571,7 @@ int gtd_start(gtd *d, const char *const *args, const char *const *env) {
     d->pid = -1;
     return -rc;
   }
+  live_add(d->pid);
   /* Readiness: the `listening` log line (never a bare sleep). */
   int64_t deadline = now_ms() + 20000;
   while (now_ms() < deadline) {
@@ -549,6 +586,7 @@ int gtd_start(gtd *d, const char *const *args, const char *const *env) {
     free(all);
     int status;
     if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+      live_forget(d->pid);
       d->pid = -1;
       return GTP_E_SHUTDOWN;
     }
@@ -567,6 +605,7 @@ int gtd_stop(gtd *d) {
   while (now_ms() < deadline) {
     pid_t r = waitpid(d->pid, &status, WNOHANG);
     if (r == d->pid) {
+      live_forget(d->pid);
       d->pid = -1;
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
@@ -581,13 +620,17 @@ void gtd_kill9(gtd *d) {
     return;
   kill(d->pid, SIGKILL);
   waitpid(d->pid, NULL, 0);
+  live_forget(d->pid);
   d->pid = -1;
 }
 
 int gtd_alive(gtd *d) {
   if (d->pid <= 0)
     return 0;
-  return waitpid(d->pid, NULL, WNOHANG) == 0;
+  if (waitpid(d->pid, NULL, WNOHANG) == 0)
+    return 1;
+  live_forget(d->pid);
+  return 0;
 }
 
 void gtd_cleanup(gtd *d) {
