@@ -827,10 +827,34 @@ static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod,
   return 0;
 }
 
+/* What both parses check once the GEN_START, the body and the GEN_END are
+ * known: the generation numbers agree, the CRC, the manifest, then the
+ * tables and events (gen_fill). `counted` holds the table counts the
+ * caller's own walk found, or NULL to count them in the manifest walk. */
+static int gen_check_body(gtp_gen *g, const size_t counted[3],
+                          int check_events) {
+  size_t ntab[3] = {0, 0, 0};
+  gtp_gen_end got;
+  int rc;
+  if (g->end.gen != g->start.gen)
+    return GTP_E_GEN;
+  /* CRC first: damaged bytes should say "CRC mismatch", not whatever a
+   * decoder makes of them. */
+  if (gtp_crc32c(0, g->body, g->body_len) != g->end.crc)
+    return GTP_E_CRC;
+  got = g->end; /* crc already equal */
+  size_t *count_here = counted ? NULL : ntab;
+  if ((rc = manifest_walk(g->body, g->body_len, &got, count_here)) < 0 ||
+      (rc = gtp_manifest_check(&g->end, &got)) < 0)
+    return rc;
+  if (counted)
+    memcpy(ntab, counted, sizeof ntab);
+  return gen_fill(g, ntab[0], ntab[1], ntab[2], check_events);
+}
+
 static int gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed,
                      int check_events) {
   gtp_record rec;
-  gtp_gen_end got;
   size_t off, nstr = 0, nstk = 0, nmod = 0;
   int rc;
 
@@ -883,21 +907,8 @@ static int gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed,
     goto fail;
   }
   g->size = off;
-  if (g->end.gen != g->start.gen) {
-    rc = GTP_E_GEN;
-    goto fail;
-  }
-  /* CRC first: damaged bytes should say "CRC mismatch", not whatever a
-   * decoder makes of them. */
-  if (gtp_crc32c(0, g->body, g->body_len) != g->end.crc) {
-    rc = GTP_E_CRC;
-    goto fail;
-  }
-  got = g->end; /* crc already equal */
-  if ((rc = manifest_walk(g->body, g->body_len, &got, NULL)) < 0 ||
-      (rc = gtp_manifest_check(&g->end, &got)) < 0)
-    goto fail;
-  if ((rc = gen_fill(g, nstr, nstk, nmod, check_events)) < 0)
+  const size_t counted[3] = {nstr, nstk, nmod};
+  if ((rc = gen_check_body(g, counted, check_events)) < 0)
     goto fail;
   if (consumed)
     *consumed = g->size;
@@ -920,8 +931,6 @@ int gtp_gen_parse_known(const uint8_t *p, size_t len,
                         const gtp_gen_start *start, size_t body_off,
                         size_t body_len, const gtp_gen_end *end,
                         int check_events, gtp_gen *g) {
-  size_t ntab[3] = {0, 0, 0};
-  gtp_gen_end got;
   int rc;
   memset(g, 0, sizeof(*g));
   if (len > GTP_GEN_MAX_BYTES) {
@@ -938,20 +947,8 @@ int gtp_gen_parse_known(const uint8_t *p, size_t len,
   g->size = len;
   g->body = p + body_off;
   g->body_len = body_len;
-  if (g->end.gen != g->start.gen) {
-    rc = GTP_E_GEN;
-    goto fail;
-  }
   /* The same checks, in the same order, as gen_parse after its GEN_END. */
-  if (gtp_crc32c(0, g->body, g->body_len) != g->end.crc) {
-    rc = GTP_E_CRC;
-    goto fail;
-  }
-  got = g->end;
-  if ((rc = manifest_walk(g->body, g->body_len, &got, ntab)) < 0 ||
-      (rc = gtp_manifest_check(&g->end, &got)) < 0)
-    goto fail;
-  if ((rc = gen_fill(g, ntab[0], ntab[1], ntab[2], check_events)) < 0)
+  if ((rc = gen_check_body(g, NULL, check_events)) < 0)
     goto fail;
   return 0;
 fail:
