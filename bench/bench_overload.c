@@ -17,7 +17,10 @@
  *   dry   a 1 MiB pool (16 buffers, cut at 8) and a 1 ms period: the
  *         agent's thread seals and gives buffers back while the emitter
  *         drains them, as in a B1 trial far past the edge (most events
- *         dropped, the rest recorded; the drop share is printed)
+ *         dropped, the rest recorded; the drop share is printed). On
+ *         an idle second core the agent's thread keeps up and little is
+ *         dropped: `taskset -c 1 bench_overload` puts the emitter and
+ *         the agent's thread on one CPU, as a loaded machine does
  * Also printed per trial: the emitter's voluntary context switches (a
  * blocking call on the event path would show as one per event or per
  * buffer) and involuntary ones (preemption by the rest of the machine).
