@@ -112,9 +112,9 @@ static double med(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && (strcmp(argv[1], "room") == 0 ||
-                    strcmp(argv[1], "held") == 0 ||
-                    strcmp(argv[1], "dry") == 0)) {
+  if (argc == 3 &&
+      (strcmp(argv[1], "room") == 0 || strcmp(argv[1], "held") == 0 ||
+       strcmp(argv[1], "dry") == 0)) {
     trial t;
     return run(argv[1], atoi(argv[2]), &t) == 0 ? 0 : 1;
   }
