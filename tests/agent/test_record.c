@@ -9,6 +9,7 @@
  * TSC lags): 0, the buffer's last tick kept. */
 #include "config.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -293,12 +294,94 @@ static void test_ticks__clock_behind_the_buffer_gives_zero_deltas(void **st) {
   rx_free(r);
 }
 
+/* Drops (no free buffer) are counted by gt_stats the moment they happen,
+ * not when a generation is sealed or a LOST marker written: read right
+ * after the emitting thread ends, events_dropped already equals what the
+ * session's ledger (the dropped of every GEN_END) says once gt_stop has
+ * sealed and delivered everything, and it does not move after. The pool is
+ * held empty but for one buffer, so the thread records one buffer's worth
+ * and drops the rest; it ends before it could get a buffer back, so no
+ * LOST marker carries those drops, only the ledger. */
+enum { DROP_EVENTS = 100000 };
+
+static void *drop_writer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < DROP_EVENTS; i++)
+    gt_counter("drop.seq", i);
+  return NULL;
+}
+
+static void test_drop__counted_in_stats_as_soon_as_the_thread_ends(void **st) {
+  (void)st;
+  rx *r;
+  char addr[64];
+  start(&r, addr, sizeof addr);
+  gt__buf *held = NULL, *b;
+  while ((b = gt__pool_get(&gt__A.pool)) != NULL) {
+    b->next = held;
+    held = b;
+  }
+  assert_non_null(held);
+  b = held; /* one buffer back: the writer records, then drops */
+  held = b->next;
+  gt__pool_put(&gt__A.pool, b);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, drop_writer, NULL), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  gt_stats_t now, fin;
+  assert_int_equal(gt_stats(&now), 0);
+  assert_int_equal(now.events_written, DROP_EVENTS);
+  assert_true(now.events_dropped > 0);
+  assert_true(now.events_dropped < DROP_EVENTS);
+  while (held != NULL) {
+    b = held;
+    held = b->next;
+    gt__pool_put(&gt__A.pool, b);
+  }
+  gt_stop();
+  rx_stop(r);
+  assert_int_equal(gt_stats(&fin), 0);
+  assert_int_equal(fin.events_written, DROP_EVENTS);
+  assert_int_equal(fin.events_dropped, now.events_dropped);
+  assert_int_equal(fin.events_evicted + fin.events_rejected, 0);
+  assert_int_equal(fin.events_delivered + fin.events_dropped, DROP_EVENTS);
+  uint64_t ledger = 0, recorded = 0, markers = 0;
+  for (size_t i = 0; i < rx_count(r); i++) {
+    const rx_gen *rg = rx_get(r, i);
+    gtp_file_reader fr;
+    assert_int_equal(gtp_file_reader_init(&fr, rg->file, rg->file_len), 0);
+    gtp_gen g;
+    while (gtp_file_reader_next(&fr, &g) == 1) {
+      ledger += g.end.dropped;
+      assert_int_equal(g.end.evicted + g.end.rejected, 0);
+      size_t cur = 0;
+      gtp_batch bt;
+      while (gtp_gen_next_batch(&g, &cur, &bt) == 1) {
+        gtp_event_iter it;
+        gtp_event ev;
+        gtp_event_iter_init(&it, &bt);
+        while (gtp_event_next(&it, &ev) == 1) {
+          if (ev.type == GTP_EV_COUNTER)
+            assert_int_equal(ev.args[1], recorded++); /* the first ones */
+          markers += ev.type == GTP_EV_LOST;
+        }
+      }
+      gtp_gen_fini(&g);
+    }
+  }
+  assert_int_equal(ledger, now.events_dropped);
+  assert_int_equal(recorded + ledger, DROP_EVENTS);
+  assert_int_equal(markers, 0);
+  rx_free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_log__every_length_and_alignment_arrives_exactly),
       cmocka_unit_test(test_log__message_at_page_end_never_reads_past_it),
       cmocka_unit_test(test_task__ids_unique_and_ends_match_their_begins),
       cmocka_unit_test(test_ticks__clock_behind_the_buffer_gives_zero_deltas),
+      cmocka_unit_test(test_drop__counted_in_stats_as_soon_as_the_thread_ends),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
