@@ -36,9 +36,12 @@
  *   2. done() MUST be called only after COMMIT returned (or the transaction
  *      was rolled back), otherwise the loop would ACK a generation a crash
  *      could still lose and the agent would drop it from its spool.
- *   3. A generation MUST be inserted with INSERT OR IGNORE on
- *      UNIQUE(session_id, gen) and reported as result 1 when ignored,
- *      otherwise a resend after a lost ACK is stored twice or never ACKed.
+ *   3. A generation already stored under (session_id, gen) (UNIQUE) MUST
+ *      be found before its rows are written (store_commit.c: the NOT
+ *      EXISTS of ST_SESSION_ADD_CHECKED, else ST_GEN_CRC) and reported as
+ *      result 1, and the INSERT stays OR IGNORE with every row counted
+ *      (store_genrows.h invariant 2), otherwise a resend after a lost ACK
+ *      is stored twice or never ACKed.
  *   4. The in-memory index MUST be updated only after COMMIT succeeded,
  *      otherwise WELCOME could announce a gen that a rollback took away and
  *      the agent would never resend it.
@@ -87,7 +90,9 @@
  *      (bench/bench_fleet.c). Sessions committed before are checked by
       cached id (sidc, store thread only, filled only after COMMIT like
       the index, invariant 4), not by the upsert, and their row is written
-      once per generation, by the generations_add trigger.
+      once per generation, by ST_SESSION_ADD_CHECKED (store_commit.c),
+      which also makes the checks; the generation and payload rows of a
+      transaction go in a few multi-row INSERTs (store_genrows.h).
  *  14. Retention MUST never delete a generation a live retention pin holds
  *      (hold.h): every retention DELETE carries STORE_HOLD_FREE_SQL with
  *      one `now` bound to both the payload and the generation DELETE of a
@@ -154,6 +159,7 @@ void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
  * fail_db unwind): statements, connection, locks. */
 static void close_db(store *s) {
   store_summary_close(s->sum);
+  store_genrows_free(s->gr);
   for (int i = 0; i < ST_COUNT_; i++)
     sqlite3_finalize(s->st[i]);
   sqlite3_close_v2(s->db);

@@ -13,6 +13,7 @@
 
 #include "format.h"
 #include "gtp_error.h"
+#include "store_genrows.h"
 #include "store_schema.h"
 #include "store_writer.h"
 
@@ -157,11 +158,12 @@ static int touch_session(store *s, const store_gen *g, const char *hex,
   return rc;
 }
 
-/* Checks a known session's row before its generation goes in
- * (ST_SESSION_CHECK): *found = 0 if the row is gone or its id now names
- * another session; *unbound = 1 while the row has no key hash. The row
- * itself moves forward in the generations_add trigger: one write of it
- * per generation, not two. Returns an SQLite code. */
+/* Checks a known session's row before its generation goes in, when
+ * ST_SESSION_ADD_CHECKED did not move it (ST_SESSION_CHECK): *found = 0
+ * if the row is gone or its id now names another session; *unbound = 1
+ * while the row has no key hash. The row itself moves forward in
+ * session_add: one write of it per generation, not two. Returns an SQLite
+ * code. */
 static int check_session(store *s, const char *hex, int64_t sid,
                          int64_t *tot_events, int64_t *tot_lost, int *unbound,
                          int *found, char *svc, size_t *svc_len) {
@@ -207,10 +209,137 @@ static int upsert_session(store *s, const store_gen *g, const char *hex,
   return rc;
 }
 
-/* Inserts one generation inside the open transaction. Returns an SQLite
- * code; sets g->result (0, 1 or a refusal), g->seq and g->stored_bytes on
- * success, and it->sid. */
-static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
+/* A generation between its session check and its rows (store_one ->
+ * pend_flush), with the session row's service for the rollup: svc_ptr
+ * points at the generation's own (when ST_SESSION_ADD_CHECKED found them
+ * equal) or at svc, a copy of the row's; svc_len is SIZE_MAX when unknown
+ * or too long (the rollup then reads the rows back). */
+typedef struct pend {
+  zitem *it;
+  const char *svc_ptr;
+  size_t svc_len;
+  char svc[GTP_IDENT_STR_MAX + 1];
+} pend;
+
+/* The generations gathered for one multi-row write (store_genrows.h). */
+typedef struct pend_set {
+  pend p[STORE_GENROWS_MAX];
+  store_genrow rows[STORE_GENROWS_MAX];
+  size_t n;
+} pend_set;
+
+/* Writes the gathered generations' rows (store_genrows_write: every one
+ * goes in, store_one checked), then completes each: its summary, result 0
+ * and seq. Empties ps. Returns an SQLite code. */
+static int pend_flush(store *s, pend_set *ps, int64_t *span) {
+  size_t n = ps->n;
+  ps->n = 0;
+  if (n == 0)
+    return SQLITE_OK;
+  int rc = store_genrows_write(s->gr, ps->rows, n);
+  for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+    zitem *it = ps->p[i].it;
+    store_gen *g = it->g;
+    int64_t seq = ps->rows[i].seq;
+    /* Without its summary (out of memory) the generation would be stored
+     * but missing from every summary total: fail the transaction instead
+     * (store error: the daemon closes the connection and the agent
+     * resends, with memory back by then). */
+    if (!s->no_summary && (it->sum == NULL || it->sum->status == -ENOMEM))
+      rc = SQLITE_NOMEM;
+    if (rc == SQLITE_OK && it->sum != NULL && !s->no_summary) { /* same txn */
+      size_t svc_len = ps->p[i].svc_len;
+      store_rollup_gen where = {g->start_ns, g->end_ns, ps->p[i].svc_ptr,
+                                svc_len};
+      rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum,
+                             svc_len != SIZE_MAX ? &where : NULL);
+    }
+    if (rc != SQLITE_OK)
+      return rc;
+    g->result = 0;
+    g->seq = seq;
+    g->stored_bytes = it->zlen;
+    if (g->end_ns > g->start_ns && g->end_ns - g->start_ns > *span)
+      *span = g->end_ns - g->start_ns;
+  }
+  return rc;
+}
+
+/* g's lost count (dropped + evicted + rejected) into *lost: 0 if it wraps
+ * or passes INT64_MAX. */
+static int lost_of(const store_gen *g, uint64_t *lost) {
+  return !__builtin_add_overflow(g->end.dropped, g->end.evicted, lost) &&
+         !__builtin_add_overflow(*lost, g->end.rejected, lost) &&
+         *lost <= INT64_MAX;
+}
+
+/* Moves a known session's row for a new generation of it, if every check
+ * passes (ST_SESSION_ADD_CHECKED): *moved = 1, and the generation goes in.
+ * Returns an SQLite code. */
+static int session_add_checked(store *s, const store_gen *g, const char *hex,
+                               int64_t sid, int64_t lost, int64_t now_real,
+                               const char *service, int *moved) {
+  sqlite3_stmt *st = s->st[ST_SESSION_ADD_CHECKED];
+  sqlite3_bind_int64(st, 1, sid);
+  sqlite3_bind_text(st, 2, hex, 32, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, (int64_t)g->end.events);
+  sqlite3_bind_int64(st, 4, (int64_t)g->len);
+  sqlite3_bind_int64(st, 5, lost);
+  sqlite3_bind_int64(st, 6, now_real);
+  sqlite3_bind_int64(st, 7, (int64_t)g->gen);
+  sqlite3_bind_text(st, 8, service, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 9, g->has_key);
+  int rc = step_done(st);
+  *moved = rc == SQLITE_OK && sqlite3_changes(s->db) == 1;
+  return rc;
+}
+
+/* Moves a session's row for a new generation (ST_SESSION_ADD), after the
+ * checks of store_one's slow path. Returns an SQLite code. */
+static int session_add(store *s, const store_gen *g, int64_t sid, int64_t lost,
+                       int64_t now_real) {
+  sqlite3_stmt *st = s->st[ST_SESSION_ADD];
+  sqlite3_bind_int64(st, 1, sid);
+  sqlite3_bind_int64(st, 2, (int64_t)g->end.events);
+  sqlite3_bind_int64(st, 3, (int64_t)g->len);
+  sqlite3_bind_int64(st, 4, lost);
+  sqlite3_bind_int64(st, 5, now_real);
+  sqlite3_bind_int64(st, 6, (int64_t)g->gen);
+  return step_done(st);
+}
+
+/* Whether (sid, g->gen) is stored already (*found) and, if so, with g's
+ * bytes (*same: its CRC; a NULL crc, a row from before schema 3, cannot
+ * tell, so it is taken as the same). Returns an SQLite code. */
+static int gen_stored(store *s, int64_t sid, const store_gen *g, int *found,
+                      int *same) {
+  sqlite3_stmt *st = s->st[ST_GEN_CRC];
+  sqlite3_bind_int64(st, 1, sid);
+  sqlite3_bind_int64(st, 2, (int64_t)g->gen);
+  int rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW;
+  *same = !*found || sqlite3_column_type(st, 0) == SQLITE_NULL ||
+          (uint64_t)sqlite3_column_int64(st, 0) == g->end.crc;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Sets g's result to a refusal or duplicate: nothing of it is written. */
+static void not_written(store_gen *g, int result) {
+  g->result = result;
+  g->seq = 0;
+  g->stored_bytes = 0;
+}
+
+/* Checks one generation and its session inside the open transaction, moves
+ * the session row, and adds the generation to ps for pend_flush, which
+ * writes its rows; a generation refused here (bad events, totals that
+ * would wrap) or stored already gets its result now. A second generation
+ * of a session already in ps first flushes ps, so its checks see the first
+ * one's row (store_genrows.h invariant 2). Returns an SQLite code; sets
+ * it->sid. */
+static int store_one(store *s, zitem *it, int64_t now_real, pend_set *ps,
+                     int64_t *span) {
   store_gen *g = it->g;
   /* Small generations skip the compressors (store_submit's fast path):
    * their summary and check are made here, cheap at that size. */
@@ -220,22 +349,50 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
     /* Invalid events are refused before anything is written; out of memory
      * before the check is the store's failure, not the generation's. */
     g->bad_events = it->sum != NULL;
-    g->result = it->sum != NULL ? it->sum->bad : -ENOMEM;
-    g->seq = 0;
-    g->stored_bytes = 0;
+    not_written(g, it->sum != NULL ? it->sum->bad : -ENOMEM);
     return SQLITE_OK;
   }
+  int rc = SQLITE_OK;
+  for (size_t i = 0; i < ps->n; i++)
+    if (memcmp(ps->p[i].it->g->session, g->session, 16) == 0) {
+      rc = pend_flush(s, ps, span);
+      break;
+    }
+  if (rc == SQLITE_OK && ps->n == STORE_GENROWS_MAX)
+    rc = pend_flush(s, ps, span);
+  if (rc != SQLITE_OK)
+    return rc;
+  pend *p = &ps->p[ps->n];
   char hex[33];
   gtp_session_hex(g->session, hex);
   int64_t sid = sidc_get(s, g->session), tot_events = 0, tot_lost = 0;
-  int rc = SQLITE_OK, found = 0, unbound = 0;
-  char svc[GTP_IDENT_STR_MAX + 1]; /* the session row's service */
-  size_t svc_len = SIZE_MAX;
+  uint64_t lost = 0;
+  int lost_ok = lost_of(g, &lost);
+  int found = 0, unbound = 0, moved = 0, same = 0;
+  const char *service = str_or(g->service, "");
+  /* The fast path: a session committed before, every check in the one
+   * statement that moves its row. */
+  if (sid > 0 && lost_ok && g->end.events <= INT64_MAX &&
+      g->gen <= INT64_MAX) {
+    rc = session_add_checked(s, g, hex, sid, (int64_t)lost, now_real, service,
+                             &moved);
+    if (rc != SQLITE_OK)
+      return rc;
+  }
+  if (moved) {
+    size_t len = strlen(service);
+    p->svc_ptr = service;
+    p->svc_len = len <= GTP_IDENT_STR_MAX ? len : SIZE_MAX;
+    goto queue;
+  }
+  /* The slow path: a new session, or one check failed; find which. */
+  p->svc_ptr = p->svc;
+  p->svc_len = SIZE_MAX;
   if (sid > 0) {
     rc = check_session(s, hex, sid, &tot_events, &tot_lost, &unbound, &found,
-                       svc, &svc_len);
+                       p->svc, &p->svc_len);
     /* The key of a session bound after its first commit (rare): the touch
-     * writes it (and moves the row, which the trigger does again). */
+     * writes it (and moves the row, which session_add does again). */
     if (rc == SQLITE_OK && found && unbound && g->has_key)
       rc = touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost,
                          &found);
@@ -245,98 +402,59 @@ static int store_one(store *s, zitem *it, int64_t now_real, int64_t *span) {
       sid = 0; /* the row is gone: the upsert makes it again */
   }
   if (sid == 0) {
-    rc = upsert_session(s, g, hex, now_real, &sid, &tot_events, &tot_lost, svc,
-                        &svc_len);
+    rc = upsert_session(s, g, hex, now_real, &sid, &tot_events, &tot_lost,
+                        p->svc, &p->svc_len);
     if (rc != SQLITE_OK)
       return rc;
   }
   it->sid = sid;
-  sqlite3_stmt *st;
-  /* Invariant 11: the session totals (triggers) must not wrap. */
-  uint64_t lost = 0, ev = 0;
-  int over = __builtin_add_overflow(g->end.dropped, g->end.evicted, &lost) ||
-             __builtin_add_overflow(lost, g->end.rejected, &lost) ||
-             tot_events < 0 || tot_lost < 0 ||
-             __builtin_add_overflow(g->end.events, (uint64_t)tot_events, &ev) ||
-             __builtin_add_overflow(lost, (uint64_t)tot_lost, &lost) ||
-             ev > INT64_MAX || lost > INT64_MAX || g->gen > INT64_MAX;
-  if (over) {
-    g->result = GTP_E_TOOBIG;
-    g->seq = 0;
-    g->stored_bytes = 0;
+  /* Invariant 11: the session totals must not wrap. */
+  uint64_t ev = 0, tl = 0;
+  if (!lost_ok || tot_events < 0 || tot_lost < 0 ||
+      __builtin_add_overflow(g->end.events, (uint64_t)tot_events, &ev) ||
+      __builtin_add_overflow(lost, (uint64_t)tot_lost, &tl) ||
+      ev > INT64_MAX || tl > INT64_MAX || g->gen > INT64_MAX) {
+    not_written(g, GTP_E_TOOBIG);
     return SQLITE_OK;
   }
-
-  const void *data = it->z ? it->z : g->payload;
-  size_t n = it->zlen;
-  const char *codec = it->codec;
-  st = s->st[ST_INSERT_GEN];
-  sqlite3_bind_int64(st, 1, sid);
-  sqlite3_bind_int64(st, 2, (int64_t)g->gen);
-  sqlite3_bind_int64(st, 3, g->start_ns);
-  sqlite3_bind_int64(st, 4, g->end_ns);
-  sqlite3_bind_int64(st, 5, (int64_t)g->end.events);
-  sqlite3_bind_int64(st, 6, (int64_t)g->len);
-  sqlite3_bind_int64(st, 7, (int64_t)n);
-  sqlite3_bind_int64(st, 8, (int64_t)g->end.dropped);
-  sqlite3_bind_int64(st, 9, (int64_t)g->end.evicted);
-  sqlite3_bind_int64(st, 10, (int64_t)g->end.rejected);
-  sqlite3_bind_text(st, 11, codec, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 12, now_real);
-  sqlite3_bind_int64(st, 13, (int64_t)g->end.crc);
-  rc = step_done(st);
+  /* Invariants 3 and 12: stored already. The same bytes are a resend
+   * after a lost ACK; other bytes under the same (session, gen) are
+   * refused and the stored ones stay. Either way the agent is alive, so
+   * its row still moves forward. */
+  int touched = 0;
+  rc = gen_stored(s, sid, g, &found, &same);
+  if (rc == SQLITE_OK && found)
+    rc = touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost,
+                       &touched);
   if (rc != SQLITE_OK)
     return rc;
-  if (sqlite3_changes(s->db) == 0) {
-    /* Invariant 3: already stored. The same bytes (CRC) are a resend after
-     * a lost ACK; other bytes under the same (session, gen) are refused
-     * and the stored ones stay. A NULL crc (a row from before schema 3)
-     * cannot tell, so it is taken as the same. */
-    st = s->st[ST_GEN_CRC];
-    sqlite3_bind_int64(st, 1, sid);
-    sqlite3_bind_int64(st, 2, (int64_t)g->gen);
-    rc = sqlite3_step(st);
-    int same = rc != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL ||
-               (uint64_t)sqlite3_column_int64(st, 0) == g->end.crc;
-    sqlite3_reset(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-      return rc;
-    /* A resend (the trigger did not fire): the agent is alive, so its row
-     * still moves forward, as it did before the trigger moved it. */
-    rc =
-        touch_session(s, g, hex, sid, now_real, &tot_events, &tot_lost, &found);
-    if (rc != SQLITE_OK)
-      return rc;
-    g->result = same ? 1 : GTP_E_CONFLICT;
-    g->seq = 0;
-    g->stored_bytes = 0;
+  if (found) {
+    not_written(g, same ? 1 : GTP_E_CONFLICT);
     return SQLITE_OK;
   }
-  int64_t seq = sqlite3_last_insert_rowid(s->db);
-  st = s->st[ST_INSERT_PAYLOAD];
-  sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_blob64(st, 2, data, n, SQLITE_STATIC);
-  rc = step_done(st);
-  sqlite3_clear_bindings(st);
-  /* Without its summary (out of memory) the generation would be stored
-   * but missing from every summary total: fail the transaction instead
-   * (store error: the daemon closes the connection and the agent resends,
-   * with memory back by then). */
-  if (rc == SQLITE_OK && !s->no_summary &&
-      (it->sum == NULL || it->sum->status == -ENOMEM))
-    rc = SQLITE_NOMEM;
-  if (rc == SQLITE_OK && it->sum != NULL && !s->no_summary) { /* same txn */
-    store_rollup_gen where = {g->start_ns, g->end_ns, svc, svc_len};
-    rc = store_summary_put(s->sum, seq, g->session, g->gen, it->sum,
-                           svc_len != SIZE_MAX ? &where : NULL);
-  }
+  rc = session_add(s, g, sid, (int64_t)lost, now_real);
   if (rc != SQLITE_OK)
     return rc;
-  g->result = 0;
-  g->seq = seq;
-  g->stored_bytes = n;
-  if (g->end_ns > g->start_ns && g->end_ns - g->start_ns > *span)
-    *span = g->end_ns - g->start_ns;
+queue:
+  it->sid = sid;
+  p->it = it;
+  ps->rows[ps->n] = (store_genrow){
+      .sid = sid,
+      .gen = (int64_t)g->gen,
+      .start_ns = g->start_ns,
+      .end_ns = g->end_ns,
+      .events = (int64_t)g->end.events,
+      .bytes = (int64_t)g->len,
+      .stored_bytes = (int64_t)it->zlen,
+      .dropped = (int64_t)g->end.dropped,
+      .evicted = (int64_t)g->end.evicted,
+      .rejected = (int64_t)g->end.rejected,
+      .committed_ns = now_real,
+      .crc = (int64_t)g->end.crc,
+      .codec = it->codec,
+      .data = it->z ? it->z : g->payload,
+      .len = it->zlen};
+  ps->n++;
   return SQLITE_OK;
 }
 
@@ -361,8 +479,13 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
   store_rollup *ru = store_summary_rollup(s->sum);
   store_rollup_reset(ru);      /* store_rollup.c invariant 2 */
   store_summary_reset(s->sum); /* sum_rows.h invariant 2 */
+  pend_set pending; /* about 37 KB of the store thread's stack */
+  pend_set *ps = &pending;
+  ps->n = 0;
   for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
-    rc = store_one(s, &items[i], now_real, &span);
+    rc = store_one(s, &items[i], now_real, ps, &span);
+  if (rc == SQLITE_OK)
+    rc = pend_flush(s, ps, &span);
   if (rc == SQLITE_OK && span > s->max_span_ns)
     rc = set_meta_int(s, "max_span_ns", span);
   if (rc == SQLITE_OK) /* the summary rows of the batch, same txn */

@@ -11,8 +11,9 @@
  *                HELLO, tags as a JSON object, first/last seen (unix ns), the
  *                daemon's rejected count, last committed gen (for WELCOME),
  *                and the totals of its stored generations (gens, events,
- *                bytes, lost = dropped + evicted + rejected), kept by triggers
- *                on every insert into and delete from generations, so
+ *                bytes, lost = dropped + evicted + rejected), kept by the
+ *                commit on every insert into generations (v8; a trigger
+ *                before) and by a trigger on every delete from it, so
  *                /v1/agents reads one row per session instead of aggregating
  *                every generation ever kept (invariant: the totals equal
  *                the aggregate over the session's rows, test_store checks).
@@ -34,7 +35,7 @@
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -68,7 +69,7 @@
   "CREATE INDEX IF NOT EXISTS generations_by_start ON generations(start_ns);"   \
   STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
   "CREATE TABLE IF NOT EXISTS payloads("                                       \
-  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_TRIGGERS_SQL   \
+  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_DEL_TRIGGER_SQL \
   STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_HOLDS_SQL STORE_SCHEMA_ROLLUP_SQL
 
 /* The longest span of any kept row in O(log n) (max() walks this index):
@@ -78,17 +79,19 @@
   "CREATE INDEX IF NOT EXISTS generations_by_span"                             \
   " ON generations(end_ns - start_ns);"
 
-/* The session totals follow every row of generations, whichever path adds or
- * deletes it (commit, retention, --max-db-size, an operator's DELETE).
- * The insert trigger also moves last_seen_ns (to the row's committed_ns)
- * and last_gen forward (v7), so a commit writes the session row once per
- * generation, here, instead of once by a statement of its own and once
- * more by this trigger (fleet profile, bench/RESULTS.md). A database of
- * version 6 or older carries the older body (totals only), which this
- * build's commit cannot rely on: migration 7 replaces it. CASE, not max():
- * with max(last_seen_ns, ...) in this SET, the store thread used 60% more
- * CPU and wrote a third more bytes per generation (bench_commit, 1,000
- * sessions, 20 per transaction; the same in every run). */
+/* The session totals follow every row of generations, whichever path
+ * deletes it (retention, --max-db-size, an operator's DELETE): the delete
+ * trigger below. Rows are added only by the commit, which moves the totals,
+ * last_seen_ns and last_gen in the same transaction (store_commit.c,
+ * ST_SESSION_ADD*): from schema 8 on there is no insert trigger, because a
+ * multi-row INSERT into a table with a row trigger copies its rows into a
+ * temporary table first (store_genrows.h). The insert trigger of schemas
+ * 2-7, created by migration 2 and rewritten by migration 7 (both still
+ * run on older files before migration 8 drops it), moved the totals and
+ * (v7) last_seen_ns and last_gen. CASE, not max(), in the commit's SET as
+ * in that trigger's: with max(last_seen_ns, ...) the store thread used 60%
+ * more CPU and wrote a third more bytes per generation (bench_commit,
+ * 1,000 sessions, 20 per transaction; the same in every run). */
 #define STORE_SCHEMA_ADD_TRIGGER_SQL                                           \
   "CREATE TRIGGER IF NOT EXISTS generations_add AFTER INSERT ON generations"   \
   " BEGIN UPDATE sessions SET gens = gens + 1, events = events + NEW.events,"  \
@@ -100,7 +103,8 @@
   " THEN NEW.gen ELSE last_gen END"                                            \
   " WHERE id = NEW.session_id; END;"
 #define STORE_SCHEMA_TRIGGERS_SQL                                              \
-  STORE_SCHEMA_ADD_TRIGGER_SQL                                                 \
+  STORE_SCHEMA_ADD_TRIGGER_SQL STORE_SCHEMA_DEL_TRIGGER_SQL
+#define STORE_SCHEMA_DEL_TRIGGER_SQL                                           \
   "CREATE TRIGGER IF NOT EXISTS generations_del AFTER DELETE ON generations"   \
   " BEGIN UPDATE sessions SET gens = gens - 1, events = events - OLD.events,"  \
   " bytes = bytes - OLD.bytes,"                                                \
@@ -257,12 +261,19 @@
   "DROP TRIGGER IF EXISTS generations_add;" STORE_SCHEMA_ADD_TRIGGER_SQL       \
   "UPDATE meta SET value = '7' WHERE key = 'schema_version';"
 
+/* Migration 7 -> 8: no insert trigger (STORE_SCHEMA_ADD_TRIGGER_SQL): the
+ * commit moves the session row itself. No row changes. */
+#define STORE_MIGRATE_8_SQL                                                    \
+  "DROP TRIGGER IF EXISTS generations_add;"                                    \
+  "UPDATE meta SET value = '8' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
  * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
  * the session key), generations.crc (the body CRC32C of the GEN_END) and the
  * generations_by_span index; 4 adds the summary tables (sum_*); 5 adds
  * retention_pins; 6 adds the ten-minute rollups (sum_slots*); 7 makes the
- * generations_add trigger move sessions.last_seen_ns and last_gen. */
+ * generations_add trigger move sessions.last_seen_ns and last_gen; 8 drops
+ * that trigger (the commit moves the session row). */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

@@ -5,6 +5,7 @@
  * starts (store.c invariant 1 holds from then on). */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ static const char *const store_sql[ST_COUNT_] = {
         " RETURNING id, events, lost, service", /* service: as above */
     /* A session whose row this store committed before (its id cached in
      * sidc), when its key is bound after its first commit or a resend
-     * arrives (the generations_add trigger moves the row otherwise): only
+     * arrives (ST_SESSION_ADD* moves the row otherwise): only
      * last_seen, last_gen and the key move, by primary key: no INSERT
      * attempt, conflict and json_valid (fleet profile: the upsert was 60%
      * of the SQLite work of a small generation). The session text guards
@@ -69,19 +70,43 @@ static const char *const store_sql[ST_COUNT_] = {
         " THEN ?3 ELSE last_gen END,"
         " key_hash = coalesce(key_hash, ?5)"
         " WHERE id = ?1 AND session = ?4 RETURNING events, lost",
-    /* The check of a known session before its generation goes in (the
-     * row is not written here: generations_add moves it, once): that the
-     * cached id still names this session's row, its totals for invariant
-     * 11, whether its key is bound yet, and its service (the rollup's
-     * key, store_rollup_add_summary). */
+    /* The check of a known session when ST_SESSION_ADD_CHECKED did not
+     * move its row (the row is not written here: ST_SESSION_ADD moves it,
+     * once): that the cached id still names this session's row, its
+     * totals for invariant 11, whether its key is bound yet, and its
+     * service (the rollup's key, store_rollup_add_summary). */
     [ST_SESSION_CHECK] = "SELECT events, lost, key_hash IS NULL, service"
                          " FROM sessions WHERE id = ?1 AND session = ?2",
-    [ST_INSERT_GEN] =
-        "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
-        " events, bytes, stored_bytes, dropped, evicted, rejected, status,"
-        " codec, committed_ns, crc)"
-        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'ok', ?11, ?12, ?13)",
-    [ST_INSERT_PAYLOAD] = "INSERT INTO payloads(seq, data) VALUES(?1, ?2)",
+    /* A new generation's row moves its session's totals, last_seen_ns and
+     * last_gen (once per generation: schema 8 has no insert trigger). For
+     * a session committed before (cached id), in one statement with every
+     * check the commit needs before it inserts: the id still names this
+     * session, with the service the generation came with (the rollup's
+     * key), bound to a key if the generation has one, totals that do not
+     * wrap (invariant 11; ?3 and ?5 are at most INT64_MAX), and no row of
+     * this gen yet (invariants 3, 12). No change: ST_SESSION_CHECK and
+     * the rest tell which check failed, then ST_SESSION_ADD moves the row
+     * of a generation that still goes in. */
+    [ST_SESSION_ADD_CHECKED] =
+        "UPDATE sessions SET gens = gens + 1, events = events + ?3,"
+        " bytes = bytes + ?4, lost = lost + ?5,"
+        " last_seen_ns = CASE WHEN ?6 > last_seen_ns THEN ?6"
+        " ELSE last_seen_ns END,"
+        " last_gen = CASE WHEN last_gen IS NULL OR ?7 > last_gen"
+        " THEN ?7 ELSE last_gen END"
+        " WHERE id = ?1 AND session = ?2 AND service = ?8"
+        " AND (?9 = 0 OR key_hash IS NOT NULL)"
+        " AND events >= 0 AND events <= 9223372036854775807 - ?3"
+        " AND lost >= 0 AND lost <= 9223372036854775807 - ?5"
+        " AND NOT EXISTS (SELECT 1 FROM generations"
+        " WHERE session_id = ?1 AND gen = ?7)",
+    [ST_SESSION_ADD] =
+        "UPDATE sessions SET gens = gens + 1, events = events + ?2,"
+        " bytes = bytes + ?3, lost = lost + ?4,"
+        " last_seen_ns = CASE WHEN ?5 > last_seen_ns THEN ?5"
+        " ELSE last_seen_ns END,"
+        " last_gen = CASE WHEN last_gen IS NULL OR ?6 > last_gen"
+        " THEN ?6 ELSE last_gen END WHERE id = ?1",
     [ST_GEN_CRC] =
         "SELECT crc FROM generations WHERE session_id = ?1 AND gen = ?2",
     [ST_SET_META] = "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",
@@ -211,7 +236,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '7')");
+                           " ('schema_version', '8')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -228,7 +253,8 @@ int store_setup_schema(store *s, char **cause) {
                                         STORE_MIGRATE_4_SQL,
                                         STORE_MIGRATE_5_SQL,
                                         STORE_MIGRATE_6_SQL,
-                                        STORE_MIGRATE_7_SQL};
+                                        STORE_MIGRATE_7_SQL,
+                                        STORE_MIGRATE_8_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
@@ -256,8 +282,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 7,
-    "store_setup.c writes schema_version 7 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 8,
+    "store_setup.c writes schema_version 8 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {
@@ -326,6 +352,10 @@ int store_setup_prepare(store *s, char **cause) {
                       sqlite3_errmsg(s->db));
       return store_err(rc) ? store_err(rc) : GTP_E_INTERNAL;
     }
+  }
+  if (!(s->gr = store_genrows_new(s->db))) {
+    store_set_cause(cause, "store: out of memory");
+    return -ENOMEM;
   }
   return 0;
 }

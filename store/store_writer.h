@@ -22,6 +22,7 @@
 #include <zstd.h>
 
 #include "store.h"
+#include "store_genrows.h"
 #include "store_index.h"
 #include "store_int.h"
 #include "store_summary.h"
@@ -51,8 +52,6 @@ enum {
   ST_ROLLBACK,
   ST_UPSERT_SESSION,
   ST_TOUCH_SESSION,
-  ST_INSERT_GEN,
-  ST_INSERT_PAYLOAD,
   ST_SET_META,
   ST_REJECTED,
   ST_GEN_CRC,
@@ -62,6 +61,8 @@ enum {
   ST_SIZE_DEL_PAYLOADS,
   ST_SIZE_DEL_GENS,
   ST_SESSION_CHECK,
+  ST_SESSION_ADD_CHECKED,
+  ST_SESSION_ADD,
   ST_COUNT_
 };
 
@@ -99,6 +100,7 @@ struct store {
   sqlite3 *db;
   sqlite3_stmt *st[ST_COUNT_];
   store_summary *sum; /* summary writer and backfill */
+  store_genrows *gr;  /* generations and payloads, multi-row */
   sidc_ent *sidc;     /* sessions.id of sessions committed (invariant 13) */
   zitem *batch;
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */

@@ -126,35 +126,47 @@ void sum_rows_reset(sum_rows *r) {
   }
 }
 
-/* The statement for chunk c of table t: head + "(?,..,?)" x rows. */
-static sqlite3_stmt *chunk_stmt(sum_rows *r, int t, size_t c, int *rc) {
-  if (r->st[t][c])
-    return r->st[t][c];
-  unsigned nc = tab[t].ncols, nr = chunk_rows[c];
-  size_t hl = strlen(tab[t].head);
-  size_t len = hl + (size_t)nr * (2 * nc + 2) + 1;
-  char *sql = malloc(len);
-  if (!sql) {
-    *rc = SQLITE_NOMEM;
+char *sum_rows_values_sql(const char *head, unsigned ncols, unsigned nrows,
+                          const char *tail, size_t *len) {
+  size_t hl = strlen(head), tl = tail ? strlen(tail) : 0;
+  char *sql = malloc(hl + (size_t)nrows * (2 * ncols + 2) + tl + 1);
+  if (!sql)
     return NULL;
-  }
   char *p = sql;
-  memcpy(p, tab[t].head, hl);
+  memcpy(p, head, hl);
   p += hl;
-  for (unsigned i = 0; i < nr; i++) {
+  for (unsigned i = 0; i < nrows; i++) {
     if (i)
       *p++ = ',';
     *p++ = '(';
-    for (unsigned j = 0; j < nc; j++) {
+    for (unsigned j = 0; j < ncols; j++) {
       if (j)
         *p++ = ',';
       *p++ = '?';
     }
     *p++ = ')';
   }
+  if (tl)
+    memcpy(p, tail, tl);
+  p += tl;
   *p = '\0';
-  *rc = sqlite3_prepare_v3(r->db, sql, (int)(p - sql),
-                           SQLITE_PREPARE_PERSISTENT, &r->st[t][c], NULL);
+  *len = (size_t)(p - sql);
+  return sql;
+}
+
+/* The statement for chunk c of table t: head + "(?,..,?)" x rows. */
+static sqlite3_stmt *chunk_stmt(sum_rows *r, int t, size_t c, int *rc) {
+  if (r->st[t][c])
+    return r->st[t][c];
+  size_t len = 0;
+  char *sql = sum_rows_values_sql(tab[t].head, tab[t].ncols, chunk_rows[c],
+                                  NULL, &len);
+  if (!sql) {
+    *rc = SQLITE_NOMEM;
+    return NULL;
+  }
+  *rc = sqlite3_prepare_v3(r->db, sql, (int)len, SQLITE_PREPARE_PERSISTENT,
+                           &r->st[t][c], NULL);
   free(sql);
   return *rc == SQLITE_OK ? r->st[t][c] : NULL;
 }

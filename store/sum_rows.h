@@ -85,4 +85,10 @@ int sum_rows_flush(sum_rows *r);
 /* Drops every buffered row (invariant 2). */
 void sum_rows_reset(sum_rows *r);
 
+/* The text of a multi-row statement: head, then nrows groups of ncols
+ * parameters "(?,..,?)" joined by commas, then tail (NULL: none); *len its
+ * length. malloc'd; NULL when out of memory. Also store_genrows.c's. */
+char *sum_rows_values_sql(const char *head, unsigned ncols, unsigned nrows,
+                          const char *tail, size_t *len);
+
 #endif /* SUM_ROWS_H */

@@ -288,7 +288,8 @@ static void test_store_open__schema_1_is_migrated_with_totals(void **state) {
   /* Make it what a schema 1 build left behind. */
   assert_int_equal(
       sf_sql_exec(f->dir.db,
-                  "DROP TRIGGER generations_add; DROP TRIGGER generations_del;"
+                  "DROP TRIGGER IF EXISTS generations_add;"
+                  "DROP TRIGGER generations_del;"
                   "DROP INDEX generations_by_span;"
                   "ALTER TABLE sessions DROP COLUMN key_hash;"
                   "ALTER TABLE generations DROP COLUMN crc;"

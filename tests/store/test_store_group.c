@@ -130,11 +130,12 @@ static void test_store_group__known_session_row_moves_forward(void **state) {
 }
 
 /* A version 6 database whose generations_add trigger predates
- * last_seen/last_gen in it (an older build's, made here) is migrated to
- * version 7 at open: it gets this build's body and keeps its rows as they
- * were, so a known session's row still moves forward with one write per
- * generation; a resend (duplicate) moves last_seen_ns too, though the
- * trigger does not fire for it. */
+ * last_seen/last_gen in it (an older build's, made here) is migrated at
+ * open through version 7 (this trigger's newer body) to version 8 (no
+ * insert trigger: the commit moves the session row) and keeps its rows as
+ * they were; a known session's row still moves forward with each
+ * generation (totals, last_gen, last_seen_ns), exactly once, and a resend
+ * (duplicate) moves last_seen_ns too. */
 static void test_store_group__schema_6_trigger_is_migrated(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
@@ -145,7 +146,7 @@ static void test_store_group__schema_6_trigger_is_migrated(void **state) {
   f->s = NULL;
   assert_int_equal(
       sf_sql_exec(f->dir.db,
-                  "DROP TRIGGER generations_add;"
+                  "DROP TRIGGER IF EXISTS generations_add;"
                   "CREATE TRIGGER generations_add AFTER INSERT ON generations"
                   " BEGIN UPDATE sessions SET gens = gens + 1,"
                   " events = events + NEW.events, bytes = bytes + NEW.bytes,"
@@ -168,10 +169,8 @@ static void test_store_group__schema_6_trigger_is_migrated(void **state) {
       STORE_SCHEMA_VERSION);
   assert_int_equal(sf_sql_int(f->dir.db,
                               "SELECT count(*) FROM sqlite_master WHERE"
-                              " name = 'generations_add'"
-                              " AND sql LIKE '%last_gen%'"
-                              " AND sql LIKE '%last_seen_ns%'"),
-                   1);
+                              " name = 'generations_add'"),
+                   0);
   /* The rows are as the older build left them. */
   char q[160];
   snprintf(q, sizeof q,

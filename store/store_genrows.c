@@ -1,0 +1,162 @@
+/* store_genrows.c: multi-row INSERTs of generations and payloads (see
+ * store_genrows.h for why and the invariants). */
+#include "config.h"
+
+#include "store_genrows.h"
+
+#include <stdlib.h>
+
+#include "check.h"
+#include "sum_rows.h" /* sum_rows_values_sql */
+
+/* Chunk sizes, largest first, as in sum_rows.c: each size is one prepared
+ * statement per table. */
+static const unsigned chunk_rows[] = {STORE_GENROWS_MAX, 8, 2, 1};
+#define NCHUNK (sizeof chunk_rows / sizeof chunk_rows[0])
+
+#define GEN_COLS 13
+static const char gen_head[] =
+    "INSERT OR IGNORE INTO generations(session_id, gen, start_ns, end_ns,"
+    " events, bytes, stored_bytes, dropped, evicted, rejected, codec,"
+    " committed_ns, crc) VALUES";
+static const char pay_head[] =
+    "INSERT OR IGNORE INTO payloads(seq, data) VALUES";
+
+struct store_genrows {
+  sqlite3 *db;
+  sqlite3_stmt *gen[NCHUNK], *pay[NCHUNK];
+};
+
+store_genrows *store_genrows_new(sqlite3 *db) {
+  store_genrows *r = calloc(1, sizeof *r);
+  if (r)
+    r->db = db;
+  return r;
+}
+
+void store_genrows_free(store_genrows *r) {
+  if (!r)
+    return;
+  for (size_t c = 0; c < NCHUNK; c++) {
+    sqlite3_finalize(r->gen[c]);
+    sqlite3_finalize(r->pay[c]);
+  }
+  free(r);
+}
+
+/* The chunk that fits n rows (n >= 1). */
+static size_t chunk_of(size_t n) {
+  size_t c = 0;
+  while (chunk_rows[c] > n)
+    c++;
+  return c;
+}
+
+static sqlite3_stmt *stmt(store_genrows *r, sqlite3_stmt **slot,
+                          const char *head, unsigned ncols, unsigned nrows,
+                          const char *tail, int *rc) {
+  if (*slot)
+    return *slot;
+  size_t len = 0;
+  char *sql = sum_rows_values_sql(head, ncols, nrows, tail, &len);
+  if (!sql) {
+    *rc = SQLITE_NOMEM;
+    return NULL;
+  }
+  *rc = sqlite3_prepare_v3(r->db, sql, (int)len, SQLITE_PREPARE_PERSISTENT,
+                           slot, NULL);
+  free(sql);
+  return *rc == SQLITE_OK ? *slot : NULL;
+}
+
+/* Invariant 1 for rows[0..k), against the rows themselves: a SELECT per
+ * row, debug builds only. */
+static void genrows_check_invariants(store_genrows *r, const store_genrow *rows,
+                                     unsigned k) {
+  sqlite3_stmt *q = NULL;
+  int rc = sqlite3_prepare_v2(
+      r->db, "SELECT seq FROM generations WHERE session_id = ?1 AND gen = ?2",
+      -1, &q, NULL);
+  GTP_ASSERT(rc == SQLITE_OK);
+  for (unsigned i = 0; rc == SQLITE_OK && i < k; i++) {
+    sqlite3_bind_int64(q, 1, rows[i].sid);
+    sqlite3_bind_int64(q, 2, rows[i].gen);
+    GTP_ASSERT(sqlite3_step(q) == SQLITE_ROW &&
+               sqlite3_column_int64(q, 0) == rows[i].seq);
+    sqlite3_reset(q);
+  }
+  sqlite3_finalize(q);
+}
+
+/* The generation rows of rows[0..k), k a chunk size; their seq from the
+ * last one's (invariant 1). */
+static int write_gens(store_genrows *r, store_genrow *rows, size_t c) {
+  int rc = SQLITE_OK;
+  unsigned k = chunk_rows[c];
+  sqlite3_stmt *st = stmt(r, &r->gen[c], gen_head, GEN_COLS, k, NULL, &rc);
+  if (!st)
+    return rc;
+  for (unsigned i = 0; i < k; i++) {
+    const store_genrow *g = &rows[i];
+    int b = (int)i * GEN_COLS;
+    sqlite3_bind_int64(st, b + 1, g->sid);
+    sqlite3_bind_int64(st, b + 2, g->gen);
+    sqlite3_bind_int64(st, b + 3, g->start_ns);
+    sqlite3_bind_int64(st, b + 4, g->end_ns);
+    sqlite3_bind_int64(st, b + 5, g->events);
+    sqlite3_bind_int64(st, b + 6, g->bytes);
+    sqlite3_bind_int64(st, b + 7, g->stored_bytes);
+    sqlite3_bind_int64(st, b + 8, g->dropped);
+    sqlite3_bind_int64(st, b + 9, g->evicted);
+    sqlite3_bind_int64(st, b + 10, g->rejected);
+    sqlite3_bind_text(st, b + 11, g->codec, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, b + 12, g->committed_ns);
+    sqlite3_bind_int64(st, b + 13, g->crc);
+  }
+  rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE)
+    return rc;
+  if (sqlite3_changes(r->db) != (int)k)
+    return SQLITE_CONSTRAINT; /* invariant 2 */
+  int64_t last = sqlite3_last_insert_rowid(r->db);
+  for (unsigned i = 0; i < k; i++)
+    rows[i].seq = last - (int64_t)(k - 1 - i);
+  if (GTP_DEBUG_ENABLED)
+    genrows_check_invariants(r, rows, k);
+  return SQLITE_OK;
+}
+
+/* The payloads of rows[0..n). */
+static int write_payloads(store_genrows *r, store_genrow *rows, size_t n) {
+  int rc = SQLITE_OK;
+  for (size_t at = 0; rc == SQLITE_OK && at < n;) {
+    size_t c = chunk_of(n - at);
+    unsigned k = chunk_rows[c];
+    sqlite3_stmt *st = stmt(r, &r->pay[c], pay_head, 2, k, NULL, &rc);
+    if (!st)
+      return rc;
+    for (unsigned j = 0; j < k; j++) {
+      sqlite3_bind_int64(st, 2 * (int)j + 1, rows[at + j].seq);
+      sqlite3_bind_blob64(st, 2 * (int)j + 2, rows[at + j].data,
+                          (sqlite3_uint64)rows[at + j].len, SQLITE_STATIC);
+    }
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    if (rc == SQLITE_OK && sqlite3_changes(r->db) != (int)k)
+      rc = SQLITE_CONSTRAINT; /* invariant 3 */
+    at += k;
+  }
+  return rc;
+}
+
+int store_genrows_write(store_genrows *r, store_genrow *rows, size_t n) {
+  int rc = SQLITE_OK;
+  for (size_t at = 0; rc == SQLITE_OK && at < n;) {
+    size_t c = chunk_of(n - at);
+    rc = write_gens(r, rows + at, c);
+    at += chunk_rows[c];
+  }
+  return rc == SQLITE_OK ? write_payloads(r, rows, n) : rc;
+}
