@@ -111,7 +111,9 @@
  * environment variable GENTRACE_TEST_MAX_PAGES=N sets PRAGMA max_page_count
  * on the write connection so tests can make the database "full" at will;
  * GENTRACE_BENCH_NO_SUMMARY (set) commits without summaries, for
- * bench_b1's same-run measure of what summarizing costs.
+ * bench_b1's same-run measure of what summarizing costs;
+ * GENTRACE_BENCH_NO_WALBUF (set) writes the WAL with the default VFS, one
+ * write per frame header and page (store_walbuf.h).
  * None is meant for production.
  */
 #include "config.h" /* _GNU_SOURCE: vasprintf */
@@ -130,6 +132,7 @@
 #include "gtp_error.h"
 #include "store_schema.h"
 #include "store_summary.h"
+#include "store_walbuf.h"
 #include "store_writer.h"
 
 /* Group commit (cfg.linger_ms) stops waiting once the ready generations
@@ -240,9 +243,14 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
   pthread_mutex_init(&s->q_lock, NULL);
   pthread_mutex_init(&s->st_lock, NULL);
 
+  /* The WAL's frames in one write per commit (store_walbuf.h);
+   * GENTRACE_BENCH_NO_WALBUF (set): the default VFS, for a same-run
+   * measure of what that saves. */
+  const char *vfs =
+      getenv("GENTRACE_BENCH_NO_WALBUF") ? NULL : store_walbuf_vfs();
   int rc = sqlite3_open_v2(
       s->path, &s->db,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs);
   if (rc != SQLITE_OK) {
     int sys = s->db ? sqlite3_system_errno(s->db) : 0;
     store_set_cause(cause, "%s: cannot open database: %s", s->path,
