@@ -372,8 +372,7 @@ static int store_one(store *s, zitem *it, int64_t now_real, pend_set *ps,
   const char *service = str_or(g->service, "");
   /* The fast path: a session committed before, every check in the one
    * statement that moves its row. */
-  if (sid > 0 && lost_ok && g->end.events <= INT64_MAX &&
-      g->gen <= INT64_MAX) {
+  if (sid > 0 && lost_ok && g->end.events <= INT64_MAX && g->gen <= INT64_MAX) {
     rc = session_add_checked(s, g, hex, sid, (int64_t)lost, now_real, service,
                              &moved);
     if (rc != SQLITE_OK)
@@ -412,8 +411,8 @@ static int store_one(store *s, zitem *it, int64_t now_real, pend_set *ps,
   uint64_t ev = 0, tl = 0;
   if (!lost_ok || tot_events < 0 || tot_lost < 0 ||
       __builtin_add_overflow(g->end.events, (uint64_t)tot_events, &ev) ||
-      __builtin_add_overflow(lost, (uint64_t)tot_lost, &tl) ||
-      ev > INT64_MAX || tl > INT64_MAX || g->gen > INT64_MAX) {
+      __builtin_add_overflow(lost, (uint64_t)tot_lost, &tl) || ev > INT64_MAX ||
+      tl > INT64_MAX || g->gen > INT64_MAX) {
     not_written(g, GTP_E_TOOBIG);
     return SQLITE_OK;
   }
@@ -438,22 +437,21 @@ static int store_one(store *s, zitem *it, int64_t now_real, pend_set *ps,
 queue:
   it->sid = sid;
   p->it = it;
-  ps->rows[ps->n] = (store_genrow){
-      .sid = sid,
-      .gen = (int64_t)g->gen,
-      .start_ns = g->start_ns,
-      .end_ns = g->end_ns,
-      .events = (int64_t)g->end.events,
-      .bytes = (int64_t)g->len,
-      .stored_bytes = (int64_t)it->zlen,
-      .dropped = (int64_t)g->end.dropped,
-      .evicted = (int64_t)g->end.evicted,
-      .rejected = (int64_t)g->end.rejected,
-      .committed_ns = now_real,
-      .crc = (int64_t)g->end.crc,
-      .codec = it->codec,
-      .data = it->z ? it->z : g->payload,
-      .len = it->zlen};
+  ps->rows[ps->n] = (store_genrow){.sid = sid,
+                                   .gen = (int64_t)g->gen,
+                                   .start_ns = g->start_ns,
+                                   .end_ns = g->end_ns,
+                                   .events = (int64_t)g->end.events,
+                                   .bytes = (int64_t)g->len,
+                                   .stored_bytes = (int64_t)it->zlen,
+                                   .dropped = (int64_t)g->end.dropped,
+                                   .evicted = (int64_t)g->end.evicted,
+                                   .rejected = (int64_t)g->end.rejected,
+                                   .committed_ns = now_real,
+                                   .crc = (int64_t)g->end.crc,
+                                   .codec = it->codec,
+                                   .data = it->z ? it->z : g->payload,
+                                   .len = it->zlen};
   ps->n++;
   return SQLITE_OK;
 }
@@ -479,7 +477,7 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
   store_rollup *ru = store_summary_rollup(s->sum);
   store_rollup_reset(ru);      /* store_rollup.c invariant 2 */
   store_summary_reset(s->sum); /* sum_rows.h invariant 2 */
-  pend_set pending; /* about 37 KB of the store thread's stack */
+  pend_set pending;            /* about 37 KB of the store thread's stack */
   pend_set *ps = &pending;
   ps->n = 0;
   for (size_t i = 0; rc == SQLITE_OK && i < n; i++)

@@ -48,15 +48,13 @@ static int wb_flush(wb_file *f) {
   return rc;
 }
 
-static int wb_write(sqlite3_file *pf, const void *p, int n,
-                    sqlite3_int64 off) {
+static int wb_write(sqlite3_file *pf, const void *p, int n, sqlite3_int64 off) {
   wb_file *f = (wb_file *)pf;
   int commit = f->commit_next;
   /* A frame header whose "database size after commit" is not zero: the
    * page written next ends a commit (invariant 2). */
   const uint8_t *b = p;
-  f->commit_next =
-      n == WB_FRAME_HDR && (b[4] | b[5] | b[6] | b[7]) != 0;
+  f->commit_next = n == WB_FRAME_HDR && (b[4] | b[5] | b[6] | b[7]) != 0;
   int rc = SQLITE_OK;
   if (f->len > 0 && off != f->off + (sqlite3_int64)f->len)
     rc = wb_flush(f); /* invariant 1 */
@@ -188,11 +186,25 @@ static int wb_unfetch(sqlite3_file *pf, sqlite3_int64 off, void *p) {
              : SQLITE_OK;
 }
 
-static const sqlite3_io_methods wb_io = {
-    3,           wb_close,     wb_read,        wb_write,     wb_truncate,
-    wb_sync,     wb_size,      wb_lock,        wb_unlock,    wb_reserved,
-    wb_fcntl,    wb_sector,    wb_devchar,     wb_shm_map,   wb_shm_lock,
-    wb_shm_barrier, wb_shm_unmap, wb_fetch,    wb_unfetch};
+static const sqlite3_io_methods wb_io = {3,
+                                         wb_close,
+                                         wb_read,
+                                         wb_write,
+                                         wb_truncate,
+                                         wb_sync,
+                                         wb_size,
+                                         wb_lock,
+                                         wb_unlock,
+                                         wb_reserved,
+                                         wb_fcntl,
+                                         wb_sector,
+                                         wb_devchar,
+                                         wb_shm_map,
+                                         wb_shm_lock,
+                                         wb_shm_barrier,
+                                         wb_shm_unmap,
+                                         wb_fetch,
+                                         wb_unfetch};
 
 static int wb_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *pf,
                    int flags, int *out_flags) {

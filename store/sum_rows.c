@@ -159,8 +159,8 @@ static sqlite3_stmt *chunk_stmt(sum_rows *r, int t, size_t c, int *rc) {
   if (r->st[t][c])
     return r->st[t][c];
   size_t len = 0;
-  char *sql = sum_rows_values_sql(tab[t].head, tab[t].ncols, chunk_rows[c],
-                                  NULL, &len);
+  char *sql =
+      sum_rows_values_sql(tab[t].head, tab[t].ncols, chunk_rows[c], NULL, &len);
   if (!sql) {
     *rc = SQLITE_NOMEM;
     return NULL;

@@ -57,8 +57,8 @@ typedef struct want {
  * conflicting resend and a generation whose service is not its row's.
  * Each completes as it would alone, every stored one with its payload and
  * the seq it has in the table, in submission order; the totals follow. */
-static void test_store_genrows__mixed_transaction_stores_each_exactly(
-    void **state) {
+static void
+test_store_genrows__mixed_transaction_stores_each_exactly(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   c.linger_ms = 5000;
@@ -144,8 +144,8 @@ static void test_store_genrows__mixed_transaction_stores_each_exactly(
 /* Invariant 11 on the fast path: a generation whose events would carry its
  * session's total past INT64_MAX is refused (TOOBIG) and writes nothing;
  * the session's next generation that fits is stored. */
-static void test_store_genrows__totals_that_would_wrap_are_refused(
-    void **state) {
+static void
+test_store_genrows__totals_that_would_wrap_are_refused(void **state) {
   fx *f = *state;
   store_config c = sf_config(&f->dir);
   open_store(f, &c);
@@ -153,13 +153,11 @@ static void test_store_genrows__totals_that_would_wrap_are_refused(
   assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
   int64_t events = sf_sql_int(f->dir.db, "SELECT events FROM sessions");
   assert_true(events > 0);
-  assert_int_equal(sf_sql_exec(f->dir.db,
-                               "UPDATE sessions SET events ="
-                               " 9223372036854775807 - 1"),
+  assert_int_equal(sf_sql_exec(f->dir.db, "UPDATE sessions SET events ="
+                                          " 9223372036854775807 - 1"),
                    0);
   o.gen = 2;
-  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)),
-                   GTP_E_TOOBIG);
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), GTP_E_TOOBIG);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM generations"),
                    1);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sessions"
