@@ -10,8 +10,8 @@
 #include "sum_rows.h" /* sum_rows_values_sql */
 
 /* Chunk sizes, largest first, as in sum_rows.c: each size is one prepared
- * statement per table. */
-static const unsigned chunk_rows[] = {STORE_GENROWS_MAX, 8, 2, 1};
+ * statement per table (20 rows: 16 + 4). */
+static const unsigned chunk_rows[] = {STORE_GENROWS_MAX, 16, 8, 4, 2, 1};
 #define NCHUNK (sizeof chunk_rows / sizeof chunk_rows[0])
 
 #define GEN_COLS 13
