@@ -13,6 +13,7 @@
 #include "b2_floor.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -264,4 +265,43 @@ int b2_floor_iperf3(int secs, double *bps, double *send_cpu_s_gb,
   kill(srv, SIGTERM);
   waitpid(srv, NULL, 0);
   return *bps > 0 ? 0 : -1;
+}
+
+int b2_floor_roles(pid_t pid, double cpu_s[B2_ROLES]) {
+  char path[96];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return -1;
+  for (int i = 0; i < B2_ROLES; i++)
+    cpu_s[i] = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    char name[32] = "", p2[128];
+    unsigned long long ns = 0;
+    snprintf(p2, sizeof p2, "/proc/%d/task/%.16s/comm", (int)pid, e->d_name);
+    FILE *f = fopen(p2, "r");
+    if (f != NULL) {
+      if (fscanf(f, "%31s", name) != 1)
+        name[0] = '\0';
+      fclose(f);
+    }
+    snprintf(p2, sizeof p2, "/proc/%d/task/%.16s/schedstat", (int)pid,
+             e->d_name);
+    if ((f = fopen(p2, "r")) != NULL) {
+      if (fscanf(f, "%llu", &ns) != 1)
+        ns = 0;
+      fclose(f);
+    }
+    int role = atoi(e->d_name) == (int)pid          ? B2_ROLE_LOOP
+               : strcmp(name, "gt-genpool") == 0    ? B2_ROLE_FILLER
+               : strncmp(name, "MHD", 3) == 0       ? -1
+                                                    : B2_ROLE_STORE;
+    if (role >= 0)
+      cpu_s[role] += (double)ns / 1e9;
+  }
+  closedir(d);
+  return 0;
 }

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* One pass of the floor. CPU seconds are the whole receiver process
  * (wait4's rusage: it is a forked child) and the sending thread. */
@@ -46,5 +47,13 @@ int b2_floor_run(const uint8_t *frames, size_t len, b2_floor_mode mode,
  * not run (not installed, no port). */
 int b2_floor_iperf3(int secs, double *bps, double *send_cpu_s_gb,
                     double *recv_cpu_s_gb);
+
+/* gentraced's threads by role, CPU seconds so far (schedstat): the loop
+ * (the main thread: reads, CRC, reassembly), the buffer filler (thread
+ * "gt-genpool": faults in fresh generation buffers), and the store (every
+ * other thread but libmicrohttpd's: in B2 the compressors working on the
+ * first generations while the commit is held back). 0, or -1. */
+enum { B2_ROLE_LOOP, B2_ROLE_FILLER, B2_ROLE_STORE, B2_ROLES };
+int b2_floor_roles(pid_t pid, double cpu_s[B2_ROLES]);
 
 #endif
