@@ -217,10 +217,12 @@ static int b2_report(b2_conn *bc, unsigned conns, double rate, double wall_s,
            "that allows %.3f CPU-s per GB for both ends together and %.3f "
            "for any one thread; two cores cap the floor at %.2f GB/s "
            "(measured %.2f), the floor holding every byte at %.2f "
-           "(measured %.2f), gentraced at %.2f (measured %.2f); load %.2f\n",
+           "(measured %.2f; %.2f were its work spread over both cores), "
+           "gentraced at %.2f (measured %.2f); load %.2f\n",
            goal, goal > 0 ? 2 / goal : 0, goal > 0 ? 1 / goal : 0,
            b2_cap(flr, fls, flr), fr / 1e9, b2_cap(fhr, fhs, fhr), hr / 1e9,
-           b2_cap(gr, gs, gl), rate / 1e9, bench_load1());
+           b2_cap(fhr, fhs, 0), b2_cap(gr, gs, gl), rate / 1e9,
+           bench_load1());
   }
   fflush(stdout);
   return 0;
