@@ -41,8 +41,7 @@ static double mono_s(void) {
 }
 
 static double tv_s(struct timeval a, struct timeval b) {
-  return (double)(a.tv_sec + b.tv_sec) +
-         (double)(a.tv_usec + b.tv_usec) / 1e6;
+  return (double)(a.tv_sec + b.tv_sec) + (double)(a.tv_usec + b.tv_usec) / 1e6;
 }
 
 static double thread_cpu_s(void) {
@@ -55,8 +54,8 @@ static double thread_cpu_s(void) {
  * goes, carried across reads. */
 typedef struct walker {
   uint8_t hdr[GTP_FRAME_HEADER_SIZE];
-  size_t hn;     /* header bytes held */
-  size_t left;   /* payload bytes of the current frame still to come */
+  size_t hn;   /* header bytes held */
+  size_t left; /* payload bytes of the current frame still to come */
   uint64_t frames, bytes;
   uint32_t crc;
 } walker;
@@ -173,8 +172,9 @@ int b2_floor_run(const uint8_t *frames, size_t len, b2_floor_mode mode,
   expect(frames, len, &want);
   if (got.bytes != want.bytes || got.frames != want.frames ||
       got.crc != want.crc) {
-    fprintf(stderr, "bench: floor: received %llu bytes %llu frames, sent "
-                    "%llu bytes %llu frames (or a CRC differs)\n",
+    fprintf(stderr,
+            "bench: floor: received %llu bytes %llu frames, sent "
+            "%llu bytes %llu frames (or a CRC differs)\n",
             (unsigned long long)got.bytes, (unsigned long long)got.frames,
             (unsigned long long)want.bytes, (unsigned long long)want.frames);
     return -1;
@@ -295,10 +295,10 @@ int b2_floor_roles(pid_t pid, double cpu_s[B2_ROLES]) {
         ns = 0;
       fclose(f);
     }
-    int role = atoi(e->d_name) == (int)pid          ? B2_ROLE_LOOP
-               : strcmp(name, "gt-genpool") == 0    ? B2_ROLE_FILLER
-               : strncmp(name, "MHD", 3) == 0       ? -1
-                                                    : B2_ROLE_STORE;
+    int role = atoi(e->d_name) == (int)pid       ? B2_ROLE_LOOP
+               : strcmp(name, "gt-genpool") == 0 ? B2_ROLE_FILLER
+               : strncmp(name, "MHD", 3) == 0    ? -1
+                                                 : B2_ROLE_STORE;
     if (role >= 0)
       cpu_s[role] += (double)ns / 1e9;
   }
