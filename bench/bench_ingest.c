@@ -3,7 +3,8 @@
  *   bench_ingest b2 [MiB [N]]  B2: wire bytes received, validated and
  *                           queued for the store, vs iperf3 over loopback;
  *                           N > 1 spreads the MiB over N agent connections
- *                           sending at once (the bar is N = 1)
+ *                           sending at once (the bar is N = 1); with N = 1
+ *                           the floor (b2_floor.h) beside it, same run
  *   bench_ingest b2tls [MiB]  B2 over TLS (--tls-cert/--tls-key, GnuTLS on
  *                           both ends) beside B2 in plain text, same run
  *                           (the goal: TLS costs at most 15%)
