@@ -151,11 +151,10 @@ static int b2_report(b2_conn *bc, unsigned conns, double rate, double wall_s,
   double loop_s = role[B2_ROLE_LOOP];
   double bytes = rate * wall_s;
   b2_floor_fig fl = {0}, fh = {0};
-  if (conns == 1 &&
-      (b2_floor_run(bc[0].frames.data, bc[0].frames.len, B2_FLOOR_REUSE,
-                    &fl) < 0 ||
-       b2_floor_run(bc[0].frames.data, bc[0].frames.len, B2_FLOOR_HOLD,
-                    &fh) < 0))
+  if (conns == 1 && (b2_floor_run(bc[0].frames.data, bc[0].frames.len,
+                                  B2_FLOOR_REUSE, &fl) < 0 ||
+                     b2_floor_run(bc[0].frames.data, bc[0].frames.len,
+                                  B2_FLOOR_HOLD, &fh) < 0))
     return -1;
   double ip = 0, ip_send = 0, ip_recv = 0;
   if (b2_floor_iperf3(3, &ip, &ip_send, &ip_recv) < 0)
@@ -222,8 +221,7 @@ static int b2_report(b2_conn *bc, unsigned conns, double rate, double wall_s,
            "gentraced at %.2f (measured %.2f); load %.2f\n",
            goal, goal > 0 ? 2 / goal : 0, goal > 0 ? 1 / goal : 0,
            b2_cap(flr, fls, flr), fr / 1e9, b2_cap(fhr, fhs, fhr), hr / 1e9,
-           b2_cap(fhr, fhs, 0), b2_cap(gr, gs, gl), rate / 1e9,
-           bench_load1());
+           b2_cap(fhr, fhs, 0), b2_cap(gr, gs, gl), rate / 1e9, bench_load1());
   }
   fflush(stdout);
   return 0;
@@ -241,20 +239,13 @@ static int b2(size_t mib, unsigned conns, const char *pki, b2_fig *fig) {
   char cert[600], key[600];
   snprintf(cert, sizeof cert, "%s/srv.pem", pki ? pki : "");
   snprintf(key, sizeof key, "%s/srv.key", pki ? pki : "");
-  const char *args[] = {"--max-buffer",
-                        "4G",
-                        "--max-conn-buffer",
-                        "4G",
-                        "--test-store-delay-ms",
-                        /* BENCH_B2_LIVE_STORE: the store commits as it
-                         * goes (buffers come back to the pool), for a
-                         * look at the steady state; not B2's figure. */
-                        getenv("BENCH_B2_LIVE_STORE") ? "0" : "600000",
-                        pki ? "--tls-cert" : NULL,
-                        cert,
-                        "--tls-key",
-                        key,
-                        NULL};
+  const char *args[] = {
+      "--max-buffer", "4G", "--max-conn-buffer", "4G", "--test-store-delay-ms",
+      /* BENCH_B2_LIVE_STORE: the store commits as it
+       * goes (buffers come back to the pool), for a
+       * look at the steady state; not B2's figure. */
+      getenv("BENCH_B2_LIVE_STORE") ? "0" : "600000", pki ? "--tls-cert" : NULL,
+      cert, "--tls-key", key, NULL};
   if (conns < 1 || conns > 256 || mib < conns) {
     fprintf(stderr, "bench: b2 wants 1..256 connections and >= 1 MiB each\n");
     return 2;
