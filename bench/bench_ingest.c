@@ -239,13 +239,20 @@ static int b2(size_t mib, unsigned conns, const char *pki, b2_fig *fig) {
   char cert[600], key[600];
   snprintf(cert, sizeof cert, "%s/srv.pem", pki ? pki : "");
   snprintf(key, sizeof key, "%s/srv.key", pki ? pki : "");
-  const char *args[] = {
-      "--max-buffer", "4G", "--max-conn-buffer", "4G", "--test-store-delay-ms",
-      /* BENCH_B2_LIVE_STORE: the store commits as it
-       * goes (buffers come back to the pool), for a
-       * look at the steady state; not B2's figure. */
-      getenv("BENCH_B2_LIVE_STORE") ? "0" : "600000", pki ? "--tls-cert" : NULL,
-      cert, "--tls-key", key, NULL};
+  /* BENCH_B2_LIVE_STORE: the store commits as it goes (buffers come back
+   * to the pool), for a look at the steady state; not B2's figure. */
+  const char *delay = getenv("BENCH_B2_LIVE_STORE") ? "0" : "600000";
+  const char *args[] = {"--max-buffer",
+                        "4G",
+                        "--max-conn-buffer",
+                        "4G",
+                        "--test-store-delay-ms",
+                        delay,
+                        pki ? "--tls-cert" : NULL,
+                        cert,
+                        "--tls-key",
+                        key,
+                        NULL};
   if (conns < 1 || conns > 256 || mib < conns) {
     fprintf(stderr, "bench: b2 wants 1..256 connections and >= 1 MiB each\n");
     return 2;
