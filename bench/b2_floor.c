@@ -175,8 +175,7 @@ static void receiver(int ls, int out, size_t len, b2_floor_mode mode,
   if (buf == NULL)
     _exit(4);
   int lf = -1;
-  syncer y = {.mu = PTHREAD_MUTEX_INITIALIZER,
-              .cv = PTHREAD_COND_INITIALIZER};
+  syncer y = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
   pthread_t th;
   if (mode == B2_FLOOR_STORE) {
     lf = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

@@ -146,9 +146,9 @@ static double b2_cap(double r, double s, double serial) {
  * over wall_s; cpu_s, role: gentraced, all threads and by role;
  * me_s: the sender. 0, or -1 when the floor failed (a floor that cannot
  * run is the code rotting; iperf3 missing is a baseline missing). */
-static int b2_report(b2_conn *bc, unsigned conns, const char *dir,
-                     double rate, double wall_s, double cpu_s,
-                     const double role[B2_ROLES], double me_s) {
+static int b2_report(b2_conn *bc, unsigned conns, const char *dir, double rate,
+                     double wall_s, double cpu_s, const double role[B2_ROLES],
+                     double me_s) {
   double loop_s = role[B2_ROLE_LOOP];
   double bytes = rate * wall_s;
   b2_floor_fig fl = {0}, fh = {0}, fs = {0};
@@ -221,8 +221,8 @@ static int b2_report(b2_conn *bc, unsigned conns, const char *dir,
     printf("b2_floor: CPU-s per GB (receiver / sender): iperf3 %.3f / %.3f, "
            "floor %.3f / %.3f, floor holding every byte %.3f / %.3f, "
            "floor storing every byte %.3f (reading thread %.3f) / %.3f (%u "
-           "fdatasync, %.3f s in them), gentraced %.3f (loop thread %.3f, buffer filler %.3f, "
-           "store %.3f) / %.3f\n",
+           "fdatasync, %.3f s in them), gentraced %.3f (loop thread %.3f, "
+           "buffer filler %.3f, store %.3f) / %.3f\n",
            ip_recv, ip_send, flr, fls, fhr, fhs, fsr, fsx, fss, fs.syncs,
            fs.sync_s, gr, gl, gfl, gst, gs);
     printf("b2_floor: the goal, 0.8 of iperf3, is %.2f GB/s: on two cores "
@@ -238,8 +238,7 @@ static int b2_report(b2_conn *bc, unsigned conns, const char *dir,
            b2_cap(flr, fls, flr), fr / 1e9, b2_cap(fhr, fhs, fhr), hr / 1e9,
            b2_cap(fhr, fhs, 0), b2_cap(fsr, fss, fsx), sr / 1e9,
            ip > 0 ? b2_cap(fsr, fss, fsx) * 1e9 / ip : 0, b2_cap(fsr, fss, 0),
-           b2_cap(gr, gs, gl),
-           rate / 1e9, bench_load1());
+           b2_cap(gr, gs, gl), rate / 1e9, bench_load1());
   }
   fflush(stdout);
   return 0;
