@@ -147,10 +147,11 @@ static void syncer_ask(syncer *y) {
   pthread_mutex_unlock(&y->mu);
 }
 
-/* Appends p[0..n) to fd with write(2), resuming short writes. 0 or -1. */
-static int write_all(int fd, const uint8_t *p, size_t n) {
+/* Appends p[0..n) to fd with write(2) calls of at most `chunk` bytes
+ * (0: as few as the kernel takes), resuming short writes. 0 or -1. */
+static int write_all(int fd, const uint8_t *p, size_t n, size_t chunk) {
   while (n > 0) {
-    ssize_t w = write(fd, p, n);
+    ssize_t w = write(fd, p, chunk > 0 && chunk < n ? chunk : n);
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0)
@@ -183,6 +184,11 @@ static void receiver(int ls, int out, size_t len, b2_floor_mode mode,
     if (lf < 0 || pthread_create(&th, NULL, syncer_main, &y) != 0)
       _exit(6);
   }
+  /* BENCH_B2_FLOOR_WRITE=N: write(2) calls of N bytes at most, e.g.
+   * 4096 for SQLite's one call per 4 KiB page (not the figure B2 prints
+   * by default: that is the floor's, every read written whole). */
+  const char *wenv = getenv("BENCH_B2_FLOOR_WRITE");
+  size_t chunk = wenv != NULL ? (size_t)strtoul(wenv, NULL, 10) : 0;
   floor_out o;
   memset(&o, 0, sizeof o);
   size_t off = 0, unsynced = 0;
@@ -196,7 +202,7 @@ static void receiver(int ls, int out, size_t len, b2_floor_mode mode,
     if (hold && off + (size_t)r <= len)
       off += (size_t)r;
     if (lf >= 0) {
-      if (write_all(lf, buf, (size_t)r) < 0)
+      if (write_all(lf, buf, (size_t)r, chunk) < 0)
         _exit(7);
       unsynced += (size_t)r;
       if (unsynced >= FLOOR_SYNC_BYTES) {

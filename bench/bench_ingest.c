@@ -244,6 +244,35 @@ static int b2_report(b2_conn *bc, unsigned conns, const char *dir, double rate,
   return 0;
 }
 
+/* BENCH_B2_LIVE_STORE's steady state: waits (at most 120 s) until the
+ * store has committed all ngens generations and prints gentraced's CPU
+ * per GB from the window's start (t0, cpu0, role0) to the last commit,
+ * by thread role, beside which b2_report prints the storing floor's. */
+static void b2_live(gtd *d, size_t ngens, double bytes, double t0, double cpu0,
+                    const double role0[B2_ROLES]) {
+  int64_t got = 0;
+  for (int i = 0; i < 12000; i++) {
+    got = gtd_metric(d, "gentrace_generations_committed_total");
+    if (got >= (int64_t)ngens)
+      break;
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  double t = now_s() - t0, cpu = tls_floor_proc_cpu_s(d->pid, NULL) - cpu0;
+  double role[B2_ROLES] = {0};
+  (void)b2_floor_roles(d->pid, role);
+  double g = bytes / 1e9;
+  printf("b2_floor: live store: %lld of %zu generations committed %.3f s "
+         "after the first byte (%.1f MB/s); gentraced %.3f CPU-s per GB "
+         "(loop thread %.3f, buffer filler %.3f, store and compressors "
+         "%.3f)\n",
+         (long long)got, ngens, t, bytes / t / 1e6, cpu / g,
+         (role[B2_ROLE_LOOP] - role0[B2_ROLE_LOOP]) / g,
+         (role[B2_ROLE_FILLER] - role0[B2_ROLE_FILLER]) / g,
+         (role[B2_ROLE_STORE] - role0[B2_ROLE_STORE]) / g);
+  fflush(stdout); /* before the floors fork */
+}
+
 /* B2 over `conns` agent connections at once (1: the B2 bar; more:
  * how the one loop does when agents arrive together), mib MiB in all.
  * With fig (b2tls) the figures go there, with no iperf3 run and no BENCH
@@ -403,6 +432,8 @@ static int b2(size_t mib, unsigned conns, const char *pki, b2_fig *fig) {
             (long long)prepared);
     goto out;
   }
+  if (getenv("BENCH_B2_LIVE_STORE") != NULL)
+    b2_live(&d, ngens, (double)total, t0, cpu0, role0);
   if (b2_report(bc, conns, d.dir, rate, t, cpu, role1, me) < 0) {
     gtd_kill9(&d);
     gtd_cleanup(&d);
