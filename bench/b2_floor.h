@@ -7,6 +7,9 @@
  * gap to iperf3 is the machine (the floor's own gap) and how much is
  * gentraced (its gap to the floor). bench_ingest b2 prints both, with the
  * CPU seconds per GB of each side of iperf3, the floor and gentraced.
+ * A third mode stores what it reads (write(2), fdatasync at the cadence
+ * of gentraced's WAL checkpoints): the floor of the steady state, where
+ * the daemon reuses its buffers but must put every byte on disk.
  */
 #ifndef B2_FLOOR_H
 #define B2_FLOOR_H
