@@ -17,7 +17,13 @@
  * the benchmark waits for the outstanding ACKs. Measured:
  *
  *   - WELCOME latency (HELLO written -> WELCOME read) and ACK latency
- *     (GEN_END written -> ACK read): p50, p99, max;
+ *     (GEN_END written -> ACK read): p50, p99, max; the ACK's also split
+ *     at the client's socket by the kernel's receive timestamp
+ *     (SO_TIMESTAMPNS): GEN_END written -> ACK arrived (the server and
+ *     loopback: BENCH unit ack-p99-at-socket) and arrived -> read (the
+ *     client's own delay, e.g. at nice 19 on a busy machine), so a client
+ *     that could not read its socket is not counted as the server's;
+ *   - gentraced's longest COMMIT and its WAL checkpoints (/metrics);
  *   - the server's CPU (utime + stime of /proc/PID/stat, every thread) from
  *     the first generation to the last ACK, per generation and per million
  *     events; its RSS before the agents connected and with them connected;
