@@ -20,9 +20,9 @@
  * transaction then restarts the WAL. Only the transactions queued behind
  * the finish wait for it: its copy is small, but it syncs the WAL and the
  * database file (40-60 ms here under load, against 100-400 ms for the
- * whole WAL inside COMMIT). If the remainder is larger, the checkpointer runs another pass;
- * each pass is shorter than the one before while the disk copies faster
- * than ingest writes. If it never catches up (readers holding old
+ * whole WAL inside COMMIT). If the remainder is larger, the checkpointer runs
+ * another pass; each pass is shorter than the one before while the disk copies
+ * faster than ingest writes. If it never catches up (readers holding old
  * snapshots, a slow disk), store_maint.c's TRUNCATE at twice the target
  * bounds the WAL as before.
  *
@@ -63,12 +63,12 @@ struct store_ckpt {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int want, busy, stop;
-  int passed;             /* a pass ended since the last finish */
-  int finish_due;         /* the hook asks store_ckpt_finish to run */
-  int64_t copied;         /* frames the last pass left copied */
-  int64_t target;         /* WAL frames at which a pass starts */
-  int64_t remainder;      /* at most this many frames left: finish */
-  store_ckpt_stats st;    /* under lock */
+  int passed;          /* a pass ended since the last finish */
+  int finish_due;      /* the hook asks store_ckpt_finish to run */
+  int64_t copied;      /* frames the last pass left copied */
+  int64_t target;      /* WAL frames at which a pass starts */
+  int64_t remainder;   /* at most this many frames left: finish */
+  store_ckpt_stats st; /* under lock */
 };
 
 static int64_t mono_ns(void) {

@@ -94,7 +94,8 @@ test_store_ckpt__wal_stays_bounded_while_commits_continue(void **state) {
 
 /* GENTRACE_BENCH_INLINE_CKPT: no checkpointer, SQLite's own checkpoint in
  * COMMIT keeps the WAL bounded as before (bench_fleet's same-run before). */
-static void test_store_ckpt__inline_switch_keeps_sqlite_checkpoints(void **state) {
+static void
+test_store_ckpt__inline_switch_keeps_sqlite_checkpoints(void **state) {
   fx *f = *state;
   open_ckpt_store(f, 1);
   uint64_t wal_max = write_rounds(f, 0);
