@@ -60,10 +60,24 @@ void store_commit_summarize(store *s, zitem *it) {
                      __ATOMIC_RELAXED);
 }
 
+ZSTD_CCtx *store_commit_cctx(const store *s) {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  /* Sticky parameters: every ZSTD_compress2 on c uses them. */
+  if (c != NULL &&
+      (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel,
+                                           s->cfg.zstd_level)) ||
+       ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_minMatch,
+                                           STORE_ZSTD_MIN_MATCH)))) {
+    ZSTD_freeCCtx(c);
+    c = NULL;
+  }
+  return c;
+}
+
 /* Compresses the payload of it->g into a new buffer. Compression that does
  * not shrink the payload is not kept: the reader then skips the
  * decompression. Thread: a compressor, with its own cctx. */
-void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it) {
+void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it, int raw) {
   const store_gen *g = it->g;
   it->z = NULL;
   it->zlen = g->len;
@@ -71,15 +85,21 @@ void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it) {
   /* The summary (and the event check) is made here, off the store
    * thread, like compression. */
   store_commit_summarize(s, it);
-  if (g->len < STORE_ZSTD_MIN)
+  if (g->len < STORE_ZSTD_MIN || s->cfg.no_compress)
     return;
+  if (raw) { /* invariant 15: behind, so this one costs disk, not CPU */
+    pthread_mutex_lock(&s->st_lock);
+    s->stats.raw_backlog_gens++;
+    s->stats.raw_backlog_bytes += g->len;
+    pthread_mutex_unlock(&s->st_lock);
+    return;
+  }
   size_t bound = ZSTD_compressBound(g->len);
   uint8_t *z = malloc(bound);
   if (!z)
     return; /* storing raw is always correct */
   __atomic_fetch_add(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
-  size_t n =
-      ZSTD_compressCCtx(cctx, z, bound, g->payload, g->len, s->cfg.zstd_level);
+  size_t n = ZSTD_compress2(cctx, z, bound, g->payload, g->len);
   if (ZSTD_isError(n) || n >= g->len) {
     free(z);
     __atomic_fetch_sub(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
