@@ -100,6 +100,7 @@ static int fits_want(size_t k, size_t w) {
  * pages in off the loop thread (invariant 4). */
 static void *filler_main(void *arg) {
   genpool *p = arg;
+  pthread_setname_np(pthread_self(), "gt-genpool");
   pthread_mutex_lock(&p->lock);
   while (!p->stop) {
     genpool_slot *sl = NULL;

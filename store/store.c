@@ -415,6 +415,7 @@ void store_stats_get(store *s, store_stats *out) {
 /* A compressor: q -> compress -> cq, one generation at a time. */
 static void *comp_main(void *arg) {
   store *s = arg;
+  pthread_setname_np(pthread_self(), "gt-compress"); /* for top, profiles */
   /* Without a context every item is stored raw: slower disk use, but
    * correct, and out of memory here is not worth stopping ingest for. */
   ZSTD_CCtx *cctx = store_commit_cctx(s);
@@ -508,6 +509,7 @@ static void linger(store *s) {
 
 static void *store_main(void *arg) {
   store *s = arg;
+  pthread_setname_np(pthread_self(), "gt-store");
   for (;;) {
     pthread_mutex_lock(&s->q_lock);
     while (!(s->cq_len > 0 && s->cq[s->cq_head].ready) &&
