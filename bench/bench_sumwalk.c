@@ -24,9 +24,10 @@
  *   off    the same with summaries off (GENTRACE_BENCH_NO_SUMMARY:
  *          the events are only checked)
  *   zstd   the compressor's zstd call as the store makes it (level 1,
- *          shortest match STORE_ZSTD_MIN_MATCH), and zstd7 with zstd's
- *          own shortest match for that level (7): the stored share of the
- *          size of each is printed beside it
+ *          the shortest match chosen by store_zpol.c, measured on this
+ *          shape's first generation), and zstd7 with zstd's own shortest
+ *          match for that level (7): the stored share of the size of each
+ *          is printed beside it
  *
  * and the figure is (loop + on) against (loop + off) per event. Wall time
  * on a loaded machine is noisy: `make bench-sumwalk` runs it under
@@ -48,7 +49,7 @@
 #include "demo_gen.h"
 #include "format.h"
 #include "store_summary.h"
-#include "store_writer.h" /* STORE_ZSTD_MIN_MATCH */
+#include "store_zpol.h"
 #include "../tests/lib/prng.h"
 
 static double now_s(void) {
@@ -225,36 +226,48 @@ __attribute__((noinline)) static int sec_on(const shape *s) {
   return rc;
 }
 
-/* zstd as a compressor runs it (store_commit_cctx: level 1, shortest match
- * mml); the stored share of the size into *share. */
+static double share_store, share_zstd7; /* of the last zstd sections */
+static int zpol_mml;                      /* what store_zpol chose */
+
+/* zstd at level 1: with mml 0 as a compressor runs it (store_zpol), else
+ * with that shortest match; the stored share of the size into *share. */
 static int zstd_at(const shape *s, int mml, double *share) {
   static ZSTD_CCtx *c;
+  static store_zpol *zp;
   static uint8_t *z;
   static size_t cap;
-  size_t bound = ZSTD_compressBound(s->b.len);
+  uint8_t session[16] = {0}; /* one session per shape: its own choice */
+  memcpy(session, s->name, strnlen(s->name, sizeof session));
+  size_t bound = ZSTD_compressBound(s->b.len), n;
   if (!c)
     c = ZSTD_createCCtx();
+  if (!zp)
+    zp = store_zpol_new(1);
   if (bound > cap) {
     free(z);
     z = malloc(bound);
     cap = z ? bound : 0;
   }
-  if (!c || !z)
+  if (!c || !zp || !z)
     return -1;
-  ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
-  ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
-  ZSTD_CCtx_setParameter(c, ZSTD_c_minMatch, mml);
-  size_t n = ZSTD_compress2(c, z, bound, s->b.data, s->b.len);
+  if (mml == 0) {
+    n = store_zpol_compress(zp, session, s->b.data, s->b.len, z, bound);
+  } else {
+    ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_minMatch, mml);
+    n = ZSTD_compress2(c, z, bound, s->b.data, s->b.len);
+  }
   if (ZSTD_isError(n))
     return -1;
   *share = (double)n / (double)s->b.len;
+  if (mml == 0)
+    zpol_mml = store_zpol_last_mml(zp);
   return 0;
 }
 
-static double share_store, share_zstd7; /* of the last zstd sections */
-
 __attribute__((noinline)) static int sec_zstd(const shape *s) {
-  return zstd_at(s, STORE_ZSTD_MIN_MATCH, &share_store);
+  return zstd_at(s, 0, &share_store);
 }
 
 __attribute__((noinline)) static int sec_zstd7(const shape *s) {
@@ -315,6 +328,9 @@ int main(int argc, char **argv) {
                      &e) < 0)
     return 1;
   sh[2].events = e.events;
+  double warm; /* the contexts and buffers made before any section */
+  if (zstd_at(&sh[3], 7, &warm) < 0 || zstd_at(&sh[3], 0, &warm) < 0)
+    return 1;
   for (int i = 0; i < NSH; i++) {
     const shape *s = &sh[i];
     if (RUNNING_ON_VALGRIND) {
@@ -333,6 +349,8 @@ int main(int argc, char **argv) {
           f[k](s);
           continue;
         }
+        if (k == 3) /* the session's measurement made: its steady state */
+          f[k](s);
         CALLGRIND_ZERO_STATS;
         f[k](s);
         CALLGRIND_DUMP_STATS_AT(tag);
@@ -352,8 +370,7 @@ int main(int argc, char **argv) {
     printf("BENCH id=SW_%s_zstd value=%.2f unit=ns/event(zstd-1,mml=%d,"
            "stored=%.3f) baseline=zstd-1-mml7:%.2f(stored=%.3f) ratio=%.3f "
            "bar=none pass=1\n",
-           s->name, z, STORE_ZSTD_MIN_MATCH, share_store, z7, share_zstd7,
-           z / z7);
+           s->name, z, zpol_mml, share_store, z7, share_zstd7, z / z7);
   }
   for (int i = 0; i < NSH; i++)
     gtp_wbuf_fini(&sh[i].b);

@@ -2,8 +2,9 @@
  * thread, batched transactions, retention, disk-full handling.
  *
  * Owns: the write connection and its prepared statements, the store thread,
- * the compressor thread, the two queues, the session index (store_index.c), the
- * zstd compression context, and the counters behind store_stats_get.
+ * the compressor threads (each with its zstd context, store_zpol.c), the two
+ * queues, the session index (store_index.c), and the counters behind
+ * store_stats_get.
  *
  * Files: this one opens, queues, runs the threads and closes; the state is
  * in store_writer.h; store_setup.c holds the open's SQLite steps,
@@ -96,12 +97,14 @@
  *  15. A compressor MUST store a generation raw (no zstd) when, after it
  *      took it from q, more than cfg.compress_backlog payload bytes still
  *      wait in q (qz_bytes), and compress it otherwise; the check and the
- *      summary run either way. Otherwise a store that fell behind the
- *      agents (the two cores busy with the emitting programs) would keep
- *      spending most of its CPU per event on zstd (B1: 20 of the
- *      compressors' 24 ns) while the agents' spools fill and evict. The
- *      stored bytes stay valid either way (codec per row), so the choice
- *      is free to change per generation; it costs disk only while behind.
+ *      summary run either way. Otherwise compressors that fell behind
+ *      the agents (the two cores busy with the emitting programs) would
+ *      keep the queue long, spending most of their CPU per event on zstd
+ *      (B1: 20 of 23 ns), while the store thread, which writes a raw
+ *      payload at about 2.5 ns per byte (B1: 15-21 ns per event raw, 3-5
+ *      compressed), has room. The stored bytes stay valid either way
+ *      (codec per row), so the choice may change per generation; it
+ *      costs disk while behind (B1: 5x).
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -418,7 +421,7 @@ static void *comp_main(void *arg) {
   pthread_setname_np(pthread_self(), "gt-compress"); /* for top, profiles */
   /* Without a context every item is stored raw: slower disk use, but
    * correct, and out of memory here is not worth stopping ingest for. */
-  ZSTD_CCtx *cctx = store_commit_cctx(s);
+  store_zpol *zp = store_zpol_new(s->cfg.zstd_level);
   pthread_mutex_lock(&s->q_lock);
   for (;;) {
     while ((s->q_len == 0 && !s->closing) ||
@@ -439,8 +442,8 @@ static void *comp_main(void *arg) {
     pthread_mutex_unlock(&s->q_lock);
 
     zitem it = {.g = g};
-    if (cctx)
-      store_commit_compress(s, cctx, &it, raw);
+    if (zp)
+      store_commit_compress(s, zp, &it, raw);
     else
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
     it.ready = 1;
@@ -459,7 +462,7 @@ static void *comp_main(void *arg) {
    * closing with q empty: wake it to see q is drained. */
   pthread_cond_broadcast(&s->q_cond);
   pthread_mutex_unlock(&s->q_lock);
-  ZSTD_freeCCtx(cctx);
+  store_zpol_free(zp);
   return NULL;
 }
 

@@ -60,24 +60,10 @@ void store_commit_summarize(store *s, zitem *it) {
                      __ATOMIC_RELAXED);
 }
 
-ZSTD_CCtx *store_commit_cctx(const store *s) {
-  ZSTD_CCtx *c = ZSTD_createCCtx();
-  /* Sticky parameters: every ZSTD_compress2 on c uses them. */
-  if (c != NULL &&
-      (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel,
-                                           s->cfg.zstd_level)) ||
-       ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_minMatch,
-                                           STORE_ZSTD_MIN_MATCH)))) {
-    ZSTD_freeCCtx(c);
-    c = NULL;
-  }
-  return c;
-}
-
 /* Compresses the payload of it->g into a new buffer. Compression that does
  * not shrink the payload is not kept: the reader then skips the
  * decompression. Thread: a compressor, with its own cctx. */
-void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it, int raw) {
+void store_commit_compress(store *s, store_zpol *zp, zitem *it, int raw) {
   const store_gen *g = it->g;
   it->z = NULL;
   it->zlen = g->len;
@@ -99,7 +85,7 @@ void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it, int raw) {
   if (!z)
     return; /* storing raw is always correct */
   __atomic_fetch_add(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
-  size_t n = ZSTD_compress2(cctx, z, bound, g->payload, g->len);
+  size_t n = store_zpol_compress(zp, g->session, g->payload, g->len, z, bound);
   if (ZSTD_isError(n) || n >= g->len) {
     free(z);
     __atomic_fetch_sub(&s->scratch_bytes, bound, __ATOMIC_RELAXED);

@@ -25,6 +25,7 @@
 #include "store_index.h"
 #include "store_int.h"
 #include "store_summary.h"
+#include "store_zpol.h"
 
 #define NS_PER_SEC 1000000000LL
 /* Waiting this long for the lock is long enough to ride out a reader's
@@ -44,15 +45,6 @@
 #define STORE_ZSTD_MIN 512
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
-/* zstd's shortest match. Its level 1 takes 7 for inputs over 256 KiB (it
- * is tuned on text); a trace's events are a few varint bytes each, and
- * what repeats from one event to the next is mostly 5-6 bytes (type,
- * delta, name id, the high bytes of a value). B1's 4 MiB generations: 6
- * stores 0.20 of the payload against 0.48 with 7, for about 7% more zstd
- * CPU per byte; the demo service's mix 0.353 against 0.358
- * (bench/RESULTS.md, sixth session). zstd itself uses 6 at its negative
- * levels and 5 for inputs under 128 KiB. */
-#define STORE_ZSTD_MIN_MATCH 6
 /* compress_backlog's default: payload bytes waiting for a compressor past
  * which generations are stored raw (store.c invariant 15). 16 MiB is four
  * of the reference agent's largest generations, about 25 ms of the two
@@ -248,13 +240,12 @@ int store_setup_schema(store *s, char **cause);
 int store_setup_prepare(store *s, char **cause);
 int store_setup_load_index(store *s, char **cause);
 
-/* store_commit.c. A compressor's context at the store's level (NULL: out
- * of memory; the compressor then stores raw). */
-ZSTD_CCtx *store_commit_cctx(const store *s);
-/* Compresses (and summarizes) it->g into it; with raw set (the
- * compressors are behind: invariant 15) only summarizes and stores it
- * raw. Thread: a compressor, with its own cctx. */
-void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it, int raw);
+/* store_commit.c. Compresses (and summarizes) it->g into it with the
+ * compressor's own context (store_zpol.h: zstd at the store's level, the
+ * shortest match chosen per session); with raw set (the compressors are
+ * behind: invariant 15) only summarizes and stores it raw. Thread: a
+ * compressor. */
+void store_commit_compress(store *s, store_zpol *zp, zitem *it, int raw);
 /* it->sum: the generation's summary and, for check_events, the check of
  * its events (one walk); a no-op when made already. Any thread. */
 void store_commit_summarize(store *s, zitem *it);

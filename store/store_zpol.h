@@ -1,0 +1,59 @@
+/* store_zpol.h: one compressor thread's zstd context and its choice of
+ * zstd's shortest match per session (store_zpol.c).
+ *
+ * A trace's events are a few varint bytes each. When consecutive events
+ * differ only in a byte or two (B1's counters: type, delta 0 or 1, name,
+ * the high bytes of a value that counts up), zstd finds a 6-byte repeat
+ * at every event, but not the 7 bytes its level 1 asks for on large
+ * inputs: a shortest match of 6 stores such a generation at 0.20 of its
+ * size instead of 0.48, for about 10% more CPU. On events whose bytes do
+ * not repeat that way (random durations, many names) 6 finds short matches
+ * that shrink nothing and costs up to 2.3x the CPU of 7 (bench_sumwalk's
+ * regions). So each session's choice is measured: a 64 KiB slice of one
+ * of its generations is compressed both ways, and 6 is taken when it
+ * stores at most STORE_ZPOL_GAIN of what 7 does; the choice holds for the
+ * session's next STORE_ZPOL_HOLD generations, then is measured again.
+ *
+ * Thread: each compressor owns its store_zpol; nothing is shared.
+ */
+#ifndef STORE_ZPOL_H
+#define STORE_ZPOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct store_zpol store_zpol;
+
+/* Sessions remembered per compressor (direct-mapped; a collision only
+ * costs a new measurement). */
+#define STORE_ZPOL_SLOTS 1024
+/* Generations a choice holds before it is measured again. */
+#define STORE_ZPOL_HOLD 32
+/* The slice measured both ways, from the middle of a generation (events,
+ * not the tables at its start). */
+#define STORE_ZPOL_PROBE (64u << 10)
+/* Payloads below this are compressed with zstd's own choice for their
+ * size (5 at level 1 up to 128 KiB): a probe would cost more than it
+ * saves. */
+#define STORE_ZPOL_MIN (256u << 10)
+/* 6 is taken when its slice is at most this share of 7's (in 1/100). */
+#define STORE_ZPOL_GAIN 80
+
+/* A context at zstd level `level`; NULL when out of memory. */
+store_zpol *store_zpol_new(int level);
+void store_zpol_free(store_zpol *z);
+
+/* Compresses src[0, len) of session into dst (cap bytes, at least
+ * ZSTD_compressBound(len)) as one zstd frame with the session's shortest
+ * match (measured first when due). Returns the frame's size, or a zstd
+ * error code (ZSTD_isError). */
+size_t store_zpol_compress(store_zpol *z, const uint8_t session[16],
+                           const uint8_t *src, size_t len, void *dst,
+                           size_t cap);
+
+/* The shortest match the last store_zpol_compress used (0: zstd's own,
+ * for a small payload), and how many measurements z made so far. */
+int store_zpol_last_mml(const store_zpol *z);
+uint64_t store_zpol_probes(const store_zpol *z);
+
+#endif
