@@ -227,7 +227,7 @@ __attribute__((noinline)) static int sec_on(const shape *s) {
 }
 
 static double share_store, share_zstd7; /* of the last zstd sections */
-static int zpol_mml;                      /* what store_zpol chose */
+static int zpol_mml;                    /* what store_zpol chose */
 
 /* zstd at level 1: with mml 0 as a compressor runs it (store_zpol), else
  * with that shortest match; the stored share of the size into *share. */
@@ -366,7 +366,8 @@ int main(int argc, char **argv) {
            s->name, (unsigned long long)s->events, loop, on, off);
     printf("BENCH id=SW_%s value=%.2f unit=ns/event(validate+summary) "
            "baseline=no_summary:%.2f ratio=%.3f bar=1.05 pass=%d\n",
-           s->name, with, without, with / without, with <= 1.05 * without);    double z = time_sec(sec_zstd, s, reps), z7 = time_sec(sec_zstd7, s, reps);
+           s->name, with, without, with / without, with <= 1.05 * without);
+    double z = time_sec(sec_zstd, s, reps), z7 = time_sec(sec_zstd7, s, reps);
     printf("BENCH id=SW_%s_zstd value=%.2f unit=ns/event(zstd-1,mml=%d,"
            "stored=%.3f) baseline=zstd-1-mml7:%.2f(stored=%.3f) ratio=%.3f "
            "bar=none pass=1\n",

@@ -122,7 +122,7 @@ struct store {
   size_t q_head, q_len, q_cap;
   zitem *cq;
   size_t cq_head, cq_len, cq_cap;
-  uint64_t q_bytes; /* payload bytes in q and cq */
+  uint64_t q_bytes;  /* payload bytes in q and cq */
   uint64_t qz_bytes; /* payload bytes in q: waiting for a compressor */
   /* Compressed copies and compression buffers alive now (atomic; read by
    * the ingest loop for its memory budget, store_scratch_bytes). */

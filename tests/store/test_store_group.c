@@ -130,9 +130,8 @@ static int64_t backlog_run(fx *f, uint64_t backlog, int no_compress) {
                               " g.stored_bytes AND g.stored_bytes < g.bytes)"),
                    N);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sum_gens"), N);
-  int64_t raw = sf_sql_int(f->dir.db,
-                           "SELECT count(*) FROM generations WHERE"
-                           " codec = 'none'");
+  int64_t raw = sf_sql_int(f->dir.db, "SELECT count(*) FROM generations WHERE"
+                                      " codec = 'none'");
   store_stats st;
   store_stats_get(f->s, &st);
   assert_int_equal(st.raw_backlog_gens, no_compress ? 0 : raw);
@@ -143,8 +142,8 @@ static int64_t backlog_run(fx *f, uint64_t backlog, int no_compress) {
  * compressor, the generations it takes are stored raw; the last one (none
  * waits behind it) is compressed again. The first two may have been taken
  * before the others were queued. */
-static void test_store_group__backlog_is_stored_raw_until_caught_up(
-    void **state) {
+static void
+test_store_group__backlog_is_stored_raw_until_caught_up(void **state) {
   fx *f = *state;
   int64_t raw = backlog_run(f, 1, 0);
   assert_true(raw >= 5 && raw <= 7);
