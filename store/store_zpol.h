@@ -2,17 +2,20 @@
  * zstd's shortest match per session (store_zpol.c).
  *
  * A trace's events are a few varint bytes each. When consecutive events
- * differ only in a byte or two (B1's counters: type, delta 0 or 1, name,
- * the high bytes of a value that counts up), zstd finds a 6-byte repeat
- * at every event, but not the 7 bytes its level 1 asks for on large
- * inputs: a shortest match of 6 stores such a generation at 0.20 of its
- * size instead of 0.48, for about 10% more CPU. On events whose bytes do
- * not repeat that way (random durations, many names) 6 finds short matches
- * that shrink nothing and costs up to 2.3x the CPU of 7 (bench_sumwalk's
- * regions). So each session's choice is measured: a 64 KiB slice of one
- * of its generations is compressed both ways, and 6 is taken when it
- * stores at most STORE_ZPOL_GAIN of what 7 does; the choice holds for the
- * session's next STORE_ZPOL_HOLD generations, then is measured again.
+ * differ only in a byte or two (B1's counters: type, tick delta 0 or 1,
+ * name id, a value counting up, whose low byte alone changes), what
+ * repeats from one event to the next is the event's length less one: 5
+ * bytes for 6-byte events (values under 2^20), 6 for 7-byte ones. zstd's
+ * level 1 asks for 7 on large inputs (it is tuned on text) and then finds
+ * none of them: such a generation is stored at 0.48-0.53 of its size with
+ * 7, at 0.20 with 5 or 6, for 3-10% more CPU. On events whose bytes do not
+ * repeat that way (random durations, many names) 5 or 6 find short
+ * matches that shrink nothing and cost up to 2.3x the CPU of 7
+ * (bench_sumwalk's regions). So each session's choice is measured: a
+ * 64 KiB slice of one of its generations is compressed at 5, 6 and 7, and
+ * 5 or 6 is taken when it stores at most STORE_ZPOL_GAIN of what 7 does;
+ * the choice holds for the session's next STORE_ZPOL_HOLD generations,
+ * then is measured again.
  *
  * Thread: each compressor owns its store_zpol; nothing is shared.
  */
@@ -36,7 +39,7 @@ typedef struct store_zpol store_zpol;
  * size (5 at level 1 up to 128 KiB): a probe would cost more than it
  * saves. */
 #define STORE_ZPOL_MIN (256u << 10)
-/* 6 is taken when its slice is at most this share of 7's (in 1/100). */
+/* 5 or 6 is taken when its slice is at most this share of 7's (1/100). */
 #define STORE_ZPOL_GAIN 80
 
 /* A context at zstd level `level`; NULL when out of memory. */
