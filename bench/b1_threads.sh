@@ -87,7 +87,7 @@ for r in $(seq 1 "$REPS"); do
 	set -- $res
 	say "repeat $r gentrace rate=$GT_RATE: $res (trial $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s)"
 	# How the trial's generations were stored (zstd, or raw: --zstd-level
-	# 0, or behind --compress-backlog), and at what share of their size.
+	# 0, or zstd did not shrink them), and at what share of their size.
 	say "repeat $r gentrace stored: $(sqlite3 -cmd '.timeout 10000' "file:$W/b1.db?mode=ro" \
 		"SELECT group_concat(codec || '=' || n || ' gens at ' || r, ', ') FROM
 		 (SELECT codec, count(*) n, printf('%.3f', 1.0 * sum(stored_bytes) / sum(bytes)) r

@@ -105,10 +105,6 @@ static const opt opts[] = {
     {"zstd-level", OPT_UINT, O(zstd_level), 0, 19, "N",
      "zstd level of stored generations, 1-19 (higher: smaller, more CPU); "
      "0 stores them uncompressed (default 1)."},
-    {"compress-backlog", OPT_SIZE, O(compress_backlog), 0, 0, "SIZE",
-     "While more than SIZE of generations wait for compression, store the "
-     "next ones uncompressed until it catches up: disk for CPU only when "
-     "ingest outruns zstd; 0 = always compress (default 16M)."},
     {"store-priority", OPT_UINT, O(store_nice_boost), 0, 20, "N",
      "Run the storage threads N nice steps above the loop and HTTP threads, "
      "where the host allows it (root, or LimitNICE): ACKs wait for their "
@@ -258,7 +254,6 @@ void conf_init(conf *c) {
   c->max_window_bytes = 1ull << 30;
   c->commit_linger_ns = 20ll * 1000000;
   c->zstd_level = 1;
-  c->compress_backlog = 16ull << 20;
   c->max_connections = 16384;
   c->max_conns_per_ip = 256;
   c->max_conn_buffer = 64ull << 20;

@@ -82,7 +82,6 @@ typedef struct conf {
   char *symbols_from_host;   /* --symbols-from-host yes|no|DIRS; owned */
   uint64_t symbols_cache;    /* --symbols-cache bytes, 0 = default */
   uint64_t zstd_level;       /* --zstd-level, 0 = store raw (default 1) */
-  uint64_t compress_backlog; /* --compress-backlog bytes, 0 = off */
   /* internal: options set on the command line, one bit per option */
   uint64_t cli_mask_[CONF_OPTS_MAX / 64];
 } conf;

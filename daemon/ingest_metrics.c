@@ -175,10 +175,6 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
            "Payload bytes committed.", NULL, st.committed_bytes);
     metric(b, "gentrace_store_transactions_total", "counter",
            "Store transactions.", NULL, st.transactions);
-    metric(b, "gentrace_store_raw_backlog_total", "counter",
-           "Generations stored uncompressed because more than "
-           "--compress-backlog waited for compression.",
-           NULL, st.raw_backlog_gens);
     metric_f(b, "gentrace_store_commit_seconds_total", "counter",
              "Time spent committing.", (double)st.commit_ns_total / 1e9);
     metric_f(b, "gentrace_store_commit_seconds_max", "gauge", "Longest commit.",

@@ -301,8 +301,6 @@ int main(int argc, char **argv) {
    * 1.88x) at half the CPU (0.64 of raw disk); see docs/STORAGE.md. */
   scfg.zstd_level = c.zstd_level > 0 ? (int)c.zstd_level : 1;
   scfg.no_compress = c.zstd_level == 0;
-  scfg.compress_backlog =
-      c.compress_backlog > 0 ? c.compress_backlog : UINT64_MAX;
   scfg.log = store_log;
   scfg.log_info = store_log_info;
   /* Group commit: a fleet's small generations share transactions (up to

@@ -94,17 +94,6 @@
  *      one `now` bound to both the payload and the generation DELETE of a
  *      transaction, otherwise a pin expiring between the two would leave a
  *      generation without its bytes.
- *  15. A compressor MUST store a generation raw (no zstd) when, after it
- *      took it from q, more than cfg.compress_backlog payload bytes still
- *      wait in q (qz_bytes), and compress it otherwise; the check and the
- *      summary run either way. Otherwise compressors that fell behind
- *      the agents (the two cores busy with the emitting programs) would
- *      keep the queue long, spending most of their CPU per event on zstd
- *      (B1: 20 of 23 ns), while the store thread, which writes a raw
- *      payload at about 2.5 ns per byte (B1: 15-21 ns per event raw, 3-5
- *      compressed), has room. The stored bytes stay valid either way
- *      (codec per row), so the choice may change per generation; it
- *      costs disk while behind (B1: 5x).
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -220,8 +209,6 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     s->cfg.batch_max = 64;
   if (s->cfg.zstd_level == 0)
     s->cfg.zstd_level = 3;
-  if (s->cfg.compress_backlog == 0)
-    s->cfg.compress_backlog = STORE_BACKLOG;
   s->done = done;
   s->done_ctx = ctx;
   s->idx = store_index_new();
@@ -377,7 +364,6 @@ int store_submit(store *s, store_gen *g) {
   s->q[(s->q_head + s->q_len) % s->q_cap] = g;
   s->q_len++;
   s->q_bytes += g->len;
-  s->qz_bytes += g->len;
   pthread_cond_signal(&s->q_cond);
 out:
   pthread_mutex_unlock(&s->q_lock);
@@ -433,9 +419,6 @@ static void *comp_main(void *arg) {
     store_gen *g = s->q[s->q_head];
     s->q_head = (s->q_head + 1) % s->q_cap;
     s->q_len--;
-    s->qz_bytes -= g->len;
-    /* Invariant 15: what still waits behind this one decides. */
-    int raw = s->qz_bytes > s->cfg.compress_backlog;
     size_t slot = (s->cq_head + s->cq_len) % s->cq_cap; /* invariant 8 */
     s->cq[slot] = (zitem){.g = g};
     s->cq_len++;
@@ -443,7 +426,7 @@ static void *comp_main(void *arg) {
 
     zitem it = {.g = g};
     if (zp)
-      store_commit_compress(s, zp, &it, raw);
+      store_commit_compress(s, zp, &it);
     else
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
     it.ready = 1;

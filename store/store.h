@@ -34,11 +34,6 @@ typedef struct store_config {
   /* 1: store every payload raw, no zstd (gentraced --zstd-level 0): the
    * compressor threads then only check and summarize. */
   int no_compress;
-  /* Payload bytes waiting for a compressor past which the next generation
-   * a compressor takes is stored raw, until they catch up (STORE_BACKLOG
-   * in store_writer.h): disk for CPU only while ingest outruns zstd.
-   * 0 = the default (16 MiB); UINT64_MAX = always compress. */
-  uint64_t compress_backlog;
   uint32_t batch_max;        /* generations per transaction, default 64 */
   /* Group commit: once a generation is ready, wait up to this long for
    * more from other sessions (until batch_max or STORE_LINGER_BYTES) so
@@ -158,9 +153,6 @@ typedef struct store_stats {
    * (after a delete, or all hours of a database from before schema 6), and
    * slots rebuilt so far. */
   uint64_t rollup_pending_slots, rollup_rebuilt_slots;
-  /* Generations stored raw because the compressors were behind
-   * (compress_backlog), and their payload bytes. */
-  uint64_t raw_backlog_gens, raw_backlog_bytes;
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

@@ -63,7 +63,7 @@ void store_commit_summarize(store *s, zitem *it) {
 /* Compresses the payload of it->g into a new buffer. Compression that does
  * not shrink the payload is not kept: the reader then skips the
  * decompression. Thread: a compressor, with its own cctx. */
-void store_commit_compress(store *s, store_zpol *zp, zitem *it, int raw) {
+void store_commit_compress(store *s, store_zpol *zp, zitem *it) {
   const store_gen *g = it->g;
   it->z = NULL;
   it->zlen = g->len;
@@ -73,13 +73,6 @@ void store_commit_compress(store *s, store_zpol *zp, zitem *it, int raw) {
   store_commit_summarize(s, it);
   if (g->len < STORE_ZSTD_MIN || s->cfg.no_compress)
     return;
-  if (raw) { /* invariant 15: behind, so this one costs disk, not CPU */
-    pthread_mutex_lock(&s->st_lock);
-    s->stats.raw_backlog_gens++;
-    s->stats.raw_backlog_bytes += g->len;
-    pthread_mutex_unlock(&s->st_lock);
-    return;
-  }
   size_t bound = ZSTD_compressBound(g->len);
   uint8_t *z = malloc(bound);
   if (!z)

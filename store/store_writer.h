@@ -45,12 +45,6 @@
 #define STORE_ZSTD_MIN 512
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
-/* compress_backlog's default: payload bytes waiting for a compressor past
- * which generations are stored raw (store.c invariant 15). 16 MiB is four
- * of the reference agent's largest generations, about 25 ms of the two
- * compressors' work here: a burst passes under it, a store that fell
- * behind for longer does not. */
-#define STORE_BACKLOG (16ull << 20)
 
 enum {
   ST_BEGIN,
@@ -122,8 +116,7 @@ struct store {
   size_t q_head, q_len, q_cap;
   zitem *cq;
   size_t cq_head, cq_len, cq_cap;
-  uint64_t q_bytes;  /* payload bytes in q and cq */
-  uint64_t qz_bytes; /* payload bytes in q: waiting for a compressor */
+  uint64_t q_bytes; /* payload bytes in q and cq */
   /* Compressed copies and compression buffers alive now (atomic; read by
    * the ingest loop for its memory budget, store_scratch_bytes). */
   uint64_t scratch_bytes;
@@ -242,10 +235,8 @@ int store_setup_load_index(store *s, char **cause);
 
 /* store_commit.c. Compresses (and summarizes) it->g into it with the
  * compressor's own context (store_zpol.h: zstd at the store's level, the
- * shortest match chosen per session); with raw set (the compressors are
- * behind: invariant 15) only summarizes and stores it raw. Thread: a
- * compressor. */
-void store_commit_compress(store *s, store_zpol *zp, zitem *it, int raw);
+ * shortest match chosen per session). Thread: a compressor. */
+void store_commit_compress(store *s, store_zpol *zp, zitem *it);
 /* it->sum: the generation's summary and, for check_events, the check of
  * its events (one walk); a no-op when made already. Any thread. */
 void store_commit_summarize(store *s, zitem *it);
