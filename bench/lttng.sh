@@ -90,8 +90,9 @@ lttng_a1() {
 # Starts a gentraced for B1 on private ports (database $W/b1.db); GD its
 # PID, GAGENT its agent address (empty if it did not start).
 b1_gentraced_up() {
+	# shellcheck disable=SC2086 # GENTRACED_ARGS: extra flags, split (A/B runs)
 	"$BUILD/daemon/gentraced" --log "$W/b1d.log" --agent-listen 127.0.0.1:0 \
-		--http-listen 127.0.0.1:0 --db "$W/b1.db" >/dev/null 2>&1 &
+		--http-listen 127.0.0.1:0 --db "$W/b1.db" ${GENTRACED_ARGS:-} >/dev/null 2>&1 &
 	GD=$!
 	PIDS="$PIDS $GD"
 	local i=0

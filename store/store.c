@@ -2,8 +2,9 @@
  * thread, batched transactions, retention, disk-full handling.
  *
  * Owns: the write connection and its prepared statements, the store thread,
- * the compressor thread, the two queues, the session index (store_index.c), the
- * zstd compression context, and the counters behind store_stats_get.
+ * the compressor threads (each with its zstd context, store_zpol.c), the two
+ * queues, the session index (store_index.c), and the counters behind
+ * store_stats_get.
  *
  * Files: this one opens, queues, runs the threads and closes; the state is
  * in store_writer.h; store_setup.c holds the open's SQLite steps,
@@ -422,9 +423,10 @@ void store_stats_get(store *s, store_stats *out) {
 /* A compressor: q -> compress -> cq, one generation at a time. */
 static void *comp_main(void *arg) {
   store *s = arg;
+  pthread_setname_np(pthread_self(), "gt-compress"); /* for top, profiles */
   /* Without a context every item is stored raw: slower disk use, but
    * correct, and out of memory here is not worth stopping ingest for. */
-  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  store_zpol *zp = store_zpol_new(s->cfg.zstd_level);
   pthread_mutex_lock(&s->q_lock);
   for (;;) {
     while ((s->q_len == 0 && !s->closing) ||
@@ -442,8 +444,8 @@ static void *comp_main(void *arg) {
     pthread_mutex_unlock(&s->q_lock);
 
     zitem it = {.g = g};
-    if (cctx)
-      store_commit_compress(s, cctx, &it);
+    if (zp)
+      store_commit_compress(s, zp, &it);
     else
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
     it.ready = 1;
@@ -462,7 +464,7 @@ static void *comp_main(void *arg) {
    * closing with q empty: wake it to see q is drained. */
   pthread_cond_broadcast(&s->q_cond);
   pthread_mutex_unlock(&s->q_lock);
-  ZSTD_freeCCtx(cctx);
+  store_zpol_free(zp);
   return NULL;
 }
 
@@ -512,6 +514,7 @@ static void linger(store *s) {
 
 static void *store_main(void *arg) {
   store *s = arg;
+  pthread_setname_np(pthread_self(), "gt-store");
   for (;;) {
     pthread_mutex_lock(&s->q_lock);
     while (!(s->cq_len > 0 && s->cq[s->cq_head].ready) &&

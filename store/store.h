@@ -31,6 +31,9 @@ typedef struct store_config {
   int64_t retain_ns;         /* 0 = keep forever */
   uint64_t max_db_bytes;     /* 0 = unlimited; main db + WAL */
   int zstd_level;            /* default 3 */
+  /* 1: store every payload raw, no zstd (gentraced --zstd-level 0): the
+   * compressor threads then only check and summarize. */
+  int no_compress;
   uint32_t batch_max;        /* generations per transaction, default 64 */
   /* Group commit: once a generation is ready, wait up to this long for
    * more from other sessions (until batch_max or STORE_LINGER_BYTES) so
