@@ -78,6 +78,7 @@ typedef struct gt__sender {
   gtp_frame_decoder dec;
   gt__gen *cur;   /* generation being transmitted (pinned) */
   size_t cur_off; /* next body byte to frame */
+  int more;       /* do_write stopped at its budget with frames to send */
   /* Statistics (read by gt_stats under no lock: relaxed snapshots). */
   uint64_t bytes_sent, connects;
   uint64_t auth_refused; /* ERROR(AUTH) answers to HELLO */
