@@ -10,6 +10,8 @@
 #   SECS        seconds per B1 trial
 #   TRIAL_MAX_S the longest a trial's emitter may take and still pass
 #   LT_LOG      where LTTng's own output goes (default /dev/null)
+#   LT_CHANNEL  channel0's options (unset: lt_channel's, sized as the
+#               agents' pools; "default": LTTng's defaults)
 #
 # LTTng runs as nobody with its own HOME (no session daemon of the
 # machine is involved), on private random ports.
@@ -103,6 +105,23 @@ b1_gentraced_up() {
 
 lt_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && a <= b) }'; }
 
+# channel0's options for PROCS traced processes: per-UID ring buffers (one
+# per CPU, shared by every process of the user, LTTng's default scheme) of
+# 8 MiB per process in all, as much as each gentrace agent's buffer pool
+# (GENTRACE_BUFFER_MB's default), up to 8 processes (64 MiB); 8 sub-buffers
+# per CPU. LTTng's default is 4 x 512 KiB per CPU (4 MiB in all on two
+# CPUs), which discarded 2-3x more events than this with 8 processes at
+# 14 M/s (2026-11-26, bench/RESULTS.md): a bias against relayd.
+lt_channel() {
+	local n=$1 cpus
+	cpus=$(nproc)
+	[ "$n" -gt 8 ] && n=8
+	awk -v n="$n" -v c="$cpus" 'BEGIN {
+		sub_ = n * 8 * 1048576 / c / 8; s = 4096
+		while (s < sub_) s *= 2
+		printf "--subbuf-size=%d --num-subbuf=8", s }'
+}
+
 # The rate a trial reached: EMITTED events over max(ELAPSED, SECS), as an
 # integer (bench_b1's run_trial does the same for gentrace): a trial up to
 # 20% late passes on both sides, but counts at the rate it reached.
@@ -118,11 +137,11 @@ lttng_trial() {
 	local rate=$1 th=$2 procs=${3:-1} s="b1-$1-$2-$RANDOM"
 	rm -rf "$LD/relay"
 	AS lttng create "$s" --set-url="net://127.0.0.1:$RPORT:$((RPORT + 1))" >>"$LT_LOG" 2>&1
-	# LT_CHANNEL: options for channel0 (say "--subbuf-size=1M
-	# --num-subbuf=8"); empty, LTTng's defaults (per-UID buffers, 4 x
-	# 512 KiB per CPU).
-	[ -z "${LT_CHANNEL:-}" ] ||
-		AS lttng enable-channel -u channel0 $LT_CHANNEL >>"$LT_LOG" 2>&1
+	# The ring buffers hold as much as the agents' pools would (lt_channel);
+	# LT_CHANNEL overrides ("default": LTTng's own).
+	local ch=${LT_CHANNEL-$(lt_channel "$procs")}
+	[ "$ch" = default ] ||
+		AS lttng enable-channel -u channel0 $ch >>"$LT_LOG" 2>&1
 	AS lttng enable-event -u -c channel0 'gtbench:*' >>"$LT_LOG" 2>&1
 	AS lttng start >>"$LT_LOG" 2>&1
 	# LTTng-UST's state dumps (the base addresses of every loaded object,
