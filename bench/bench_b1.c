@@ -26,7 +26,7 @@
  * SQLite and the kernel.
  *
  * GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB set the
- * agent's buffer pool, generation period and spool (defaults 8, 1000, 64).
+ * agent's buffer pool, generation period and spool (defaults 16, 1000, 64).
  *
  * With BENCH_B1_SHARED=1 and the environment of scripts/cluster-up (make
  * bench-b1-shared), the same search runs again against a gentraced on the
