@@ -106,20 +106,23 @@ b1_gentraced_up() {
 lt_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && a <= b) }'; }
 
 # channel0's options for PROCS traced processes: per-UID ring buffers (one
-# per CPU, shared by every process of the user, LTTng's default scheme) of
-# 16 MiB per process in all, as much as each gentrace agent's buffer pool
-# (GENTRACE_BUFFER_MB's default), up to 8 processes (128 MiB); 8 sub-buffers
-# per CPU. LTTng's default is 4 x 512 KiB per CPU (4 MiB in all on two
-# CPUs), which discarded 2-3x more events than 64 MiB did with 8 processes
-# at 14 M/s (2026-11-26, bench/RESULTS.md): a bias against relayd.
+# per CPU, shared by every process of the user, LTTng's default scheme)
+# holding at least what each gentrace agent can hold of a burst before it
+# loses events: its buffer pool and its spool of sealed generations waiting
+# for ACKs (GENTRACE_BUFFER_MB + GENTRACE_SPOOL_MB, defaults 16 + 64 MiB),
+# per process, up to 8 processes; 16 sub-buffers per CPU, their size the
+# next power of two (LTTng's rule), so relayd gets at least as much as the
+# agents, never less. LTTng's default is 4 x 512 KiB per CPU (4 MiB in all
+# on two CPUs), which discarded 2-3x more events than 64 MiB did with 8
+# processes at 14 M/s (2026-11-26, bench/RESULTS.md): a bias against relayd.
 lt_channel() {
 	local n=$1 cpus
 	cpus=$(nproc)
 	[ "$n" -gt 8 ] && n=8
 	awk -v n="$n" -v c="$cpus" 'BEGIN {
-		sub_ = n * 16 * 1048576 / c / 8; s = 4096
+		sub_ = n * (16 + 64) * 1048576 / c / 16; s = 4096
 		while (s < sub_) s *= 2
-		printf "--subbuf-size=%d --num-subbuf=8", s }'
+		printf "--subbuf-size=%d --num-subbuf=16", s }'
 }
 
 # The rate a trial reached: EMITTED events over max(ELAPSED, SECS), as an
