@@ -143,8 +143,11 @@ lttng_trial() {
 	# The ring buffers hold as much as the agents' pools would (lt_channel);
 	# LT_CHANNEL overrides ("default": LTTng's own).
 	local ch=${LT_CHANNEL-$(lt_channel "$procs")}
+	# A channel LTTng refuses would leave the trial on its default one:
+	# said on stderr, not silently.
 	[ "$ch" = default ] ||
-		AS lttng enable-channel -u channel0 $ch >>"$LT_LOG" 2>&1
+		AS lttng enable-channel -u channel0 $ch >>"$LT_LOG" 2>&1 ||
+		echo "lttng_trial: lttng enable-channel $ch failed: LTTng's default channel" >&2
 	AS lttng enable-event -u -c channel0 'gtbench:*' >>"$LT_LOG" 2>&1
 	AS lttng start >>"$LT_LOG" 2>&1
 	# LTTng-UST's state dumps (the base addresses of every loaded object,
