@@ -107,6 +107,10 @@
  * on the write connection so tests can make the database "full" at will;
  * GENTRACE_BENCH_NO_SUMMARY (set) commits without summaries, for
  * bench_b1's same-run measure of what summarizing costs.
+ * GENTRACE_TEST_WAL_PAGES=N sets the WAL target to N pages (checkpoints
+ * within seconds in tests); GENTRACE_BENCH_INLINE_CKPT (set) leaves
+ * checkpoints inside COMMIT, as before store_ckpt.c, for bench_fleet's
+ * same-run before/after.
  * None is meant for production.
  */
 #include "config.h" /* _GNU_SOURCE: vasprintf */
@@ -153,6 +157,8 @@ void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
 /* The second half of store_open's setup, undone (store_close, and its
  * fail_db unwind): statements, connection, locks. */
 static void close_db(store *s) {
+  store_ckpt_stop(s->ckpt, s->db, s->wal_frames); /* before the writer */
+  s->ckpt = NULL;
   store_summary_close(s->sum);
   for (int i = 0; i < ST_COUNT_; i++)
     sqlite3_finalize(s->st[i]);
@@ -268,6 +274,11 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     goto fail_db;
   s->stats.db_bytes = db_bytes(s);
   s->next_tick_ns = now_ns(CLOCK_MONOTONIC);
+  /* Checkpoints off the store thread; without it, SQLite's own inside
+   * COMMIT (GENTRACE_BENCH_INLINE_CKPT: benchmarks' same-run before). */
+  if (getenv("GENTRACE_BENCH_INLINE_CKPT") == NULL)
+    s->ckpt =
+        store_ckpt_start(s->db, s->path, s->wal_frames, s->cfg.sync_full);
 
   rc = pthread_create(&s->thread, NULL, store_main, s);
   if (rc != 0) {
@@ -390,6 +401,14 @@ void store_stats_get(store *s, store_stats *out) {
   pthread_mutex_lock(&s->st_lock);
   *out = s->stats;
   pthread_mutex_unlock(&s->st_lock);
+  store_ckpt_stats cs;
+  store_ckpt_stats_get(s->ckpt, &cs);
+  out->ckpt_passes = cs.passes;
+  out->ckpt_pass_ns_total = cs.pass_ns_total;
+  out->ckpt_pass_ns_max = cs.pass_ns_max;
+  out->ckpt_finishes = cs.finishes;
+  out->ckpt_finish_ns_max = cs.finish_ns_max;
+  out->ckpt_busy = cs.busy;
   store_index_stats(s->idx, out);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);

@@ -150,6 +150,11 @@ typedef struct store_stats {
    * (after a delete, or all hours of a database from before schema 6), and
    * slots rebuilt so far. */
   uint64_t rollup_pending_slots, rollup_rebuilt_slots;
+  /* WAL checkpoints (store_ckpt.h): passes of the checkpointer thread and
+   * their time; the store thread's short finishes and the longest. */
+  uint64_t ckpt_passes, ckpt_pass_ns_total, ckpt_pass_ns_max;
+  uint64_t ckpt_finishes, ckpt_finish_ns_max;
+  int ckpt_busy; /* a pass is under way or asked for */
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

@@ -23,6 +23,7 @@
 
 #include "store.h"
 #include "store_index.h"
+#include "store_ckpt.h"
 #include "store_int.h"
 #include "store_summary.h"
 
@@ -125,6 +126,11 @@ struct store {
 
   /* Thread-safe on its own (store_index.c). */
   store_index *idx;
+  /* The checkpointer (store_ckpt.c), NULL when it could not start or
+   * GENTRACE_BENCH_INLINE_CKPT is set; wal_frames: the WAL target in
+   * frames (store_setup_pragmas). */
+  struct store_ckpt *ckpt;
+  int64_t wal_frames;
 
   /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
   pthread_mutex_t st_lock;
