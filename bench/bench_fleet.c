@@ -399,28 +399,26 @@ static int run_load(const opts *o, int gentraced, result *r) {
                gtd_metric_f_in(m0, "gentrace_store_commit_seconds_total");
     /* Where slow ACKs can come from: the longest COMMIT, and the WAL
      * checkpoints (store/store_ckpt.c; maxima since the daemon started). */
-    fprintf(stderr,
-            "bench_fleet: %s commits and checkpoints: commit max %.1f ms;"
-            " %.0f checkpointer passes, %.1f ms mean, %.1f ms max;"
-            " %.0f store-thread finishes, %.1f ms max\n",
-            sv.name, gtd_metric_f_in(m1, "gentrace_store_commit_seconds_max") * 1e3,
-            (double)(gtd_metric_in(m1, "gentrace_store_checkpoints_total") -
-                     gtd_metric_in(m0, "gentrace_store_checkpoints_total")),
-            (gtd_metric_f_in(m1, "gentrace_store_checkpoint_seconds_total") -
-             gtd_metric_f_in(m0, "gentrace_store_checkpoint_seconds_total")) *
-                1e3 /
-                fmax(1.0, (double)(gtd_metric_in(
-                                       m1, "gentrace_store_checkpoints_total") -
-                                   gtd_metric_in(
-                                       m0, "gentrace_store_checkpoints_total"))),
-            gtd_metric_f_in(m1, "gentrace_store_checkpoint_seconds_max") * 1e3,
-            (double)(gtd_metric_in(m1,
-                                   "gentrace_store_checkpoint_finishes_total") -
-                     gtd_metric_in(m0,
-                                   "gentrace_store_checkpoint_finishes_total")),
-            gtd_metric_f_in(m1,
-                            "gentrace_store_checkpoint_finish_seconds_max") *
-                1e3);
+    fprintf(
+        stderr,
+        "bench_fleet: %s commits and checkpoints: commit max %.1f ms;"
+        " %.0f checkpointer passes, %.1f ms mean, %.1f ms max;"
+        " %.0f store-thread finishes, %.1f ms max\n",
+        sv.name, gtd_metric_f_in(m1, "gentrace_store_commit_seconds_max") * 1e3,
+        (double)(gtd_metric_in(m1, "gentrace_store_checkpoints_total") -
+                 gtd_metric_in(m0, "gentrace_store_checkpoints_total")),
+        (gtd_metric_f_in(m1, "gentrace_store_checkpoint_seconds_total") -
+         gtd_metric_f_in(m0, "gentrace_store_checkpoint_seconds_total")) *
+            1e3 /
+            fmax(1.0, (double)(gtd_metric_in(
+                                   m1, "gentrace_store_checkpoints_total") -
+                               gtd_metric_in(
+                                   m0, "gentrace_store_checkpoints_total"))),
+        gtd_metric_f_in(m1, "gentrace_store_checkpoint_seconds_max") * 1e3,
+        (double)(gtd_metric_in(m1, "gentrace_store_checkpoint_finishes_total") -
+                 gtd_metric_in(m0, "gentrace_store_checkpoint_finishes_total")),
+        gtd_metric_f_in(m1, "gentrace_store_checkpoint_finish_seconds_max") *
+            1e3);
   }
   free(m0);
   free(m1);

@@ -78,7 +78,7 @@ typedef struct result {
   uint64_t sent, acked, dup, refused, lost, unacked, skipped, connect_fail;
   double cpu_s, wall_s, rss0_kib, rss_kib;
   double us_per_gen, cpu_per_mev, core_pct, bytes_per_agent;
-  double io_bytes; /* written to storage during the run */
+  double io_bytes;                     /* written to storage during the run */
   hist welcome, ack, ack_in, ack_wait; /* ack_in, ack_wait: see wres */
   uint64_t ack_nots;
   uint64_t missing, extra, checked; /* store verification (gentraced) */

@@ -98,8 +98,7 @@ void fleet_report_print(const opts *o, const result *r) {
             fleet_hist_pct_ms(&r->ack_in, 99), (double)r->ack_in.max_us / 1000,
             fleet_hist_pct_ms(&r->ack_wait, 50),
             fleet_hist_pct_ms(&r->ack_wait, 99),
-            (double)r->ack_wait.max_us / 1000,
-            (unsigned long long)r->ack_nots);
+            (double)r->ack_wait.max_us / 1000, (unsigned long long)r->ack_nots);
   if (r->verified)
     fprintf(stderr,
             "bench_fleet: %s store check (/v1/agents): %llu sessions, %llu "
