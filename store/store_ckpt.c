@@ -127,6 +127,9 @@ void store_ckpt_finish(store_ckpt *c, sqlite3 *wdb) {
 
 static void *ckpt_main(void *arg) {
   store_ckpt *c = arg;
+  /* Named like the store's other threads, for top -H and per-thread CPU
+   * figures (bench/b1_threads.sh). */
+  (void)pthread_setname_np(pthread_self(), "gt-ckpt");
   pthread_mutex_lock(&c->lock);
   for (;;) {
     while (!c->want && !c->stop)
