@@ -271,8 +271,14 @@ int gt_start(const gt_config *user) {
    * (default 10 min); half of it leaves room for a late cut. */
   if (c.period_ms > 300000)
     c.period_ms = 300000;
+  /* 16 MiB: the generation is cut at half the pool (8 MiB, GEN_CUT_BYTES),
+   * and the other half must last while the agent thread wakes and seals.
+   * With 8 MiB one agent at 20-25 M events/s dropped 3-14 M events a 2 s
+   * trial (the sealer off a CPU for 10-90 ms at load 4-9), with 16 MiB
+   * 0-0.9 M (bench/RESULTS.md, 2026-11-26). Carved on first use: a quiet
+   * program touches a few buffers of it. */
   if (c.buffer_mb == 0)
-    c.buffer_mb = 8;
+    c.buffer_mb = 16;
   if (c.spool_mb == 0)
     c.spool_mb = 64;
   if (c.buffer_mb > 65536 || c.spool_mb > 65536)

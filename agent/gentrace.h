@@ -55,7 +55,7 @@ typedef struct gt_config {
   const char *token;   /* agent token, default none */
   const char *tags;    /* "k=v,k=v", default none */
   uint32_t period_ms;  /* generation period, default 1000 (10 .. 300000) */
-  uint32_t buffer_mb;  /* per-thread buffer pool total, default 8 */
+  uint32_t buffer_mb;  /* per-thread buffer pool total, default 16 */
   uint32_t spool_mb;   /* sealed generations held, default 64 */
   int stacks;          /* 1: stacks on region begins and instants */
   uint32_t flush_timeout_ms; /* gt_stop()/exit flush bound; 0 (default):

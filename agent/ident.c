@@ -37,7 +37,7 @@ void gt_config_init(gt_config *cfg) {
   cfg->size = sizeof *cfg;
   cfg->addr = "127.0.0.1:7170";
   cfg->period_ms = 1000;
-  cfg->buffer_mb = 8;
+  cfg->buffer_mb = 16;
   cfg->spool_mb = 64;
   cfg->flush_timeout_ms = 0; /* automatic, see agent_main's stop */
   cfg->log_level = GT_LOG_INFO;

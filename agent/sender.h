@@ -17,6 +17,10 @@
  *     would never be resent nor counted.
  *  3. Frames read are bounded by GTP_FRAME_MAX before any buffering (the
  *     frame decoder's invariant 1).
+ *  4. Records sent without a copy (zc) point into the body of `cur`, which
+ *     stays pinned until every byte of them went out: the next frame is
+ *     built, and `cur` released at GEN_END, only once out and zc are both
+ *     empty; otherwise the kernel could read a freed body.
  *
  * Thread: agent thread only (the struct is not shared).
  */
@@ -78,6 +82,12 @@ typedef struct gt__sender {
   gtp_frame_decoder dec;
   gt__gen *cur;   /* generation being transmitted (pinned) */
   size_t cur_off; /* next body byte to frame */
+  int more;       /* do_write stopped at its budget with frames to send */
+  /* A BATCH frame's records sent from the pinned body of `cur` itself
+   * (plain TCP): out holds the frame's head, these the records, and
+   * do_write hands both to one sendmsg. zc_off == zc_len: none. */
+  const uint8_t *zc;
+  size_t zc_len, zc_off;
   /* Statistics (read by gt_stats under no lock: relaxed snapshots). */
   uint64_t bytes_sent, connects;
   uint64_t auth_refused; /* ERROR(AUTH) answers to HELLO */

@@ -125,11 +125,13 @@ int b1_agent_run(const char *addr, const char *service, double rate,
     pthread_create(&t[i], NULL, emit, &w[i]);
   }
   double elapsed = 0, emit_cpu = 0;
+  unsigned long long emitted = 0;
   for (unsigned i = 0; i < threads; i++) {
     pthread_join(t[i], NULL);
     if (w[i].elapsed > elapsed)
       elapsed = w[i].elapsed;
     emit_cpu += w[i].cpu_s;
+    emitted += w[i].emitted;
   }
   /* BENCH_THREAD_CPU (as lttng_bench's): the emitters' CPU seconds and the
    * rest of this process's so far (start-up, the agent's thread), on
@@ -155,10 +157,10 @@ int b1_agent_run(const char *addr, const char *service, double rate,
             (unsigned long long)fin.events_dropped,
             (unsigned long long)fin.events_evicted,
             (unsigned long long)fin.events_rejected);
-  char line[128];
-  int n = snprintf(line, sizeof line, "%llu %llu %.3f\n",
+  char line[160];
+  int n = snprintf(line, sizeof line, "%llu %llu %.3f %llu\n",
                    (unsigned long long)st.events_written,
-                   (unsigned long long)st.events_dropped, elapsed);
+                   (unsigned long long)st.events_dropped, elapsed, emitted);
   if (write(fd, line, (size_t)n) != n)
     return 1;
   return 0;

@@ -7,8 +7,11 @@
 /* In a fresh child: gt_start with addr (a failover list
  * "host:port[,host:port...]" is passed as is) and service, `rate` events/s
  * in all over `threads` threads for `seconds`, gt_stop (its flush waits up
- * to 10 s for the ACKs), then one line "written dropped elapsed\n" on fd
- * (elapsed: seconds the slowest thread took to emit its share). The
+ * to 10 s for the ACKs), then one line "written dropped elapsed emitted\n" on
+ * fd (elapsed: seconds the slowest thread took to emit its share; emitted:
+ * the gt_counter calls the threads made, counted by the threads, which a
+ * trial compares with what was stored, as bench/lttng.sh compares
+ * lttng_bench's own count with what relayd wrote). The
  * agent's GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB come
  * from the environment. With ready_fd >= 0, once the agent is connected
  * (at most 60 s) one byte goes to ready_fd and the threads start only at

@@ -52,7 +52,9 @@ snap() {
 	for np in "$@"; do
 		n=${np%%:*} p=${np#*:}
 		for t in /proc/"$p"/task/*; do
-			awk -v n="$n" -v t="${t##*/}" '{ print n, t, $1 }' "$t/schedstat" 2>/dev/null
+			# The thread's name (gentraced names its threads) beside its tid.
+			awk -v n="$n-$(tr -d ' ' <"$t/comm" 2>/dev/null)" -v t="${t##*/}" \
+				'{ print n, t, $1 }' "$t/schedstat" 2>/dev/null
 		done
 	done
 }
@@ -84,6 +86,13 @@ for r in $(seq 1 "$REPS"); do
 	snap gentraced:"$GD" >"$W/a"
 	set -- $res
 	say "repeat $r gentrace rate=$GT_RATE: $res (trial $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s)"
+	# How the trial's generations were stored (zstd, or raw: --zstd-level
+	# 0, or zstd did not shrink them), and at what share of their size.
+	say "repeat $r gentrace stored: $(sqlite3 -cmd '.timeout 10000' "file:$W/b1.db?mode=ro" \
+		"SELECT group_concat(codec || '=' || n || ' gens at ' || r, ', ') FROM
+		 (SELECT codec, count(*) n, printf('%.3f', 1.0 * sum(stored_bytes) / sum(bytes)) r
+		  FROM generations WHERE session_id = (SELECT max(id) FROM sessions)
+		  GROUP BY codec)" 2>/dev/null)"
 	split "$W/b" "$W/a" "$W/emit.out" >"$W/tab"
 	report "gentrace(rate=$GT_RATE)" "$1" "${2:-0}" "${8:-1}" "$W/tab"
 

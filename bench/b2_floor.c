@@ -15,7 +15,9 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,12 @@
 #include "varint.h"
 
 #define FLOOR_READ (256u << 10) /* gentraced's READ_BUF_SIZE */
+/* The storing floor's fdatasync cadence: gentraced's store runs SQLite's
+ * WAL with synchronous=NORMAL, which syncs only at a checkpoint, and
+ * checkpoints when the WAL reaches STORE_WAL_TARGET (store_writer.h,
+ * 64 MiB; wal_autocheckpoint is set to it). Commits themselves do not
+ * sync, so neither does this floor between checkpoints. */
+#define FLOOR_SYNC_BYTES (64u << 20)
 
 static double mono_s(void) {
   struct timespec ts;
@@ -86,30 +94,139 @@ static void walk(walker *w, const uint8_t *p, size_t n) {
   }
 }
 
+/* What the child reports through its pipe. */
+typedef struct floor_out {
+  walker w;
+  uint32_t syncs; /* fdatasync calls (B2_FLOOR_STORE) */
+  double sync_s;  /* wall seconds spent in them */
+  double read_s;  /* CPU seconds of the reading thread alone */
+} floor_out;
+
+/* The storing floor's syncer: fdatasync off the reading thread, as
+ * gentraced's checkpoints run on its store thread, not its loop. The
+ * reader asks for a sync every FLOOR_SYNC_BYTES and waits only when the
+ * previous one is still running (a disk slower than the wire). */
+typedef struct syncer {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int fd;
+  uint32_t asked, done; /* syncs requested and finished */
+  int stop, failed;
+  double sync_s;
+} syncer;
+
+static void *syncer_main(void *arg) {
+  syncer *y = arg;
+  pthread_mutex_lock(&y->mu);
+  for (;;) {
+    while (!y->stop && y->done == y->asked)
+      pthread_cond_wait(&y->cv, &y->mu);
+    if (y->done == y->asked)
+      break; /* stop, nothing asked */
+    pthread_mutex_unlock(&y->mu);
+    double t = mono_s();
+    int rc = fdatasync(y->fd);
+    t = mono_s() - t;
+    pthread_mutex_lock(&y->mu);
+    y->sync_s += t;
+    y->failed |= rc < 0;
+    y->done++;
+    pthread_cond_broadcast(&y->cv);
+  }
+  pthread_mutex_unlock(&y->mu);
+  return NULL;
+}
+
+/* Asks for one more sync once the one before it has finished. */
+static void syncer_ask(syncer *y) {
+  pthread_mutex_lock(&y->mu);
+  while (y->done != y->asked)
+    pthread_cond_wait(&y->cv, &y->mu);
+  y->asked++;
+  pthread_cond_broadcast(&y->cv);
+  pthread_mutex_unlock(&y->mu);
+}
+
+/* Appends p[0..n) to fd with write(2) calls of at most `chunk` bytes
+ * (0: as few as the kernel takes), resuming short writes. 0 or -1. */
+static int write_all(int fd, const uint8_t *p, size_t n, size_t chunk) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, chunk > 0 && chunk < n ? chunk : n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
 /* The child: accepts one connection on ls, reads it to EOF, writes its
- * walker to out and exits. hold: room for every byte (len), never reused. */
-static void receiver(int ls, int out, size_t len, int hold) {
+ * floor_out to out and exits. HOLD: room for every byte (len), never
+ * reused; STORE: every read appended to the file `path` and synced every
+ * FLOOR_SYNC_BYTES. */
+static void receiver(int ls, int out, size_t len, b2_floor_mode mode,
+                     const char *path) {
   int fd = accept(ls, NULL, NULL);
   if (fd < 0)
     _exit(3);
+  int hold = mode == B2_FLOOR_HOLD;
   uint8_t *buf = malloc(hold ? len + FLOOR_READ : FLOOR_READ);
   if (buf == NULL)
     _exit(4);
-  walker w;
-  memset(&w, 0, sizeof w);
-  size_t off = 0;
+  int lf = -1;
+  syncer y = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  pthread_t th;
+  if (mode == B2_FLOOR_STORE) {
+    lf = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    y.fd = lf;
+    if (lf < 0 || pthread_create(&th, NULL, syncer_main, &y) != 0)
+      _exit(6);
+  }
+  /* BENCH_B2_FLOOR_WRITE=N: write(2) calls of N bytes at most, e.g.
+   * 4096 for SQLite's one call per 4 KiB page (not the figure B2 prints
+   * by default: that is the floor's, every read written whole). */
+  const char *wenv = getenv("BENCH_B2_FLOOR_WRITE");
+  size_t chunk = wenv != NULL ? (size_t)strtoul(wenv, NULL, 10) : 0;
+  floor_out o;
+  memset(&o, 0, sizeof o);
+  size_t off = 0, unsynced = 0;
   for (;;) {
     ssize_t r = read(fd, buf + off, FLOOR_READ);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
       break;
-    walk(&w, buf + off, (size_t)r);
+    walk(&o.w, buf + off, (size_t)r);
     if (hold && off + (size_t)r <= len)
       off += (size_t)r;
+    if (lf >= 0) {
+      if (write_all(lf, buf, (size_t)r, chunk) < 0)
+        _exit(7);
+      unsynced += (size_t)r;
+      if (unsynced >= FLOOR_SYNC_BYTES) {
+        syncer_ask(&y);
+        unsynced -= FLOOR_SYNC_BYTES;
+      }
+    }
   }
-  ssize_t wr = write(out, &w, sizeof w);
-  _exit(wr == (ssize_t)sizeof w ? 0 : 5);
+  o.read_s = thread_cpu_s();
+  if (lf >= 0) {
+    /* The last sync asked for ends inside the window; the bytes since
+     * wait for the next checkpoint, as they would in gentraced. */
+    pthread_mutex_lock(&y.mu);
+    y.stop = 1;
+    pthread_cond_broadcast(&y.cv);
+    pthread_mutex_unlock(&y.mu);
+    pthread_join(th, NULL);
+    if (y.failed)
+      _exit(8);
+    o.syncs = y.done;
+    o.sync_s = y.sync_s;
+  }
+  ssize_t wr = write(out, &o, sizeof o);
+  _exit(wr == (ssize_t)sizeof o ? 0 : 5);
 }
 
 /* What the sender's own walk of frames says the receiver must see. */
@@ -119,8 +236,10 @@ static void expect(const uint8_t *frames, size_t len, walker *w) {
 }
 
 int b2_floor_run(const uint8_t *frames, size_t len, b2_floor_mode mode,
-                 b2_floor_fig *fig) {
+                 const char *dir, b2_floor_fig *fig) {
   memset(fig, 0, sizeof *fig);
+  char path[512];
+  snprintf(path, sizeof path, "%s/b2-floor.log", dir != NULL ? dir : ".");
   int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa;
   socklen_t sl = sizeof sa;
@@ -141,7 +260,7 @@ int b2_floor_run(const uint8_t *frames, size_t len, b2_floor_mode mode,
   }
   if (pid == 0) {
     close(pfd[0]);
-    receiver(ls, pfd[1], len, mode == B2_FLOOR_HOLD);
+    receiver(ls, pfd[1], len, mode, path);
   }
   close(pfd[1]);
   pfd[1] = -1;
@@ -160,29 +279,35 @@ int b2_floor_run(const uint8_t *frames, size_t len, b2_floor_mode mode,
   struct rusage ru;
   pid_t w = wait4(pid, &st, 0, &ru);
   fig->wall_s = mono_s() - t0;
-  walker got, want;
+  floor_out got;
+  walker want;
   ssize_t rd = read(pfd[0], &got, sizeof got);
   close(pfd[0]);
   close(ls);
+  if (mode == B2_FLOOR_STORE)
+    unlink(path); /* its dirty pages go with it, not into the next run */
   if (src < 0 || w != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
       rd != (ssize_t)sizeof got) {
     fprintf(stderr, "bench: floor: send %d, receiver status %d\n", src, st);
     return -1;
   }
   expect(frames, len, &want);
-  if (got.bytes != want.bytes || got.frames != want.frames ||
-      got.crc != want.crc) {
+  if (got.w.bytes != want.bytes || got.w.frames != want.frames ||
+      got.w.crc != want.crc) {
     fprintf(stderr,
             "bench: floor: received %llu bytes %llu frames, sent "
             "%llu bytes %llu frames (or a CRC differs)\n",
-            (unsigned long long)got.bytes, (unsigned long long)got.frames,
+            (unsigned long long)got.w.bytes, (unsigned long long)got.w.frames,
             (unsigned long long)want.bytes, (unsigned long long)want.frames);
     return -1;
   }
   fig->bytes = (double)len;
   fig->recv_cpu_s = tv_s(ru.ru_utime, ru.ru_stime);
-  fig->frames = got.frames;
-  fig->crc = got.crc;
+  fig->frames = got.w.frames;
+  fig->crc = got.w.crc;
+  fig->syncs = got.syncs;
+  fig->sync_s = got.sync_s;
+  fig->read_cpu_s = got.read_s;
   return 0;
 
 fail_sock:

@@ -26,7 +26,7 @@
  * SQLite and the kernel.
  *
  * GENTRACE_BUFFER_MB, GENTRACE_PERIOD_MS and GENTRACE_SPOOL_MB set the
- * agent's buffer pool, generation period and spool (defaults 8, 1000, 64).
+ * agent's buffer pool, generation period and spool (defaults 16, 1000, 64).
  *
  * With BENCH_B1_SHARED=1 and the environment of scripts/cluster-up (make
  * bench-b1-shared), the same search runs again against a gentraced on the
@@ -151,9 +151,10 @@ static double b1_now_s(void) {
 /* One trial at `rate` events/s in total over o->agents processes: T_OK
  * (zero loss), T_LOSS, T_AGENT (no loss, but the agents could not emit the
  * rate: their CPU is the limit) or T_ERR. *cpu: the daemon's CPU seconds
- * over the trial. */
+ * over the trial, *reached: the events emitted over max(elapsed, seconds). */
 static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
-                     int idx, double *cpu) {
+                     int idx, double *cpu, double *reached) {
+  *reached = 0;
   char service[64];
   snprintf(service, sizeof service, "b1-%ld-%d", (long)getpid(), idx);
   int p[2];
@@ -206,14 +207,16 @@ static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
   }
   /* Each child writes one short line (atomic in a pipe); EOF once all
    * have exited. */
-  unsigned long long written = 0, dropped = 0;
+  unsigned long long written = 0, dropped = 0, emitted = 0;
   unsigned lines = 0;
   FILE *in = fdopen(p[0], "r");
-  unsigned long long w, dr;
+  unsigned long long w, dr, em;
   double el, elapsed = 0;
-  while (in != NULL && fscanf(in, "%llu %llu %lf", &w, &dr, &el) == 3) {
+  while (in != NULL &&
+         fscanf(in, "%llu %llu %lf %llu", &w, &dr, &el, &em) == 4) {
     written += w;
     dropped += dr;
+    emitted += em;
     if (el > elapsed)
       elapsed = el;
     lines++;
@@ -231,16 +234,25 @@ static int run_trial(gtd *d, const char *addr, double rate, const b1opts *o,
   int64_t stored = b1_catalog ? stored_events_pg(b1_catalog, service, &lost)
                               : stored_events(d->db, service, &lost);
   *cpu = gtd_proc_cpu_s(d->pid) - cpu0;
-  int ok = dropped == 0 && lost == 0 && stored == (int64_t)written;
+  /* Every event the emitters made, counted by themselves, is in the
+   * committed rows (relayd's trial: babeltrace2's count of what relayd
+   * wrote equals lttng_bench's own count), and the agent saw each one. */
+  int ok = dropped == 0 && lost == 0 && written == emitted &&
+           stored == (int64_t)emitted;
   /* Every thread emits its share; one that cannot keep the pace takes
    * longer (as bench/quick's trials, 20% late is behind). */
   int behind = elapsed > 1.2 * o->seconds;
+  /* The rate reached: events over the time the emitters took, never more
+   * than asked (bench/lttng.sh's lt_rate, the same for relayd). A trial
+   * up to 20% late passes, but it counts at the rate it reached. */
+  *reached = emitted / (elapsed > o->seconds ? elapsed : o->seconds);
   fprintf(stderr,
-          "bench_b1: agents=%u threads=%u rate %.2f M/s: written %llu "
-          "stored %lld dropped %llu ledger %lld elapsed %.2fs daemon-cpu "
-          "%.2fs -> %s\n",
-          o->agents, o->threads, rate / 1e6, written, (long long)stored,
-          dropped, (long long)lost, elapsed, *cpu,
+          "bench_b1: agents=%u threads=%u rate %.2f M/s: emitted %llu "
+          "written %llu stored %lld dropped %llu ledger %lld elapsed %.2fs "
+          "(reached %.2f M/s) daemon-cpu %.2fs -> %s\n",
+          o->agents, o->threads, rate / 1e6, emitted, written,
+          (long long)stored, dropped, (long long)lost, elapsed,
+          *reached / 1e6, *cpu,
           !ok      ? "LOSS"
           : behind ? "zero loss, but the agents fell behind the pace"
                    : "zero loss");
@@ -269,8 +281,8 @@ static void profile_trial(gtd *d, const char *addr, double rate,
   /* perf needs a moment to attach (and to install its SIGINT handler). */
   struct timespec ts = {1, 0};
   nanosleep(&ts, NULL);
-  double cpu = 0;
-  int r = run_trial(d, addr, rate, o, idx, &cpu);
+  double cpu = 0, reached = 0;
+  int r = run_trial(d, addr, rate, o, idx, &cpu, &reached);
   kill(perf, SIGINT);
   int st = 0;
   waitpid(perf, &st, 0);
@@ -327,7 +339,8 @@ static void profile_trial(gtd *d, const char *addr, double rate,
 
 typedef struct b1result {
   double good, bad, good_cpu; /* rates (events/s), daemon CPU s at good */
-  int limit;                  /* T_LOSS or T_AGENT */
+  double reached; /* the most events/s a zero-loss trial on time reached */
+  int limit;      /* T_LOSS or T_AGENT */
 } b1result;
 
 /* The ladder and the search on a fresh gentraced (catalog NULL: SQLite,
@@ -371,10 +384,11 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
    * bench/limit's lt_search walks the same steps for lttng-relayd. */
   double good = 0, bad = 0;
   double rate = o->start > 0 ? o->start : o->agents <= 8 ? 1e6 : 1e5;
-  double good_cpu = 0, cpu = 0;
+  double good_cpu = 0, cpu = 0, reached = 0, best = 0;
   int idx = 0, limit = T_OK, err = 0;
   if (o->fixed > 0) {
-    int r = run_trial(&d, addr, o->fixed, o, idx++, &cpu);
+    int r = run_trial(&d, addr, o->fixed, o, idx++, &cpu, &reached);
+    best = r == T_OK ? reached : 0;
     err = r == T_ERR;
     good = r == T_OK || r == T_AGENT ? o->fixed : 0;
     bad = r == T_LOSS ? o->fixed : 0;
@@ -383,13 +397,14 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
   }
   int down = -1; /* unknown until the first trial */
   while (o->fixed <= 0) {
-    int r = run_trial(&d, addr, rate, o, idx++, &cpu);
+    int r = run_trial(&d, addr, rate, o, idx++, &cpu, &reached);
     if (r == T_ERR) {
       err = 1;
       break;
     }
     if (r == T_OK) {
       good = rate;
+      best = reached > best ? reached : best;
       good_cpu = cpu;
       if (down == 1)
         break; /* the first pass on the way down */
@@ -408,7 +423,7 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
   }
   for (unsigned i = 0; i < o->bisect && bad > 0 && good > 0 && !err; i++) {
     double mid = (good + bad) / 2;
-    int r = run_trial(&d, addr, mid, o, idx++, &cpu);
+    int r = run_trial(&d, addr, mid, o, idx++, &cpu, &reached);
     if (r == T_ERR) {
       err = 1;
       break;
@@ -418,6 +433,7 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
       limit = r; /* what stopped the nearest trial above the edge */
     } else {
       good = mid;
+      best = reached > best ? reached : best;
       good_cpu = cpu;
     }
   }
@@ -430,6 +446,7 @@ static int b1_search(const b1opts *o, const char *catalog, b1result *out) {
     return -1;
   }
   out->good = good;
+  out->reached = best;
   out->bad = bad;
   out->good_cpu = good_cpu;
   out->limit = limit;
@@ -552,7 +569,11 @@ int main(int argc, char **argv) {
     return 1;
   if (only)
     res = res2;
-  double good = res.good, bad = res.bad, good_cpu = res.good_cpu;
+  /* The figure is the rate the best zero-loss trial reached (its events
+   * over the time its emitters took, at most the rate asked); the CPU per
+   * event is that of the highest rate that passed. */
+  double good = res.reached, bad = res.bad, good_cpu = res.good_cpu;
+  double asked = res.good;
   int limit = res.limit;
   char unit[128];
   snprintf(unit, sizeof unit, "events/s(zero-loss,agents=%u,threads=%u,%s)",
@@ -569,15 +590,15 @@ int main(int argc, char **argv) {
   printf("BENCH id=%s_lossy value=%.0f unit=events/s(first-lossy-or-late,agents=%u,"
          "threads=%u) baseline=zero-loss:%.0f ratio=%.2f bar=none pass=1\n",
          o.id, bad, o.agents, o.threads, good, good > 0 ? bad / good : 0);
-  double ev = good * o.seconds;
+  double ev = asked * o.seconds;
   printf("BENCH id=%s_cpu value=%.3f unit=daemon-cpu-s/Mevents(agents=%u,"
          "threads=%u,at=%.0f/s) baseline=none:0 ratio=1 bar=none pass=1\n",
-         o.id, ev > 0 ? good_cpu / (ev / 1e6) : 0, o.agents, o.threads, good);
+         o.id, ev > 0 ? good_cpu / (ev / 1e6) : 0, o.agents, o.threads, asked);
   if (shared && !only)
     printf("BENCH id=%s-shared value=%.0f unit=events/s(zero-loss,agents=%u,"
            "threads=%u) baseline=sqlite:%.0f ratio=%.2f bar=0.50 pass=%d\n",
-           o.id, res2.good, o.agents, o.threads, res.good,
-           res.good > 0 ? res2.good / res.good : 0,
-           res.good > 0 && res2.good >= res.good / 2);
+           o.id, res2.reached, o.agents, o.threads, res.reached,
+           res.reached > 0 ? res2.reached / res.reached : 0,
+           res.reached > 0 && res2.reached >= res.reached / 2);
   return 0;
 }

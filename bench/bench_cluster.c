@@ -365,7 +365,7 @@ static int b1_trial(fleet *f, const opts *o, double rate, int idx, trial *t,
   double el, elapsed = 0;
   unsigned lines = 0;
   FILE *in = fdopen(p[0], "r");
-  while (in != NULL && fscanf(in, "%llu %llu %lf", &w, &dr, &el) == 3) {
+  while (in != NULL && fscanf(in, "%llu %llu %lf %*s", &w, &dr, &el) == 3) {
     written += w;
     dropped += dr;
     elapsed = el > elapsed ? el : elapsed;

@@ -17,7 +17,13 @@
  * the benchmark waits for the outstanding ACKs. Measured:
  *
  *   - WELCOME latency (HELLO written -> WELCOME read) and ACK latency
- *     (GEN_END written -> ACK read): p50, p99, max;
+ *     (GEN_END written -> ACK read): p50, p99, max; the ACK's also split
+ *     at the client's socket by the kernel's receive timestamp
+ *     (SO_TIMESTAMPNS): GEN_END written -> ACK arrived (the server and
+ *     loopback: BENCH unit ack-p99-at-socket) and arrived -> read (the
+ *     client's own delay, e.g. at nice 19 on a busy machine), so a client
+ *     that could not read its socket is not counted as the server's;
+ *   - gentraced's longest COMMIT and its WAL checkpoints (/metrics);
  *   - the server's CPU (utime + stime of /proc/PID/stat, every thread) from
  *     the first generation to the last ACK, per generation and per million
  *     events; its RSS before the agents connected and with them connected;
@@ -391,6 +397,28 @@ static int run_load(const opts *o, int gentraced, result *r) {
                     gtd_metric_in(m0, "gentrace_store_transactions_total"));
     commit_s = gtd_metric_f_in(m1, "gentrace_store_commit_seconds_total") -
                gtd_metric_f_in(m0, "gentrace_store_commit_seconds_total");
+    /* Where slow ACKs can come from: the longest COMMIT, and the WAL
+     * checkpoints (store/store_ckpt.c; maxima since the daemon started). */
+    fprintf(
+        stderr,
+        "bench_fleet: %s commits and checkpoints: commit max %.1f ms;"
+        " %.0f checkpointer passes, %.1f ms mean, %.1f ms max;"
+        " %.0f store-thread finishes, %.1f ms max\n",
+        sv.name, gtd_metric_f_in(m1, "gentrace_store_commit_seconds_max") * 1e3,
+        (double)(gtd_metric_in(m1, "gentrace_store_checkpoints_total") -
+                 gtd_metric_in(m0, "gentrace_store_checkpoints_total")),
+        (gtd_metric_f_in(m1, "gentrace_store_checkpoint_seconds_total") -
+         gtd_metric_f_in(m0, "gentrace_store_checkpoint_seconds_total")) *
+            1e3 /
+            fmax(1.0, (double)(gtd_metric_in(
+                                   m1, "gentrace_store_checkpoints_total") -
+                               gtd_metric_in(
+                                   m0, "gentrace_store_checkpoints_total"))),
+        gtd_metric_f_in(m1, "gentrace_store_checkpoint_seconds_max") * 1e3,
+        (double)(gtd_metric_in(m1, "gentrace_store_checkpoint_finishes_total") -
+                 gtd_metric_in(m0, "gentrace_store_checkpoint_finishes_total")),
+        gtd_metric_f_in(m1, "gentrace_store_checkpoint_finish_seconds_max") *
+            1e3);
   }
   free(m0);
   free(m1);
@@ -435,6 +463,9 @@ static int run_load(const opts *o, int gentraced, result *r) {
     r->skipped += w->skipped;
     fleet_hist_merge(&r->welcome, &w->welcome);
     fleet_hist_merge(&r->ack, &w->ack);
+    fleet_hist_merge(&r->ack_in, &w->ack_in);
+    fleet_hist_merge(&r->ack_wait, &w->ack_wait);
+    r->ack_nots += w->ack_nots;
     if (w->first_send_ns && w->first_send_ns < first_send)
       first_send = w->first_send_ns;
     if (w->last_ack_ns > last_ack)

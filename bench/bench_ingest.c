@@ -146,15 +146,17 @@ static double b2_cap(double r, double s, double serial) {
  * over wall_s; cpu_s, role: gentraced, all threads and by role;
  * me_s: the sender. 0, or -1 when the floor failed (a floor that cannot
  * run is the code rotting; iperf3 missing is a baseline missing). */
-static int b2_report(b2_conn *bc, unsigned conns, double rate, double wall_s,
-                     double cpu_s, const double role[B2_ROLES], double me_s) {
+static int b2_report(b2_conn *bc, unsigned conns, const char *dir, double rate,
+                     double wall_s, double cpu_s, const double role[B2_ROLES],
+                     double me_s) {
   double loop_s = role[B2_ROLE_LOOP];
   double bytes = rate * wall_s;
-  b2_floor_fig fl = {0}, fh = {0};
-  if (conns == 1 && (b2_floor_run(bc[0].frames.data, bc[0].frames.len,
-                                  B2_FLOOR_REUSE, &fl) < 0 ||
-                     b2_floor_run(bc[0].frames.data, bc[0].frames.len,
-                                  B2_FLOOR_HOLD, &fh) < 0))
+  b2_floor_fig fl = {0}, fh = {0}, fs = {0};
+  const uint8_t *fp = bc[0].frames.data;
+  size_t fn = bc[0].frames.len;
+  if (conns == 1 && (b2_floor_run(fp, fn, B2_FLOOR_REUSE, dir, &fl) < 0 ||
+                     b2_floor_run(fp, fn, B2_FLOOR_HOLD, dir, &fh) < 0 ||
+                     b2_floor_run(fp, fn, B2_FLOOR_STORE, dir, &fs) < 0))
     return -1;
   double ip = 0, ip_send = 0, ip_recv = 0;
   if (b2_floor_iperf3(3, &ip, &ip_send, &ip_recv) < 0)
@@ -173,13 +175,18 @@ static int b2_report(b2_conn *bc, unsigned conns, double rate, double wall_s,
          "ratio=%.2f bar=0.80 pass=%d\n",
          rate / 1e6, unit, ipv, ratio, ratio >= 0.8);
   if (conns == 1) {
-    double fr = fl.bytes / fl.wall_s, hr = fh.bytes / fh.wall_s;
+    double fr = fl.bytes / fl.wall_s, hr = fh.bytes / fh.wall_s,
+           sr = fs.bytes / fs.wall_s;
     printf("BENCH id=B2-floor value=%.1f unit=MB/s "
            "baseline=iperf3-loopback:%s ratio=%.2f bar=0.80 pass=%d\n",
            fr / 1e6, ipv, ip > 0 ? fr / ip : 0, ip > 0 && fr / ip >= 0.8);
     printf("BENCH id=B2-floor-hold value=%.1f unit=MB/s "
            "baseline=iperf3-loopback:%s ratio=%.2f bar=0.80 pass=%d\n",
            hr / 1e6, ipv, ip > 0 ? hr / ip : 0, ip > 0 && hr / ip >= 0.8);
+    /* The steady state's floor: a receiver that stores every byte. */
+    printf("BENCH id=B2-floor-store value=%.1f unit=MB/s "
+           "baseline=iperf3-loopback:%s ratio=%.2f bar=0.80 pass=%d\n",
+           sr / 1e6, ipv, ip > 0 ? sr / ip : 0, ip > 0 && sr / ip >= 0.8);
     /* At the goal gentraced must reach 0.8 of iperf3, i.e. this share of
      * what the floor reached in the same run. */
     double need = ip > 0 && fr > 0 ? 0.8 * ip / fr : 0;
@@ -195,6 +202,9 @@ static int b2_report(b2_conn *bc, unsigned conns, double rate, double wall_s,
     double gr = cpu_s / g, gl = loop_s / g, gs = me_s / g;
     double flr = fl.recv_cpu_s / gf, fls = fl.send_cpu_s / gf;
     double fhr = fh.recv_cpu_s / gh, fhs = fh.send_cpu_s / gh;
+    double gsf = fs.bytes / 1e9;
+    double fsr = fs.recv_cpu_s / gsf, fss = fs.send_cpu_s / gsf,
+           fsx = fs.read_cpu_s / gsf;
     double goal = 0.8 * ip / 1e9; /* GB/s */
     printf("BENCH id=B2-cpu value=%.3f unit=cpu-s/GB(receiver) "
            "baseline=B2-floor:%.3f ratio=%.2f bar=<=%.2f pass=%d\n",
@@ -210,21 +220,57 @@ static int b2_report(b2_conn *bc, unsigned conns, double rate, double wall_s,
            fhr > 0 && (gl + gfl) / fhr <= 1.10);
     printf("b2_floor: CPU-s per GB (receiver / sender): iperf3 %.3f / %.3f, "
            "floor %.3f / %.3f, floor holding every byte %.3f / %.3f, "
-           "gentraced %.3f (loop thread %.3f, buffer filler %.3f, store "
-           "%.3f) / %.3f\n",
-           ip_recv, ip_send, flr, fls, fhr, fhs, gr, gl, gfl, gst, gs);
+           "floor storing every byte %.3f (reading thread %.3f) / %.3f (%u "
+           "fdatasync, %.3f s in them), gentraced %.3f (loop thread %.3f, "
+           "buffer filler %.3f, store %.3f) / %.3f\n",
+           ip_recv, ip_send, flr, fls, fhr, fhs, fsr, fsx, fss, fs.syncs,
+           fs.sync_s, gr, gl, gfl, gst, gs);
     printf("b2_floor: the goal, 0.8 of iperf3, is %.2f GB/s: on two cores "
            "that allows %.3f CPU-s per GB for both ends together and %.3f "
            "for any one thread; two cores cap the floor at %.2f GB/s "
            "(measured %.2f), the floor holding every byte at %.2f "
            "(measured %.2f; %.2f were its work spread over both cores), "
-           "gentraced at %.2f (measured %.2f); load %.2f\n",
+           "the floor storing every byte (the steady state) at %.2f "
+           "(measured %.2f; %.2f of iperf3; %.2f were its work spread over "
+           "both cores), gentraced at %.2f (measured "
+           "%.2f); load %.2f\n",
            goal, goal > 0 ? 2 / goal : 0, goal > 0 ? 1 / goal : 0,
            b2_cap(flr, fls, flr), fr / 1e9, b2_cap(fhr, fhs, fhr), hr / 1e9,
-           b2_cap(fhr, fhs, 0), b2_cap(gr, gs, gl), rate / 1e9, bench_load1());
+           b2_cap(fhr, fhs, 0), b2_cap(fsr, fss, fsx), sr / 1e9,
+           ip > 0 ? b2_cap(fsr, fss, fsx) * 1e9 / ip : 0, b2_cap(fsr, fss, 0),
+           b2_cap(gr, gs, gl), rate / 1e9, bench_load1());
   }
   fflush(stdout);
   return 0;
+}
+
+/* BENCH_B2_LIVE_STORE's steady state: waits (at most 120 s) until the
+ * store has committed all ngens generations and prints gentraced's CPU
+ * per GB from the window's start (t0, cpu0, role0) to the last commit,
+ * by thread role, beside which b2_report prints the storing floor's. */
+static void b2_live(gtd *d, size_t ngens, double bytes, double t0, double cpu0,
+                    const double role0[B2_ROLES]) {
+  int64_t got = 0;
+  for (int i = 0; i < 12000; i++) {
+    got = gtd_metric(d, "gentrace_generations_committed_total");
+    if (got >= (int64_t)ngens)
+      break;
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  double t = now_s() - t0, cpu = tls_floor_proc_cpu_s(d->pid, NULL) - cpu0;
+  double role[B2_ROLES] = {0};
+  (void)b2_floor_roles(d->pid, role);
+  double g = bytes / 1e9;
+  printf("b2_floor: live store: %lld of %zu generations committed %.3f s "
+         "after the first byte (%.1f MB/s); gentraced %.3f CPU-s per GB "
+         "(loop thread %.3f, buffer filler %.3f, store and compressors "
+         "%.3f)\n",
+         (long long)got, ngens, t, bytes / t / 1e6, cpu / g,
+         (role[B2_ROLE_LOOP] - role0[B2_ROLE_LOOP]) / g,
+         (role[B2_ROLE_FILLER] - role0[B2_ROLE_FILLER]) / g,
+         (role[B2_ROLE_STORE] - role0[B2_ROLE_STORE]) / g);
+  fflush(stdout); /* before the floors fork */
 }
 
 /* B2 over `conns` agent connections at once (1: the B2 bar; more:
@@ -386,7 +432,9 @@ static int b2(size_t mib, unsigned conns, const char *pki, b2_fig *fig) {
             (long long)prepared);
     goto out;
   }
-  if (b2_report(bc, conns, rate, t, cpu, role1, me) < 0) {
+  if (getenv("BENCH_B2_LIVE_STORE") != NULL)
+    b2_live(&d, ngens, (double)total, t0, cpu0, role0);
+  if (b2_report(bc, conns, d.dir, rate, t, cpu, role1, me) < 0) {
     gtd_kill9(&d);
     gtd_cleanup(&d);
     return 1;

@@ -6,18 +6,28 @@
  *                     (no dump per section: one profile, by line)
  *   bench_sumwalk --daemon GENS   (the whole of gentraced, see daemon_run)
  *
- * Three generation shapes, built with the writer API: B1's (gt_counter on
- * two threads, one name, growing values, 64 KiB batches), regions (begin/end
- * pairs, a few names) and the demo service's mix (bench/demo_gen.c: nested
- * regions, tasks across threads, logs, counters). For each, the two halves
- * of the daemon's work on a generation are timed separately, each the
- * median of 5 runs of REPS generations:
+ * Four generation shapes, built with the writer API: counters (gt_counter
+ * on two threads, one name, growing values, random 20-200 tick deltas,
+ * 64 KiB batches), regions (begin/end pairs, a few names), the demo
+ * service's mix (bench/demo_gen.c: nested regions, tasks across threads,
+ * logs, counters), and b1: what bench_b1's agent really sends, one
+ * thread's 4 MiB generation of gt_counter("b1", n) with the tick deltas of
+ * an emitter at 4-28 M events/s (60% 0, 39% 1, a few 2-3, a rare 200 us
+ * pause; a generation captured from a B1 trial had those shares and
+ * compresses the same). For each, the two halves of the daemon's work on a
+ * generation are timed separately, each the median of 5 runs of REPS
+ * generations:
  *
  *   loop   what gentraced's loop runs at GEN_END (reasm.c)
  *   on     what the store runs beside compression with summaries on
  *          (store_sum_build: checks the events and summarizes them)
  *   off    the same with summaries off (GENTRACE_BENCH_NO_SUMMARY:
  *          the events are only checked)
+ *   zstd   the compressor's zstd call as the store makes it (level 1,
+ *          the shortest match chosen by store_zpol.c, measured on this
+ *          shape's first generation), and zstd7 with zstd's own shortest
+ *          match for that level (7): the stored share of the size of each
+ *          is printed beside it
  *
  * and the figure is (loop + on) against (loop + off) per event. Wall time
  * on a loaded machine is noisy: `make bench-sumwalk` runs it under
@@ -33,11 +43,13 @@
 #include <time.h>
 
 #include <valgrind/callgrind.h>
+#include <zstd.h>
 
 #include "client.h"
 #include "demo_gen.h"
 #include "format.h"
 #include "store_summary.h"
+#include "store_zpol.h"
 #include "../tests/lib/prng.h"
 
 static double now_s(void) {
@@ -100,6 +112,12 @@ static uint64_t build_body(gtp_wbuf *b, int kind, unsigned threads,
         if (kind == 0) {
           put_ev(buf, &len, &prev, GTP_EV_COUNTER, prev + 20 + rng() % 180, 1,
                  value++);
+          n++;
+        } else if (kind == 2) { /* b1: see the header */
+          uint64_t r = rng() % 10000, d = r < 6000 ? 0 : r < 9900 ? 1 : 2;
+          if (r >= 9990)
+            d = r == 9999 ? 8000 : 3;
+          put_ev(buf, &len, &prev, GTP_EV_COUNTER, prev + d, 1, value++);
           n++;
         } else {
           put_ev(buf, &len, &prev, GTP_EV_REGION_BEGIN, prev + 20 + rng() % 200,
@@ -208,6 +226,54 @@ __attribute__((noinline)) static int sec_on(const shape *s) {
   return rc;
 }
 
+static double share_store, share_zstd7; /* of the last zstd sections */
+static int zpol_mml;                    /* what store_zpol chose */
+
+/* zstd at level 1: with mml 0 as a compressor runs it (store_zpol), else
+ * with that shortest match; the stored share of the size into *share. */
+static int zstd_at(const shape *s, int mml, double *share) {
+  static ZSTD_CCtx *c;
+  static store_zpol *zp;
+  static uint8_t *z;
+  static size_t cap;
+  uint8_t session[16] = {0}; /* one session per shape: its own choice */
+  memcpy(session, s->name, strnlen(s->name, sizeof session));
+  size_t bound = ZSTD_compressBound(s->b.len), n;
+  if (!c)
+    c = ZSTD_createCCtx();
+  if (!zp)
+    zp = store_zpol_new(1);
+  if (bound > cap) {
+    free(z);
+    z = malloc(bound);
+    cap = z ? bound : 0;
+  }
+  if (!c || !zp || !z)
+    return -1;
+  if (mml == 0) {
+    n = store_zpol_compress(zp, session, s->b.data, s->b.len, z, bound);
+  } else {
+    ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_minMatch, mml);
+    n = ZSTD_compress2(c, z, bound, s->b.data, s->b.len);
+  }
+  if (ZSTD_isError(n))
+    return -1;
+  *share = (double)n / (double)s->b.len;
+  if (mml == 0)
+    zpol_mml = store_zpol_last_mml(zp);
+  return 0;
+}
+
+__attribute__((noinline)) static int sec_zstd(const shape *s) {
+  return zstd_at(s, 0, &share_store);
+}
+
+__attribute__((noinline)) static int sec_zstd7(const shape *s) {
+  return zstd_at(s, 7, &share_zstd7);
+}
+
 /* The store's part with summaries off: the events checked only. */
 __attribute__((noinline)) static int sec_off(const shape *s) {
   store_sum_item *it = store_sum_build_checked(s->b.data, s->b.len, 0);
@@ -244,29 +310,36 @@ int main(int argc, char **argv) {
   int reps = argc > 1 && !profile ? atoi(argv[1]) : 20;
   if (reps < 1)
     reps = 1;
-  shape sh[3];
+  enum { NSH = 4 };
+  shape sh[NSH];
   memset(sh, 0, sizeof sh);
   sh[0].name = "counters";
   sh[1].name = "regions";
   sh[2].name = "demo";
-  for (int i = 0; i < 3; i++)
+  sh[3].name = "b1";
+  for (int i = 0; i < NSH; i++)
     gtp_wbuf_init(&sh[i].b, 0);
   sh[0].events = build(&sh[0].b, 0, 2, 8);
   sh[1].events = build(&sh[1].b, 1, 2, 8);
+  sh[3].events = build(&sh[3].b, 2, 1, 64);
   uint8_t session[16] = {7};
   gtp_gen_end e;
   if (demo_gen_build(&sh[2].b, session, 1, 1767225600000000000ll, 1u << 20,
                      &e) < 0)
     return 1;
   sh[2].events = e.events;
-  for (int i = 0; i < 3; i++) {
+  double warm; /* the contexts and buffers made before any section */
+  if (zstd_at(&sh[3], 7, &warm) < 0 || zstd_at(&sh[3], 0, &warm) < 0)
+    return 1;
+  for (int i = 0; i < NSH; i++) {
     const shape *s = &sh[i];
     if (RUNNING_ON_VALGRIND) {
       /* Instruction counts: each section once, alone in a callgrind dump
        * named shape/section/events (`make bench-sumwalk` reads them). */
-      int (*const f[3])(const shape *) = {sec_loop, sec_on, sec_off};
-      static const char *const fn[3] = {"loop", "on", "off"};
-      for (int k = 0; k < 3; k++) {
+      int (*const f[5])(const shape *) = {sec_loop, sec_on, sec_off, sec_zstd,
+                                          sec_zstd7};
+      static const char *const fn[5] = {"loop", "on", "off", "zstd", "zstd7"};
+      for (int k = 0; k < 5; k++) {
         char tag[96];
         snprintf(tag, sizeof tag, "%s/%s/%llu", s->name, fn[k],
                  (unsigned long long)s->events);
@@ -276,6 +349,8 @@ int main(int argc, char **argv) {
           f[k](s);
           continue;
         }
+        if (k == 3) /* the session's measurement made: its steady state */
+          f[k](s);
         CALLGRIND_ZERO_STATS;
         f[k](s);
         CALLGRIND_DUMP_STATS_AT(tag);
@@ -292,8 +367,13 @@ int main(int argc, char **argv) {
     printf("BENCH id=SW_%s value=%.2f unit=ns/event(validate+summary) "
            "baseline=no_summary:%.2f ratio=%.3f bar=1.05 pass=%d\n",
            s->name, with, without, with / without, with <= 1.05 * without);
+    double z = time_sec(sec_zstd, s, reps), z7 = time_sec(sec_zstd7, s, reps);
+    printf("BENCH id=SW_%s_zstd value=%.2f unit=ns/event(zstd-1,mml=%d,"
+           "stored=%.3f) baseline=zstd-1-mml7:%.2f(stored=%.3f) ratio=%.3f "
+           "bar=none pass=1\n",
+           s->name, z, zpol_mml, share_store, z7, share_zstd7, z / z7);
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < NSH; i++)
     gtp_wbuf_fini(&sh[i].b);
   return 0;
 }

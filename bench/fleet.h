@@ -42,6 +42,12 @@ typedef struct wres {
   uint64_t unacked, skipped, heartbeats;
   uint64_t first_send_ns, last_ack_ns;
   hist welcome, ack;
+  /* The ACK split at the client's socket (kernel receive timestamps,
+   * SO_TIMESTAMPNS): GEN_END written -> the ACK arrived in the socket (the
+   * server and loopback), and arrived -> read (the client's own delay, e.g.
+   * waiting for a CPU at nice 19). Both are reported, neither hidden. */
+  hist ack_in, ack_wait;
+  uint64_t ack_nots; /* ACKs read without a timestamp (not split) */
 } wres;
 
 typedef struct shared {
@@ -72,8 +78,9 @@ typedef struct result {
   uint64_t sent, acked, dup, refused, lost, unacked, skipped, connect_fail;
   double cpu_s, wall_s, rss0_kib, rss_kib;
   double us_per_gen, cpu_per_mev, core_pct, bytes_per_agent;
-  double io_bytes; /* written to storage during the run */
-  hist welcome, ack;
+  double io_bytes;                     /* written to storage during the run */
+  hist welcome, ack, ack_in, ack_wait; /* ack_in, ack_wait: see wres */
+  uint64_t ack_nots;
   uint64_t missing, extra, checked; /* store verification (gentraced) */
   int verified;
   double client_cpu_s; /* the worker processes' CPU over the same span */

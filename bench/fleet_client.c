@@ -249,7 +249,10 @@ static void agent_send_gen(worker *w, agent *a, int64_t now) {
   agent_write(w, a, w->gb.data, w->gb.len);
 }
 
-static void on_frame(worker *w, agent *a, const gtp_frame *f, int64_t now) {
+/* rx_ns: when the bytes holding f arrived in the socket (monotonic, from
+ * the kernel's receive timestamp), 0 when unknown. */
+static void on_frame(worker *w, agent *a, const gtp_frame *f, int64_t now,
+                     int64_t rx_ns) {
   switch (f->type) {
   case GTP_FR_WELCOME: {
     gtp_welcome wl;
@@ -277,6 +280,12 @@ static void on_frame(worker *w, agent *a, const gtp_frame *f, int64_t now) {
       return;
     }
     fleet_hist_add(&w->r->ack, (uint64_t)(now - a->ring_t[slot]) / 1000);
+    if (rx_ns >= a->ring_t[slot] && rx_ns <= now) {
+      fleet_hist_add(&w->r->ack_in, (uint64_t)(rx_ns - a->ring_t[slot]) / 1000);
+      fleet_hist_add(&w->r->ack_wait, (uint64_t)(now - rx_ns) / 1000);
+    } else {
+      w->r->ack_nots++;
+    }
     a->ring_t[slot] = 0;
     a->inflight--;
     w->r->acked++;
@@ -299,9 +308,35 @@ static void on_frame(worker *w, agent *a, const gtp_frame *f, int64_t now) {
   }
 }
 
+/* The kernel's receive time of the newest bytes a recvmsg returned
+ * (SCM_TIMESTAMPNS, CLOCK_REALTIME), on the monotonic clock; 0 without. */
+static int64_t rx_mono_ns(struct msghdr *mh, int64_t now_mono) {
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c != NULL;
+       c = CMSG_NXTHDR(mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS)
+      continue;
+    struct timespec ts, real;
+    memcpy(&ts, CMSG_DATA(c), sizeof ts);
+    clock_gettime(CLOCK_REALTIME, &real);
+    int64_t age = ((int64_t)real.tv_sec - ts.tv_sec) * 1000000000 +
+                  (real.tv_nsec - ts.tv_nsec);
+    return age >= 0 ? now_mono - age : 0;
+  }
+  return 0;
+}
+
 static void agent_read(worker *w, agent *a, uint8_t *buf, size_t cap) {
   for (;;) {
-    ssize_t n = recv(a->fd, buf, cap, 0);
+    union {
+      char b[CMSG_SPACE(sizeof(struct timespec))];
+      struct cmsghdr align;
+    } ctl;
+    struct iovec iov = {buf, cap};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.b,
+                        .msg_controllen = sizeof ctl.b};
+    ssize_t n = recvmsg(a->fd, &mh, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
       return;
     if (n <= 0) {
@@ -309,6 +344,7 @@ static void agent_read(worker *w, agent *a, uint8_t *buf, size_t cap) {
       return;
     }
     int64_t now = fleet_now_ns();
+    int64_t rx = rx_mono_ns(&mh, now);
     const uint8_t *p = buf;
     size_t left = (size_t)n;
     while (left > 0 && a->state != A_DEAD) {
@@ -322,7 +358,7 @@ static void agent_read(worker *w, agent *a, uint8_t *buf, size_t cap) {
       p += used;
       left -= used;
       if (rc == 1)
-        on_frame(w, a, &f, now);
+        on_frame(w, a, &f, now, rx);
     }
     if (a->state == A_DEAD || (size_t)n < cap)
       return;
@@ -336,6 +372,8 @@ static int agent_connect(worker *w, agent *a) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+  /* Receive timestamps: the ACK's latency split at the socket (wres). */
+  setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
   /* Every agent its own source address, 127.0.(1+i/250).(1+i%250), as
    * hosts of a fleet have (gentraced admits --max-conns-per-ip per
    * address); binding before connect also spreads the ephemeral ports. */

@@ -10,6 +10,8 @@
 #   SECS        seconds per B1 trial
 #   TRIAL_MAX_S the longest a trial's emitter may take and still pass
 #   LT_LOG      where LTTng's own output goes (default /dev/null)
+#   LT_CHANNEL  channel0's options (unset: lt_channel's, sized as the
+#               agents' pools; "default": LTTng's defaults)
 #
 # LTTng runs as nobody with its own HOME (no session daemon of the
 # machine is involved), on private random ports.
@@ -90,8 +92,9 @@ lttng_a1() {
 # Starts a gentraced for B1 on private ports (database $W/b1.db); GD its
 # PID, GAGENT its agent address (empty if it did not start).
 b1_gentraced_up() {
+	# shellcheck disable=SC2086 # GENTRACED_ARGS: extra flags, split (A/B runs)
 	"$BUILD/daemon/gentraced" --log "$W/b1d.log" --agent-listen 127.0.0.1:0 \
-		--http-listen 127.0.0.1:0 --db "$W/b1.db" >/dev/null 2>&1 &
+		--http-listen 127.0.0.1:0 --db "$W/b1.db" ${GENTRACED_ARGS:-} >/dev/null 2>&1 &
 	GD=$!
 	PIDS="$PIDS $GD"
 	local i=0
@@ -103,6 +106,31 @@ b1_gentraced_up() {
 
 lt_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && a <= b) }'; }
 
+# channel0's options for PROCS traced processes: per-UID ring buffers (one
+# per CPU, shared by every process of the user, LTTng's default scheme)
+# holding at least what each gentrace agent can hold of a burst before it
+# loses events: its buffer pool and its spool of sealed generations waiting
+# for ACKs (GENTRACE_BUFFER_MB + GENTRACE_SPOOL_MB, defaults 16 + 64 MiB),
+# per process, up to 8 processes; 16 sub-buffers per CPU, their size the
+# next power of two (LTTng's rule), so relayd gets at least as much as the
+# agents, never less. LTTng's default is 4 x 512 KiB per CPU (4 MiB in all
+# on two CPUs), which discarded 2-3x more events than 64 MiB did with 8
+# processes at 14 M/s (2026-11-26, bench/RESULTS.md): a bias against relayd.
+lt_channel() {
+	local n=$1 cpus
+	cpus=$(nproc)
+	[ "$n" -gt 8 ] && n=8
+	awk -v n="$n" -v c="$cpus" 'BEGIN {
+		sub_ = n * (16 + 64) * 1048576 / c / 16; s = 4096
+		while (s < sub_) s *= 2
+		printf "--subbuf-size=%d --num-subbuf=16", s }'
+}
+
+# The rate a trial reached: EMITTED events over max(ELAPSED, SECS), as an
+# integer (bench_b1's run_trial does the same for gentrace): a trial up to
+# 20% late passes on both sides, but counts at the rate it reached.
+lt_reached() { awk -v e="$1" -v t="$2" -v s="$SECS" 'BEGIN { printf "%.0f", e / (t > s ? t : s) }'; }
+
 # One LTTng B1 trial: rate events/s over threads (of each of procs
 # processes, default 1: the rate is split evenly between them, as bench_b1
 # splits it between its agents) for SECS through sessiond -> relayd ->
@@ -113,7 +141,15 @@ lttng_trial() {
 	local rate=$1 th=$2 procs=${3:-1} s="b1-$1-$2-$RANDOM"
 	rm -rf "$LD/relay"
 	AS lttng create "$s" --set-url="net://127.0.0.1:$RPORT:$((RPORT + 1))" >>"$LT_LOG" 2>&1
-	AS lttng enable-event -u 'gtbench:*' >>"$LT_LOG" 2>&1
+	# The ring buffers hold as much as the agents' pools would (lt_channel);
+	# LT_CHANNEL overrides ("default": LTTng's own).
+	local ch=${LT_CHANNEL-$(lt_channel "$procs")}
+	# A channel LTTng refuses would leave the trial on its default one:
+	# said on stderr, not silently.
+	[ "$ch" = default ] ||
+		AS lttng enable-channel -u channel0 $ch >>"$LT_LOG" 2>&1 ||
+		echo "lttng_trial: lttng enable-channel $ch failed: LTTng's default channel" >&2
+	AS lttng enable-event -u -c channel0 'gtbench:*' >>"$LT_LOG" 2>&1
 	AS lttng start >>"$LT_LOG" 2>&1
 	# LTTng-UST's state dumps (the base addresses of every loaded object,
 	# the process name) run in each app's listener thread when a session
@@ -209,7 +245,7 @@ gt_trial() {
 		"SELECT coalesce(sum(g.events), 0) FROM generations g JOIN sessions s
 		 ON s.id = g.session_id WHERE s.service = '$s'" 2>/dev/null)
 	[ -n "$em" ] && [ "$st" = 1 ] && [ "${dr:-1}" = 0 ] && [ "${ev:-1}" = 0 ] &&
-		[ "$de" = "$em" ] && [ "${rows:-0}" -ge "$em" ] &&
+		[ "$de" = "$em" ] && [ "${rows:-0}" = "$em" ] &&
 		lt_le "$el" "$TRIAL_MAX_S" && ok=ok
 	echo "$ok $em ${rows:-0} ${dr:-} ${ev:-} ${de:-} ${st:-} $el"
 }

@@ -12,11 +12,11 @@
  *   lttng_bench emit gentrace|lttng RATE THREADS SECONDS
  *       RATE events/s in total over THREADS threads for SECONDS, paced
  *       (each thread emits what its schedule says is due, checking the clock
- *       every 64 events). gentrace: gt_counter through the agent (GENTRACE_*
- *       environment), then waits up to 30 s until every event is delivered
- *       or counted lost. lttng: the tracepoint (the session is bench/report's).
- *       Prints `EMIT emitted=… elapsed=… written=… delivered=… dropped=…
- *       evicted=… settled=0|1`. With BENCH_READY and BENCH_GO (FIFOs that
+ *       every 256 events, as bench_b1's agents do). gentrace: gt_counter
+ * through the agent (GENTRACE_* environment), then waits up to 30 s until every
+ * event is delivered or counted lost. lttng: the tracepoint (the session is
+ * bench/report's). Prints `EMIT emitted=… elapsed=… written=… delivered=…
+ * dropped=… evicted=… settled=0|1`. With BENCH_READY and BENCH_GO (FIFOs that
  *       bench/lttng.sh holds open read-write), the process first writes one
  *       byte into READY once it can emit (LTTng: registered, which
  *       LTTNG_UST_REGISTER_TIMEOUT=-1 makes the constructor wait for;
@@ -145,8 +145,10 @@ static void *emit_main(void *arg) {
       nanosleep(&d, NULL);
       continue;
     }
-    if (due - i > 64)
-      due = i + 64;
+    /* Bursts of at most 256, as b1_agent's emitters (one clock read per
+     * burst on both sides). */
+    if (due - i > 256)
+      due = i + 256;
     if (e->lttng)
       for (; i < due; i++)
         lttng_ust_tracepoint(gtbench, ev, 1, (int64_t)i);

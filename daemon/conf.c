@@ -102,6 +102,9 @@ static const opt opts[] = {
      "Group commit: hold a ready generation up to this long for others to "
      "share its transaction; ACKs wait for the commit; 0 = commit at once "
      "(default 20ms, at most 1s)."},
+    {"zstd-level", OPT_UINT, O(zstd_level), 0, 19, "N",
+     "zstd level of stored generations, 1-19 (higher: smaller, more CPU); "
+     "0 stores them uncompressed (default 1)."},
     {"store-priority", OPT_UINT, O(store_nice_boost), 0, 20, "N",
      "Run the storage threads N nice steps above the loop and HTTP threads, "
      "where the host allows it (root, or LimitNICE): ACKs wait for their "
@@ -250,6 +253,7 @@ void conf_init(conf *c) {
   c->db = strdup("./gentrace.db");
   c->max_window_bytes = 1ull << 30;
   c->commit_linger_ns = 20ll * 1000000;
+  c->zstd_level = 1;
   c->max_connections = 16384;
   c->max_conns_per_ip = 256;
   c->max_conn_buffer = 64ull << 20;

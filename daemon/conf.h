@@ -81,6 +81,7 @@ typedef struct conf {
   char *symbols;             /* --symbols DIR (build-id tree); owned */
   char *symbols_from_host;   /* --symbols-from-host yes|no|DIRS; owned */
   uint64_t symbols_cache;    /* --symbols-cache bytes, 0 = default */
+  uint64_t zstd_level;       /* --zstd-level, 0 = store raw (default 1) */
   /* internal: options set on the command line, one bit per option */
   uint64_t cli_mask_[CONF_OPTS_MAX / 64];
 } conf;

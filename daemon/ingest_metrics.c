@@ -179,6 +179,20 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
              "Time spent committing.", (double)st.commit_ns_total / 1e9);
     metric_f(b, "gentrace_store_commit_seconds_max", "gauge", "Longest commit.",
              (double)st.commit_ns_max / 1e9);
+    metric(b, "gentrace_store_checkpoints_total", "counter",
+           "WAL checkpoint passes on the checkpointer thread.", NULL,
+           st.ckpt_passes);
+    metric_f(b, "gentrace_store_checkpoint_seconds_total", "counter",
+             "Time the checkpointer thread spent in checkpoints.",
+             (double)st.ckpt_pass_ns_total / 1e9);
+    metric_f(b, "gentrace_store_checkpoint_seconds_max", "gauge",
+             "Longest checkpoint pass.", (double)st.ckpt_pass_ns_max / 1e9);
+    metric(b, "gentrace_store_checkpoint_finishes_total", "counter",
+           "Short checkpoints of the WAL's remainder on the store thread.",
+           NULL, st.ckpt_finishes);
+    metric_f(b, "gentrace_store_checkpoint_finish_seconds_max", "gauge",
+             "Longest finish on the store thread (its ACKs wait for it).",
+             (double)st.ckpt_finish_ns_max / 1e9);
     metric(b, "gentrace_store_retention_deleted_total", "counter",
            "Generations deleted by retention.", NULL,
            st.retention_deleted_gens);

@@ -296,10 +296,11 @@ int main(int argc, char **argv) {
   scfg.sync_full = c.sync_full;
   scfg.retain_ns = c.retain_ns;
   scfg.max_db_bytes = c.max_db_size;
-  /* Level 1: C1 measured the store CPU-bound on zstd at level 3 (0.35 of
-   * raw disk) while level 1 compressed almost as well (1.86x vs 1.88x) at
-   * half the CPU (0.64 of raw disk); see docs/STORAGE.md. */
-  scfg.zstd_level = 1;
+  /* Level 1 by default: C1 measured the store CPU-bound on zstd at level 3
+   * (0.35 of raw disk) while level 1 compressed almost as well (1.86x vs
+   * 1.88x) at half the CPU (0.64 of raw disk); see docs/STORAGE.md. */
+  scfg.zstd_level = c.zstd_level > 0 ? (int)c.zstd_level : 1;
+  scfg.no_compress = c.zstd_level == 0;
   scfg.log = store_log;
   scfg.log_info = store_log_info;
   /* Group commit: a fleet's small generations share transactions (up to
@@ -327,7 +328,7 @@ int main(int argc, char **argv) {
   stcfg.shared.max_age_ms = (uint32_t)(c.segment_max_age_ns / 1000000);
   stcfg.shared.max_bytes = c.segment_max_bytes;
   stcfg.shared.uploads = (uint32_t)c.segment_uploads; /* 0: default 4 */
-  stcfg.shared.zstd_level = 1;
+  stcfg.shared.zstd_level = scfg.zstd_level;
   stcfg.shared.test_commit_delay_ms = (uint32_t)c.test_store_delay_ms;
   /* The storage threads are created with the boost (they inherit this
    * thread's nice value); the loop and HTTP threads keep the default. */

@@ -2,8 +2,9 @@
  * thread, batched transactions, retention, disk-full handling.
  *
  * Owns: the write connection and its prepared statements, the store thread,
- * the compressor thread, the two queues, the session index (store_index.c), the
- * zstd compression context, and the counters behind store_stats_get.
+ * the compressor threads (each with its zstd context, store_zpol.c), the two
+ * queues, the session index (store_index.c), and the counters behind
+ * store_stats_get.
  *
  * Files: this one opens, queues, runs the threads and closes; the state is
  * in store_writer.h; store_setup.c holds the open's SQLite steps,
@@ -114,6 +115,10 @@
  * bench_b1's same-run measure of what summarizing costs;
  * GENTRACE_BENCH_NO_WALBUF (set) writes the WAL with the default VFS, one
  * write per frame header and page (store_walbuf.h).
+ * GENTRACE_TEST_WAL_PAGES=N sets the WAL target to N pages (checkpoints
+ * within seconds in tests); GENTRACE_BENCH_INLINE_CKPT (set) leaves
+ * checkpoints inside COMMIT, as before store_ckpt.c, for bench_fleet's
+ * same-run before/after.
  * None is meant for production.
  */
 #include "config.h" /* _GNU_SOURCE: vasprintf */
@@ -161,6 +166,8 @@ void store_note_rejected(store *s, const uint8_t session[16], uint64_t events) {
 /* The second half of store_open's setup, undone (store_close, and its
  * fail_db unwind): statements, connection, locks. */
 static void close_db(store *s) {
+  store_ckpt_stop(s->ckpt, s->db, s->wal_frames); /* before the writer */
+  s->ckpt = NULL;
   store_summary_close(s->sum);
   store_genrows_free(s->gr);
   for (int i = 0; i < ST_COUNT_; i++)
@@ -282,6 +289,11 @@ int store_open(const store_config *cfg, store_done_fn done, void *ctx,
     goto fail_db;
   s->stats.db_bytes = db_bytes(s);
   s->next_tick_ns = now_ns(CLOCK_MONOTONIC);
+  /* Checkpoints off the store thread; without it, SQLite's own inside
+   * COMMIT (GENTRACE_BENCH_INLINE_CKPT: benchmarks' same-run before). */
+  if (getenv("GENTRACE_BENCH_INLINE_CKPT") == NULL)
+    s->ckpt =
+        store_ckpt_start(s->db, s->path, s->wal_frames, s->cfg.sync_full);
 
   rc = pthread_create(&s->thread, NULL, store_main, s);
   if (rc != 0) {
@@ -404,6 +416,14 @@ void store_stats_get(store *s, store_stats *out) {
   pthread_mutex_lock(&s->st_lock);
   *out = s->stats;
   pthread_mutex_unlock(&s->st_lock);
+  store_ckpt_stats cs;
+  store_ckpt_stats_get(s->ckpt, &cs);
+  out->ckpt_passes = cs.passes;
+  out->ckpt_pass_ns_total = cs.pass_ns_total;
+  out->ckpt_pass_ns_max = cs.pass_ns_max;
+  out->ckpt_finishes = cs.finishes;
+  out->ckpt_finish_ns_max = cs.finish_ns_max;
+  out->ckpt_busy = cs.busy;
   store_index_stats(s->idx, out);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);
@@ -417,9 +437,10 @@ void store_stats_get(store *s, store_stats *out) {
 /* A compressor: q -> compress -> cq, one generation at a time. */
 static void *comp_main(void *arg) {
   store *s = arg;
+  pthread_setname_np(pthread_self(), "gt-compress"); /* for top, profiles */
   /* Without a context every item is stored raw: slower disk use, but
    * correct, and out of memory here is not worth stopping ingest for. */
-  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  store_zpol *zp = store_zpol_new(s->cfg.zstd_level);
   pthread_mutex_lock(&s->q_lock);
   for (;;) {
     while ((s->q_len == 0 && !s->closing) ||
@@ -437,8 +458,8 @@ static void *comp_main(void *arg) {
     pthread_mutex_unlock(&s->q_lock);
 
     zitem it = {.g = g};
-    if (cctx)
-      store_commit_compress(s, cctx, &it);
+    if (zp)
+      store_commit_compress(s, zp, &it);
     else
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
     it.ready = 1;
@@ -457,7 +478,7 @@ static void *comp_main(void *arg) {
    * closing with q empty: wake it to see q is drained. */
   pthread_cond_broadcast(&s->q_cond);
   pthread_mutex_unlock(&s->q_lock);
-  ZSTD_freeCCtx(cctx);
+  store_zpol_free(zp);
   return NULL;
 }
 
@@ -507,6 +528,7 @@ static void linger(store *s) {
 
 static void *store_main(void *arg) {
   store *s = arg;
+  pthread_setname_np(pthread_self(), "gt-store");
   for (;;) {
     pthread_mutex_lock(&s->q_lock);
     while (!(s->cq_len > 0 && s->cq[s->cq_head].ready) &&

@@ -31,6 +31,9 @@ typedef struct store_config {
   int64_t retain_ns;         /* 0 = keep forever */
   uint64_t max_db_bytes;     /* 0 = unlimited; main db + WAL */
   int zstd_level;            /* default 3 */
+  /* 1: store every payload raw, no zstd (gentraced --zstd-level 0): the
+   * compressor threads then only check and summarize. */
+  int no_compress;
   uint32_t batch_max;        /* generations per transaction, default 64 */
   /* Group commit: once a generation is ready, wait up to this long for
    * more from other sessions (until batch_max or STORE_LINGER_BYTES) so
@@ -150,6 +153,11 @@ typedef struct store_stats {
    * (after a delete, or all hours of a database from before schema 6), and
    * slots rebuilt so far. */
   uint64_t rollup_pending_slots, rollup_rebuilt_slots;
+  /* WAL checkpoints (store_ckpt.h): passes of the checkpointer thread and
+   * their time; the store thread's short finishes and the longest. */
+  uint64_t ckpt_passes, ckpt_pass_ns_total, ckpt_pass_ns_max;
+  uint64_t ckpt_finishes, ckpt_finish_ns_max;
+  int ckpt_busy; /* a pass is under way or asked for */
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

@@ -64,7 +64,7 @@ void store_commit_summarize(store *s, zitem *it) {
 /* Compresses the payload of it->g into a new buffer. Compression that does
  * not shrink the payload is not kept: the reader then skips the
  * decompression. Thread: a compressor, with its own cctx. */
-void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it) {
+void store_commit_compress(store *s, store_zpol *zp, zitem *it) {
   const store_gen *g = it->g;
   it->z = NULL;
   it->zlen = g->len;
@@ -72,15 +72,14 @@ void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it) {
   /* The summary (and the event check) is made here, off the store
    * thread, like compression. */
   store_commit_summarize(s, it);
-  if (g->len < STORE_ZSTD_MIN)
+  if (g->len < STORE_ZSTD_MIN || s->cfg.no_compress)
     return;
   size_t bound = ZSTD_compressBound(g->len);
   uint8_t *z = malloc(bound);
   if (!z)
     return; /* storing raw is always correct */
   __atomic_fetch_add(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
-  size_t n =
-      ZSTD_compressCCtx(cctx, z, bound, g->payload, g->len, s->cfg.zstd_level);
+  size_t n = store_zpol_compress(zp, g->session, g->payload, g->len, z, bound);
   if (ZSTD_isError(n) || n >= g->len) {
     free(z);
     __atomic_fetch_sub(&s->scratch_bytes, bound, __ATOMIC_RELAXED);

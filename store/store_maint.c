@@ -295,6 +295,8 @@ static void rollup_tick(store *s) {
 }
 
 void store_maint_run(store *s, int committed) {
+  /* First, so the WAL restarts with the next transaction (store_ckpt.c). */
+  store_ckpt_finish(s->ckpt, s->db);
   int64_t now = now_ns(CLOCK_MONOTONIC);
   int tick = now >= s->next_tick_ns;
   uint64_t deleted = 0;

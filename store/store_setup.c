@@ -319,13 +319,18 @@ int store_setup_pragmas(store *s, char **cause) {
   int64_t page = pragma_int(s->db, "PRAGMA page_size");
   if (page <= 0)
     page = 4096;
+  s->wal_frames = (int64_t)(STORE_WAL_TARGET / (uint64_t)page);
+  /* Tests: a small WAL target, so checkpoints come within seconds. */
+  const char *wp = getenv("GENTRACE_TEST_WAL_PAGES");
+  if (wp && *wp && atoll(wp) > 0)
+    s->wal_frames = atoll(wp);
   snprintf(sql, sizeof sql,
            "PRAGMA cache_size = -%d; PRAGMA synchronous = %s;"
            " PRAGMA journal_size_limit = %llu;"
            " PRAGMA wal_autocheckpoint = %llu; PRAGMA foreign_keys = OFF;",
            STORE_CACHE_KIB, s->cfg.sync_full ? "FULL" : "NORMAL",
            (unsigned long long)STORE_WAL_TARGET,
-           (unsigned long long)(STORE_WAL_TARGET / (uint64_t)page));
+           (unsigned long long)s->wal_frames);
   rc = exec_sql(s->db, sql);
   if (rc != SQLITE_OK) {
     store_set_cause(cause, "%s: %s", s->path, sqlite3_errmsg(s->db));

@@ -24,8 +24,10 @@
 #include "store.h"
 #include "store_genrows.h"
 #include "store_index.h"
+#include "store_ckpt.h"
 #include "store_int.h"
 #include "store_summary.h"
+#include "store_zpol.h"
 
 #define NS_PER_SEC 1000000000LL
 /* Waiting this long for the lock is long enough to ride out a reader's
@@ -127,6 +129,11 @@ struct store {
 
   /* Thread-safe on its own (store_index.c). */
   store_index *idx;
+  /* The checkpointer (store_ckpt.c), NULL when it could not start or
+   * GENTRACE_BENCH_INLINE_CKPT is set; wal_frames: the WAL target in
+   * frames (store_setup_pragmas). */
+  struct store_ckpt *ckpt;
+  int64_t wal_frames;
 
   /* Protected by st_lock (queued_* are unused here: see q_len, q_bytes). */
   pthread_mutex_t st_lock;
@@ -234,9 +241,10 @@ int store_setup_schema(store *s, char **cause);
 int store_setup_prepare(store *s, char **cause);
 int store_setup_load_index(store *s, char **cause);
 
-/* store_commit.c. Compresses (and summarizes) it->g into it; thread: a
- * compressor, with its own cctx. */
-void store_commit_compress(store *s, ZSTD_CCtx *cctx, zitem *it);
+/* store_commit.c. Compresses (and summarizes) it->g into it with the
+ * compressor's own context (store_zpol.h: zstd at the store's level, the
+ * shortest match chosen per session). Thread: a compressor. */
+void store_commit_compress(store *s, store_zpol *zp, zitem *it);
 /* it->sum: the generation's summary and, for check_events, the check of
  * its events (one walk); a no-op when made already. Any thread. */
 void store_commit_summarize(store *s, zitem *it);

@@ -16,6 +16,6 @@ for u in 'instant' 'region_begin+end' 'counter' 'log,16B' 'task_begin+end' \
 	grep -q "^BENCH id=A1.* unit=ns/event($u" "$out" ||
 		{ echo "no A1 line for $u"; exit 1; }
 done
-for id in B2 B2-floor B2-floor-hold B2-of-floor B2-cpu B2-ingest-cpu D1 F1; do
+for id in B2 B2-floor B2-floor-hold B2-floor-store B2-of-floor B2-cpu B2-ingest-cpu D1 F1; do
 	grep -q "^BENCH id=$id " "$out" || { echo "no $id line"; exit 1; }
 done

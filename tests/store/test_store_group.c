@@ -1,5 +1,6 @@
-/* test_store_group.c: group commit and small payloads in store/store.c
- * (invariant 13 and STORE_ZSTD_MIN), against real SQLite files. */
+/* test_store_group.c: group commit, small payloads and the compression
+ * of a queue in store/store.c (invariant 13, STORE_ZSTD_MIN, no_compress),
+ * against real SQLite files. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,6 +94,57 @@ static void test_store_group__small_payload_is_stored_raw(void **state) {
                               "SELECT count(*) FROM generations WHERE gen = 2"
                               " AND codec = 'zstd' AND stored_bytes < 4000"),
                    1);
+}
+
+/* N compressible generations submitted at once into a store whose commits
+ * are slow (100 ms each, one generation per batch, so cq holds two): the
+ * compressors wait for room while the rest queue up behind them. Returns
+ * how many rows are raw. */
+static int64_t queue_run(fx *f, int no_compress) {
+  enum { N = 8 };
+  store_config c = sf_config(&f->dir);
+  c.batch_max = 1;
+  c.test_delay_ms = 100;
+  c.no_compress = no_compress;
+  open_store(f, &c);
+  store_gen *gs[N];
+  for (unsigned i = 0; i < N; i++) {
+    sf_gen_opts o = {.session = 40, .gen = i + 1};
+    gs[i] = sf_gen_new(&o); /* built first: submitting is then instant */
+    assert_true(gs[i]->len >= 512); /* STORE_ZSTD_MIN */
+  }
+  for (unsigned i = 0; i < N; i++)
+    assert_int_equal(store_submit(f->s, gs[i]), 0);
+  assert_int_equal(sf_done_wait(&f->done, N), N);
+  for (unsigned i = 0; i < N; i++)
+    assert_int_equal(f->done.recs[i].result, 0);
+  /* Raw or not, every row holds the payload as sent (a raw row's bytes
+   * are the generation's own) and has its summary. */
+  assert_int_equal(sf_sql_int(f->dir.db,
+                              "SELECT count(*) FROM generations g JOIN"
+                              " payloads p ON p.seq = g.seq WHERE"
+                              " (g.codec = 'none' AND length(p.data) ="
+                              " g.bytes AND g.stored_bytes = g.bytes) OR"
+                              " (g.codec = 'zstd' AND length(p.data) ="
+                              " g.stored_bytes AND g.stored_bytes < g.bytes)"),
+                   N);
+  assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sum_gens"), N);
+  return sf_sql_int(f->dir.db,
+                    "SELECT count(*) FROM generations WHERE codec = 'none'");
+}
+
+/* A queue behind slow commits is compressed all the same: storing raw
+ * while behind costs the store thread more than zstd saves (STORAGE.md). */
+static void test_store_group__queued_generations_are_compressed(void **state) {
+  fx *f = *state;
+  assert_int_equal(queue_run(f, 0), 0);
+}
+
+/* no_compress (gentraced --zstd-level 0) stores every payload raw, each
+ * with its summary. */
+static void test_store_group__no_compress_stores_all_raw(void **state) {
+  fx *f = *state;
+  assert_int_equal(queue_run(f, 1), 8);
 }
 
 /* After its first commit a session's row moves forward by its cached id
@@ -207,6 +259,8 @@ int main(void) {
       T(test_store_group__fleet_generations_share_a_transaction),
       T(test_store_group__one_session_does_not_wait),
       T(test_store_group__small_payload_is_stored_raw),
+      T(test_store_group__queued_generations_are_compressed),
+      T(test_store_group__no_compress_stores_all_raw),
       T(test_store_group__known_session_row_moves_forward),
       T(test_store_group__schema_6_trigger_is_migrated),
 #undef T
