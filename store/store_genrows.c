@@ -70,22 +70,30 @@ static sqlite3_stmt *stmt(store_genrows *r, sqlite3_stmt **slot,
 }
 
 /* Invariant 1 for rows[0..k), against the rows themselves: a SELECT per
- * row, debug builds only. */
-static void genrows_check_invariants(store_genrows *r, const store_genrow *rows,
-                                     unsigned k) {
+ * row, debug builds only. Returns an SQLite code: a statement that fails
+ * (out of memory: the allocation walk fails SQLite's allocations too)
+ * checks nothing but fails the transaction, because SQLite rolls the
+ * whole transaction back when a statement runs out of memory, and the
+ * commit must not go on without one. */
+static int genrows_check_invariants(store_genrows *r, const store_genrow *rows,
+                                    unsigned k) {
   sqlite3_stmt *q = NULL;
   int rc = sqlite3_prepare_v2(
       r->db, "SELECT seq FROM generations WHERE session_id = ?1 AND gen = ?2",
       -1, &q, NULL);
-  GTP_ASSERT(rc == SQLITE_OK);
   for (unsigned i = 0; rc == SQLITE_OK && i < k; i++) {
     sqlite3_bind_int64(q, 1, rows[i].sid);
     sqlite3_bind_int64(q, 2, rows[i].gen);
-    GTP_ASSERT(sqlite3_step(q) == SQLITE_ROW &&
-               sqlite3_column_int64(q, 0) == rows[i].seq);
+    int step = sqlite3_step(q);
+    if (step != SQLITE_ROW && step != SQLITE_DONE) {
+      rc = step;
+      break;
+    }
+    GTP_ASSERT(step == SQLITE_ROW && sqlite3_column_int64(q, 0) == rows[i].seq);
     sqlite3_reset(q);
   }
   sqlite3_finalize(q);
+  return rc;
 }
 
 /* The generation rows of rows[0..k), k a chunk size; their seq from the
@@ -122,9 +130,7 @@ static int write_gens(store_genrows *r, store_genrow *rows, size_t c) {
   int64_t last = sqlite3_last_insert_rowid(r->db);
   for (unsigned i = 0; i < k; i++)
     rows[i].seq = last - (int64_t)(k - 1 - i);
-  if (GTP_DEBUG_ENABLED)
-    genrows_check_invariants(r, rows, k);
-  return SQLITE_OK;
+  return GTP_DEBUG_ENABLED ? genrows_check_invariants(r, rows, k) : SQLITE_OK;
 }
 
 /* The payloads of rows[0..n). */
