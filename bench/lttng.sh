@@ -116,9 +116,16 @@ lt_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "nan" && a <= b) }'; }
 # agents, never less. LTTng's default is 4 x 512 KiB per CPU (4 MiB in all
 # on two CPUs), which discarded 2-3x more events than 64 MiB did with 8
 # processes at 14 M/s (2026-11-26, bench/RESULTS.md): a bias against relayd.
+#
+# Above 100 processes relayd keeps LTTng's default channel: with 1,000 apps
+# the sized one (640 MiB here) made every trial late or lossy (bench-limit,
+# 2026-11-26 01:51 UTC: zero-loss at no rate, first failure at 1,562
+# events/s), where the default channel's row had reached 437,500-800,000
+# events/s the day before. relayd gets the better of the two.
 lt_channel() {
 	local n=$1 cpus
 	cpus=$(nproc)
+	[ "$n" -gt 100 ] && { echo default; return; }
 	[ "$n" -gt 8 ] && n=8
 	awk -v n="$n" -v c="$cpus" 'BEGIN {
 		sub_ = n * (16 + 64) * 1048576 / c / 16; s = 4096
