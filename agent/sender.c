@@ -268,15 +268,11 @@ static void fill_out(gt__sender *s) {
     }
     if (end == start) { /* unparsable body: give up on it */
       s->cur_off = g->body_len;
-    } else if (s->tc == NULL && end - start <= GTP_FRAME_MAX - 10) {
+    } else if (s->tc == NULL &&
+               gtp_frame_batch_head_encode(&s->out, g->gen, end - start) ==
+                   0) {
       /* The frame's head here, its records from the body (invariant 4):
        * gtp_frame_batch_encode's bytes without copying the records. */
-      uint8_t *h = gtp_wbuf_grow(&s->out, GTP_FRAME_HEADER_SIZE);
-      if (h != NULL)
-        gtp_frame_header_put(
-            h, GTP_FR_BATCH,
-            (uint32_t)(gtp_uvarint_len(g->gen) + (end - start)));
-      gtp_wbuf_put_uvarint(&s->out, g->gen);
       s->zc = g->body + start;
       s->zc_len = end - start;
       s->zc_off = 0;

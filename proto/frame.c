@@ -157,16 +157,36 @@ int gtp_frame_welcome_encode(gtp_wbuf *b, const gtp_welcome *w) {
   return frame_close(b, start, GTP_FR_WELCOME);
 }
 
-int gtp_frame_batch_encode(gtp_wbuf *b, uint64_t gen, const uint8_t *records,
-                           size_t len) {
+int gtp_frame_batch_head_encode(gtp_wbuf *b, uint64_t gen, size_t len) {
   /* Checked before appending so a too-large batch costs no copy. */
   if (len > GTP_FRAME_MAX || gtp_uvarint_len(gen) + len > GTP_FRAME_MAX)
     return GTP_E_TOOBIG;
   size_t start = frame_open(b);
   gtp_wbuf_put_uvarint(b, gen);
+  if (b->err) { /* nothing half-written stays (invariant 3) */
+    if (b->len > start)
+      b->len = start;
+    return b->err;
+  }
+  gtp_frame_header_put(
+      b->data + start, GTP_FR_BATCH,
+      (uint32_t)(b->len - start - GTP_FRAME_HEADER_SIZE + len));
+  return 0;
+}
+
+int gtp_frame_batch_encode(gtp_wbuf *b, uint64_t gen, const uint8_t *records,
+                           size_t len) {
+  size_t start = b->len;
+  int rc = gtp_frame_batch_head_encode(b, gen, len);
+  if (rc < 0)
+    return rc;
   if (len > 0)
     gtp_wbuf_put(b, records, len);
-  return frame_close(b, start, GTP_FR_BATCH);
+  if (b->err) {
+    b->len = start;
+    return b->err;
+  }
+  return 0;
 }
 
 int gtp_frame_gen_end_encode(gtp_wbuf *b, const gtp_gen_end *e) {

@@ -122,6 +122,11 @@ int gtp_frame_welcome_encode(gtp_wbuf *b, const gtp_welcome *w);
 /* BATCH around already-encoded body records. */
 int gtp_frame_batch_encode(gtp_wbuf *b, uint64_t gen, const uint8_t *records,
                            size_t len);
+/* BATCH's header and generation only, for len bytes of records the caller
+ * sends right after them from its own memory (the agent's sender, without
+ * copying the body). Same checks as gtp_frame_batch_encode; on failure
+ * nothing is appended. */
+int gtp_frame_batch_head_encode(gtp_wbuf *b, uint64_t gen, size_t len);
 int gtp_frame_gen_end_encode(gtp_wbuf *b, const gtp_gen_end *e);
 int gtp_frame_ack_encode(gtp_wbuf *b, uint64_t gen);
 int gtp_frame_heartbeat_encode(gtp_wbuf *b);
