@@ -102,6 +102,12 @@ static const opt opts[] = {
      "Group commit: hold a ready generation up to this long for others to "
      "share its transaction; ACKs wait for the commit; 0 = commit at once "
      "(default 20ms, at most 1s)."},
+    {"loop-coalesce", OPT_DURATION, O(loop_coalesce_ns), 0, 100000000,
+     "DURATION",
+     "When agents keep the ingest loop busy, pause this long before it "
+     "polls again, so one wake-up serves many agents (less CPU per small "
+     "generation; replies wait at most this much longer); 0 = off "
+     "(default 2ms, at most 100ms)."},
     {"zstd-level", OPT_UINT, O(zstd_level), 0, 19, "N",
      "zstd level of stored generations, 1-19 (higher: smaller, more CPU); "
      "0 stores them uncompressed (default 1)."},
@@ -253,6 +259,7 @@ void conf_init(conf *c) {
   c->db = strdup("./gentrace.db");
   c->max_window_bytes = 1ull << 30;
   c->commit_linger_ns = 20ll * 1000000;
+  c->loop_coalesce_ns = 2000000;
   c->zstd_level = 1;
   c->max_connections = 16384;
   c->max_conns_per_ip = 256;

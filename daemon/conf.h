@@ -35,6 +35,7 @@ typedef struct conf {
   int sync_full;          /* --sync full */
   /* --commit-linger: the group commit's wait, 0 = none. */
   int64_t commit_linger_ns;
+  int64_t loop_coalesce_ns; /* --loop-coalesce (loopcoal.c), 0 = off */
   /* --store-priority: nice steps the storage threads run below the rest. */
   uint64_t store_nice_boost;
   uint64_t max_window_bytes;

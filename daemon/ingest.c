@@ -131,6 +131,7 @@ void ingest_config_init(ingest_config *cfg) {
   cfg->idle_timeout_ms = 60000;
   cfg->max_gen_span_ns = 600ull * 1000000000;
   cfg->max_clock_skew_ns = 86400ull * 1000000000;
+  cfg->loop_coalesce_ns = 2000000;
 }
 
 /* The project's one cause helper (proto/text.h); callers here ignore the
@@ -403,6 +404,7 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   uv_timer_init(loop, &ing->retry_timer);
   ing->retry_timer.data = ing;
   ing->handles_open += 3;
+  loopcoal_init(&ing->coal, loop, ing->cfg.loop_coalesce_ns);
   *out = ing;
   return 0;
 }
@@ -499,6 +501,7 @@ void ingest_free(ingest *ing) {
   uv_close((uv_handle_t *)&ing->sweep, on_handle_closed);
   uv_close((uv_handle_t *)&ing->retry_timer, on_handle_closed);
   uv_close((uv_handle_t *)&ing->async, on_handle_closed);
+  loopcoal_close(&ing->coal, on_handle_closed);
   uv_run(ing->loop, UV_RUN_DEFAULT);
   /* Completions that came after a drain gave up waiting for them. Every
    * handle is closed now, so the conns only wait for these references. */

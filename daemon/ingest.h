@@ -39,6 +39,9 @@ typedef struct ingest_config {
   uint64_t idle_timeout_ms;
   uint64_t max_gen_span_ns;   /* CLOCK span bound; 0 = none (tests only) */
   uint64_t max_clock_skew_ns; /* CLOCK distance from our clock; 0 = off */
+  /* Pause before the next poll of a busy loop, so one wake-up serves
+   * several agents (loopcoal.c); 0 = off. */
+  uint64_t loop_coalesce_ns;
   /* Called on the store thread for every generation committed (not for
    * duplicates); main.c wires it to web_notify_commit. May be NULL. */
   void (*on_commit)(void *ctx, int64_t seq);

@@ -18,6 +18,7 @@
 #include "frame.h"
 #include "genpool.h"
 #include "ingest.h"
+#include "loopcoal.h"
 #include "session_auth.h"
 #include "storage.h"
 
@@ -173,6 +174,7 @@ struct ingest {
   uv_timer_t sweep;
   uv_timer_t retry_timer;
   uv_async_t async;
+  loopcoal coal; /* wake-up coalescing (loopcoal.c) */
   conn *conns;
   uint64_t nconns;
   uint64_t next_id;

@@ -77,6 +77,12 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
   metric(b, "gentrace_ingest_buffer_prepared_ready", "gauge",
          "Buffers prepared off the loop thread, waiting for a generation.",
          NULL, gp.prepared_ready);
+  metric(b, "gentrace_ingest_loop_polls_total", "counter",
+         "Rounds of the ingest loop (its polls for socket events).", NULL,
+         __atomic_load_n(&ing->coal.polls, __ATOMIC_RELAXED));
+  metric(b, "gentrace_ingest_loop_pauses_total", "counter",
+         "Rounds the busy ingest loop paused --loop-coalesce before polling.",
+         NULL, __atomic_load_n(&ing->coal.pauses, __ATOMIC_RELAXED));
   metric(b, "gentrace_ingest_staged_frames_total", "counter",
          "BATCH frames whose rest was read straight into the generation.", NULL,
          C(staged_frames));

@@ -187,6 +187,7 @@ void ingest_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   c->last_rx_ms = uv_now(ing->loop);
   CTR_ADD(ing, bytes, (uint64_t)nread);
+  loopcoal_note_read(&ing->coal, (size_t)nread); /* a bulk sender? */
   c->refs++; /* keep c across ingest_conn_close inside the loop */
   if (staged) {
     (void)reasm_stage_read(c, (size_t)nread);

@@ -264,6 +264,7 @@ int main(int argc, char **argv) {
   icfg.idle_timeout_ms = (uint64_t)c.idle_timeout_ns / 1000000;
   icfg.max_gen_span_ns = (uint64_t)c.max_gen_span_ns;
   icfg.max_clock_skew_ns = (uint64_t)c.max_clock_skew_ns;
+  icfg.loop_coalesce_ns = (uint64_t)c.loop_coalesce_ns;
   icfg.on_commit = on_commit;
   icfg.on_commit_ctx = &d;
 

@@ -35,6 +35,7 @@ static void test_conf_init__defaults_match_design(void **state) {
   assert_int_equal(c.idle_timeout_ns, 60000000000ll);
   assert_int_equal(c.sync_full, 0);
   assert_int_equal(c.commit_linger_ns, 20000000ll);
+  assert_int_equal(c.loop_coalesce_ns, 2000000ll);
   conf_fini(&c);
 }
 
@@ -138,7 +139,7 @@ static void test_conf_parse_args__flags_both_forms(void **state) {
   ARGV("--agent-listen", "127.0.0.1:0", "--http-listen=127.0.0.1:0", "--db",
        "/tmp/x.db", "--retain=7d", "--max-db-size", "10G", "--sync", "full",
        "--token", "s3cret", "--max-frame", "512K", "--idle-timeout", "5s",
-       "--commit-linger", "0");
+       "--commit-linger", "0", "--loop-coalesce", "0");
   assert_int_equal(conf_parse_args(&c, argc, argv, &cause), CONF_RUN);
   assert_null(cause);
   assert_int_equal(c.agent_listen.port, 0);
@@ -151,6 +152,7 @@ static void test_conf_parse_args__flags_both_forms(void **state) {
   assert_int_equal(c.max_frame, 524288);
   assert_int_equal(c.idle_timeout_ns, 5000000000ll);
   assert_int_equal(c.commit_linger_ns, 0);
+  assert_int_equal(c.loop_coalesce_ns, 0);
   conf_fini(&c);
 }
 
@@ -244,6 +246,10 @@ static void test_conf_parse_args__errors_name_the_flag(void **state) {
     /* ACKs wait out the linger: more than a second is a mistake. */
     ARGV("--commit-linger", "2s");
     expect_arg_error("--commit-linger: 2s is out of range", argc, argv);
+  }
+  {
+    ARGV("--loop-coalesce", "1s");
+    expect_arg_error("--loop-coalesce: 1s is out of range", argc, argv);
   }
   {
     ARGV("stray");
