@@ -26,12 +26,13 @@ typedef struct {
   int left;
   uv_idle_t idle;
   loopcoal *lc;
-  size_t read; /* a read of this size noted every round */
+  size_t read;    /* a read of this size noted every round */
+  unsigned reads; /* that many times (default 3: a pause pays) */
 } spin;
 
 static void on_idle(uv_idle_t *h) {
   spin *s = h->data;
-  if (s->read > 0)
+  for (unsigned i = 0; s->lc != NULL && i < (s->reads ? s->reads : 3); i++)
     loopcoal_note_read(s->lc, s->read);
   if (--s->left == 0)
     uv_idle_stop(h);
@@ -45,7 +46,7 @@ static void test_loopcoal__a_busy_loop_pauses_before_each_poll(void **state) {
   loopcoal lc;
   assert_int_equal(uv_loop_init(&loop), 0);
   loopcoal_init(&lc, &loop, 5 * MS);
-  spin s = {.left = 10};
+  spin s = {.left = 10, .lc = &lc, .read = 100};
   uv_idle_init(&loop, &s.idle);
   s.idle.data = &s;
   uv_idle_start(&s.idle, on_idle);
@@ -145,65 +146,98 @@ static void test_loopcoal__keeps_no_loop_alive(void **state) {
   run_closed(&loop, &lc);
 }
 
+/* Invariant 5: a peer that waits for each reply (one read per round) gets
+ * a pause now and then, not at every step. */
+static void test_loopcoal__one_peer_at_a_time_stops_the_pauses(void **state) {
+  (void)state;
+  uv_loop_t loop;
+  loopcoal lc;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  loopcoal_init(&lc, &loop, 1 * MS);
+  spin s = {.left = 200, .lc = &lc, .read = 11, .reads = 1};
+  uv_idle_init(&loop, &s.idle);
+  s.idle.data = &s;
+  uv_idle_start(&s.idle, on_idle);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  /* One try per LOOPCOAL_BACKOFF + 1 rounds. */
+  assert_true(lc.pauses >= 1);
+  assert_true(lc.pauses <= 200 / (LOOPCOAL_BACKOFF + 1) + 1);
+  uv_close((uv_handle_t *)&s.idle, NULL);
+  run_closed(&loop, &lc);
+}
+
+enum { NSOCK = 8, ROUNDS = 50 };
+
 typedef struct {
-  int fd[2];
-  uv_poll_t p;
+  int fd[NSOCK][2];
+  uv_poll_t p[NSOCK];
+  loopcoal *lc;
   int reads;
   size_t bytes;
-  size_t want;
-} sock_rx;
+  int stopped;
+} socks;
 
 static void on_readable(uv_poll_t *p, int status, int events) {
-  sock_rx *r = p->data;
+  socks *r = p->data;
   (void)events;
   assert_int_equal(status, 0);
+  int i = (int)(p - r->p);
   char b[4096];
-  ssize_t n = read(r->fd[0], b, sizeof b);
+  ssize_t n = read(r->fd[i][0], b, sizeof b);
   assert_true(n > 0);
+  loopcoal_note_read(r->lc, (size_t)n); /* as ingest_read_cb does */
   r->reads++;
   r->bytes += (size_t)n;
-  if (r->bytes >= r->want)
-    uv_poll_stop(p);
+  if (r->bytes >= NSOCK * ROUNDS)
+    for (int k = 0; k < NSOCK; k++)
+      uv_poll_stop(&r->p[k]);
 }
 
 /* Not cmocka's thread: a failed write shows as missing bytes below. */
 static void writer(void *arg) {
-  sock_rx *r = arg;
-  for (size_t i = 0; i < r->want; i++) {
-    char c = (char)i;
-    if (write(r->fd[1], &c, 1) != 1)
-      break;
-    usleep(200);
-  }
+  socks *r = arg;
+  for (int i = 0; i < ROUNDS; i++)
+    for (int k = 0; k < NSOCK; k++) {
+      char c = (char)i;
+      if (write(r->fd[k][1], &c, 1) != 1)
+        return;
+      usleep(200);
+    }
 }
 
-/* The point of the module: a socket written every 0.2 ms is read in fewer
- * rounds than writes, each read taking what arrived during the 10 ms
- * pause, and every byte still arrives. Without the pause each write is
- * usually one read of its own; about 10-20 reads are expected, half the
- * writes is the bound asserted. */
-static void test_loopcoal__a_busy_socket_is_read_in_fewer_rounds(void **state) {
+/* The point of the module: eight peers, one writing every 0.2 ms in turn,
+ * are read in far fewer rounds than writes: each round takes what all of
+ * them sent during the 10 ms pause, and every byte still arrives. Without
+ * the pause each write is usually a round and a read of its own; about
+ * 40-80 reads are expected, half the writes is the bound asserted. */
+static void test_loopcoal__busy_peers_are_read_in_fewer_rounds(void **state) {
   (void)state;
   uv_loop_t loop;
   loopcoal lc;
-  sock_rx r = {.want = 200};
-  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fd), 0);
+  socks r = {.lc = &lc};
   assert_int_equal(uv_loop_init(&loop), 0);
   loopcoal_init(&lc, &loop, 10 * MS);
-  assert_int_equal(uv_poll_init(&loop, &r.p, r.fd[0]), 0);
-  r.p.data = &r;
-  uv_poll_start(&r.p, UV_READABLE, on_readable);
+  for (int k = 0; k < NSOCK; k++) {
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fd[k]), 0);
+    assert_int_equal(uv_poll_init(&loop, &r.p[k], r.fd[k][0]), 0);
+    r.p[k].data = &r;
+    uv_poll_start(&r.p[k], UV_READABLE, on_readable);
+  }
   uv_thread_t th;
   assert_int_equal(uv_thread_create(&th, writer, &r), 0);
   assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
   uv_thread_join(&th);
-  assert_int_equal(r.bytes, r.want);
+  assert_int_equal(r.bytes, NSOCK * ROUNDS);
   assert_true(lc.pauses >= 1);
-  assert_true((size_t)r.reads * 2 <= r.want);
-  uv_close((uv_handle_t *)&r.p, NULL);
+  assert_true(r.reads * 2 <= NSOCK * ROUNDS);
+  for (int k = 0; k < NSOCK; k++) {
+    uv_close((uv_handle_t *)&r.p[k], NULL);
+  }
   run_closed(&loop, &lc);
-  close(r.fd[0]);
-  close(r.fd[1]);
+  for (int k = 0; k < NSOCK; k++) {
+    close(r.fd[k][0]);
+    close(r.fd[k][1]);
+  }
 }
 
 int main(void) {
@@ -213,7 +247,8 @@ int main(void) {
       cmocka_unit_test(test_loopcoal__a_bulk_read_is_never_paused),
       cmocka_unit_test(test_loopcoal__zero_never_pauses),
       cmocka_unit_test(test_loopcoal__keeps_no_loop_alive),
-      cmocka_unit_test(test_loopcoal__a_busy_socket_is_read_in_fewer_rounds),
+      cmocka_unit_test(test_loopcoal__one_peer_at_a_time_stops_the_pauses),
+      cmocka_unit_test(test_loopcoal__busy_peers_are_read_in_fewer_rounds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
