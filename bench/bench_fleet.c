@@ -5,7 +5,7 @@
  *   bench_fleet [--agents N] [--period-ms MS] [--events E] [--seconds S]
  *               [--procs P] [--server both|gentraced|bare] [--idle]
  *               [--soak] [--connect-rate R] [--id NAME]
- *               [--client-prio nice|idle|normal]
+ *               [--client-prio nice|idle|normal] [--reps N]
  *
  * N agents (default 1000) speak the real wire protocol (HELLO, then per
  * generation one BATCH frame holding an EVENTS record of E events, a
@@ -49,24 +49,31 @@
  * bench/fleet_report.c (histogram, details, BENCH lines), this file (the
  * servers, the load, the store check).
  *
+ * --reps N (default 1): N repeats of the load per server, the servers
+ * alternated (gentraced, bare, gentraced, bare, ...), each repeat a fresh
+ * server (gentraced in a fresh temp dir). Each repeat's details print as
+ * one run's do, labelled "rep i/N", and its exactness is checked and
+ * reported; then the "per generation by thread" medians, and BENCH lines
+ * whose value is the median of the repeats with min, max and reps beside
+ * it (bench/summary.awk's form), the baseline the bare server's median and
+ * the ratio median / median. A single 20 s run moves by 10-20% on a shared
+ * 2-core machine; the median of alternated repeats is the figure to trust.
+ *
  * --idle: agents connect and then only send HEARTBEATs (every third of the
  * idle timeout the WELCOME announced, as the real agent does); reported is
  * the server's CPU in % of one core over S seconds and its memory per
  * connected agent.
  *
  * Output: BENCH lines (bench/README.md) on stdout, details on stderr. The exit
- * status is 1 when an ACKed generation is missing from the store, an ACK
- * came twice or for a generation never sent, a generation was refused
- * (ERROR), a connection was lost, or (--soak) a generation stayed unACKed;
- * figures never change it. Time bounds are generous: a slow machine makes
- * the figures worse, not the run fail.
+ * status is 1 when, in any repeat, an ACKed generation is missing from the
+ * store, an ACK came twice or for a generation never sent, a generation was
+ * refused (ERROR), a connection was lost, or (--soak) a generation stayed
+ * unACKed; figures never change it. Time bounds are generous: a slow machine
+ * makes the figures worse, not the run fail.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include "config.h"
-
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -89,7 +96,7 @@
  * which runs gentraced's loop, comes first), into tid[]/cpu[], and the
  * seconds it was runnable but waited for a CPU (schedstat) into wait[];
  * returns the count. */
-#define MAX_THREADS 32
+#define MAX_THREADS FLEET_THREADS
 static int thread_cpu(pid_t pid, int tid[MAX_THREADS], double cpu[MAX_THREADS],
                       double wait[MAX_THREADS], char name[MAX_THREADS][16],
                       double sys[MAX_THREADS], double runs[MAX_THREADS]) {
@@ -305,7 +312,9 @@ static void verify_store(const opts *o, server *sv, const shared *sh,
   r->verified = 1;
 }
 
-static int run_load(const opts *o, int gentraced, result *r) {
+/* One run of the load against a fresh server (gentraced in a fresh temp
+ * dir, or the bare server): repeat rep (from 0) of o->reps. */
+static int run_load(const opts *o, int gentraced, unsigned rep, result *r) {
   memset(r, 0, sizeof *r);
   server sv;
   if (server_start(&sv, gentraced, o->agents) < 0) {
@@ -313,10 +322,14 @@ static int run_load(const opts *o, int gentraced, result *r) {
             gentraced ? "gentraced" : "bare_server");
     return -1;
   }
-  r->name = sv.name;
+  if (o->reps > 1)
+    snprintf(r->name, sizeof r->name, "%s rep %u/%u", sv.name, rep + 1,
+             o->reps);
+  else
+    snprintf(r->name, sizeof r->name, "%s", sv.name);
   r->agents = o->agents;
   fprintf(stderr, "bench_fleet: %s pid %d agent port %u http port %u\n",
-          sv.name, (int)sv.pid, sv.port, sv.http_port);
+          r->name, (int)sv.pid, sv.port, sv.http_port);
   size_t shsize = sizeof(shared) + o->procs * sizeof(wres);
   shared *sh = mmap(NULL, shsize, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -392,6 +405,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
   }
   /* Transactions and their time (gentraced's /metrics) over the run. */
   double txns = -1, commit_s = -1;
+  r->txns = r->commit_ms = -1;
   if (m0 != NULL && m1 != NULL) {
     txns = (double)(gtd_metric_in(m1, "gentrace_store_transactions_total") -
                     gtd_metric_in(m0, "gentrace_store_transactions_total"));
@@ -404,7 +418,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
         "bench_fleet: %s commits and checkpoints: commit max %.1f ms;"
         " %.0f checkpointer passes, %.1f ms mean, %.1f ms max;"
         " %.0f store-thread finishes, %.1f ms max\n",
-        sv.name, gtd_metric_f_in(m1, "gentrace_store_commit_seconds_max") * 1e3,
+        r->name, gtd_metric_f_in(m1, "gentrace_store_commit_seconds_max") * 1e3,
         (double)(gtd_metric_in(m1, "gentrace_store_checkpoints_total") -
                  gtd_metric_in(m0, "gentrace_store_checkpoints_total")),
         (gtd_metric_f_in(m1, "gentrace_store_checkpoint_seconds_total") -
@@ -428,7 +442,7 @@ static int run_load(const opts *o, int gentraced, result *r) {
    * how long each waited for a CPU while runnable; then the kernel's share
    * (system time) and the times each thread was put on a CPU. */
   double dsys[MAX_THREADS], druns[MAX_THREADS];
-  fprintf(stderr, "bench_fleet: %s pid %d CPU (waited) by thread:", sv.name,
+  fprintf(stderr, "bench_fleet: %s pid %d CPU (waited) by thread:", r->name,
           (int)sv.pid);
   for (int i = 0; i < nt1; i++) {
     double before = 0, wbefore = 0, sbefore = 0, rbefore = 0;
@@ -474,19 +488,22 @@ static int run_load(const opts *o, int gentraced, result *r) {
   /* Per generation ACKed: each thread's wake-ups (times put on a CPU) and
    * the kernel's share of its CPU; gentraced's generations per
    * transaction. What the per-generation figure is made of at each load. */
-  fprintf(stderr, "bench_fleet: %s per generation by thread: ", sv.name);
-  for (int i = 0; i < nt1 && r->acked > 0; i++)
-    if (tc1[i] >= 0.005 || druns[i] >= (double)r->acked / 100)
-      fprintf(stderr, " %s/%d %.2f wake-ups, %.1f us (%.0f%% sys)", tn1[i],
-              tid1[i], druns[i] / (double)r->acked,
-              tc1[i] * 1e6 / (double)r->acked,
-              tc1[i] > 0 ? 100 * dsys[i] / tc1[i] : 0.0);
-  if (txns > 0)
-    fprintf(stderr,
-            "; %.0f transactions, %.1f generations each, %.2f ms "
-            "mean commit",
-            txns, (double)r->acked / txns, commit_s * 1e3 / txns);
-  fprintf(stderr, "\n");
+  for (int i = 0; i < nt1 && r->acked > 0; i++) {
+    fleet_thread *t = &r->thr[r->nthreads++];
+    memcpy(t->name, tn1[i], sizeof t->name); /* both 16, NUL-ended */
+    t->name[sizeof t->name - 1] = '\0';
+    t->tid = tid1[i];
+    t->cpu_s = tc1[i];
+    t->wake = druns[i] / (double)r->acked;
+    t->us = tc1[i] * 1e6 / (double)r->acked;
+    t->sys = tc1[i] > 0 ? 100 * dsys[i] / tc1[i] : 0.0;
+    t->shown = tc1[i] >= 0.005 || druns[i] >= (double)r->acked / 100;
+  }
+  if (txns > 0) {
+    r->txns = txns;
+    r->commit_ms = commit_s * 1e3 / txns;
+  }
+  fleet_report_threads(r);
   r->cpu_s = cpu1 - cpu0;
   r->wall_s = (double)(t1 - go) / 1e9;
   if (r->acked > 0) {
@@ -522,7 +539,7 @@ static void usage(void) {
           "usage: bench_fleet [--agents N] [--period-ms MS] [--events E] "
           "[--seconds S] [--procs P] [--server both|gentraced|bare] [--idle] "
           "[--soak] [--connect-rate R] [--client-prio idle|nice|normal] "
-          "[--id NAME]\n");
+          "[--reps N] [--id NAME]\n");
   exit(2);
 }
 
@@ -531,6 +548,7 @@ int main(int argc, char **argv) {
             .events = 10,
             .seconds = 10,
             .period_ms = 1000,
+            .reps = 1,
             .connect_rate = 2000,
             .server = "both",
             .client_prio = "nice",
@@ -556,6 +574,8 @@ int main(int argc, char **argv) {
       o.events = (unsigned)atoi(v);
     else if (strcmp(a, "--seconds") == 0)
       o.seconds = (unsigned)atoi(v);
+    else if (strcmp(a, "--reps") == 0)
+      o.reps = (unsigned)atoi(v);
     else if (strcmp(a, "--procs") == 0)
       o.procs = (unsigned)atoi(v);
     else if (strcmp(a, "--connect-rate") == 0)
@@ -570,7 +590,8 @@ int main(int argc, char **argv) {
       usage();
   }
   if (o.agents == 0 || o.period_ms == 0 || o.events == 0 || o.events > 1000 ||
-      o.connect_rate == 0 || fleet_client_prio_check(o.client_prio) < 0)
+      o.connect_rate == 0 || o.reps == 0 || o.reps > FLEET_MAX_REPS ||
+      fleet_client_prio_check(o.client_prio) < 0)
     usage();
   if (o.procs == 0)
     o.procs = o.agents <= 500 ? 1 : 2 + (o.agents - 1) / 5000;
@@ -591,29 +612,55 @@ int main(int argc, char **argv) {
 
   int want_bare = strcmp(o.server, "gentraced") != 0;
   int want_gt = strcmp(o.server, "bare") != 0;
-  result bare, gt;
-  memset(&bare, 0, sizeof bare);
-  memset(&gt, 0, sizeof gt);
+  result *bare = calloc(o.reps, sizeof *bare);
+  result *gt = calloc(o.reps, sizeof *gt);
+  if (bare == NULL || gt == NULL)
+    return 1;
+  /* The servers alternate (gentraced, bare, gentraced, ...), each repeat a
+   * fresh server, so a slow stretch of the shared machine falls on both
+   * arms rather than on all of one; exactness is judged repeat by repeat. */
   int fail = 0;
-  if (want_bare) {
-    if (run_load(&o, 0, &bare) < 0)
-      return 1;
-    fleet_report_print(&o, &bare);
+  unsigned exact = 0;
+  for (unsigned i = 0; i < o.reps; i++) {
+    if (want_gt) {
+      result *r = &gt[i];
+      if (run_load(&o, 1, i, r) < 0)
+        return 1;
+      fleet_report_print(&o, r);
+      int bad = !r->ok || r->dup || r->refused || r->lost || r->missing ||
+                r->extra || (!o.idle && !r->verified);
+      if (o.soak)
+        bad |= r->unacked > 0 || r->skipped > 0;
+      r->exact = !bad;
+      exact += r->exact;
+      fail |= bad;
+      fprintf(stderr, "bench_fleet: %s: %s\n", r->name,
+              bad ? "NOT EXACT (see the lines above)"
+                  : "exact (every ACKed generation stored once)");
+    }
+    if (want_bare) {
+      result *r = &bare[i];
+      if (run_load(&o, 0, i, r) < 0)
+        return 1;
+      fleet_report_print(&o, r);
+      r->exact = r->ok && !r->dup && !r->lost;
+      fail |= !r->exact;
+    }
   }
-  if (want_gt) {
-    if (run_load(&o, 1, &gt) < 0)
-      return 1;
-    fleet_report_print(&o, &gt);
-    fail |= !gt.ok || gt.dup || gt.refused || gt.lost || gt.missing ||
-            gt.extra || (!o.idle && !gt.verified);
-    if (o.soak)
-      fail |= gt.unacked > 0 || gt.skipped > 0;
+  if (o.reps > 1) {
+    if (want_gt) {
+      fleet_report_threads_median(gt, o.reps);
+      fprintf(stderr, "bench_fleet: gentraced exact in %u of %u repeats\n",
+              exact, o.reps);
+    }
+    if (want_bare)
+      fleet_report_threads_median(bare, o.reps);
   }
-  if (want_bare)
-    fail |= !bare.ok || bare.dup || bare.lost;
   fflush(stderr);
-  fleet_report_bench(&o, &gt, &bare, want_bare, want_gt);
+  fleet_report_bench(&o, gt, bare, want_bare, want_gt);
   if (fail)
     fprintf(stderr, "bench_fleet: FAIL (exactness, see the lines above)\n");
+  free(gt);
+  free(bare);
   return fail;
 }

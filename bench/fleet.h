@@ -13,10 +13,13 @@
 #define HBUCKETS 2560     /* latency histogram (log-linear, microseconds) */
 #define DRAIN_MS 30000    /* outstanding ACKs get this long after the run */
 #define CONNECT_MS 120000 /* every agent must be welcomed within this */
+#define FLEET_THREADS 32  /* server threads followed in /proc */
+#define FLEET_MAX_REPS 64 /* --reps */
 
 typedef struct opts {
   unsigned agents, procs, events, seconds, connect_rate;
   unsigned period_ms;
+  unsigned reps; /* repeats per server, alternated (--reps) */
   int idle, soak;
   const char *server;      /* both, gentraced, bare */
   const char *client_prio; /* idle, nice, normal (fleet_client_prio_check) */
@@ -71,9 +74,21 @@ void fleet_client_run(const opts *o, unsigned k, unsigned first, unsigned n,
                       uint16_t port, const uint8_t salt[8], shared *sh,
                       uint32_t *acked) __attribute__((noreturn));
 
+/* One server thread over a run: its share per generation ACKed (the
+ * "per generation by thread" table). */
+typedef struct fleet_thread {
+  char name[16]; /* comm */
+  int tid;
+  double cpu_s; /* over the run */
+  double wake;  /* times put on a CPU, per generation */
+  double us;    /* CPU per generation */
+  double sys;   /* the kernel's share of its CPU, % */
+  int shown;    /* enough CPU or wake-ups to be in the table */
+} fleet_thread;
+
 typedef struct result {
-  const char *name;
-  int ok; /* the run itself worked (agents connected, server alive) */
+  char name[48]; /* the server, and "rep i/N" when there are repeats */
+  int ok;        /* the run itself worked (agents connected, server alive) */
   unsigned agents, welcomed;
   uint64_t sent, acked, dup, refused, lost, unacked, skipped, connect_fail;
   double cpu_s, wall_s, rss0_kib, rss_kib;
@@ -88,12 +103,24 @@ typedef struct result {
    * run: upper bounds of the buckets holding p50 and p99, ms. */
   double d_ack50, d_ack99, d_commit50, d_commit99;
   char load[64]; /* /proc/loadavg at the start and the end */
+  unsigned nthreads;
+  fleet_thread thr[FLEET_THREADS];
+  /* gentraced's transactions over the run (/metrics), -1 without. */
+  double txns, commit_ms; /* commit_ms: mean per transaction */
+  int exact;              /* this repeat passed every exactness check */
 } result;
 
 /* The details of one server's run on stderr. */
 void fleet_report_print(const opts *o, const result *r);
-/* The BENCH lines (stdout) of the run: gt is gentraced's result (want_gt),
- * bare the same-run floor (want_bare; its figures print as nan without). */
+/* One run's "per generation by thread" line on stderr. */
+void fleet_report_threads(const result *r);
+/* The same line as the medians (min-max) of n repeats rs[0..n-1] of one
+ * server, threads matched by name and order among equal names. */
+void fleet_report_threads_median(const result *rs, unsigned n);
+/* The BENCH lines (stdout) of the o->reps repeats: gt[] is gentraced's
+ * results (want_gt), bare[] the same-run floor's (want_bare; its figures
+ * print as nan without). Each figure is the median of the repeats, with
+ * min, max and reps beside it when o->reps > 1; ratio = median / median. */
 void fleet_report_bench(const opts *o, const result *gt, const result *bare,
                         int want_bare, int want_gt);
 

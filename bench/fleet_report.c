@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fleet.h"
@@ -108,70 +109,235 @@ void fleet_report_print(const opts *o, const result *r) {
             (unsigned long long)r->missing, (unsigned long long)r->extra);
 }
 
-void fleet_report_bench(const opts *o, const result *gt, const result *bare_in,
+void fleet_report_threads(const result *r) {
+  fprintf(stderr, "bench_fleet: %s per generation by thread: ", r->name);
+  for (unsigned i = 0; i < r->nthreads; i++) {
+    const fleet_thread *t = &r->thr[i];
+    if (t->shown)
+      fprintf(stderr, " %s/%d %.2f wake-ups, %.1f us (%.0f%% sys)", t->name,
+              t->tid, t->wake, t->us, t->sys);
+  }
+  if (r->txns > 0)
+    fprintf(stderr,
+            "; %.0f transactions, %.1f generations each, %.2f ms "
+            "mean commit",
+            r->txns, (double)r->acked / r->txns, r->commit_ms);
+  fprintf(stderr, "\n");
+}
+
+/* ------------------------------------------------------------ medians */
+
+/* A figure over the repeats: the median (the mean of the middle two for an
+ * even count, as bench/summary.awk), min and max. */
+typedef struct fig {
+  double med, min, max;
+} fig;
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static fig fig_of(double *v, unsigned n) {
+  fig f = {NAN, NAN, NAN};
+  if (n == 0)
+    return f;
+  qsort(v, n, sizeof *v, cmp_d);
+  f.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  f.min = v[0];
+  f.max = v[n - 1];
+  return f;
+}
+
+/* Which figure of a result (fig_get). */
+enum {
+  G_US_PER_GEN,
+  G_CPU_PER_MEV,
+  G_CORE_PCT,
+  G_BYTES_PER_AGENT,
+  G_ACK99,
+  G_ACK_IN99,
+  G_WELCOME99,
+  G_DAEMON_ACK99,
+  G_GENS_PER_TXN,
+  G_COMMIT_MS
+};
+
+static double fig_get(const result *r, int which) {
+  switch (which) {
+  case G_US_PER_GEN:
+    return r->us_per_gen;
+  case G_CPU_PER_MEV:
+    return r->cpu_per_mev;
+  case G_CORE_PCT:
+    return r->core_pct;
+  case G_BYTES_PER_AGENT:
+    return r->bytes_per_agent;
+  case G_ACK99:
+    return fleet_hist_pct_ms(&r->ack, 99);
+  case G_ACK_IN99:
+    return fleet_hist_pct_ms(&r->ack_in, 99);
+  case G_WELCOME99:
+    return fleet_hist_pct_ms(&r->welcome, 99);
+  case G_DAEMON_ACK99:
+    return r->d_ack99;
+  case G_GENS_PER_TXN:
+    return r->txns > 0 ? (double)r->acked / r->txns : NAN;
+  default:
+    return r->txns > 0 ? r->commit_ms : NAN;
+  }
+}
+
+/* The figure over n repeats rs[0..n-1]; NaN values (not measured) left
+ * out. */
+static fig fig_over(const result *rs, unsigned n, int which) {
+  double v[FLEET_MAX_REPS];
+  unsigned k = 0;
+  for (unsigned i = 0; i < n && i < FLEET_MAX_REPS; i++) {
+    double x = fig_get(&rs[i], which);
+    if (!isnan(x))
+      v[k++] = x;
+  }
+  return fig_of(v, k);
+}
+
+/* The thread of r that is the occ-th (from 0) named name, or NULL. */
+static const fleet_thread *thread_nth(const result *r, const char *name,
+                                      unsigned occ) {
+  for (unsigned i = 0; i < r->nthreads; i++)
+    if (strcmp(r->thr[i].name, name) == 0 && occ-- == 0)
+      return &r->thr[i];
+  return NULL;
+}
+
+void fleet_report_threads_median(const result *rs, unsigned n) {
+  if (n == 0)
+    return;
+  /* The server's name without the repeat: "gentraced rep 1/3". */
+  const char *sp = strchr(rs[0].name, ' ');
+  int nlen = sp ? (int)(sp - rs[0].name) : (int)strlen(rs[0].name);
+  fprintf(stderr,
+          "bench_fleet: %.*s per generation by thread, median [min-max] of "
+          "%u repeats:",
+          nlen, rs[0].name, n);
+  /* Threads are matched across repeats by name and their order among
+   * threads of the same name (tids differ from run to run); the first
+   * repeat's threads name the rows, and a thread shown in any repeat is
+   * shown. */
+  for (unsigned i = 0; i < rs[0].nthreads; i++) {
+    const char *name = rs[0].thr[i].name;
+    unsigned occ = 0;
+    for (unsigned j = 0; j < i; j++)
+      occ += strcmp(rs[0].thr[j].name, name) == 0;
+    double w[FLEET_MAX_REPS], u[FLEET_MAX_REPS], sy[FLEET_MAX_REPS];
+    unsigned k = 0;
+    int shown = 0;
+    for (unsigned r = 0; r < n && r < FLEET_MAX_REPS; r++) {
+      const fleet_thread *t = thread_nth(&rs[r], name, occ);
+      if (t == NULL)
+        continue;
+      w[k] = t->wake;
+      u[k] = t->us;
+      sy[k] = t->sys;
+      k++;
+      shown |= t->shown;
+    }
+    if (!shown)
+      continue;
+    fig fw = fig_of(w, k), fu = fig_of(u, k), fs = fig_of(sy, k);
+    char label[24]; /* the name, and its order when names repeat */
+    if (occ > 0)
+      snprintf(label, sizeof label, "%s#%u", name, occ + 1);
+    else
+      snprintf(label, sizeof label, "%s", name);
+    fprintf(stderr,
+            " %s %.2f [%.2f-%.2f] wake-ups, %.1f [%.1f-%.1f] us (%.0f%% "
+            "sys)",
+            label, fw.med, fw.min, fw.max, fu.med, fu.min, fu.max, fs.med);
+    if (k < n)
+      fprintf(stderr, " (in %u repeats)", k);
+  }
+  fig g = fig_over(rs, n, G_GENS_PER_TXN), c = fig_over(rs, n, G_COMMIT_MS);
+  if (!isnan(g.med))
+    fprintf(stderr,
+            "; %.1f [%.1f-%.1f] generations per transaction, %.2f "
+            "[%.2f-%.2f] ms mean commit",
+            g.med, g.min, g.max, c.med, c.min, c.max);
+  fprintf(stderr, "\n");
+}
+
+/* One BENCH line: value v.med with prec decimals, then min, max and reps
+ * when there are repeats (the form bench/summary.awk prints; with one
+ * repeat the line is as it was before repeats existed, which bench/limit
+ * and bench/quick parse). */
+static void bline(const opts *o, int prec, fig v, const char *unit,
+                  const char *base, double ratio, const char *bar, int pass) {
+  printf("BENCH id=%s value=%.*f", o->id, prec, v.med);
+  if (o->reps > 1)
+    printf(" min=%.*f max=%.*f reps=%u", prec, v.min, prec, v.max, o->reps);
+  printf(" unit=%s baseline=%s ratio=%.2f bar=%s pass=%d\n", unit, base, ratio,
+         bar, pass);
+}
+
+/* A line whose baseline is the bare server's median of the same figure. */
+static void bline_bare(const opts *o, int prec, fig v, const char *unit, fig b,
+                       const char *bar, int pass) {
+  char base[64];
+  snprintf(base, sizeof base, "bare-libuv:%.*f", prec, b.med);
+  bline(o, prec, v, unit, base, b.med > 0 ? v.med / b.med : NAN, bar, pass);
+}
+
+void fleet_report_bench(const opts *o, const result *gt, const result *bare,
                         int want_bare, int want_gt) {
-  result bare = *bare_in;
-  char tag[96];
+  char tag[96], unit[160], base[64];
   if (o->idle)
     snprintf(tag, sizeof tag, "agents=%u,idle,clients=%s", o->agents,
              o->client_prio);
   else
     snprintf(tag, sizeof tag, "agents=%u,period=%gs,events=%u,clients=%s",
              o->agents, o->period_ms / 1000.0, o->events, o->client_prio);
-  const result *m = want_gt ? gt : &bare;
-  if (!want_bare) {
-    /* No same-run floor: the lines still print, marked, never passing the
-     * ratio bar. */
-    bare.us_per_gen = bare.cpu_per_mev = bare.core_pct = NAN;
-    bare.bytes_per_agent = NAN;
-  }
+  const result *m = want_gt ? gt : bare;
+  unsigned n = o->reps;
+  fig none = {NAN, NAN, NAN};
+  /* Without a same-run floor the lines still print, marked (nan), never
+   * passing the ratio bar. */
+#define M(which) fig_over(m, n, which)
+#define B(which) (want_bare ? fig_over(bare, n, which) : none)
   if (o->idle) {
-    printf("BENCH id=%s value=%.3f unit=%%core(%s) baseline=bare-libuv:%.3f "
-           "ratio=%.2f bar=<1 pass=%d\n",
-           o->id, m->core_pct, tag, bare.core_pct,
-           bare.core_pct > 0 ? m->core_pct / bare.core_pct : NAN,
-           m->core_pct < 1.0);
-    printf("BENCH id=%s value=%.0f unit=bytes/agent(%s) "
-           "baseline=bare-libuv:%.0f ratio=%.2f bar=none pass=1\n",
-           o->id, m->bytes_per_agent, tag, bare.bytes_per_agent,
-           bare.bytes_per_agent > 0 ? m->bytes_per_agent / bare.bytes_per_agent
-                                    : NAN);
+    fig c = M(G_CORE_PCT), bc = B(G_CORE_PCT);
+    snprintf(unit, sizeof unit, "%%core(%s)", tag);
+    bline_bare(o, 3, c, unit, bc, "<1", c.med < 1.0);
+    fig ba = M(G_BYTES_PER_AGENT);
+    snprintf(unit, sizeof unit, "bytes/agent(%s)", tag);
+    bline_bare(o, 0, ba, unit, B(G_BYTES_PER_AGENT), "none", 1);
   } else {
-    double ratio = bare.us_per_gen > 0 ? m->us_per_gen / bare.us_per_gen : NAN;
-    printf("BENCH id=%s value=%.1f unit=us/gen(%s) baseline=bare-libuv:%.1f "
-           "ratio=%.2f bar=<=3 pass=%d\n",
-           o->id, m->us_per_gen, tag, bare.us_per_gen, ratio,
-           ratio > 0 && ratio <= 3);
-    printf("BENCH id=%s value=%.1f unit=us/gen(%s) baseline=goal:30 "
-           "ratio=%.2f bar=<=1 pass=%d\n",
-           o->id, m->us_per_gen, tag, m->us_per_gen / 30, m->us_per_gen <= 30);
-    printf("BENCH id=%s value=%.2f unit=cpu-s/Mevents(%s) "
-           "baseline=bare-libuv:%.2f ratio=%.2f bar=none pass=1\n",
-           o->id, m->cpu_per_mev, tag, bare.cpu_per_mev,
-           bare.cpu_per_mev > 0 ? m->cpu_per_mev / bare.cpu_per_mev : NAN);
-    double ap99 = fleet_hist_pct_ms(&m->ack, 99),
-           bp99 = want_bare ? fleet_hist_pct_ms(&bare.ack, 99) : NAN;
-    printf(
-        "BENCH id=%s value=%.2f unit=ms(ack-p99,%s) baseline=bare-libuv:%.2f "
-        "ratio=%.2f bar=<50ms pass=%d\n",
-        o->id, ap99, tag, bp99, bp99 > 0 ? ap99 / bp99 : NAN, ap99 < 50);
+    fig us = M(G_US_PER_GEN), bus = B(G_US_PER_GEN);
+    double ratio = bus.med > 0 ? us.med / bus.med : NAN;
+    snprintf(unit, sizeof unit, "us/gen(%s)", tag);
+    bline_bare(o, 1, us, unit, bus, "<=3", ratio > 0 && ratio <= 3);
+    bline(o, 1, us, unit, "goal:30", us.med / 30, "<=1", us.med <= 30);
+    snprintf(unit, sizeof unit, "cpu-s/Mevents(%s)", tag);
+    bline_bare(o, 2, M(G_CPU_PER_MEV), unit, B(G_CPU_PER_MEV), "none", 1);
+    fig a = M(G_ACK99);
+    snprintf(unit, sizeof unit, "ms(ack-p99,%s)", tag);
+    bline_bare(o, 2, a, unit, B(G_ACK99), "<50ms", a.med < 50);
     /* The same ACKs timed when they arrived in the client's socket: the
      * client's own delay to read them left out (it is in ack-p99 above). */
-    double ip99 = fleet_hist_pct_ms(&m->ack_in, 99),
-           bi99 = want_bare ? fleet_hist_pct_ms(&bare.ack_in, 99) : NAN;
-    printf("BENCH id=%s value=%.2f unit=ms(ack-p99-at-socket,%s) "
-           "baseline=bare-libuv:%.2f ratio=%.2f bar=<50ms pass=%d\n",
-           o->id, ip99, tag, bi99, bi99 > 0 ? ip99 / bi99 : NAN, ip99 < 50);
-    if (want_gt) /* the daemon's own share, beside the client's figure */
-      printf("BENCH id=%s value=%.2f unit=ms(daemon-ack-p99-bucket,%s) "
-             "baseline=client-ack-p99:%.2f ratio=%.2f bar=<50ms pass=%d\n",
-             o->id, m->d_ack99, tag, ap99, ap99 > 0 ? m->d_ack99 / ap99 : NAN,
-             m->d_ack99 >= 0 && m->d_ack99 <= 50);
+    fig ai = M(G_ACK_IN99);
+    snprintf(unit, sizeof unit, "ms(ack-p99-at-socket,%s)", tag);
+    bline_bare(o, 2, ai, unit, B(G_ACK_IN99), "<50ms", ai.med < 50);
+    if (want_gt) { /* the daemon's own share, beside the client's figure */
+      fig d = M(G_DAEMON_ACK99);
+      snprintf(unit, sizeof unit, "ms(daemon-ack-p99-bucket,%s)", tag);
+      snprintf(base, sizeof base, "client-ack-p99:%.2f", a.med);
+      bline(o, 2, d, unit, base, a.med > 0 ? d.med / a.med : NAN, "<50ms",
+            d.med >= 0 && d.med <= 50);
+    }
   }
-  double wp99 = fleet_hist_pct_ms(&m->welcome, 99),
-         bw99 = want_bare ? fleet_hist_pct_ms(&bare.welcome, 99) : NAN;
-  printf("BENCH id=%s value=%.2f unit=ms(welcome-p99,%s) "
-         "baseline=bare-libuv:%.2f ratio=%.2f bar=<50ms pass=%d\n",
-         o->id, wp99, tag, bw99, bw99 > 0 ? wp99 / bw99 : NAN, wp99 < 50);
+  fig w = M(G_WELCOME99);
+  snprintf(unit, sizeof unit, "ms(welcome-p99,%s)", tag);
+  bline_bare(o, 2, w, unit, B(G_WELCOME99), "<50ms", w.med < 50);
+#undef M
+#undef B
   fflush(stdout);
 }
