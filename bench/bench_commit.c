@@ -2,7 +2,7 @@
  * sockets and no timing noise from the loop: the part of bench_fleet's
  * figure that callgrind can count repeatably on a loaded machine.
  *
- *   bench_commit [--sessions N] [--batch B] [--rounds R]
+ *   bench_commit [--sessions N] [--batch B] [--rounds R] [--services S]
  *
  * Opens a real store (SQLite file in a temp directory, the daemon's
  * pragmas, 16 KiB pages, summaries on), then per round submits B small
@@ -16,6 +16,11 @@
  * under `valgrind --tool=callgrind`, two runs of different R give the
  * instructions per generation by their difference (bench/RESULTS.md).
  *
+ * --services S (default 2, "checkout" and "frontend"): session i belongs to
+ * service "svc-(i mod S)", as bench_fleet's agents do with S = 100; the
+ * rollups' upserts are per service and name in a transaction, so their
+ * cost per generation grows with the services a batch holds.
+ *
  * Output: one BENCH line (no bar: a profile aid), details on stderr. Exit 1
  * when a generation is not stored.
  */
@@ -28,12 +33,24 @@
 
 #include "../tests/store/store_fixture.h"
 
+static unsigned nservices = 2;
+
+static const char *service_of(unsigned session) {
+  static char names[1024][16];
+  if (nservices == 2)
+    return session % 2 ? "checkout" : "frontend";
+  unsigned k = session % nservices;
+  if (!names[k][0])
+    snprintf(names[k], sizeof names[k], "svc-%u", k);
+  return names[k];
+}
+
 static store_gen *small_gen(unsigned session, uint64_t gen) {
   gtf_spec s;
   gtf_spec_init(&s, session, gen);
   s.threads = 1;
   s.stacks = 0;
-  s.service = session % 2 ? "checkout" : "frontend";
+  s.service = service_of(session);
   /* gtf_session repeats every 256 sessions: a fleet needs more. */
   gtp_put_u32le(s.session, session + 1);
   gtp_put_u32le(s.session + 4, (session + 1) * 2654435761u);
@@ -113,11 +130,14 @@ int main(int argc, char **argv) {
       batch = v;
     else if (strcmp(argv[i], "--rounds") == 0)
       rounds = v;
+    else if (strcmp(argv[i], "--services") == 0)
+      nservices = v;
   }
   store_process_init(); /* as gentraced */
-  if (sessions == 0 || batch == 0 || batch > 2048 || rounds == 0) {
+  if (sessions == 0 || batch == 0 || batch > 2048 || rounds == 0 ||
+      nservices == 0 || nservices > 1024) {
     fprintf(stderr, "usage: bench_commit [--sessions N] [--batch B 1..2048]"
-                    " [--rounds R]\n");
+                    " [--rounds R] [--services S 1..1024]\n");
     return 2;
   }
   sf_dir dir;

@@ -50,6 +50,7 @@
 #include "gtp_error.h"
 #include "store_int.h"
 #include "store_search.h"
+#include "sum_rows.h"
 #include "summary.h"
 
 _Static_assert(STORE_ROLLUP_END == INT64_C(9223371600000000000),
@@ -94,6 +95,22 @@ int store_rollup_register(sqlite3 *db) {
   " AND g.start_ns >= 0 AND g.start_ns < 9223371600000000000"                  \
   " AND g.end_ns >= g.start_ns"
 
+/* One upsert per key (slot, service, kind, name), and the multi-row form
+ * of the flush: VALUES of up to 32 keys in one statement, which saves the
+ * statement's fixed cost per key (a fleet of 100 services puts about 19
+ * keys per name in each transaction of 20 generations; bench_commit
+ * --services 100: 32,700 -> 25,400 instructions per generation). */
+#define RU_UPSERT_HEAD                                                         \
+  "INSERT INTO sum_slots(slot, service, kind, name, gens, count, total_ns,"    \
+  " min_ns, max_ns, hist) VALUES"
+#define RU_UPSERT_TAIL                                                         \
+  " ON CONFLICT(slot, service, kind, name) DO UPDATE SET"                      \
+  " gens = gens + excluded.gens, count = count + excluded.count,"              \
+  " total_ns = total_ns + excluded.total_ns,"                                  \
+  " min_ns = min(min_ns, excluded.min_ns),"                                    \
+  " max_ns = max(max_ns, excluded.max_ns),"                                    \
+  " hist = gt_hist_add(hist, excluded.hist)"
+
 enum {
   RU_ROWS,
   RU_UPSERT,
@@ -110,16 +127,8 @@ static const char *const ru_sql[RU_N_] = {
     [RU_ROWS] = "SELECT g.start_ns / 600000000000, s.service, n.kind,"
                 " n.name, n.count, n.total_ns, n.min_ns, n.max_ns,"
                 " n.hist" HOUR_ROWS_SQL("g.seq = ?1"),
-    [RU_UPSERT] = "INSERT INTO sum_slots(slot, service, kind, name, gens,"
-                  " count, total_ns, min_ns, max_ns, hist)"
-                  " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-                  " ON CONFLICT(slot, service, kind, name) DO UPDATE SET"
-                  " gens = gens + excluded.gens,"
-                  " count = count + excluded.count,"
-                  " total_ns = total_ns + excluded.total_ns,"
-                  " min_ns = min(min_ns, excluded.min_ns),"
-                  " max_ns = max(max_ns, excluded.max_ns),"
-                  " hist = gt_hist_add(hist, excluded.hist)",
+    [RU_UPSERT] = RU_UPSERT_HEAD
+    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)" RU_UPSERT_TAIL,
     [RU_AGE] = "UPDATE sum_slots_dirty SET age = age + 1",
     [RU_PICK] = "SELECT slot FROM sum_slots_dirty WHERE age >= ?1"
                 " ORDER BY slot DESC LIMIT ?2",
@@ -153,10 +162,17 @@ typedef struct ru_acc {
 #define RU_ACC_MAX 4096
 #define RU_ACC_SLOTS (2 * RU_ACC_MAX) /* power of two, half full at most */
 
+/* Keys per multi-row upsert, largest first (1 is RU_UPSERT); each (size)
+ * is one statement, prepared on first use. */
+static const unsigned ru_chunk[] = {32, 8};
+#define RU_NCHUNK (sizeof ru_chunk / sizeof ru_chunk[0])
+
 struct store_rollup {
   sqlite3 *db;
   sqlite3_stmt *st[RU_N_];
-  ru_acc *acc; /* RU_ACC_SLOTS, calloc'd on first use */
+  sqlite3_stmt *multi[RU_NCHUNK]; /* prepared on first use */
+  uint8_t *hists; /* ru_chunk[0] encoded histograms, on first use */
+  ru_acc *acc;    /* RU_ACC_SLOTS, calloc'd on first use */
   /* The slots of acc in use, in the order they filled: flush and reset
    * visit these nacc instead of scanning all RU_ACC_SLOTS (8,192 entries,
    * 4.9 MB, twice per transaction: 8,000 instructions per generation at
@@ -205,6 +221,9 @@ void store_rollup_close(store_rollup *ru) {
   free(ru->used);
   for (int i = 0; i < RU_N_; i++)
     sqlite3_finalize(ru->st[i]);
+  for (size_t i = 0; i < RU_NCHUNK; i++)
+    sqlite3_finalize(ru->multi[i]);
+  free(ru->hists);
   free(ru);
 }
 
@@ -256,28 +275,63 @@ void store_rollup_reset(store_rollup *ru) {
   ru->nacc = 0;
 }
 
+static sqlite3_stmt *multi_stmt(store_rollup *ru, size_t c, int *rc) {
+  if (ru->multi[c])
+    return ru->multi[c];
+  size_t len = 0;
+  char *sql = sum_rows_values_sql(RU_UPSERT_HEAD, 10, ru_chunk[c],
+                                  RU_UPSERT_TAIL, &len);
+  if (!sql) {
+    *rc = SQLITE_NOMEM;
+    return NULL;
+  }
+  *rc = sqlite3_prepare_v3(ru->db, sql, (int)len, SQLITE_PREPARE_PERSISTENT,
+                           &ru->multi[c], NULL);
+  free(sql);
+  return *rc == SQLITE_OK ? ru->multi[c] : NULL;
+}
+
+static void bind_acc(sqlite3_stmt *st, int at, const ru_acc *e, uint8_t *hist) {
+  sqlite3_bind_int64(st, at + 1, e->slot);
+  sqlite3_bind_text(st, at + 2, e->service, (int)e->service_len, SQLITE_STATIC);
+  sqlite3_bind_int(st, at + 3, e->kind);
+  sqlite3_bind_text(st, at + 4, e->name, (int)e->name_len, SQLITE_STATIC);
+  sqlite3_bind_int64(st, at + 5, e->gens);
+  sqlite3_bind_int64(st, at + 6, e->count);
+  sqlite3_bind_int64(st, at + 7, e->total_ns);
+  sqlite3_bind_int64(st, at + 8, e->min_ns);
+  sqlite3_bind_int64(st, at + 9, e->max_ns);
+  size_t hl = gtp_sum_hist_encode(e->hist, hist);
+  sqlite3_bind_blob(st, at + 10, hist, (int)hl, SQLITE_STATIC);
+}
+
 int store_rollup_flush(store_rollup *ru) {
   if (!ru || !ru->acc || ru->nacc == 0)
     return SQLITE_OK;
-  sqlite3_stmt *st = ru->st[RU_UPSERT];
   int rc = SQLITE_OK;
-  uint8_t hist[GTP_SUM_HIST_MAX];
-  for (size_t i = 0; i < ru->nacc && rc == SQLITE_OK; i++) {
-    const ru_acc *e = &ru->acc[ru->used[i]];
-    sqlite3_bind_int64(st, 1, e->slot);
-    sqlite3_bind_text(st, 2, e->service, (int)e->service_len, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, e->kind);
-    sqlite3_bind_text(st, 4, e->name, (int)e->name_len, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, e->gens);
-    sqlite3_bind_int64(st, 6, e->count);
-    sqlite3_bind_int64(st, 7, e->total_ns);
-    sqlite3_bind_int64(st, 8, e->min_ns);
-    sqlite3_bind_int64(st, 9, e->max_ns);
-    size_t hl = gtp_sum_hist_encode(e->hist, hist);
-    sqlite3_bind_blob(st, 10, hist, (int)hl, SQLITE_STATIC);
+  if (!ru->hists && !(ru->hists = malloc(ru_chunk[0] * GTP_SUM_HIST_MAX)))
+    rc = SQLITE_NOMEM;
+  size_t i = 0;
+  while (rc == SQLITE_OK && i < ru->nacc) {
+    size_t left = ru->nacc - i, c = 0;
+    while (c < RU_NCHUNK && ru_chunk[c] > left)
+      c++;
+    sqlite3_stmt *st =
+        c < RU_NCHUNK ? multi_stmt(ru, c, &rc) : ru->st[RU_UPSERT];
+    if (!st)
+      break;
+    unsigned k = c < RU_NCHUNK ? ru_chunk[c] : 1;
+    for (unsigned j = 0; j < k; j++)
+      bind_acc(st, (int)j * 10, &ru->acc[ru->used[i + j]],
+               ru->hists + (size_t)j * GTP_SUM_HIST_MAX);
     rc = run(st);
+    i += k;
   }
-  sqlite3_clear_bindings(st);
+  /* No statement keeps pointers to the keys the reset frees. */
+  sqlite3_clear_bindings(ru->st[RU_UPSERT]);
+  for (size_t c = 0; c < RU_NCHUNK; c++)
+    if (ru->multi[c])
+      sqlite3_clear_bindings(ru->multi[c]);
   store_rollup_reset(ru); /* written, or the transaction rolls back */
   return rc;
 }

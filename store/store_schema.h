@@ -35,7 +35,7 @@
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -148,8 +148,49 @@
  *                and every span begun in an earlier generation of the
  *                session (carried = 1), whatever its length.
  *   sum_counters (seq, name): count, min, max, last.
- *   sum_logs     (seq, name = category): count. */
+ *   sum_logs     (seq, name = category): count.
+ * From v9 the last three are views of the JSON columns sum_gens.spans,
+ * .counters and .logs (sum_json.h): one row per generation instead of
+ * six B-tree inserts for a small one (bench/RESULTS.md, "summary rows"). */
 #define STORE_SCHEMA_SUMMARY_SQL                                               \
+  "CREATE TABLE IF NOT EXISTS sum_gens(seq INTEGER PRIMARY KEY,"               \
+  " floor_ns INTEGER NOT NULL, open_at_end INTEGER NOT NULL,"                  \
+  " unmatched_ends INTEGER NOT NULL, status INTEGER NOT NULL,"                 \
+  " spans TEXT, counters TEXT, logs TEXT);"                                    \
+  "CREATE TABLE IF NOT EXISTS sum_names(name TEXT NOT NULL,"                   \
+  " seq INTEGER NOT NULL, kind INTEGER NOT NULL, count INTEGER NOT NULL,"      \
+  " total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,"                       \
+  " max_ns INTEGER NOT NULL, hist BLOB NOT NULL,"                              \
+  " PRIMARY KEY(name, seq, kind)) WITHOUT ROWID;"                              \
+  "CREATE INDEX IF NOT EXISTS sum_names_by_seq ON sum_names(seq);"             \
+  STORE_SCHEMA_SUM_VIEWS_SQL                                                   \
+  "CREATE TRIGGER IF NOT EXISTS generations_sum_del AFTER DELETE"              \
+  " ON generations BEGIN"                                                      \
+  " DELETE FROM sum_gens WHERE seq = OLD.seq;"                                 \
+  " DELETE FROM sum_names WHERE seq = OLD.seq; END;"
+
+/* (v9) The spans, counters and logs of sum_gens' JSON columns as the
+ * tables of schemas 4-8 were (sum_json.h), for SQL readers: operators,
+ * tests. Search reads sum_gens.spans itself (a name with a NUL byte ends
+ * at it in json_each). */
+#define STORE_SCHEMA_SUM_VIEWS_SQL                                             \
+  "CREATE VIEW IF NOT EXISTS sum_spans(seq, kind, name, thread, start_ns,"     \
+  " dur_ns, carried) AS SELECT g.seq, json_extract(j.value, '$[0]'),"          \
+  " json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'),"             \
+  " json_extract(j.value, '$[3]'), json_extract(j.value, '$[4]'),"             \
+  " json_extract(j.value, '$[5]') FROM sum_gens g, json_each(g.spans) j;"      \
+  "CREATE VIEW IF NOT EXISTS sum_counters(seq, name, count, min, max, last)"   \
+  " AS SELECT g.seq, json_extract(j.value, '$[0]'),"                           \
+  " json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'),"             \
+  " json_extract(j.value, '$[3]'), json_extract(j.value, '$[4]')"              \
+  " FROM sum_gens g, json_each(g.counters) j;"                                 \
+  "CREATE VIEW IF NOT EXISTS sum_logs(seq, name, count) AS SELECT g.seq,"      \
+  " json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')"              \
+  " FROM sum_gens g, json_each(g.logs) j;"
+
+/* The summary tables as schemas 4-8 made them (migration 4 creates these;
+ * migration 9 folds three of them into sum_gens). */
+#define STORE_SCHEMA_SUMMARY_V4_SQL                                            \
   "CREATE TABLE IF NOT EXISTS sum_gens(seq INTEGER PRIMARY KEY,"               \
   " floor_ns INTEGER NOT NULL, open_at_end INTEGER NOT NULL,"                  \
   " unmatched_ends INTEGER NOT NULL, status INTEGER NOT NULL);"                \
@@ -183,7 +224,7 @@
  * summarizes the kept generations in the background (store_summary.c,
  * "backfill"), newest first. */
 #define STORE_MIGRATE_4_SQL                                                    \
-  STORE_SCHEMA_SUMMARY_SQL                                                     \
+  STORE_SCHEMA_SUMMARY_V4_SQL                                                     \
   "UPDATE meta SET value = '4' WHERE key = 'schema_version';"
 
 /* Retention pins (v5; store/store_hold.c writes them). AUTOINCREMENT so an
@@ -267,13 +308,38 @@
   "DROP TRIGGER IF EXISTS generations_add;"                                    \
   "UPDATE meta SET value = '8' WHERE key = 'schema_version';"
 
+/* Migration 8 -> 9: sum_spans, sum_counters and sum_logs folded into
+ * sum_gens as JSON text (sum_json.h; json_array quotes a name as
+ * sum_json.c does), the tables replaced by views of the same name and
+ * columns, and the delete trigger without them. Rows of a generation with
+ * none keep NULL. */
+#define STORE_MIGRATE_9_SQL                                                    \
+  "ALTER TABLE sum_gens ADD COLUMN spans TEXT;"                                \
+  "ALTER TABLE sum_gens ADD COLUMN counters TEXT;"                             \
+  "ALTER TABLE sum_gens ADD COLUMN logs TEXT;"                                 \
+  "UPDATE sum_gens SET spans = (SELECT json_group_array(json_array(kind,"      \
+  " name, thread, start_ns, dur_ns, carried)) FROM sum_spans x"                \
+  " WHERE x.seq = sum_gens.seq) WHERE seq IN (SELECT seq FROM sum_spans);"     \
+  "UPDATE sum_gens SET counters = (SELECT json_group_array(json_array(name,"   \
+  " count, min, max, last)) FROM sum_counters x WHERE x.seq = sum_gens.seq)"   \
+  " WHERE seq IN (SELECT seq FROM sum_counters);"                              \
+  "UPDATE sum_gens SET logs = (SELECT json_group_array(json_array(name,"       \
+  " count)) FROM sum_logs x WHERE x.seq = sum_gens.seq)"                       \
+  " WHERE seq IN (SELECT seq FROM sum_logs);"                                  \
+  "DROP TRIGGER IF EXISTS generations_sum_del;"                                \
+  "DROP TABLE sum_spans; DROP TABLE sum_counters; DROP TABLE sum_logs;"        \
+  STORE_SCHEMA_SUMMARY_SQL                                                     \
+  "UPDATE meta SET value = '9' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
  * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
  * the session key), generations.crc (the body CRC32C of the GEN_END) and the
  * generations_by_span index; 4 adds the summary tables (sum_*); 5 adds
  * retention_pins; 6 adds the ten-minute rollups (sum_slots*); 7 makes the
  * generations_add trigger move sessions.last_seen_ns and last_gen; 8 drops
- * that trigger (the commit moves the session row). */
+ * that trigger (the commit moves the session row); 9 folds sum_spans,
+ * sum_counters and sum_logs into sum_gens' JSON columns (views keep their
+ * names). */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

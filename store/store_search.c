@@ -3,7 +3,8 @@
  * tables, proto/summary.h for what a summary guarantees).
  *
  * Invariants:
- *   1. A candidate generation MUST be answered from sum_spans only when its
+ *   1. A candidate generation MUST be answered from its summary's spans
+ *      (sum_gens.spans, sum_json.h) only when its
  *      floor_ns <= the query's min (summary.h: every span that long is
  *      stored), otherwise from its decoded bytes, otherwise short spans of a
  *      capped generation would be missed.
@@ -31,6 +32,7 @@
 #include "spanbuf.h"
 #include "store_int.h"
 #include "store_rollup.h"
+#include "sum_json.h"
 #include "summary.h"
 
 _Static_assert(GTP_SUM_BUCKETS == 68, "store_name_stats.hist size");
@@ -133,45 +135,31 @@ static int64_t seq_floor(sqlite3 *db, int64_t from_ns) {
 
 /* ------------------------------------------------------------------ spans */
 
-/* Spans of generation seq from sum_spans (invariant 1: floor <= min), or
- * only its carried ones (carried_only). */
-static int spans_from_index(sqlite3 *db, const store_search_query *q,
-                            int64_t seq, int carried_only, spanbuf *out) {
-  sqlite3_stmt *st;
-  char hi[1100];
-  int err = prep(db,
-                 "SELECT kind, name, thread, start_ns, dur_ns FROM sum_spans"
-                 " WHERE seq = ?1 AND name >= ?2 AND (?3 IS NULL OR name <= ?3)"
-                 " AND dur_ns >= ?4 AND dur_ns <= ?5"
-                 " AND (?6 = 0 OR carried = 1)",
-                 &st);
-  if (err)
-    return err;
-  sqlite3_bind_int64(st, 1, seq);
-  bind_name(st, 2, q->name, q->prefix, hi, sizeof hi);
-  sqlite3_bind_int64(st, 4, (int64_t)q->min_ns);
-  sqlite3_bind_int64(st, 5,
-                     q->max_ns > INT64_MAX ? INT64_MAX : (int64_t)q->max_ns);
-  sqlite3_bind_int(st, 6, carried_only);
+/* Spans of one generation from its sum_gens.spans text (invariant 1:
+ * floor <= min), or only its carried ones (carried_only). */
+static int spans_from_index(const store_search_query *q, const void *json,
+                            size_t len, int carried_only, spanbuf *out) {
+  sum_json_it it;
+  sum_json_it_init(&it, json, len);
+  sum_json_span sp;
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    store_span_row r = {0};
-    r.kind = sqlite3_column_int(st, 0);
-    r.name = (const char *)sqlite3_column_text(st, 1);
-    r.name_len = (size_t)sqlite3_column_bytes(st, 1);
-    r.thread = (uint64_t)sqlite3_column_int64(st, 2);
-    r.start_ns = sqlite3_column_int64(st, 3);
-    r.dur_ns = (uint64_t)sqlite3_column_int64(st, 4);
-    if (!r.name || !spanbuf_name_matches(q, r.name, r.name_len) ||
-        !spanbuf_span_matches(q, r.start_ns, r.dur_ns))
+  while ((rc = sum_json_span_next(&it, &sp)) == 1) {
+    if ((carried_only && !sp.carried) || sp.thread < 0 || sp.dur_ns < 0 ||
+        !spanbuf_name_matches(q, sp.name, sp.name_len) ||
+        !spanbuf_span_matches(q, sp.start_ns, (uint64_t)sp.dur_ns))
       continue;
-    if ((err = spanbuf_add(out, &r)) < 0)
+    store_span_row r = {0};
+    r.kind = (int)sp.kind;
+    r.name = sp.name;
+    r.name_len = sp.name_len;
+    r.thread = (uint64_t)sp.thread;
+    r.start_ns = sp.start_ns;
+    r.dur_ns = (uint64_t)sp.dur_ns;
+    if ((rc = spanbuf_add(out, &r)) < 0)
       break;
   }
-  sqlite3_finalize(st);
-  if (err)
-    return err;
-  return rc == SQLITE_DONE ? 0 : store_sqlite_err(rc);
+  sum_json_it_fini(&it);
+  return rc < 0 ? rc : 0;
 }
 
 /* Spans of generation seq from its bytes: every span >= min. */
@@ -192,7 +180,7 @@ static int spans_from_bytes(store_reader *r, const store_search_query *q,
  * hold a match, and (while backfilling) generations without a summary. */
 #define CAND_SQL(SEQ)                                                          \
   "SELECT c.seq, g.gen, s.session, s.service, s.host, sg.floor_ns,"            \
-  " sg.status FROM (SELECT n.seq AS seq FROM sum_names n"                      \
+  " sg.status, sg.spans FROM (SELECT n.seq AS seq FROM sum_names n"            \
   "  WHERE n.name >= ?1 AND (?2 IS NULL OR n.name <= ?2)"                      \
   "  AND n.max_ns >= ?3 AND n.min_ns <= ?4 AND " SEQ " >= ?5 AND " SEQ         \
   " <= ?6"                                                                     \
@@ -247,14 +235,17 @@ int store_search_spans(store_reader *r, const store_search_query *q,
     if (summarized && status != 0)
       continue; /* not decodable: no span of it can be shown */
     spanbuf_clear(&buf);
+    const void *json = sqlite3_column_blob(st, 7);
+    size_t jlen = json ? (size_t)sqlite3_column_bytes(st, 7) : 0;
     if (summarized && floor_ns >= 0 && (uint64_t)floor_ns <= q->min_ns) {
-      err = spans_from_index(db, q, seq, 0, &buf);
+      err = spans_from_index(q, json, jlen, 0, &buf);
     } else {
       /* The bytes hold the spans begun and ended here; the ones begun in
-       * an earlier generation are only in sum_spans (carried). */
-      err = spans_from_bytes(r, q, seq, &buf);
-      if (!err && summarized)
-        err = spans_from_index(db, q, seq, 1, &buf);
+       * an earlier generation are only in sum_gens.spans (carried). */
+      if (summarized)
+        err = spans_from_index(q, json, jlen, 1, &buf);
+      if (!err)
+        err = spans_from_bytes(r, q, seq, &buf);
     }
     if (err)
       break;

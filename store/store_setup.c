@@ -236,7 +236,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '8')");
+                           " ('schema_version', '9')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -254,11 +254,25 @@ int store_setup_schema(store *s, char **cause) {
                                         STORE_MIGRATE_5_SQL,
                                         STORE_MIGRATE_6_SQL,
                                         STORE_MIGRATE_7_SQL,
-                                        STORE_MIGRATE_8_SQL};
+                                        STORE_MIGRATE_8_SQL,
+                                        STORE_MIGRATE_9_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
-    rc = exec_sql(s->db, migrate[v + 1]);
+    const char *sql = migrate[v + 1];
+    /* A file that has sum_gens' JSON columns already (its version number
+     * set back, as tests of older migrations do) has the summary tables
+     * of 4 and 9: those steps only move the number. */
+    char only[96];
+    if ((v + 1 == 4 || v + 1 == 9) &&
+        pragma_int(s->db, "SELECT count(*) FROM pragma_table_info('sum_gens')"
+                          " WHERE name = 'spans'") > 0) {
+      snprintf(only, sizeof only,
+               "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
+               (int)(v + 1));
+      sql = only;
+    }
+    rc = exec_sql(s->db, sql);
     if (rc != SQLITE_OK) {
       store_set_cause(cause,
                       "%s: migrating schema %" PRId64 " to %" PRId64 ": %s",
@@ -282,8 +296,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 8,
-    "store_setup.c writes schema_version 8 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 9,
+    "store_setup.c writes schema_version 9 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {

@@ -32,7 +32,11 @@
 #include "store_int.h"
 #include "store_schema.h"
 #include "sum_carry.h"
+#include "sum_json.h"
 #include "sum_rows.h"
+
+/* A JSON scratch buffer that grew past this is given back after use. */
+#define JSON_KEEP (64 * 1024)
 
 /* ---------------------------------------------------------- the pure part */
 
@@ -129,6 +133,7 @@ struct store_summary {
   sqlite3 *db;
   sqlite3_stmt *st[SS_COUNT_];
   sum_rows *rows; /* this transaction's rows, written before COMMIT */
+  gtp_wbuf json;  /* scratch: one summary's JSON columns */
   ZSTD_DCtx *dctx;
   int64_t below;    /* invariant 3 */
   uint64_t pending; /* generations without a summary (estimate) */
@@ -154,6 +159,7 @@ int store_summary_open(sqlite3 *db, store_summary **out) {
   if (!ss)
     return -ENOMEM;
   ss->db = db;
+  gtp_wbuf_init(&ss->json, 0);
   if (!(ss->carry = sum_carry_new()) || !(ss->rows = sum_rows_new(db))) {
     sum_carry_free(ss->carry);
     free(ss);
@@ -200,11 +206,17 @@ void store_summary_close(store_summary *ss) {
     return;
   sum_carry_free(ss->carry);
   sum_rows_free(ss->rows);
+  gtp_wbuf_fini(&ss->json);
   for (int i = 0; i < SS_COUNT_; i++)
     sqlite3_finalize(ss->st[i]);
   store_rollup_close(ss->ru);
   ZSTD_freeDCtx(ss->dctx);
   free(ss);
+}
+
+/* The JSON text j[a, b) as a column value (NULL when empty). */
+static sum_rows_val json_col(const gtp_wbuf *j, size_t a, size_t b) {
+  return sum_rows_text_copy(b > a ? j->data + a : NULL, b - a);
 }
 
 int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
@@ -219,11 +231,34 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
   sum_rows *r = ss->rows;
   /* The rows wait in memory for store_summary_flush (sum_rows.h); those
    * of a table with a key are added last-first (sum_rows.h invariant 1). */
-  sum_rows_val g[] = {
-      sum_rows_int(seq), sum_rows_int(ok ? clamp64(s->span_floor_ns) : 0),
-      sum_rows_int(clamp64(s->open_at_end)),
-      sum_rows_int(clamp64(s->unmatched_ends)), sum_rows_int(it->status)};
-  int err = sum_rows_add(r, SUM_ROWS_GENS, g);
+  /* Spans, counters and logs go into the sum_gens row as JSON text
+   * (sum_json.h), each a slice of one scratch buffer that the add copies. */
+  gtp_wbuf *j = &ss->json;
+  gtp_wbuf_reset(j);
+  size_t at[4] = {0, 0, 0, 0};
+  if (ok) {
+    (void)sum_json_spans(j, s);
+    at[1] = j->len;
+    (void)sum_json_counters(j, s);
+    at[2] = j->len;
+    (void)sum_json_logs(j, s);
+    at[3] = j->len;
+  }
+  int err = j->err;
+  sum_rows_val g[] = {sum_rows_int(seq),
+                      sum_rows_int(ok ? clamp64(s->span_floor_ns) : 0),
+                      sum_rows_int(clamp64(s->open_at_end)),
+                      sum_rows_int(clamp64(s->unmatched_ends)),
+                      sum_rows_int(it->status),
+                      json_col(j, at[0], at[1]),
+                      json_col(j, at[1], at[2]),
+                      json_col(j, at[2], at[3])};
+  if (err == 0)
+    err = sum_rows_add(r, SUM_ROWS_GENS, g);
+  if (j->cap > JSON_KEEP) { /* one huge summary keeps no memory */
+    gtp_wbuf_fini(j);
+    gtp_wbuf_init(j, 0);
+  }
   uint8_t hist[GTP_SUM_HIST_MAX];
   for (size_t i = ok ? s->nnames : 0; err == 0 && i-- > 0;) {
     const gtp_sum_name *n = &s->names[i];
@@ -237,31 +272,6 @@ int store_summary_put(store_summary *ss, int64_t seq, const uint8_t session[16],
                         sum_rows_int(clamp64(n->max_ns)),
                         sum_rows_blob(hist, hl)};
     err = sum_rows_add(r, SUM_ROWS_NAMES, v);
-  }
-  for (size_t i = 0; ok && err == 0 && i < s->nspans; i++) {
-    const gtp_sum_span *sp = &s->spans[i];
-    const gtp_sum_name *n = &s->names[sp->name];
-    sum_rows_val v[] = {
-        sum_rows_int(seq),          sum_rows_int(n->kind),
-        sum_rows_text(n->name),     sum_rows_int(clamp64(sp->thread)),
-        sum_rows_int(sp->start_ns), sum_rows_int(clamp64(sp->dur_ns)),
-        sum_rows_int(sp->carried)};
-    err = sum_rows_add(r, SUM_ROWS_SPANS, v);
-  }
-  for (size_t i = ok ? s->ncounters : 0; err == 0 && i-- > 0;) {
-    const gtp_sum_counter *c = &s->counters[i];
-    sum_rows_val v[] = {sum_rows_int(seq),
-                        sum_rows_text(c->name),
-                        sum_rows_int(clamp64(c->count)),
-                        sum_rows_int(c->min),
-                        sum_rows_int(c->max),
-                        sum_rows_int(c->last)};
-    err = sum_rows_add(r, SUM_ROWS_COUNTERS, v);
-  }
-  for (size_t i = ok ? s->nlogs : 0; err == 0 && i-- > 0;) {
-    sum_rows_val v[] = {sum_rows_int(seq), sum_rows_text(s->logs[i].name),
-                        sum_rows_int(clamp64(s->logs[i].count))};
-    err = sum_rows_add(r, SUM_ROWS_LOGS, v);
   }
   if (err)
     return SQLITE_NOMEM; /* the transaction fails; nothing half-written */

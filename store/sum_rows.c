@@ -22,20 +22,12 @@ static const struct {
   unsigned ncols;
 } tab[SUM_ROWS_TABLES_] = {
     [SUM_ROWS_GENS] = {"INSERT OR IGNORE INTO sum_gens(seq, floor_ns,"
-                       " open_at_end, unmatched_ends, status) VALUES",
-                       5},
+                       " open_at_end, unmatched_ends, status, spans,"
+                       " counters, logs) VALUES",
+                       8},
     [SUM_ROWS_NAMES] = {"INSERT OR IGNORE INTO sum_names(name, seq, kind,"
                         " count, total_ns, min_ns, max_ns, hist) VALUES",
                         8},
-    [SUM_ROWS_SPANS] = {"INSERT OR IGNORE INTO sum_spans(seq, kind, name,"
-                        " thread, start_ns, dur_ns, carried) VALUES",
-                        7},
-    [SUM_ROWS_COUNTERS] = {"INSERT OR IGNORE INTO sum_counters(seq, name,"
-                           " count, min, max, last) VALUES",
-                           6},
-    [SUM_ROWS_LOGS] = {"INSERT OR IGNORE INTO sum_logs(seq, name, count)"
-                       " VALUES",
-                       3},
 };
 
 /* A buffer that grew past this many values is given back after a flush
@@ -51,7 +43,7 @@ typedef struct {
 struct sum_rows {
   sqlite3 *db;
   rows_buf b[SUM_ROWS_TABLES_];
-  uint8_t *blob; /* the histograms' bytes */
+  uint8_t *blob; /* the histograms' and the copied texts' bytes */
   size_t blob_n, blob_cap;
   sqlite3_stmt *st[SUM_ROWS_TABLES_][NCHUNK];
 };
@@ -84,14 +76,14 @@ int sum_rows_add(sum_rows *r, int t, const sum_rows_val *vals) {
   unsigned nc = tab[t].ncols;
   size_t blob_need = r->blob_n;
   for (unsigned i = 0; i < nc; i++)
-    if (vals[i].type == SQLITE_BLOB)
+    if (vals[i].type == SQLITE_BLOB || vals[i].copy)
       blob_need += vals[i].len;
   if (grow((void **)&b->v, &b->cap, b->n + nc, sizeof *b->v) < 0 ||
       grow((void **)&r->blob, &r->blob_cap, blob_need, 1) < 0)
     return -ENOMEM;
   for (unsigned i = 0; i < nc; i++) {
     sum_rows_val v = vals[i];
-    if (v.type == SQLITE_BLOB) {
+    if (v.type == SQLITE_BLOB || v.copy) {
       if (v.len)
         memcpy(r->blob + r->blob_n, v.p, v.len);
       v.i = (int64_t)r->blob_n;
@@ -191,6 +183,11 @@ static int write_table(sum_rows *r, int t) {
       int col = (int)k + 1;
       if (v->type == SQLITE_INTEGER)
         sqlite3_bind_int64(st, col, v->i);
+      else if (v->type == SQLITE_NULL)
+        sqlite3_bind_null(st, col);
+      else if (v->type == SQLITE_TEXT && v->copy)
+        sqlite3_bind_text(st, col, (const char *)r->blob + v->i, (int)v->len,
+                          SQLITE_STATIC);
       else if (v->type == SQLITE_TEXT)
         sqlite3_bind_text(st, col, v->p, (int)v->len, SQLITE_STATIC);
       else if (v->len == 0) /* empty, not NULL (NOT NULL: IGNORE drops) */

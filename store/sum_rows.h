@@ -4,9 +4,11 @@
  * Why: one sqlite3_step per summary row cost about 9,000 instructions, most
  * of it per statement (the transaction check, opening and closing the
  * table's and its index's cursors, halting, resetting), not per row: a
- * small fleet generation has about seven rows (bench/RESULTS.md, "summary
- * rows in one statement per table"). A statement of up to
- * SUM_ROWS_CHUNK_MAX rows pays that once.
+ * small fleet generation had about seven rows (bench/RESULTS.md, "summary
+ * rows in one statement per table"), three since schema 9 (a sum_gens row
+ * that carries the spans, counters and logs as JSON text, sum_json.h, and
+ * one sum_names row per name). A statement of up to SUM_ROWS_CHUNK_MAX
+ * rows pays that once.
  *
  * The rows borrow their text (names) from the summaries they come from:
  * those must outlive the next sum_rows_flush or sum_rows_reset. Histogram
@@ -38,14 +40,7 @@
 typedef struct sum_rows sum_rows;
 
 /* The tables, in the order sum_rows_flush writes them. */
-enum {
-  SUM_ROWS_GENS,
-  SUM_ROWS_NAMES,
-  SUM_ROWS_SPANS,
-  SUM_ROWS_COUNTERS,
-  SUM_ROWS_LOGS,
-  SUM_ROWS_TABLES_
-};
+enum { SUM_ROWS_GENS, SUM_ROWS_NAMES, SUM_ROWS_TABLES_ };
 
 #define SUM_ROWS_CHUNK_MAX 64
 
@@ -57,22 +52,28 @@ void sum_rows_free(sum_rows *r);
  * (see sum_rows.c); texts are sqlite values made by the helpers below. 0 or
  * -ENOMEM. */
 typedef struct {
-  int type;      /* SQLITE_INTEGER, SQLITE_TEXT or SQLITE_BLOB */
+  int type;      /* SQLITE_INTEGER, SQLITE_TEXT, SQLITE_BLOB or SQLITE_NULL */
   int64_t i;     /* INTEGER */
-  const void *p; /* TEXT (borrowed) or BLOB (copied on add) */
+  const void *p; /* TEXT (borrowed unless copy) or BLOB (copied on add) */
   size_t len;
+  int copy; /* TEXT: copied on add (a scratch buffer's) */
 } sum_rows_val;
 
 int sum_rows_add(sum_rows *r, int t, const sum_rows_val *vals);
 
 static inline sum_rows_val sum_rows_int(int64_t v) {
-  return (sum_rows_val){SQLITE_INTEGER, v, NULL, 0};
+  return (sum_rows_val){SQLITE_INTEGER, v, NULL, 0, 0};
 }
 static inline sum_rows_val sum_rows_text(gtp_str s) {
-  return (sum_rows_val){SQLITE_TEXT, 0, s.len ? s.ptr : "", s.len};
+  return (sum_rows_val){SQLITE_TEXT, 0, s.len ? s.ptr : "", s.len, 0};
 }
 static inline sum_rows_val sum_rows_blob(const void *p, size_t len) {
-  return (sum_rows_val){SQLITE_BLOB, 0, p, len};
+  return (sum_rows_val){SQLITE_BLOB, 0, p, len, 0};
+}
+/* A text copied on add, or NULL when len is 0 (sum_gens' JSON columns). */
+static inline sum_rows_val sum_rows_text_copy(const void *p, size_t len) {
+  return len ? (sum_rows_val){SQLITE_TEXT, 0, p, len, 1}
+             : (sum_rows_val){SQLITE_NULL, 0, NULL, 0, 0};
 }
 
 /* Rows buffered (all tables). */

@@ -11,6 +11,7 @@
 #include "store_fixture.h"
 #include "store_fx.h"
 #include "store_schema.h"
+#include "sum_json.h"
 
 static void submit_n(fx *f, unsigned session, uint64_t first, uint64_t n) {
   size_t before = f->done.n;
@@ -81,9 +82,9 @@ static void test_store_summary__schema_3_is_backfilled(void **state) {
   f->s = NULL;
   assert_int_equal(
       sf_sql_exec(f->dir.db,
-                  "DROP TRIGGER generations_sum_del; DROP TABLE sum_gens;"
-                  "DROP TABLE sum_names; DROP TABLE sum_spans;"
-                  "DROP TABLE sum_counters; DROP TABLE sum_logs;"
+                  "DROP TRIGGER generations_sum_del; DROP VIEW sum_spans;"
+                  "DROP VIEW sum_counters; DROP VIEW sum_logs;"
+                  "DROP TABLE sum_gens; DROP TABLE sum_names;"
                   "UPDATE meta SET value = '3' WHERE key = 'schema_version'"),
       SQLITE_OK);
   f->done.n = 0;
@@ -192,6 +193,104 @@ test_store_summary__regions_across_the_edge_are_carried(void **state) {
   assert_int_equal(q(f, "SELECT sum(unmatched_ends) FROM sum_gens"), 1);
 }
 
+/* A schema 8 database, whose spans, counters and logs are rows of their
+ * own tables, is folded into sum_gens' JSON columns at open: the views
+ * show exactly the rows the tables held, a name keeps its bytes (quote,
+ * backslash, newline, NUL, a byte that is not UTF-8: search decodes the
+ * column, sum_json.c), and new commits and deletes work on the new shape. */
+static void test_store_summary__schema_8_tables_are_folded(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  open_store(f, &c);
+  submit_n(f, 3, 1, 5);
+  submit_wait(f, region_gen(4, 1, 1));
+  submit_wait(f, region_gen(4, 2, 0)); /* one carried span */
+  store_close(f->s);
+  f->s = NULL;
+  assert_int_equal(
+      sf_sql_exec(
+          f->dir.db,
+          "CREATE TABLE old_spans AS SELECT * FROM sum_spans;"
+          "CREATE TABLE old_counters AS SELECT * FROM sum_counters;"
+          "CREATE TABLE old_logs AS SELECT * FROM sum_logs;"
+          "DROP TRIGGER generations_sum_del; DROP VIEW sum_spans;"
+          "DROP VIEW sum_counters; DROP VIEW sum_logs;"
+          "ALTER TABLE sum_gens DROP COLUMN spans;"
+          "ALTER TABLE sum_gens DROP COLUMN counters;"
+          "ALTER TABLE sum_gens DROP COLUMN logs;" STORE_SCHEMA_SUMMARY_V4_SQL
+          "INSERT INTO old_spans VALUES((SELECT min(seq) FROM sum_gens), 2,"
+          " CAST(x'61225c0a0062ff' AS TEXT), 3, 4, 5000000, 0);"
+          "INSERT INTO sum_spans SELECT * FROM old_spans;"
+          "INSERT INTO sum_counters SELECT * FROM old_counters;"
+          "INSERT INTO sum_logs SELECT * FROM old_logs;"
+          "UPDATE meta SET value = '8' WHERE key = 'schema_version'"),
+      SQLITE_OK);
+  int64_t nspans = q(f, "SELECT count(*) FROM old_spans");
+  assert_true(nspans >= 2);
+  assert_true(q(f, "SELECT count(*) FROM old_counters") > 0);
+  assert_true(q(f, "SELECT count(*) FROM old_logs") > 0);
+  open_store(f, &c);
+  assert_int_equal(q(f, "SELECT value FROM meta WHERE key = 'schema_version'"),
+                   STORE_SCHEMA_VERSION);
+  assert_int_equal(q(f, "SELECT count(*) FROM sqlite_master WHERE type ="
+                        " 'table' AND name IN ('sum_spans', 'sum_counters',"
+                        " 'sum_logs')"),
+                   0);
+  static const char *const same[] = {
+      "SELECT count(*) FROM (SELECT * FROM old_spans EXCEPT"
+      " SELECT * FROM sum_spans)",
+      "SELECT count(*) FROM (SELECT * FROM sum_spans WHERE instr(name,"
+      " char(10)) = 0 EXCEPT SELECT * FROM old_spans)",
+      "SELECT count(*) FROM (SELECT * FROM old_counters EXCEPT"
+      " SELECT * FROM sum_counters)",
+      "SELECT count(*) FROM (SELECT * FROM sum_counters EXCEPT"
+      " SELECT * FROM old_counters)",
+      "SELECT count(*) FROM (SELECT * FROM old_logs EXCEPT"
+      " SELECT * FROM sum_logs)",
+      "SELECT count(*) FROM (SELECT * FROM sum_logs EXCEPT"
+      " SELECT * FROM old_logs)",
+  };
+  /* The one name with a NUL is the one the views cut (json_each). */
+  assert_int_equal(q(f, same[0]), 1);
+  for (size_t i = 1; i < sizeof same / sizeof same[0]; i++)
+    assert_int_equal(q(f, same[i]), 0);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_spans"), nspans);
+  /* The column itself holds the name's every byte. */
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(f->dir.db, &db), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_prepare_v2(db,
+                                      "SELECT spans FROM sum_gens WHERE seq ="
+                                      " (SELECT min(seq) FROM sum_gens)",
+                                      -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  sum_json_it it;
+  sum_json_it_init(&it, sqlite3_column_blob(st, 0),
+                   (size_t)sqlite3_column_bytes(st, 0));
+  sum_json_span sp;
+  int found = 0, rc;
+  while ((rc = sum_json_span_next(&it, &sp)) == 1)
+    found += sp.name_len == 7 && memcmp(sp.name, "a\"\\\n\0b\xff", 7) == 0 &&
+             sp.kind == 2 && sp.dur_ns == 5000000 && sp.start_ns == 4;
+  assert_int_equal(rc, 0);
+  assert_int_equal(found, 1);
+  sum_json_it_fini(&it);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  /* New commits write the new shape; deleting takes the folded rows. */
+  submit_n(f, 3, 6, 2);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_logs WHERE name = 'http'"
+                        " AND seq NOT IN (SELECT seq FROM old_logs)"),
+                   2);
+  assert_int_equal(sf_sql_exec(f->dir.db, "DELETE FROM payloads;"
+                                          "DELETE FROM generations"),
+                   SQLITE_OK);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_gens"), 0);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_spans"), 0);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_names"), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -204,6 +303,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(
           test_store_summary__regions_across_the_edge_are_carried, setup,
           teardown),
+      cmocka_unit_test_setup_teardown(
+          test_store_summary__schema_8_tables_are_folded, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
