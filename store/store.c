@@ -83,8 +83,11 @@
  *      generations back for at most linger_ms, and only while the batch is
  *      neither full (batch_max, STORE_LINGER_BYTES, a full cq) nor the store
  *      closing; done() still comes only after COMMIT (2). While it lingers
- *      (s->lingering) the compressors signal it only for a full batch, so a
- *      transaction of N small generations costs one wake-up, not N. A
+ *      (s->lingering) the compressors signal it only for a full batch (or
+ *      a head from the session committed last: wake_store), so a
+ *      transaction of N small generations costs one wake-up, not N; right
+ *      after a commit that left cq empty it polls (poll_wait): one
+ *      linger_ms unsignalled, then what arrived meanwhile commits. A
  *      fleet of agents each committing a small generation a second
  *      otherwise pays one transaction per generation: with 16 KiB pages,
  *      several whole pages written to the WAL for a few hundred bytes
@@ -341,6 +344,19 @@ fail_alloc:
 
 /* ---------------------------------------------------------------- queue */
 
+/* Whether the generation just made ready at position pos of cq must wake
+ * the store thread (invariant 13): always unless it lingers or polls; then
+ * only for a full batch, or when it is the head and comes from the session
+ * committed last (one agent sending generation after generation, each
+ * waiting for its ACK, gains nothing from waiting: linger lets it through
+ * at once). q_lock held. */
+static int wake_store(const store *s, size_t pos) {
+  if (!s->lingering || s->cq_len >= s->cfg.batch_max)
+    return 1;
+  return pos == 0 &&
+         memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0;
+}
+
 int store_submit(store *s, store_gen *g) {
   int err = 0;
   /* Before g is queued: from then on the store thread may complete and
@@ -368,7 +384,7 @@ int store_submit(store *s, store_gen *g) {
                  .ready_ns = now_ns(CLOCK_MONOTONIC)};
     s->cq_len++;
     s->q_bytes += g->len;
-    if (!s->lingering || s->cq_len >= s->cfg.batch_max)
+    if (wake_store(s, s->cq_len - 1))
       pthread_cond_signal(&s->c_cond); /* invariant 13 */
     goto out;
   }
@@ -469,7 +485,7 @@ static void *comp_main(void *arg) {
     s->cq[slot] = it;
     /* A lingering store thread wakes at its deadline or for a full batch,
      * not once per generation (invariant 13). */
-    if (!s->lingering || s->cq_len >= s->cfg.batch_max)
+    if (wake_store(s, (slot + s->cq_cap - s->cq_head) % s->cq_cap))
       pthread_cond_signal(&s->c_cond);
   }
   s->comp_exited++;
@@ -526,11 +542,51 @@ static void linger(store *s) {
   s->lingering = 0;
 }
 
+/* Group commit's poll (invariant 13): right after a commit that left cq
+ * empty, while a fleet keeps sending, the store thread waits out one
+ * linger_ms unsignalled and then commits what came meanwhile (each waited
+ * less than linger_ms, as linger() allows). Without it each transaction
+ * took two wake-ups (the first arrival's signal, a system call on the
+ * submitting loop thread, then the linger deadline); with it, one
+ * (bench/RESULTS.md, seventh session). Cut short (closing, a full batch,
+ * the session committed last sending again: wake_store) it returns 0 and
+ * the usual rules apply; it returns 1 when the whole linger passed and a
+ * generation is ready, which is then committed without lingering again.
+ * q_lock held. */
+static int poll_wait(store *s) {
+  if (s->cfg.linger_ms == 0 || s->closing || s->cq_len > 0)
+    return 0;
+  int64_t until =
+      now_ns(CLOCK_MONOTONIC) + (int64_t)s->cfg.linger_ms * 1000000;
+  struct timespec ts = {(time_t)(until / NS_PER_SEC),
+                        (long)(until % NS_PER_SEC)};
+  int full = 0;
+  s->lingering = 1;
+  for (;;) {
+    uint64_t bytes;
+    size_t n = ready_prefix(s, &bytes);
+    if (s->closing || n >= s->cfg.batch_max || bytes >= STORE_LINGER_BYTES ||
+        s->cq_len == s->cq_cap ||
+        (n > 0 &&
+         memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0))
+      break;
+    if (now_ns(CLOCK_MONOTONIC) >= until) {
+      full = n > 0;
+      break;
+    }
+    pthread_cond_timedwait(&s->c_cond, &s->q_lock, &ts);
+  }
+  s->lingering = 0;
+  return full;
+}
+
 static void *store_main(void *arg) {
   store *s = arg;
   pthread_setname_np(pthread_self(), "gt-store");
+  int poll = 0; /* the last round committed: poll_wait first */
   for (;;) {
     pthread_mutex_lock(&s->q_lock);
+    int polled = poll && poll_wait(s);
     while (!(s->cq_len > 0 && s->cq[s->cq_head].ready) &&
            !(s->comp_exited == STORE_COMPRESSORS && s->cq_len == 0)) {
       int64_t wake = s->next_tick_ns;
@@ -540,7 +596,8 @@ static void *store_main(void *arg) {
                             (long)(wake % NS_PER_SEC)};
       pthread_cond_timedwait(&s->c_cond, &s->q_lock, &ts);
     }
-    linger(s);
+    if (!polled)
+      linger(s);
     size_t n = 0;
     uint64_t bytes = 0;
     while (n < s->cfg.batch_max && s->cq_len > 0 && s->cq[s->cq_head].ready) {
@@ -553,14 +610,15 @@ static void *store_main(void *arg) {
     s->q_bytes -= bytes;
     if (n)
       pthread_cond_broadcast(&s->space_cond);
+    if (n)
+      memcpy(s->last_session, s->batch[n - 1].g->session, 16);
     int stop = s->comp_exited == STORE_COMPRESSORS && s->cq_len == 0;
     pthread_mutex_unlock(&s->q_lock);
 
-    if (n) {
-      memcpy(s->last_session, s->batch[n - 1].g->session, 16);
+    if (n)
       store_commit_batch(s, s->batch, n);
-    }
     store_maint_run(s, n > 0);
+    poll = n > 0;
     if (stop)
       break;
   }

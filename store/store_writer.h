@@ -108,7 +108,6 @@ struct store {
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
   int64_t next_tick_ns;
   int size_stuck; /* over max_db_bytes but nothing deletable: wait a tick */
-  uint8_t last_session[16]; /* of the last generation committed */
 
   /* Protected by q_lock. */
   pthread_mutex_t q_lock;
@@ -124,8 +123,9 @@ struct store {
    * the ingest loop for its memory budget, store_scratch_bytes). */
   uint64_t scratch_bytes;
   int closing;
-  int comp_exited; /* compressors that have exited */
-  int lingering;   /* the store thread waits out cfg.linger_ms */
+  int comp_exited;          /* compressors that have exited */
+  int lingering;            /* the store thread waits out cfg.linger_ms */
+  uint8_t last_session[16]; /* of the last generation committed */
 
   /* Thread-safe on its own (store_index.c). */
   store_index *idx;

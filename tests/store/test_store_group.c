@@ -69,6 +69,46 @@ static void test_store_group__one_session_does_not_wait(void **state) {
   }
 }
 
+/* After a commit the store thread polls (store.c, poll_wait): what
+ * arrives during the next linger_ms is committed when that linger ends,
+ * in one transaction, without waiting a linger of its own from its
+ * arrival. Generations from three new sessions, submitted 1.5-1.9 s into
+ * the 3 s poll, complete about 1.1-1.5 s later; lingering from their
+ * arrival they would take 3 s. */
+static void
+test_store_group__arrivals_after_a_commit_share_its_poll(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  c.linger_ms = 3000;
+  open_store(f, &c);
+  sf_gen_opts o = {.session = 7, .gen = 1};
+  assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  enum { N = 3 };
+  store_gen *gs[N];
+  for (unsigned i = 0; i < N; i++) {
+    sf_gen_opts oi = {.session = 20 + i, .gen = 1};
+    gs[i] = sf_gen_new(&oi);
+  }
+  sf_sleep_ms(1500);
+  int64_t t0 = sf_now_ns();
+  for (unsigned i = 0; i < N; i++) {
+    assert_int_equal(store_submit(f->s, gs[i]), 0);
+    if (i + 1 < N)
+      sf_sleep_ms(200);
+  }
+  assert_int_equal(sf_done_wait(&f->done, 1 + N), 1 + N);
+  /* Generous (about 1.1 s expected), yet under the 3 s linger each
+   * would have waited from its arrival. */
+  assert_true(ms_since(t0) < 2700);
+  store_stats st;
+  store_stats_get(f->s, &st);
+  assert_int_equal(st.transactions, 2);
+  for (unsigned i = 0; i < 1 + N; i++)
+    assert_int_equal(f->done.recs[i].result, 0);
+  assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM generations"),
+                   1 + N);
+}
+
 /* A payload below STORE_ZSTD_MIN (512 bytes) is stored raw even when zstd
  * would shrink it (here 300 equal bytes); a larger one is compressed. */
 static void test_store_group__small_payload_is_stored_raw(void **state) {
@@ -258,6 +298,7 @@ int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
       T(test_store_group__fleet_generations_share_a_transaction),
       T(test_store_group__one_session_does_not_wait),
+      T(test_store_group__arrivals_after_a_commit_share_its_poll),
       T(test_store_group__small_payload_is_stored_raw),
       T(test_store_group__queued_generations_are_compressed),
       T(test_store_group__no_compress_stores_all_raw),
