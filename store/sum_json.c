@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gtp_error.h"
+#include "text.h"
 
 /* ----------------------------------------------------------- the writer */
 
@@ -312,16 +313,6 @@ static int get_i64(sum_json_it *it, int64_t *v) {
   return 0;
 }
 
-static int hexval(uint8_t c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* A string into it->name (invariant 2: at most as long as the text). */
 static int get_str(sum_json_it *it, size_t *len) {
   if (!eat(it, '"'))
@@ -351,7 +342,7 @@ static int get_str(sum_json_it *it, size_t *len) {
     } else if (c == 'u' && it->end - it->p >= 4) {
       int h[4];
       for (int i = 0; i < 4; i++)
-        h[i] = hexval(it->p[i]);
+        h[i] = gtp_hex_digit(it->p[i]);
       /* Only \u00XX is ever written (a byte below 0x20). */
       if (h[0] != 0 || h[1] != 0 || h[2] < 0 || h[3] < 0)
         return GTP_E_CORRUPT;
