@@ -135,6 +135,15 @@
   STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
   "UPDATE meta SET value = '3' WHERE key = 'schema_version';"
 
+/* sum_names as every schema since 4 has it (both definitions below). */
+#define STORE_SCHEMA_SUM_NAMES_SQL                                             \
+  "CREATE TABLE IF NOT EXISTS sum_names(name TEXT NOT NULL,"                   \
+  " seq INTEGER NOT NULL, kind INTEGER NOT NULL, count INTEGER NOT NULL,"      \
+  " total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,"                       \
+  " max_ns INTEGER NOT NULL, hist BLOB NOT NULL,"                              \
+  " PRIMARY KEY(name, seq, kind)) WITHOUT ROWID;"                              \
+  "CREATE INDEX IF NOT EXISTS sum_names_by_seq ON sum_names(seq);"
+
 /* Summaries (v4; store_summary.c writes them, store_search.c reads them),
  * one set of rows per generation (seq), written in the generation's own
  * transaction and deleted with it by a trigger, whatever path deletes it:
@@ -157,12 +166,7 @@
   " floor_ns INTEGER NOT NULL, open_at_end INTEGER NOT NULL,"                  \
   " unmatched_ends INTEGER NOT NULL, status INTEGER NOT NULL,"                 \
   " spans TEXT, counters TEXT, logs TEXT);"                                    \
-  "CREATE TABLE IF NOT EXISTS sum_names(name TEXT NOT NULL,"                   \
-  " seq INTEGER NOT NULL, kind INTEGER NOT NULL, count INTEGER NOT NULL,"      \
-  " total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,"                       \
-  " max_ns INTEGER NOT NULL, hist BLOB NOT NULL,"                              \
-  " PRIMARY KEY(name, seq, kind)) WITHOUT ROWID;"                              \
-  "CREATE INDEX IF NOT EXISTS sum_names_by_seq ON sum_names(seq);"             \
+  STORE_SCHEMA_SUM_NAMES_SQL                                                   \
   STORE_SCHEMA_SUM_VIEWS_SQL                                                   \
   "CREATE TRIGGER IF NOT EXISTS generations_sum_del AFTER DELETE"              \
   " ON generations BEGIN"                                                      \
@@ -194,12 +198,7 @@
   "CREATE TABLE IF NOT EXISTS sum_gens(seq INTEGER PRIMARY KEY,"               \
   " floor_ns INTEGER NOT NULL, open_at_end INTEGER NOT NULL,"                  \
   " unmatched_ends INTEGER NOT NULL, status INTEGER NOT NULL);"                \
-  "CREATE TABLE IF NOT EXISTS sum_names(name TEXT NOT NULL,"                   \
-  " seq INTEGER NOT NULL, kind INTEGER NOT NULL, count INTEGER NOT NULL,"      \
-  " total_ns INTEGER NOT NULL, min_ns INTEGER NOT NULL,"                       \
-  " max_ns INTEGER NOT NULL, hist BLOB NOT NULL,"                              \
-  " PRIMARY KEY(name, seq, kind)) WITHOUT ROWID;"                              \
-  "CREATE INDEX IF NOT EXISTS sum_names_by_seq ON sum_names(seq);"             \
+  STORE_SCHEMA_SUM_NAMES_SQL                                                   \
   "CREATE TABLE IF NOT EXISTS sum_spans(seq INTEGER NOT NULL,"                 \
   " kind INTEGER NOT NULL, name TEXT NOT NULL, thread INTEGER NOT NULL,"       \
   " start_ns INTEGER NOT NULL, dur_ns INTEGER NOT NULL,"                      \
