@@ -350,11 +350,14 @@ fail_alloc:
  * committed last (one agent sending generation after generation, each
  * waiting for its ACK, gains nothing from waiting: linger lets it through
  * at once). q_lock held. */
+static int head_is_last_session(const store *s) {
+  return memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0;
+}
+
 static int wake_store(const store *s, size_t pos) {
   if (!s->lingering || s->cq_len >= s->cfg.batch_max)
     return 1;
-  return pos == 0 &&
-         memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0;
+  return pos == 0 && head_is_last_session(s);
 }
 
 int store_submit(store *s, store_gen *g) {
@@ -513,33 +516,44 @@ static size_t ready_prefix(const store *s, uint64_t *bytes) {
   return n;
 }
 
-/* Group commit (invariant 13): with a generation ready, waits up to
- * linger_ms for more, unless the batch is full, the store is closing, or
- * the head comes from the same session as the last commit (one agent
- * sending generation after generation, each waiting for its ACK, gains
- * nothing from waiting). q_lock held. */
-static void linger(store *s) {
-  if (s->cfg.linger_ms == 0 || s->closing || s->cq_len == 0 ||
-      !s->cq[s->cq_head].ready ||
-      memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0)
-    return;
-  /* From when the head became ready: time it spent queued behind the
-   * previous commit counts, so no generation waits more than linger_ms
-   * beyond the commits ahead of it. */
-  int64_t until =
-      s->cq[s->cq_head].ready_ns + (int64_t)s->cfg.linger_ms * 1000000;
+/* Group commit's wait (invariant 13), shared by linger and poll_wait:
+ * until `until`, unless the batch is full, the store is closing, or the
+ * ready head comes from the session committed last (one agent sending
+ * generation after generation, each waiting for its ACK, gains nothing
+ * from waiting). Returns 1 when the whole wait passed with a generation
+ * ready. q_lock held. */
+static int group_wait(store *s, int64_t until) {
   struct timespec ts = {(time_t)(until / NS_PER_SEC),
                         (long)(until % NS_PER_SEC)};
+  int full = 0;
   s->lingering = 1;
   for (;;) {
     uint64_t bytes;
     size_t n = ready_prefix(s, &bytes);
     if (s->closing || n >= s->cfg.batch_max || bytes >= STORE_LINGER_BYTES ||
-        s->cq_len == s->cq_cap || now_ns(CLOCK_MONOTONIC) >= until)
+        s->cq_len == s->cq_cap || (n > 0 && head_is_last_session(s)))
       break;
+    if (now_ns(CLOCK_MONOTONIC) >= until) {
+      full = n > 0;
+      break;
+    }
     pthread_cond_timedwait(&s->c_cond, &s->q_lock, &ts);
   }
   s->lingering = 0;
+  return full;
+}
+
+/* Group commit (invariant 13): with a generation ready, waits up to
+ * linger_ms for more (group_wait's exceptions apply). The deadline runs
+ * from when the head became ready: time it spent queued behind the
+ * previous commit counts, so no generation waits more than linger_ms
+ * beyond the commits ahead of it. q_lock held. */
+static void linger(store *s) {
+  if (s->cfg.linger_ms == 0 || s->closing || s->cq_len == 0 ||
+      !s->cq[s->cq_head].ready)
+    return;
+  (void)group_wait(s, s->cq[s->cq_head].ready_ns +
+                          (int64_t)s->cfg.linger_ms * 1000000);
 }
 
 /* Group commit's poll (invariant 13): right after a commit that left cq
@@ -556,28 +570,8 @@ static void linger(store *s) {
 static int poll_wait(store *s) {
   if (s->cfg.linger_ms == 0 || s->closing || s->cq_len > 0)
     return 0;
-  int64_t until =
-      now_ns(CLOCK_MONOTONIC) + (int64_t)s->cfg.linger_ms * 1000000;
-  struct timespec ts = {(time_t)(until / NS_PER_SEC),
-                        (long)(until % NS_PER_SEC)};
-  int full = 0;
-  s->lingering = 1;
-  for (;;) {
-    uint64_t bytes;
-    size_t n = ready_prefix(s, &bytes);
-    if (s->closing || n >= s->cfg.batch_max || bytes >= STORE_LINGER_BYTES ||
-        s->cq_len == s->cq_cap ||
-        (n > 0 &&
-         memcmp(s->cq[s->cq_head].g->session, s->last_session, 16) == 0))
-      break;
-    if (now_ns(CLOCK_MONOTONIC) >= until) {
-      full = n > 0;
-      break;
-    }
-    pthread_cond_timedwait(&s->c_cond, &s->q_lock, &ts);
-  }
-  s->lingering = 0;
-  return full;
+  return group_wait(s, now_ns(CLOCK_MONOTONIC) +
+                           (int64_t)s->cfg.linger_ms * 1000000);
 }
 
 static void *store_main(void *arg) {
