@@ -668,6 +668,14 @@ int gtp_ct_equal(const void *given, size_t glen, const void *secret,
   return diff == 0;
 }
 
+/* ---------------------------------------------------------------- order */
+
+int gtp_bytes_cmp(const void *a, size_t alen, const void *b, size_t blen) {
+  size_t m = alen < blen ? alen : blen;
+  int c = m ? memcmp(a, b, m) : 0;
+  return c ? c : (alen > blen) - (alen < blen);
+}
+
 /* --------------------------------------------------------------- logfmt */
 
 static int logfmt_plain(const char *s) {

@@ -9,6 +9,7 @@
  *   gtp_time_parse    the one time grammar (RFC 3339, now-5m, 1732400000s)
  *   gtp_hostport_*    HOST:PORT and [V6]:PORT
  *   gtp_ct_equal      constant-time comparison of secrets
+ *   gtp_bytes_cmp     the one byte order of names (bytes, then length)
  *   gtp_hex_digit     the value of one hex digit
  *   gtp_logfmt_*      logfmt values, quoted and escaped
  *   gtp_causef        the `char **cause` message helper
@@ -181,6 +182,13 @@ int gtp_hostport_parse(const char *s, size_t n, gtp_hostport *out);
  * where the first difference is or on glen. */
 int gtp_ct_equal(const void *given, size_t glen, const void *secret,
                  size_t slen);
+
+/* ---------------------------------------------------------------- order */
+
+/* The order of two byte strings: memcmp's over the shorter length, then
+ * the shorter first (a prefix sorts before what extends it). Either pointer
+ * may be NULL when its length is 0. Negative, 0 or positive, as memcmp. */
+int gtp_bytes_cmp(const void *a, size_t alen, const void *b, size_t blen);
 
 /* ------------------------------------------------------------------ hex */
 

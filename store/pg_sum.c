@@ -27,6 +27,7 @@
 #include "gtp_error.h"
 #include "pg.h"
 #include "store_summary.h"
+#include "text.h"
 #include "varint.h"
 
 static int64_t clamp64(uint64_t v) {
@@ -60,12 +61,9 @@ static int cmp_key(const void *a, const void *b) {
   const key_ref *x = a, *y = b;
   if (x->kind != y->kind)
     return x->kind < y->kind ? -1 : 1;
-  size_t m = x->name.len < y->name.len ? x->name.len : y->name.len;
-  int c = m ? memcmp(x->name.ptr, y->name.ptr, m) : 0;
+  int c = gtp_bytes_cmp(x->name.ptr, x->name.len, y->name.ptr, y->name.len);
   if (c)
     return c;
-  if (x->name.len != y->name.len)
-    return x->name.len < y->name.len ? -1 : 1;
   return x->at < y->at ? -1 : x->at > y->at;
 }
 

@@ -16,6 +16,7 @@
 
 #include "format.h"
 #include "summary.h"
+#include "text.h"
 
 void spanbuf_clear(spanbuf *b) {
   for (size_t i = 0; i < b->n; i++)
@@ -66,9 +67,7 @@ static int cmp_span(const void *a, const void *b) {
     return x->thread < y->thread ? -1 : 1;
   if (x->kind != y->kind)
     return x->kind < y->kind ? -1 : 1;
-  size_t m = x->name_len < y->name_len ? x->name_len : y->name_len;
-  int c = m ? memcmp(x->name, y->name, m) : 0;
-  return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+  return gtp_bytes_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
 void spanbuf_sort(spanbuf *b) {

@@ -143,12 +143,9 @@ typedef struct {
 
 static int cmp_keyed(const void *pa, const void *pb) {
   const keyed *a = pa, *b = pb;
-  size_t m = a->name.len < b->name.len ? a->name.len : b->name.len;
-  int c = m ? memcmp(a->name.ptr, b->name.ptr, m) : 0;
+  int c = gtp_bytes_cmp(a->name.ptr, a->name.len, b->name.ptr, b->name.len);
   if (c)
     return c;
-  if (a->name.len != b->name.len)
-    return a->name.len < b->name.len ? -1 : 1;
   return (a->i > b->i) - (a->i < b->i);
 }
 

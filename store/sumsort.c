@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 int sumsort_add(void *ctx, const store_name_stats *row) {
   sumsort *s = ctx;
   if (s->n == s->cap) {
@@ -44,9 +46,7 @@ static int cmp_row(const void *a, const void *b) {
     return x->total_ns > y->total_ns ? -1 : 1;
   if (x->kind != y->kind)
     return x->kind < y->kind ? -1 : 1;
-  size_t m = x->name_len < y->name_len ? x->name_len : y->name_len;
-  int c = m ? memcmp(x->name, y->name, m) : 0;
-  return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+  return gtp_bytes_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
 int sumsort_emit(sumsort *s, store_stats_cb cb, void *ctx) {

@@ -216,6 +216,18 @@ test_ct_equal__equal_only_when_bytes_and_lengths_match(void **state) {
   assert_false(gtp_ct_equal("ssssss", 1, "ssssss", 6)); /* prefix repeated */
 }
 
+static void test_bytes_cmp__bytes_first_then_the_shorter(void **state) {
+  assert_int_equal(gtp_bytes_cmp("abc", 3, "abc", 3), 0);
+  assert_true(gtp_bytes_cmp("abc", 3, "abd", 3) < 0);
+  assert_true(gtp_bytes_cmp("b", 1, "abc", 3) > 0);  /* bytes before length */
+  assert_true(gtp_bytes_cmp("ab", 2, "abc", 3) < 0); /* a prefix first */
+  assert_true(gtp_bytes_cmp("abc", 3, "ab", 2) > 0);
+  assert_true(gtp_bytes_cmp("a\0b", 3, "a\0c", 3) < 0); /* past a NUL */
+  assert_true(gtp_bytes_cmp("\xff", 1, "\x01", 1) > 0); /* unsigned bytes */
+  assert_int_equal(gtp_bytes_cmp(NULL, 0, NULL, 0), 0);
+  assert_true(gtp_bytes_cmp(NULL, 0, "a", 1) < 0);
+}
+
 static void test_utf8_valid__rules_and_flags(void **state) {
   assert_true(gtp_utf8_valid("caf\xc3\xa9", 5, 0));
   assert_false(gtp_utf8_valid("caf\xc3", 4, 0));          /* truncated */
@@ -338,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_rfc3339__format_parse_round_trip),
       cmocka_unit_test(test_hostport__forms_and_refusals),
       cmocka_unit_test(test_ct_equal__equal_only_when_bytes_and_lengths_match),
+      cmocka_unit_test(test_bytes_cmp__bytes_first_then_the_shorter),
       cmocka_unit_test(test_utf8_valid__rules_and_flags),
       cmocka_unit_test(test_json_escape__invalid_utf8_becomes_fffd),
       cmocka_unit_test(test_logfmt__every_value_escaped),
