@@ -94,15 +94,7 @@ static void on_check(uv_check_t *h) {
 }
 
 void loopcoal_init(loopcoal *lc, uv_loop_t *loop, uint64_t delay_ns) {
-  lc->delay_ns = delay_ns;
-  lc->t_poll_ns = uv_hrtime();
-  lc->busy = 0;
-  lc->round_max = 0;
-  lc->round_reads = 0;
-  lc->paused = 0;
-  lc->skip = 0;
-  lc->pauses = 0;
-  lc->polls = 0;
+  *lc = (loopcoal){.delay_ns = delay_ns, .t_poll_ns = uv_hrtime()};
   /* Both inits only fill in the handle (libuv returns 0). */
   (void)uv_prepare_init(loop, &lc->prep);
   (void)uv_check_init(loop, &lc->check);
