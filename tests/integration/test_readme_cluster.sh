@@ -26,10 +26,9 @@ python3 "$top_srcdir/tests/integration/readme_blocks.py" "$README" \
 	"Running several daemons" sh >"$T/cluster.sh" || fail "no cluster block"
 grep -q 'cluster-up' "$T/cluster.sh" || fail "the block lost cluster-up"
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-P70=$(free_port) P71=$(free_port) P80=$(free_port) P81=$(free_port)
+# Ports outside the ephemeral range: the block's daemons bind them later.
+set -- $("$top_srcdir/scripts/free-ports" 4)
+P70=$1 P71=$2 P80=$3 P81=$4
 {
 	echo 'trap '"'"'rc=$?; if [ $rc != 0 ]; then kill ${A:-} ${B:-} 2>/dev/null; wait; [ -n "${GENTRACE_CLUSTER_DIR:-}" ] && scripts/cluster-down "$GENTRACE_CLUSTER_DIR"; fi'"'"' EXIT'
 	sed -e 's|^\./setup\.sh|: ./setup.sh|' \
