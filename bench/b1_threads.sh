@@ -15,7 +15,9 @@
 #
 #   bench/b1_threads.sh [GT_RATE [LT_RATE]]   (defaults 4000000, 3000000)
 #
-# BUILD as for bench/quick (default build-bench/); SECS (default 2). The
+# BUILD as for bench/quick (default build-bench/); SECS (default 2);
+# GT_ONLY=1 runs the gentrace side alone (A/B runs of GENTRACED_ARGS, e.g.
+# --zstd-level settings, where relayd's figures are not the question). The
 # trial passes or fails as in bench/quick (zero loss, emitter on time), and
 # the lines say which: the split is read at the edge, where it explains it.
 set -u
@@ -38,7 +40,8 @@ cleanup() {
 trap cleanup EXIT
 make -s -C "$BUILD" -j2 daemon/gentraced agent/libgentrace.la >&2 || exit 1
 . "$SRC/bench/lttng.sh"
-if ! lttng_build $(sed -n 's/^CFLAGS = //p' "$BUILD/Makefile") || ! lttng_up; then
+if ! lttng_build $(sed -n 's/^CFLAGS = //p' "$BUILD/Makefile") ||
+	{ [ "${GT_ONLY:-0}" != 1 ] && ! lttng_up; }; then
 	say "ERROR: LTTng cannot run: $LT_WHY (./setup.sh --bench installs it)"
 	exit 2
 fi
@@ -93,8 +96,14 @@ for r in $(seq 1 "$REPS"); do
 		 (SELECT codec, count(*) n, printf('%.3f', 1.0 * sum(stored_bytes) / sum(bytes)) r
 		  FROM generations WHERE session_id = (SELECT max(id) FROM sessions)
 		  GROUP BY codec)" 2>/dev/null)"
+	# Disk: the database's bytes (WAL included) per event stored so far.
+	say "repeat $r gentrace disk: $(sqlite3 -cmd '.timeout 10000' "file:$W/b1.db?mode=ro" \
+		"SELECT printf('%.2f stored bytes/event of %.2f', 1.0 * sum(stored_bytes) / sum(events),
+		 1.0 * sum(bytes) / sum(events)) FROM generations WHERE session_id = (SELECT max(id) FROM sessions)" 2>/dev/null)," \
+		"$(du -cb "$W"/b1.db* | awk 'END { print $1 }') bytes of files"
 	split "$W/b" "$W/a" "$W/emit.out" >"$W/tab"
 	report "gentrace(rate=$GT_RATE)" "$1" "${2:-0}" "${8:-1}" "$W/tab"
+	[ "${GT_ONLY:-0}" = 1 ] && continue
 
 	P="sessiond:$SESSIOND relayd:$RELAYD $(consumers)"
 	snap $P >"$W/b"

@@ -37,6 +37,7 @@ enum opt_kind {
   OPT_SIZE,
   OPT_DURATION,
   OPT_UINT,
+  OPT_INT, /* signed: min and max hold int64_t values */
   OPT_SYNC,
   OPT_CONFIG,
   OPT_BOOL, /* a flag without value on the command line; key = yes|no */
@@ -108,9 +109,15 @@ static const opt opts[] = {
      "polls again, so one wake-up serves many agents (less CPU per small "
      "generation; replies wait at most this much longer); 0 = off "
      "(default 2ms, at most 100ms)."},
-    {"zstd-level", OPT_UINT, O(zstd_level), 0, 19, "N",
+    {"zstd-level", OPT_INT, O(zstd_level), (uint64_t)-100, 19, "N",
      "zstd level of stored generations, 1-19 (higher: smaller, more CPU); "
-     "0 stores them uncompressed (default 1)."},
+     "-1 to -100 are zstd's fast levels (faster, larger); 0 stores them "
+     "uncompressed (default 1)."},
+    {"zstd-fast-level", OPT_INT, O(zstd_fast_level), (uint64_t)-100, 19, "N",
+     "Level for generations compressed while the compressors are behind "
+     "(more than 8 MiB waiting for them), -100 to 19, 0 = uncompressed; "
+     "the rest keep --zstd-level (default: --zstd-level whatever the "
+     "load)."},
     {"store-priority", OPT_UINT, O(store_nice_boost), 0, 20, "N",
      "Run the storage threads N nice steps above the loop and HTTP threads, "
      "where the host allows it (root, or LimitNICE): ACKs wait for their "
@@ -261,6 +268,7 @@ void conf_init(conf *c) {
   c->commit_linger_ns = 20ll * 1000000;
   c->loop_coalesce_ns = 2000000;
   c->zstd_level = 1;
+  c->zstd_fast_level = CONF_ZSTD_FAST_SAME;
   c->max_connections = 16384;
   c->max_conns_per_ip = 256;
   c->max_conn_buffer = 64ull << 20;
@@ -458,6 +466,19 @@ static int apply(conf *c, const opt *o, const char *v, const char *where,
     if (parse_digits(v, &u, &end) < 0 || *end != '\0')
       return fail(cause, "%s: \"%s\" is not a whole number", where, v);
     break;
+  }
+  case OPT_INT: {
+    const char *end;
+    int neg = *v == '-';
+    if (parse_digits(v + neg, &u, &end) < 0 || *end != '\0' ||
+        u > (uint64_t)INT64_MAX)
+      return fail(cause, "%s: \"%s\" is not a whole number", where, v);
+    d = neg ? -(int64_t)u : (int64_t)u;
+    if (d < (int64_t)o->min || d > (int64_t)o->max)
+      return fail(cause, "%s: %s is out of range (%" PRId64 "..%" PRId64 ")",
+                  where, v, (int64_t)o->min, (int64_t)o->max);
+    *(int64_t *)dst = d;
+    return 0;
   }
   case OPT_DURATION:
     if (conf_parse_duration(v, &d) < 0) {
@@ -679,6 +700,13 @@ int conf_check_invariants(const conf *c) {
   int rc = 0;
   for (size_t i = 0; i < NOPTS && rc == 0; i++) {
     const opt *o = &opts[i];
+    if (o->kind == OPT_INT) {
+      int64_t v = *(const int64_t *)((const char *)c + o->off);
+      if (v != *(const int64_t *)((const char *)&d + o->off) &&
+          (v < (int64_t)o->min || v > (int64_t)o->max))
+        rc = -2;
+      continue;
+    }
     if (o->kind != OPT_SIZE && o->kind != OPT_UINT && o->kind != OPT_DURATION)
       continue;
     uint64_t u = bounded_value(c, o);

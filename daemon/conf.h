@@ -82,10 +82,17 @@ typedef struct conf {
   char *symbols;             /* --symbols DIR (build-id tree); owned */
   char *symbols_from_host;   /* --symbols-from-host yes|no|DIRS; owned */
   uint64_t symbols_cache;    /* --symbols-cache bytes, 0 = default */
-  uint64_t zstd_level;       /* --zstd-level, 0 = store raw (default 1) */
+  /* --zstd-level, 0 = store raw, negative: zstd's fast levels (default 1) */
+  int64_t zstd_level;
+  /* --zstd-fast-level: the level while the compressors are behind;
+   * CONF_ZSTD_FAST_SAME (the default): the same as zstd_level, no switch */
+  int64_t zstd_fast_level;
   /* internal: options set on the command line, one bit per option */
   uint64_t cli_mask_[CONF_OPTS_MAX / 64];
 } conf;
+
+/* zstd_fast_level when not set: compress at zstd_level whatever the load. */
+#define CONF_ZSTD_FAST_SAME INT64_MIN
 
 /* What conf_parse_args asks the caller to do. */
 enum conf_action { CONF_RUN = 0, CONF_HELP = 1, CONF_VERSION = 2 };

@@ -204,6 +204,16 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
            st.retention_deleted_gens);
     metric(b, "gentrace_store_db_bytes", "gauge",
            "Database size, WAL included, last measured.", NULL, st.db_bytes);
+    /* How the compressors stored generations: at --zstd-level, at
+     * --zstd-fast-level while behind (store.c invariant 15), or raw. */
+    metric(b, "gentrace_store_codec_generations_total", "counter",
+           "Generations stored, by codec and level (level=\"fast\": "
+           "--zstd-fast-level, while the compressors were behind).",
+           "{codec=\"zstd\",level=\"configured\"}", st.zgens_level);
+    metric(b, "gentrace_store_codec_generations_total", "counter", NULL,
+           "{codec=\"zstd\",level=\"fast\"}", st.zgens_fast);
+    metric(b, "gentrace_store_codec_generations_total", "counter", NULL,
+           "{codec=\"none\",level=\"none\"}", st.zgens_raw);
     metric(b, "gentrace_store_disk_full", "gauge",
            "1 while the store reports no room.", NULL, (uint64_t)st.disk_full);
     metric(b, "gentrace_summary_backfill_pending", "gauge",

@@ -300,8 +300,13 @@ int main(int argc, char **argv) {
   /* Level 1 by default: C1 measured the store CPU-bound on zstd at level 3
    * (0.35 of raw disk) while level 1 compressed almost as well (1.86x vs
    * 1.88x) at half the CPU (0.64 of raw disk); see docs/STORAGE.md. */
-  scfg.zstd_level = c.zstd_level > 0 ? (int)c.zstd_level : 1;
+  scfg.zstd_level = c.zstd_level != 0 ? (int)c.zstd_level : 1;
   scfg.no_compress = c.zstd_level == 0;
+  /* --zstd-fast-level: another level while the compressors are behind
+   * (store.c invariant 15); the default keeps one level whatever the load. */
+  scfg.zstd_fast = c.zstd_fast_level != CONF_ZSTD_FAST_SAME &&
+                   c.zstd_fast_level != c.zstd_level;
+  scfg.zstd_fast_level = scfg.zstd_fast ? (int)c.zstd_fast_level : 0;
   scfg.log = store_log;
   scfg.log_info = store_log_info;
   /* Group commit: a fleet's small generations share transactions (up to

@@ -102,6 +102,15 @@
  *      one `now` bound to both the payload and the generation DELETE of a
  *      transaction, otherwise a pin expiring between the two would leave a
  *      generation without its bytes.
+ *  15. Compression follows the load (cfg.zstd_fast): a compressor that
+ *      leaves more than the backlog (STORE_ZFAST_BACKLOG) in q when it
+ *      takes a generation compresses that one at cfg.zstd_fast_level (raw
+ *      for 0), the rest at cfg.zstd_level. Either way the frame is an
+ *      ordinary zstd frame (or raw) with its codec in the row, so readers
+ *      need nothing new, and it changes nothing of invariants 2, 8 and 9:
+ *      only how long a compressor holds its slot. Otherwise a burst the
+ *      compressors cannot follow at a high level piles up in q until the
+ *      agents' spools evict events.
  *
  * Disk full: SQLITE_FULL or an I/O error while writing rolls the batch back,
  * sets disk_full and completes the batch with GTP_E_DISKFULL. While the flag
@@ -387,6 +396,7 @@ int store_submit(store *s, store_gen *g) {
                  .ready_ns = now_ns(CLOCK_MONOTONIC)};
     s->cq_len++;
     s->q_bytes += g->len;
+    __atomic_fetch_add(&s->zgens[2], 1, __ATOMIC_RELAXED);
     if (wake_store(s, s->cq_len - 1))
       pthread_cond_signal(&s->c_cond); /* invariant 13 */
     goto out;
@@ -408,6 +418,7 @@ int store_submit(store *s, store_gen *g) {
   s->q[(s->q_head + s->q_len) % s->q_cap] = g;
   s->q_len++;
   s->q_bytes += g->len;
+  s->q_wait_bytes += g->len;
   pthread_cond_signal(&s->q_cond);
 out:
   pthread_mutex_unlock(&s->q_lock);
@@ -443,6 +454,9 @@ void store_stats_get(store *s, store_stats *out) {
   out->ckpt_finishes = cs.finishes;
   out->ckpt_finish_ns_max = cs.finish_ns_max;
   out->ckpt_busy = cs.busy;
+  out->zgens_level = __atomic_load_n(&s->zgens[0], __ATOMIC_RELAXED);
+  out->zgens_fast = __atomic_load_n(&s->zgens[1], __ATOMIC_RELAXED);
+  out->zgens_raw = __atomic_load_n(&s->zgens[2], __ATOMIC_RELAXED);
   store_index_stats(s->idx, out);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);
@@ -471,12 +485,16 @@ static void *comp_main(void *arg) {
     store_gen *g = s->q[s->q_head];
     s->q_head = (s->q_head + 1) % s->q_cap;
     s->q_len--;
+    s->q_wait_bytes -= g->len;
     size_t slot = (s->cq_head + s->cq_len) % s->cq_cap; /* invariant 8 */
     s->cq[slot] = (zitem){.g = g};
     s->cq_len++;
+    uint64_t backlog = s->cfg.zstd_fast_backlog ? s->cfg.zstd_fast_backlog
+                                                : STORE_ZFAST_BACKLOG;
+    int fast = s->q_wait_bytes > backlog; /* invariant 15 */
     pthread_mutex_unlock(&s->q_lock);
 
-    zitem it = {.g = g};
+    zitem it = {.g = g, .fast = fast};
     if (zp)
       store_commit_compress(s, zp, &it);
     else

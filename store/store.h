@@ -34,6 +34,13 @@ typedef struct store_config {
   /* 1: store every payload raw, no zstd (gentraced --zstd-level 0): the
    * compressor threads then only check and summarize. */
   int no_compress;
+  /* 1: while more than zstd_fast_backlog bytes (0: STORE_ZFAST_BACKLOG)
+   * wait for a compressor, compress at zstd_fast_level instead (0: store
+   * raw; negative: zstd's fast levels), so a burst the compressors cannot
+   * follow at zstd_level does not pile up (store.c invariant 15). */
+  int zstd_fast;
+  int zstd_fast_level;
+  uint64_t zstd_fast_backlog;
   uint32_t batch_max;        /* generations per transaction, default 64 */
   /* Group commit: once a generation is ready, wait up to this long for
    * more from other sessions (until batch_max or STORE_LINGER_BYTES) so
@@ -158,6 +165,9 @@ typedef struct store_stats {
   uint64_t ckpt_passes, ckpt_pass_ns_total, ckpt_pass_ns_max;
   uint64_t ckpt_finishes, ckpt_finish_ns_max;
   int ckpt_busy; /* a pass is under way or asked for */
+  /* Generations the compressors stored at zstd_level, at zstd_fast_level
+   * while behind, and raw (small, incompressible, or level 0). */
+  uint64_t zgens_level, zgens_fast, zgens_raw;
 } store_stats;
 
 void store_stats_get(store *s, store_stats *out);

@@ -72,19 +72,27 @@ void store_commit_compress(store *s, store_zpol *zp, zitem *it) {
   /* The summary (and the event check) is made here, off the store
    * thread, like compression. */
   store_commit_summarize(s, it);
-  if (g->len < STORE_ZSTD_MIN || s->cfg.no_compress)
-    return;
+  /* zgens[]: 0 the store's level, 1 the fast one, 2 raw (invariant 15). */
+  int fast = it->fast && s->cfg.zstd_fast;
+  int kind = 2;
+  if (g->len < STORE_ZSTD_MIN ||
+      (fast ? s->cfg.zstd_fast_level == 0 : s->cfg.no_compress))
+    goto raw;
   size_t bound = ZSTD_compressBound(g->len);
   uint8_t *z = malloc(bound);
   if (!z)
-    return; /* storing raw is always correct */
+    goto raw; /* storing raw is always correct */
   __atomic_fetch_add(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
-  size_t n = store_zpol_compress(zp, g->session, g->payload, g->len, z, bound);
+  size_t n =
+      fast ? store_zpol_compress_at(zp, s->cfg.zstd_fast_level, g->payload,
+                                    g->len, z, bound)
+           : store_zpol_compress(zp, g->session, g->payload, g->len, z, bound);
   if (ZSTD_isError(n) || n >= g->len) {
     free(z);
     __atomic_fetch_sub(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
-    return;
+    goto raw;
   }
+  kind = fast;
   /* Give back the slack of the worst-case bound: queued items stay small. */
   uint8_t *fit = realloc(z, n);
   it->z = fit ? fit : z;
@@ -92,6 +100,8 @@ void store_commit_compress(store *s, store_zpol *zp, zitem *it) {
   /* What stays alive until the commit frees it: the n-byte copy. */
   __atomic_fetch_sub(&s->scratch_bytes, bound - n, __ATOMIC_RELAXED);
   it->codec = STORE_CODEC_ZSTD;
+raw:
+  __atomic_fetch_add(&s->zgens[kind], 1, __ATOMIC_RELAXED);
 }
 
 /* Binds g's session key hash (or NULL, for an agent without one) as

@@ -47,6 +47,11 @@
 #define STORE_ZSTD_MIN 512
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
+/* Behind (cfg.zstd_fast, invariant 15): more than this waits for a
+ * compressor once it took its generation. At level 1's ~350 MB/s here
+ * that is over 20 ms of one compressor's work: a whole generation of the
+ * agent's 8 MiB cut waits beside the ones being compressed. */
+#define STORE_ZFAST_BACKLOG (8ull << 20)
 
 enum {
   ST_BEGIN,
@@ -75,6 +80,7 @@ typedef struct zitem {
   size_t zlen;
   const char *codec;   /* STORE_CODEC_* */
   int ready;           /* compressed; the store thread may take it */
+  int fast;            /* compress at cfg.zstd_fast_level (invariant 15) */
   int64_t sid;         /* sessions.id, set by store_one */
   int64_t ready_ns;    /* when it became ready (monotonic): linger's start */
   store_sum_item *sum; /* its summary (store_summary.h), NULL: backfill */
@@ -118,10 +124,14 @@ struct store {
   size_t q_head, q_len, q_cap;
   zitem *cq;
   size_t cq_head, cq_len, cq_cap;
-  uint64_t q_bytes; /* payload bytes in q and cq */
+  uint64_t q_bytes;      /* payload bytes in q and cq */
+  uint64_t q_wait_bytes; /* of them, in q: waiting for a compressor */
   /* Compressed copies and compression buffers alive now (atomic; read by
    * the ingest loop for its memory budget, store_scratch_bytes). */
   uint64_t scratch_bytes;
+  /* How the compressors stored generations (atomic): store_stats' zgens_*
+   * (level, fast, raw). */
+  uint64_t zgens[3];
   int closing;
   int comp_exited;          /* compressors that have exited */
   int lingering;            /* the store thread waits out cfg.linger_ms */

@@ -18,6 +18,10 @@
  *      per STORE_ZPOL_HOLD generations of a session of at least
  *      STORE_ZPOL_MIN bytes: at most 3 x 64 KiB / (32 x 256 KiB) = 2.3%
  *      more zstd work, 0.15% for 4 MiB generations.
+ *   4. A frame at another level (store_zpol_compress_at: the store's fast
+ *      level while the compressors are behind) leaves the context at the
+ *      store's level, otherwise the next ordinary frame would silently be
+ *      made at the fast one.
  */
 #include "config.h"
 
@@ -37,6 +41,7 @@ struct store_zpol {
   ZSTD_CCtx *cctx;
   uint8_t *scratch; /* invariant 2 */
   size_t scratch_cap;
+  int level; /* the store's level, restored after a fast frame */
   int last_mml;
   uint64_t probes;
   zpol_slot slots[STORE_ZPOL_SLOTS];
@@ -46,6 +51,7 @@ store_zpol *store_zpol_new(int level) {
   store_zpol *z = calloc(1, sizeof *z);
   if (!z)
     goto fail_z;
+  z->level = level;
   z->cctx = ZSTD_createCCtx();
   if (!z->cctx)
     goto fail_cctx;
@@ -121,6 +127,19 @@ size_t store_zpol_compress(store_zpol *z, const uint8_t session[16],
   }
   z->last_mml = mml;
   return frame(z, mml, src, len, dst, cap);
+}
+
+size_t store_zpol_compress_at(store_zpol *z, int level, const uint8_t *src,
+                              size_t len, void *dst, size_t cap) {
+  size_t rc = ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, level);
+  if (!ZSTD_isError(rc))
+    rc = frame(z, 0, src, len, dst, cap);
+  /* Back to the store's level (invariant 4): frame() sets the shortest
+   * match before every other frame. */
+  size_t back =
+      ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, z->level);
+  z->last_mml = 0;
+  return ZSTD_isError(back) ? back : rc;
 }
 
 int store_zpol_last_mml(const store_zpol *z) {

@@ -59,6 +59,14 @@ size_t store_zpol_compress(store_zpol *z, const uint8_t session[16],
                            const uint8_t *src, size_t len, void *dst,
                            size_t cap);
 
+/* One frame of src[0, len) at zstd level `level` (negative: zstd's fast
+ * levels) with zstd's own shortest match for it, no measurement: what a
+ * compressor makes while it is behind (store.c invariant 15). The context
+ * stays at the level given to store_zpol_new. Returns the frame's size or
+ * a zstd error code. */
+size_t store_zpol_compress_at(store_zpol *z, int level, const uint8_t *src,
+                              size_t len, void *dst, size_t cap);
+
 /* The shortest match the last store_zpol_compress used (0: zstd's own,
  * for a small payload), and how many measurements z made so far. */
 int store_zpol_last_mml(const store_zpol *z);

@@ -140,12 +140,10 @@ static void test_store_group__small_payload_is_stored_raw(void **state) {
  * are slow (100 ms each, one generation per batch, so cq holds two): the
  * compressors wait for room while the rest queue up behind them. Returns
  * how many rows are raw. */
-static int64_t queue_run(fx *f, int no_compress) {
+static int64_t queue_run_cfg(fx *f, store_config c) {
   enum { N = 8 };
-  store_config c = sf_config(&f->dir);
   c.batch_max = 1;
   c.test_delay_ms = 100;
-  c.no_compress = no_compress;
   open_store(f, &c);
   store_gen *gs[N];
   for (unsigned i = 0; i < N; i++) {
@@ -153,11 +151,32 @@ static int64_t queue_run(fx *f, int no_compress) {
     gs[i] = sf_gen_new(&o); /* built first: submitting is then instant */
     assert_true(gs[i]->len >= 512); /* STORE_ZSTD_MIN */
   }
+  gtp_wbuf sent[N]; /* the payloads as submitted, for the read back */
+  for (unsigned i = 0; i < N; i++) {
+    gtp_wbuf_init(&sent[i], 0);
+    gtp_wbuf_put(&sent[i], gs[i]->payload, gs[i]->len);
+    assert_int_equal(sent[i].len, gs[i]->len);
+  }
   for (unsigned i = 0; i < N; i++)
     assert_int_equal(store_submit(f->s, gs[i]), 0);
   assert_int_equal(sf_done_wait(&f->done, N), N);
   for (unsigned i = 0; i < N; i++)
     assert_int_equal(f->done.recs[i].result, 0);
+  /* Each row reads back (decompressed) to exactly the bytes sent, in
+   * submission order (invariant 8). */
+  store_reader *r = NULL;
+  char *cause = NULL;
+  assert_int_equal(store_reader_open(f->dir.db, &r, &cause), 0);
+  for (unsigned i = 0; i < N; i++) {
+    gtp_wbuf got;
+    gtp_wbuf_init(&got, 0);
+    assert_int_equal(store_read_payload(r, (int64_t)i + 1, &got), 0);
+    assert_int_equal(got.len, sent[i].len);
+    assert_memory_equal(got.data, sent[i].data, got.len);
+    gtp_wbuf_fini(&got);
+    gtp_wbuf_fini(&sent[i]);
+  }
+  store_reader_close(r);
   /* Raw or not, every row holds the payload as sent (a raw row's bytes
    * are the generation's own) and has its summary. */
   assert_int_equal(sf_sql_int(f->dir.db,
@@ -171,6 +190,68 @@ static int64_t queue_run(fx *f, int no_compress) {
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sum_gens"), N);
   return sf_sql_int(f->dir.db,
                     "SELECT count(*) FROM generations WHERE codec = 'none'");
+}
+
+static int64_t queue_run(fx *f, int no_compress) {
+  store_config c = sf_config(&f->dir);
+  c.no_compress = no_compress;
+  return queue_run_cfg(f, c);
+}
+
+/* With a fast level (gentraced --zstd-fast-level, invariant 15) the
+ * generations a compressor takes while others wait behind it (any byte
+ * here: zstd_fast_backlog 1) are compressed at that level, the last one,
+ * with nothing behind it, at the store's own; every row holds its payload
+ * and reads back to the bytes sent (queue_run_cfg's checks). */
+static void
+test_store_group__backlog_compresses_at_the_fast_level(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  c.zstd_fast = 1;
+  c.zstd_fast_level = -5;
+  c.zstd_fast_backlog = 1;
+  assert_int_equal(queue_run_cfg(f, c), 0);
+  store_stats st;
+  store_stats_get(f->s, &st);
+  assert_int_equal(st.zgens_level + st.zgens_fast + st.zgens_raw, 8);
+  assert_true(st.zgens_fast >= 1); /* 5 or more: all but the first and last */
+  assert_true(st.zgens_level >= 1);
+  assert_int_equal(st.zgens_raw, 0);
+}
+
+/* Fast level 0 while behind: those generations are stored raw. */
+static void test_store_group__backlog_stores_raw_at_fast_level_0(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  c.zstd_fast = 1;
+  c.zstd_fast_level = 0;
+  c.zstd_fast_backlog = 1;
+  int64_t raw = queue_run_cfg(f, c);
+  store_stats st;
+  store_stats_get(f->s, &st);
+  assert_true(raw >= 1);
+  assert_int_equal((uint64_t)raw, st.zgens_raw);
+  assert_int_equal(st.zgens_fast, 0);
+  assert_true(st.zgens_level >= 1);
+}
+
+/* A store that keeps up (one generation at a time, each committed before
+ * the next) compresses every one at its own level, fast level or not. */
+static void test_store_group__quiet_store_keeps_its_level(void **state) {
+  fx *f = *state;
+  store_config c = sf_config(&f->dir);
+  c.zstd_fast = 1;
+  c.zstd_fast_level = -5;
+  c.zstd_fast_backlog = 1;
+  open_store(f, &c);
+  for (uint64_t g = 1; g <= 4; g++) {
+    sf_gen_opts o = {.session = 41, .gen = g};
+    assert_int_equal(sf_commit_one(f->s, &f->done, sf_gen_new(&o)), 0);
+  }
+  store_stats st;
+  store_stats_get(f->s, &st);
+  assert_int_equal(st.zgens_level, 4);
+  assert_int_equal(st.zgens_fast, 0);
 }
 
 /* A queue behind slow commits is compressed all the same: storing raw
@@ -302,6 +383,9 @@ int main(void) {
       T(test_store_group__small_payload_is_stored_raw),
       T(test_store_group__queued_generations_are_compressed),
       T(test_store_group__no_compress_stores_all_raw),
+      T(test_store_group__backlog_compresses_at_the_fast_level),
+      T(test_store_group__backlog_stores_raw_at_fast_level_0),
+      T(test_store_group__quiet_store_keeps_its_level),
       T(test_store_group__known_session_row_moves_forward),
       T(test_store_group__schema_6_trigger_is_migrated),
 #undef T

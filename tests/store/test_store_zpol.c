@@ -137,12 +137,53 @@ static void test_zpol__measures_once_per_hold(void **state) {
   free(src);
 }
 
+/* A frame at a fast negative level (what a compressor makes while behind)
+ * and the same bytes at zstd's own level -5 are one and the same frame, it
+ * decompresses to its input, and the next ordinary frame is exactly the one
+ * a context that never made a fast frame makes (invariant 4). */
+static void test_zpol__fast_frame_leaves_the_store_level(void **state) {
+  (void)state;
+  uint8_t *src = malloc(LEN);
+  assert_non_null(src);
+  size_t len = b1_bytes(src, LEN);
+  size_t cap = ZSTD_compressBound(len);
+  uint8_t *a = malloc(cap), *b = malloc(cap), *back = malloc(len);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_non_null(back);
+  store_zpol *z = store_zpol_new(1), *fresh = store_zpol_new(1);
+  assert_non_null(z);
+  assert_non_null(fresh);
+  uint8_t session[16] = {6};
+  size_t nf = store_zpol_compress_at(z, -5, src, len, a, cap);
+  assert_false(ZSTD_isError(nf));
+  assert_int_equal(ZSTD_decompress(back, len, a, nf), len);
+  assert_memory_equal(back, src, len);
+  size_t n5 = ZSTD_compress(b, cap, src, len, -5);
+  assert_int_equal(nf, n5);
+  assert_memory_equal(a, b, nf);
+  assert_int_equal(store_zpol_probes(z), 0); /* no measurement */
+  size_t n = store_zpol_compress(z, session, src, len, a, cap);
+  size_t m = store_zpol_compress(fresh, session, src, len, b, cap);
+  assert_false(ZSTD_isError(n));
+  assert_int_equal(n, m);
+  assert_memory_equal(a, b, n);
+  assert_true(n < nf); /* level 1 with its chosen match: smaller */
+  store_zpol_free(z);
+  store_zpol_free(fresh);
+  free(src);
+  free(a);
+  free(b);
+  free(back);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zpol__seven_byte_counter_events_take_six),
       cmocka_unit_test(test_zpol__six_byte_counter_events_take_five),
       cmocka_unit_test(test_zpol__bytes_without_short_repeats_keep_seven),
       cmocka_unit_test(test_zpol__measures_once_per_hold),
+      cmocka_unit_test(test_zpol__fast_frame_leaves_the_store_level),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
