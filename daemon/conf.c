@@ -115,7 +115,7 @@ static const opt opts[] = {
      "uncompressed (default 1)."},
     {"zstd-fast-level", OPT_INT, O(zstd_fast_level), (uint64_t)-100, 19, "N",
      "Level for generations compressed while the compressors are behind "
-     "(more than 8 MiB waiting for them), -100 to 19, 0 = uncompressed; "
+     "(more than 1 MiB waiting for them), -100 to 19, 0 = uncompressed; "
      "the rest keep --zstd-level (default: --zstd-level whatever the "
      "load)."},
     {"store-priority", OPT_UINT, O(store_nice_boost), 0, 20, "N",

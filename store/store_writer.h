@@ -48,10 +48,13 @@
 /* Compressor threads: two keep up with the disk on a 2-core machine. */
 #define STORE_COMPRESSORS 2
 /* Behind (cfg.zstd_fast, invariant 15): more than this waits for a
- * compressor once it took its generation. At level 1's ~350 MB/s here
- * that is over 20 ms of one compressor's work: a whole generation of the
- * agent's 8 MiB cut waits beside the ones being compressed. */
-#define STORE_ZFAST_BACKLOG (8ull << 20)
+ * compressor once it took its generation, i.e. every compressor is busy
+ * and a generation of some size (B1's are ~8 MB) or a few hundred of a
+ * fleet's wait behind them. The backlog must stay well under what an
+ * agent's spool holds (64 MiB by default) while ACKs wait: 8 MiB let a
+ * level-6 store lose events to evictions at 16 M/s with the fast level
+ * on (bench/RESULTS.md, eighth session). */
+#define STORE_ZFAST_BACKLOG (1ull << 20)
 
 enum {
   ST_BEGIN,
