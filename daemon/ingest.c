@@ -31,8 +31,9 @@
  *
  * Invariants:
  *  1. Only the loop thread MUST touch conns, opengens and the retry list;
- *     the store thread only appends to `done_list` under `done_lock` and
- *     calls uv_async_send, otherwise connection state races with commits.
+ *     the store thread only pushes to `done` (donelist.c) and, when that
+ *     push found it empty, calls uv_async_send, otherwise connection state
+ *     races with commits.
  *  2. A generation MUST reach the store only whole and validated (manifest
  *     and gtp_gen_parse; on SQLite gtp_gen_parse_lazy, with the events
  *     checked by the store before it writes anything: check_events); an
@@ -384,8 +385,7 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   ing->cfg.host = NULL;
   ing->cfg.token = NULL;
   ing->retry_tail = &ing->retry_head;
-  ing->done_tail = &ing->done_head;
-  pthread_mutex_init(&ing->done_lock, NULL);
+  donelist_init(&ing->done);
   pthread_mutex_init(&ing->sess_lock, NULL);
   genpool_init(&ing->pool, ing->cfg.max_buffer);
   snprintf(ing->host, sizeof ing->host, "%s",
@@ -506,8 +506,10 @@ void ingest_free(ingest *ing) {
   /* Completions that came after a drain gave up waiting for them. Every
    * handle is closed now, so the conns only wait for these references. */
   pending *pd;
-  while ((pd = ing->done_head) != NULL) {
-    ing->done_head = pd->next;
+  for (donelist_node *n = donelist_take(&ing->done), *next; n != NULL;
+       n = next) {
+    next = n->next;
+    pd = ingest_done_pending(n);
     store_gen_free(pd->g);
     ingest_conn_unref(pd->c);
     free(pd);
@@ -518,7 +520,7 @@ void ingest_free(ingest *ing) {
     free(pd);
   }
   genpool_fini(&ing->pool); /* after the loop: no genpool call races it */
-  pthread_mutex_destroy(&ing->done_lock);
+  donelist_fini(&ing->done);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);
   iplimit_free(ing->iplim);
