@@ -1,5 +1,5 @@
 /* donelist.h: the completions the store thread hands back to the loop,
- * with one wake-up per batch (see donelist.c's design note). */
+ * with one wake-up per batch and no spin (see donelist.c's design note). */
 #ifndef GT_DONELIST_H
 #define GT_DONELIST_H
 
@@ -14,22 +14,30 @@ typedef struct donelist_node {
 typedef struct donelist {
   pthread_mutex_t lock;
   donelist_node *head, **tail; /* under lock */
-  /* Pushes that found the list empty and so told their caller to wake the
-   * consumer (relaxed atomic; gentrace_ingest_store_wakeups_total). */
+  int fd; /* eventfd: readable while a wake-up is owed (invariant 1) */
+  /* Pushes that found the list empty and so wrote fd (relaxed atomic;
+   * gentrace_ingest_store_wakeups_total). */
   uint64_t wakes;
 } donelist;
 
-void donelist_init(donelist *dl);
-/* The list must be empty (donelist_take until NULL) before. */
+/* 0, or -errno when no eventfd could be made. */
+int donelist_init(donelist *dl);
+/* Closes the fd; nodes still in the list are the caller's (take them
+ * first). */
 void donelist_fini(donelist *dl);
 
-/* Appends n. Returns 1 when the caller MUST then wake the consumer (for
- * gentraced: uv_async_send), 0 when a wake-up is already owed for the
- * nodes before it (invariant 1). Any thread. */
+/* The fd the consumer polls for reading (uv_poll_t, UV_READABLE). */
+static inline int donelist_fd(const donelist *dl) {
+  return dl->fd;
+}
+
+/* Appends n; when it found the list empty, makes fd readable. Returns 1
+ * then, 0 when a wake-up was already owed for the nodes before it. Any
+ * thread. */
 int donelist_push(donelist *dl, donelist_node *n);
 
-/* Takes the whole list, oldest first (NULL when empty). The consumer's
- * thread. */
+/* Clears fd, then takes the whole list, oldest first (NULL when empty).
+ * The consumer's thread, when fd is readable (or at the end). */
 donelist_node *donelist_take(donelist *dl);
 
 #endif

@@ -1,9 +1,9 @@
 /* ingest_commit.c: the way back from the store (ingest.c invariants 1, 3
- * and 4): the store thread queues each finished generation under
- * done_lock and wakes the loop, which ACKs what was stored, refuses what
- * the store refused, closes on a store error, and parks generations that
- * met a full disk to resubmit them (one probe at a time) once there is
- * room again.
+ * and 4): the store thread queues each finished generation on the done
+ * list (donelist.c: one wake-up per batch) and the loop ACKs what was stored,
+ * refuses what the store refused, closes on a store error, and parks
+ * generations that met a full disk to resubmit them (one probe at a time) once
+ * there is room again.
  */
 #include "config.h"
 
@@ -29,8 +29,7 @@ void ingest_store_done(void *ctx, store_gen *g) {
   pd->t_done_ns = uv_hrtime();
   /* Only the push that found the list empty wakes the loop: the others
    * ride on its wake-up (donelist.c invariant 1). */
-  if (donelist_push(&ing->done, &pd->done))
-    uv_async_send(&ing->async);
+  donelist_push(&ing->done, &pd->done);
 }
 
 pending *ingest_done_pending(donelist_node *n) {
@@ -177,8 +176,10 @@ static void complete(ingest *ing, pending *pd) {
   ingest_conn_unref(c);
 }
 
-void ingest_commit_async(uv_async_t *a) {
-  ingest *ing = a->data;
+void ingest_commit_poll(uv_poll_t *p, int status, int events) {
+  (void)status; /* an eventfd has no error to report; take the list anyway */
+  (void)events;
+  ingest *ing = p->data;
   /* The whole list, every time (donelist.c invariant 1). */
   donelist_node *list = donelist_take(&ing->done);
   while (list != NULL) {

@@ -175,7 +175,7 @@ struct ingest {
   int listening;
   uv_timer_t sweep;
   uv_timer_t retry_timer;
-  uv_async_t async;
+  uv_poll_t done_poll; /* donelist_fd(&done) readable: completions */
   loopcoal coal; /* wake-up coalescing (loopcoal.c) */
   conn *conns;
   uint64_t nconns;
@@ -325,11 +325,11 @@ void ingest_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 void ingest_conn_update_reading(conn *c);
 void ingest_update_pause(ingest *ing);
 
-/* ingest_commit.c: completions from the store. ingest_commit_async is the
- * uv_async callback that applies them; ingest_retry_pop takes the oldest
+/* ingest_commit.c: completions from the store. ingest_commit_poll is the
+ * callback (done_poll) that applies them; ingest_retry_pop takes the oldest
  * generation parked for a full disk (NULL: none); ingest_done_pending is
  * the pending a node of ing->done belongs to. */
-void ingest_commit_async(uv_async_t *a);
+void ingest_commit_poll(uv_poll_t *p, int status, int events);
 pending *ingest_retry_pop(ingest *ing);
 pending *ingest_done_pending(donelist_node *n);
 

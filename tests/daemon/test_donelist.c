@@ -1,9 +1,10 @@
-/* Tests for daemon/donelist.c: only a push onto an empty list asks for a
- * wake-up, and with threads pushing while a real libuv loop takes the list
- * from its uv_async callback (the way gentraced hands completions back),
- * every node arrives exactly once, in each thread's order, with fewer
- * wake-ups than pushes. A lost wake-up would leave nodes in the list: the
- * loop's watchdog then fails the test instead of hanging. */
+/* Tests for daemon/donelist.c: only a push onto an empty list makes the
+ * eventfd readable, a take clears it, and with threads pushing while a
+ * real libuv loop polls the eventfd and takes the list (the way gentraced
+ * hands completions back), every node arrives exactly once, in each
+ * thread's order, with fewer wake-ups than pushes. A lost wake-up would
+ * leave nodes in the list: the loop's watchdog then fails the test instead
+ * of hanging. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,22 +12,31 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
+#include <poll.h>
 #include <pthread.h>
 #include <uv.h>
 
 #include "donelist.h"
+
+static int readable(const donelist *dl) {
+  struct pollfd p = {.fd = donelist_fd(dl), .events = POLLIN};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
 
 /* Single-threaded: the rule itself (invariant 1). */
 static void test_donelist__only_a_push_onto_an_empty_list_wakes(void **state) {
   (void)state;
   donelist dl;
   donelist_node a, b, c;
-  donelist_init(&dl);
+  assert_int_equal(donelist_init(&dl), 0);
+  assert_false(readable(&dl));
   assert_null(donelist_take(&dl));
   assert_int_equal(donelist_push(&dl, &a), 1);
+  assert_true(readable(&dl));
   assert_int_equal(donelist_push(&dl, &b), 0);
   assert_int_equal(donelist_push(&dl, &c), 0);
   donelist_node *l = donelist_take(&dl);
+  assert_false(readable(&dl)); /* cleared by the take */
   assert_ptr_equal(l, &a);
   assert_ptr_equal(l->next, &b);
   assert_ptr_equal(l->next->next, &c);
@@ -34,7 +44,9 @@ static void test_donelist__only_a_push_onto_an_empty_list_wakes(void **state) {
   assert_null(donelist_take(&dl));
   /* Taken: the next push owes a wake-up again. */
   assert_int_equal(donelist_push(&dl, &b), 1);
+  assert_true(readable(&dl));
   assert_ptr_equal(donelist_take(&dl), &b);
+  assert_false(readable(&dl));
   assert_int_equal(dl.wakes, 2);
   donelist_fini(&dl);
 }
@@ -50,19 +62,18 @@ typedef struct item {
 
 typedef struct {
   donelist dl;
-  uv_async_t async;
+  uv_poll_t poll;
   uv_timer_t watchdog;
   item *items; /* THREADS * PER_THREAD */
   unsigned char *seen;
   int next_seq[THREADS]; /* the order each thread pushed in */
-  long taken, callbacks, sends, out_of_order, twice;
+  long taken, callbacks, out_of_order, twice;
   int timed_out;
 } rig;
 
 typedef struct {
   rig *r;
   int thread;
-  long sends;
 } producer;
 
 static void *produce(void *arg) {
@@ -71,16 +82,15 @@ static void *produce(void *arg) {
     item *it = &p->r->items[p->thread * PER_THREAD + i];
     it->thread = p->thread;
     it->seq = i;
-    if (donelist_push(&p->r->dl, &it->node)) {
-      uv_async_send(&p->r->async);
-      p->sends++;
-    }
+    donelist_push(&p->r->dl, &it->node);
   }
   return NULL;
 }
 
-static void on_async(uv_async_t *a) {
-  rig *r = a->data;
+static void on_readable(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
+  rig *r = h->data;
   r->callbacks++;
   for (donelist_node *n = donelist_take(&r->dl); n != NULL; n = n->next) {
     item *it = (item *)n;
@@ -93,7 +103,7 @@ static void on_async(uv_async_t *a) {
     r->taken++;
   }
   if (r->taken == (long)THREADS * PER_THREAD) {
-    uv_close((uv_handle_t *)&r->async, NULL);
+    uv_close((uv_handle_t *)&r->poll, NULL);
     uv_close((uv_handle_t *)&r->watchdog, NULL);
   }
 }
@@ -101,7 +111,7 @@ static void on_async(uv_async_t *a) {
 static void on_watchdog(uv_timer_t *t) {
   rig *r = t->data;
   r->timed_out = 1;
-  uv_close((uv_handle_t *)&r->async, NULL);
+  uv_close((uv_handle_t *)&r->poll, NULL);
   uv_close((uv_handle_t *)&r->watchdog, NULL);
 }
 
@@ -116,9 +126,10 @@ test_donelist__threads_pushing_while_the_loop_takes_lose_nothing(void **state) {
   assert_non_null(r->seen);
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
-  donelist_init(&r->dl);
-  assert_int_equal(uv_async_init(&loop, &r->async, on_async), 0);
-  r->async.data = r;
+  assert_int_equal(donelist_init(&r->dl), 0);
+  assert_int_equal(uv_poll_init(&loop, &r->poll, donelist_fd(&r->dl)), 0);
+  r->poll.data = r;
+  assert_int_equal(uv_poll_start(&r->poll, UV_READABLE, on_readable), 0);
   /* Generous: the pushes take well under a second on an idle machine. */
   uv_timer_init(&loop, &r->watchdog);
   r->watchdog.data = r;
@@ -130,20 +141,18 @@ test_donelist__threads_pushing_while_the_loop_takes_lose_nothing(void **state) {
     assert_int_equal(pthread_create(&th[i], NULL, produce, &p[i]), 0);
   }
   assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-  for (int i = 0; i < THREADS; i++) {
+  for (int i = 0; i < THREADS; i++)
     assert_int_equal(pthread_join(th[i], NULL), 0);
-    r->sends += p[i].sends;
-  }
   assert_int_equal(r->timed_out, 0);
   assert_int_equal(r->taken, (long)THREADS * PER_THREAD);
   assert_int_equal(r->twice, 0);
   assert_int_equal(r->out_of_order, 0);
   assert_null(donelist_take(&r->dl));
-  assert_int_equal((long)r->dl.wakes, r->sends);
-  /* Each callback took a non-empty list or coalesced; every send made one
-   * callback at most. Fewer sends than pushes: batches shared wake-ups. */
-  assert_true(r->callbacks <= r->sends);
-  assert_true(r->sends < (long)THREADS * PER_THREAD);
+  /* Every callback read a readable eventfd, made so by a push onto an
+   * empty list: no more callbacks than such pushes, and fewer of those than
+   * pushes (batches shared wake-ups). */
+  assert_true(r->callbacks <= (long)r->dl.wakes);
+  assert_true((long)r->dl.wakes < (long)THREADS * PER_THREAD);
   assert_int_equal(uv_loop_close(&loop), 0);
   donelist_fini(&r->dl);
   free(r->seen);
