@@ -497,8 +497,10 @@ static void *comp_main(void *arg) {
     zitem it = {.g = g, .fast = fast};
     if (zp)
       store_commit_compress(s, zp, &it);
-    else
+    else {
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
+      __atomic_fetch_add(&s->zgens[2], 1, __ATOMIC_RELAXED);
+    }
     it.ready = 1;
     it.ready_ns = now_ns(CLOCK_MONOTONIC);
 
