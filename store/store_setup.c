@@ -174,6 +174,15 @@ int store_setup_load_index(store *s, char **cause) {
       pragma_int(s->db, "SELECT value FROM meta WHERE key = 'max_span_ns'");
   if (s->max_span_ns < 0)
     s->max_span_ns = 0;
+  /* seq goes on above every seq ever issued (store_genrows.h invariant 1):
+   * the table's newest, or the floor its deleted newest rows left. */
+  int64_t max_seq = pragma_int(s->db, STORE_MAX_SEQ_SQL);
+  if (max_seq < 0 || max_seq == INT64_MAX) {
+    store_set_cause(cause, "%s: reading the newest seq: %s", s->path,
+                    max_seq < 0 ? sqlite3_errmsg(s->db) : "no seq left");
+    return GTP_E_CORRUPT;
+  }
+  store_genrows_set_next(s->gr, max_seq + 1);
   return 0;
 }
 
@@ -236,7 +245,7 @@ int store_setup_schema(store *s, char **cause) {
     rc = exec_sql(s->db, STORE_SCHEMA_SQL);
     if (rc == SQLITE_OK)
       rc = exec_sql(s->db, "INSERT INTO meta(key, value) VALUES"
-                           " ('schema_version', '9')");
+                           " ('schema_version', '10')");
     if (rc != SQLITE_OK) {
       store_set_cause(cause, "%s: creating schema: %s", s->path,
                       sqlite3_errmsg(s->db));
@@ -255,7 +264,8 @@ int store_setup_schema(store *s, char **cause) {
                                         STORE_MIGRATE_6_SQL,
                                         STORE_MIGRATE_7_SQL,
                                         STORE_MIGRATE_8_SQL,
-                                        STORE_MIGRATE_9_SQL};
+                                        STORE_MIGRATE_9_SQL,
+                                        STORE_MIGRATE_10_SQL};
   _Static_assert(sizeof migrate / sizeof migrate[0] == STORE_SCHEMA_VERSION + 1,
                  "one migration per schema version");
   for (int64_t v = version; v >= 1 && v < STORE_SCHEMA_VERSION; v++) {
@@ -296,8 +306,8 @@ fail:
 }
 
 _Static_assert(
-    STORE_SCHEMA_VERSION == 9,
-    "store_setup.c writes schema_version 9 on a fresh database; add a "
+    STORE_SCHEMA_VERSION == 10,
+    "store_setup.c writes schema_version 10 on a fresh database; add a "
     "migration step and update that insert when bumping");
 
 int store_setup_pragmas(store *s, char **cause) {
