@@ -29,9 +29,16 @@ static const char span_sql[] =
     " ON CONFLICT(bucket) DO UPDATE SET max_span = excluded.max_span"
     " WHERE excluded.max_span > max_span";
 
+/* Invariant 1: the reservation moves (a page written) only when the rows
+ * of this call would pass it. */
+static const char reserve_sql[] =
+    "INSERT INTO meta(key, value) VALUES('seq_reserved', ?1)"
+    " ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+    " WHERE CAST(value AS INTEGER) < ?2";
+
 struct store_genrows {
   sqlite3 *db;
-  sqlite3_stmt *gen[NCHUNK], *pay[NCHUNK], *span;
+  sqlite3_stmt *gen[NCHUNK], *pay[NCHUNK], *span, *reserve;
   int64_t next_seq; /* invariant 1 */
 };
 
@@ -50,6 +57,7 @@ void store_genrows_free(store_genrows *r) {
     sqlite3_finalize(r->pay[c]);
   }
   sqlite3_finalize(r->span);
+  sqlite3_finalize(r->reserve);
   free(r);
 }
 
@@ -208,8 +216,23 @@ static int write_payloads(store_genrows *r, store_genrow *rows, size_t n) {
   return rc;
 }
 
-int store_genrows_write(store_genrows *r, store_genrow *rows, size_t n) {
+/* Invariant 1: meta.seq_reserved at least the last seq of n rows. */
+static int reserve_seqs(store_genrows *r, size_t n) {
   int rc = SQLITE_OK;
+  if (!r->reserve && (rc = sqlite3_prepare_v3(r->db, reserve_sql, -1,
+                                              SQLITE_PREPARE_PERSISTENT,
+                                              &r->reserve, NULL)) != SQLITE_OK)
+    return rc;
+  int64_t last = r->next_seq + (int64_t)n - 1;
+  sqlite3_bind_int64(r->reserve, 1, last + STORE_GENROWS_LEASE);
+  sqlite3_bind_int64(r->reserve, 2, last);
+  rc = sqlite3_step(r->reserve);
+  sqlite3_reset(r->reserve);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int store_genrows_write(store_genrows *r, store_genrow *rows, size_t n) {
+  int rc = reserve_seqs(r, n);
   for (size_t at = 0; rc == SQLITE_OK && at < n;) {
     size_t c = chunk_of(n - at);
     rc = write_gens(r, rows + at, c);

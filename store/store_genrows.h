@@ -22,10 +22,13 @@
  * Invariants:
  *   1. Rows are written in the order given, each with seq = the module's
  *      next seq, which then moves on by one, so seq follows that order
- *      (store.c invariant 8). The next seq starts above every seq ever
- *      issued (store_setup.c: max(seq) and meta.seq_floor) and never goes
- *      back, also when the transaction rolls back (its seqs are skipped,
- *      never issued twice). GT_DEBUG builds check each row's seq.
+ *      (store.c invariant 8). Every seq issued is at most meta.seq_reserved
+ *      (raised, STORE_GENROWS_LEASE ahead, in the transaction of the rows
+ *      that would pass it); the next seq starts above it at open
+ *      (store_setup.c) and never goes back, also when the transaction
+ *      rolls back (its seqs are skipped), so no seq is issued twice,
+ *      whatever deleted the newest rows. GT_DEBUG builds check each row's
+ *      seq.
  *   2. The caller passes only generations not stored yet, of distinct
  *      sessions (store_commit.c checks before): the INSERT is still OR
  *      IGNORE, which cannot abort a multi-row statement halfway (no
@@ -50,6 +53,9 @@
 
 /* Rows per call, at most. */
 #define STORE_GENROWS_MAX 32
+/* Seqs reserved at a time (invariant 1): one meta write per million
+ * generations; a restart skips what was left of the last reservation. */
+#define STORE_GENROWS_LEASE ((int64_t)1 << 20)
 
 typedef struct store_genrows store_genrows;
 
@@ -67,7 +73,8 @@ typedef struct store_genrow {
 store_genrows *store_genrows_new(sqlite3 *db);
 void store_genrows_free(store_genrows *r);
 
-/* The seq the next row gets (invariant 1); set once at open. */
+/* The seq the next row gets (invariant 1): set once at open, above
+ * meta.seq_reserved. */
 void store_genrows_set_next(store_genrows *r, int64_t next_seq);
 
 /* Inserts rows[0..n) (n <= STORE_GENROWS_MAX; invariant 2) into

@@ -22,8 +22,8 @@
  *   generations  one row per (session, gen): wall-clock span (unix ns), counts,
  *                ledger, status, codec, body CRC32C (v3; NULL for older
  *                rows). seq = commit order (the feed cursor), never
- *                issued twice (v10: assigned by the store above
- *                meta.seq_floor; AUTOINCREMENT before).
+ *                issued twice (v10: assigned by the store below
+ *                meta.seq_reserved; AUTOINCREMENT before).
  *   gen_spans    (v10) per 2^42 ns bucket of start_ns, a bound of the
  *                spans starting in it (STORE_SCHEMA_SPANS_SQL).
  *   payloads     seq -> the generation's bytes (GEN_START + body + GEN_END),
@@ -61,14 +61,17 @@
   "CREATE TABLE IF NOT EXISTS payloads("                                       \
   " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_DEL_TRIGGER_SQL \
   STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_HOLDS_SQL STORE_SCHEMA_ROLLUP_SQL      \
-  STORE_SCHEMA_SPANS_SQL STORE_SCHEMA_SEQ_FLOOR_SQL
+  STORE_SCHEMA_SPANS_SQL                                                       \
+  "INSERT OR IGNORE INTO meta(key, value) VALUES('seq_reserved', '0');"
 
 /* The generations table as schema 10 makes it (under NAME: migration 10
  * builds it beside the old one). seq is the rowid without AUTOINCREMENT:
  * the store assigns it (store_genrows.h invariant 1) above every seq ever
- * issued, which meta.seq_floor remembers once the newest row is deleted
- * (STORE_SCHEMA_SEQ_FLOOR_SQL), so no transaction rewrites a
- * sqlite_sequence page (bench/RESULTS.md, "schema 10"). */
+ * issued, which meta.seq_reserved bounds (the store reserves seqs ahead,
+ * a million at a time, in the transaction that first passes the bound,
+ * and starts above it at open), so no transaction rewrites a
+ * sqlite_sequence page and no delete has anything to remember
+ * (bench/RESULTS.md, "schema 10"). */
 #define STORE_SCHEMA_GENERATIONS_SQL(NAME)                                     \
   "CREATE TABLE IF NOT EXISTS " NAME "("                                       \
   " seq INTEGER PRIMARY KEY,"                                                  \
@@ -130,22 +133,15 @@
 #define STORE_SPAN_MAX_SQL                                                     \
   "SELECT max(coalesce(max(max_span), 0), 0) FROM gen_spans"
 
-/* (v10) meta.seq_floor: the highest seq deleted while it was the newest
- * row, so the store, which assigns seq above max(seq, seq_floor) (read at
- * open), never issues a seq twice (API cursors rely on it), whichever path
- * deleted it. The trigger writes only when the newest row goes (rare:
- * retention deletes the oldest). */
-#define STORE_SCHEMA_SEQ_FLOOR_SQL                                             \
-  "CREATE TRIGGER IF NOT EXISTS generations_seq_del AFTER DELETE"              \
-  " ON generations WHEN OLD.seq > coalesce((SELECT max(seq)"                   \
-  " FROM generations), 0) BEGIN INSERT OR REPLACE INTO meta(key, value)"       \
-  " VALUES('seq_floor', max(OLD.seq, coalesce((SELECT CAST(value AS INTEGER)"  \
-  " FROM meta WHERE key = 'seq_floor'), 0))); END;"
-/* The highest seq ever issued (0: none). */
+/* The newest seq kept (0: none): the feed's cursor for "from now on".
+ * Every seq issued later is above it (a deleted newest row's seq too). */
 #define STORE_MAX_SEQ_SQL                                                      \
+  "SELECT coalesce((SELECT max(seq) FROM generations), 0)"
+/* The bound of every seq issued (0: none); the store starts above it. */
+#define STORE_SEQ_RESERVED_SQL                                                 \
   "SELECT max(coalesce((SELECT max(seq) FROM generations), 0),"                \
   " coalesce((SELECT CAST(value AS INTEGER) FROM meta"                         \
-  " WHERE key = 'seq_floor'), 0))"
+  " WHERE key = 'seq_reserved'), 0))"
 
 /* Schemas 3-9: the longest span of any kept row in O(log n) (max() walks
  * this index): window queries bound their scan from below by from - max
@@ -407,16 +403,17 @@
   "UPDATE meta SET value = '9' WHERE key = 'schema_version';"
 
 /* Migration 9 -> 10: generations rebuilt without AUTOINCREMENT (its
- * sqlite_sequence value kept as meta.seq_floor, so no seq is issued
+ * sqlite_sequence value kept as meta.seq_reserved, so no seq is issued
  * twice), without generations_by_span and with generations_backward; the
  * span buckets filled from the rows kept; the triggers the old table took
- * with it made again, with the two new ones. Inside the open's schema
+ * with it made again, with the new one. Inside the open's schema
  * transaction, like every migration: a copy of every generation row. */
 #define STORE_MIGRATE_10_SQL                                                   \
-  "INSERT OR REPLACE INTO meta(key, value) SELECT 'seq_floor', max("           \
+  "INSERT OR REPLACE INTO meta(key, value) SELECT 'seq_reserved', max("        \
   " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'generations'), 0),"\
+  " coalesce((SELECT max(seq) FROM generations), 0),"                          \
   " coalesce((SELECT CAST(value AS INTEGER) FROM meta"                         \
-  " WHERE key = 'seq_floor'), 0));"                                            \
+  " WHERE key = 'seq_reserved'), 0));"                                         \
   "DROP TABLE IF EXISTS generations_v10;"                                      \
   STORE_SCHEMA_GENERATIONS_SQL("generations_v10")                              \
   "INSERT INTO generations_v10(seq, session_id, gen, start_ns, end_ns, events,"\
@@ -428,7 +425,7 @@
   "ALTER TABLE generations_v10 RENAME TO generations;"                         \
   STORE_SCHEMA_GEN_INDEXES_SQL STORE_SCHEMA_DEL_TRIGGER_SQL                    \
   STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_ROLLUP_SQL STORE_SCHEMA_SPANS_SQL      \
-  STORE_SPANS_FILL_SQL STORE_SCHEMA_SEQ_FLOOR_SQL                              \
+  STORE_SPANS_FILL_SQL                                                         \
   "UPDATE meta SET value = '10' WHERE key = 'schema_version';"
 
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
@@ -439,7 +436,7 @@
  * generations_add trigger move sessions.last_seen_ns and last_gen; 8 drops
  * that trigger (the commit moves the session row); 9 folds sum_spans,
  * sum_counters and sum_logs into sum_gens' JSON columns (views keep their
- * names); 10 drops generations' AUTOINCREMENT (meta.seq_floor) and its
+ * names); 10 drops generations' AUTOINCREMENT (meta.seq_reserved) and its
  * span index (gen_spans), and adds generations_backward. */
 
 /* Codec names stored in generations.codec. */

@@ -181,8 +181,8 @@ int store_setup_load_index(store *s, char **cause) {
   if (s->max_span_ns < 0)
     s->max_span_ns = 0;
   /* seq goes on above every seq ever issued (store_genrows.h invariant 1):
-   * the table's newest, or the floor its deleted newest rows left. */
-  int64_t max_seq = pragma_int(s->db, STORE_MAX_SEQ_SQL);
+   * the reservation, or the table's newest if a row was added by hand. */
+  int64_t max_seq = pragma_int(s->db, STORE_SEQ_RESERVED_SQL);
   if (max_seq < 0 || max_seq == INT64_MAX) {
     store_set_cause(cause, "%s: reading the newest seq: %s", s->path,
                     max_seq < 0 ? sqlite3_errmsg(s->db) : "no seq left");

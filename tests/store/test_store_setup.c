@@ -1,5 +1,5 @@
 /* test_store_setup.c: schema 10 as store_setup.c makes and migrates it:
- * seq never issued twice without AUTOINCREMENT (meta.seq_floor), the span
+ * seq never issued twice without AUTOINCREMENT (meta.seq_reserved), the span
  * buckets (gen_spans) that bound window queries, and the migration of a
  * schema 9 file in place. Real SQLite files, the real store. */
 #include <errno.h>
@@ -69,37 +69,57 @@ static int64_t reader_max_seq(fx *f) {
   return max;
 }
 
-/* The newest rows deleted behind the store's back (an operator's DELETE)
- * leave their seqs behind in meta.seq_floor: neither the running store nor
- * one opened later issues them again, and readers still report them as
- * the newest seq issued (the feed's cursor never goes back). */
+static int64_t reserved(fx *f) {
+  return sf_sql_int(f->dir.db,
+                    "SELECT value FROM meta WHERE key = 'seq_reserved'");
+}
+
+/* The newest rows deleted behind the store's back (an operator's DELETE):
+ * neither the running store nor one opened later issues their seqs again
+ * (every seq issued is below meta.seq_reserved, which the store starts
+ * above), and readers' "newest" cursor is the newest kept. */
 static void test_store_setup__seq_is_never_issued_twice(void **state) {
   fx *f = *state;
   open_default(f);
+  assert_int_equal(reserved(f), 0);
   for (uint64_t g = 1; g <= 5; g++)
     assert_int_equal(commit(f, 1, g, 0, 0), (int64_t)g);
+  /* Reserved once, ahead, by the first transaction. */
+  assert_true(reserved(f) >= 5);
+  int64_t r1 = reserved(f);
   assert_int_equal(sf_sql_exec(f->dir.db, "DELETE FROM generations"
                                           " WHERE seq >= 4"),
                    SQLITE_OK);
-  assert_int_equal(
-      sf_sql_int(f->dir.db, "SELECT value FROM meta WHERE key = 'seq_floor'"),
-      5);
-  assert_int_equal(reader_max_seq(f), 5);
+  assert_int_equal(reader_max_seq(f), 3);
   /* The running store goes on from its own count. */
   assert_int_equal(commit(f, 1, 6, 0, 0), 6);
-  /* Deleted again, newest first and oldest first: the floor only rises. */
+  assert_int_equal(reserved(f), r1);
   assert_int_equal(sf_sql_exec(f->dir.db, "DELETE FROM generations"
-                                          " WHERE seq = 6;"
-                                          "DELETE FROM generations"
-                                          " WHERE seq = 1"),
+                                          " WHERE seq = 6"),
                    SQLITE_OK);
-  assert_int_equal(
-      sf_sql_int(f->dir.db, "SELECT value FROM meta WHERE key = 'seq_floor'"),
-      6);
   close_store(f);
   open_default(f);
-  assert_int_equal(commit(f, 1, 7, 0, 0), 7);
-  assert_int_equal(reader_max_seq(f), 7);
+  /* Opened again: above the reservation, so above 4, 5 and 6. */
+  int64_t seq = commit(f, 1, 7, 0, 0);
+  assert_int_equal(seq, r1 + 1);
+  assert_int_equal(reader_max_seq(f), seq);
+  assert_true(reserved(f) >= seq);
+  /* A row added by hand above the reservation is not issued again. */
+  int64_t by_hand = reserved(f) + 10;
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO generations(seq, session_id, gen, start_ns, end_ns,"
+           " events, bytes, stored_bytes, dropped, evicted, rejected, codec,"
+           " committed_ns) SELECT %lld, session_id, 99, start_ns, end_ns, 1,"
+           " 1, 1, 0, 0, 0, 'none', 0 FROM generations LIMIT 1",
+           (long long)by_hand);
+  assert_int_equal(sf_sql_exec(f->dir.db, sql), SQLITE_OK);
+  close_store(f);
+  open_default(f);
+  seq = commit(f, 1, 8, 0, 0);
+  assert_int_equal(seq, by_hand + 1);
+  assert_true(reserved(f) >=
+              sf_sql_int(f->dir.db, "SELECT max(seq) FROM generations"));
   /* No sqlite_sequence row for generations: nothing writes one. */
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sqlite_sequence"
                                          " WHERE name = 'generations'"),
@@ -141,7 +161,7 @@ static void test_store_setup__span_buckets_follow_the_rows(void **state) {
 
 /* What a schema 9 build left: generations with AUTOINCREMENT (its
  * sqlite_sequence ahead of the rows, as after the newest were deleted) and
- * the span index, no gen_spans, no seq_floor. */
+ * the span index, no gen_spans, no seq_reserved. */
 #define MAKE_SCHEMA_9_SQL                                                      \
   "CREATE TABLE g9(seq INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
   " session_id INTEGER NOT NULL REFERENCES sessions(id),"                      \
@@ -161,7 +181,7 @@ static void test_store_setup__span_buckets_follow_the_rows(void **state) {
   "start_ns);" STORE_SCHEMA_DEL_TRIGGER_SQL STORE_SCHEMA_SUMMARY_SQL           \
       STORE_SCHEMA_ROLLUP_SQL "DROP TABLE gen_spans;"                          \
   "UPDATE sqlite_sequence SET seq = 100 WHERE name = 'generations';"           \
-  "DELETE FROM meta WHERE key = 'seq_floor';"                                  \
+  "DELETE FROM meta WHERE key = 'seq_reserved';"                               \
   "UPDATE meta SET value = '9' WHERE key = 'schema_version'"
 
 static void test_store_setup__schema_9_is_migrated_in_place(void **state) {
@@ -203,10 +223,8 @@ static void test_store_setup__schema_9_is_migrated_in_place(void **state) {
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sqlite_master"
                                          " WHERE tbl_name = 'generations'"
                                          " AND type IN ('index', 'trigger')"),
-                   9);
-  assert_int_equal(
-      sf_sql_int(f->dir.db, "SELECT value FROM meta WHERE key = 'seq_floor'"),
-      100);
+                   8);
+  assert_int_equal(reserved(f), 100);
   assert_int_equal(spans_uncovered(f), 0);
   assert_int_equal(spans_orphaned(f), 0);
   assert_int_equal(sf_sql_int(f->dir.db, STORE_SPAN_MAX_SQL), 4 * SEC);
@@ -236,7 +254,7 @@ static void test_store_setup__fresh_schema_has_no_span_index(void **state) {
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sqlite_master"
                                          " WHERE tbl_name = 'generations'"
                                          " AND type IN ('index', 'trigger')"),
-                   9);
+                   8);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM sqlite_master"
                                          " WHERE name = 'generations_by_span'"),
                    0);
