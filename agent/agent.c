@@ -462,6 +462,7 @@ static void stats_locked(gt_stats_t *out) {
   out->gens_evicted = sp->evicted_gens;
   out->spool_bytes = sp->bytes;
   out->last_acked_gen = sp->last_acked;
+  gt__spool_pending_locked(sp, &out->gens_pending, &out->events_pending);
   pthread_mutex_unlock(&sp->lock);
   size_t tables = 0;
   for (int i = 0; i < 2; i++)

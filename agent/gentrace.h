@@ -122,11 +122,13 @@ enum gt_conn_state {
   GT_CONN_BACKOFF = 3,    /* waiting before the next attempt */
 };
 
-/* Counters since gt_start(). Identity for a session that ends with
- * gt_stop() while the daemon is reachable:
- *   events_written = delivered + events_dropped + events_evicted
- *                    + events_rejected
- * where delivered counts the non-LOST events of ACKed generations. */
+/* Counters since gt_start(). Identity after gt_stop(), whether or not the
+ * daemon was reachable:
+ *   events_written = events_delivered + events_dropped + events_evicted
+ *                    + events_rejected + events_pending
+ * where delivered counts the non-LOST events of ACKed generations. While
+ * the session runs, events still in threads' open buffers are in
+ * events_written only, so the right side may be smaller. */
 typedef struct gt_stats_t {
   uint64_t events_written; /* event calls while tracing (recorded or dropped) */
   uint64_t events_dropped; /* lost because the buffer pool was full */
@@ -155,6 +157,13 @@ typedef struct gt_stats_t {
    * trusted, our certificate refused); the agent keeps spooling and
    * retries with backoff. */
   uint64_t tls_failures;
+  /* Appended with soname 3: sealed generations held in the spool and not
+   * yet ACKed, rejected or evicted (queued, or sent and awaiting their
+   * ACK), and the non-LOST events in them. After gt_stop() these are the
+   * generations its bounded flush (flush_timeout_ms) could not deliver:
+   * freed with the session, so lost, and counted here. */
+  uint64_t gens_pending;
+  uint64_t events_pending;
 } gt_stats_t;
 
 /* Fills *out. Returns 0, or -EINVAL for NULL. After gt_stop() it returns

@@ -258,6 +258,16 @@ size_t gt__spool_count(gt__spool *sp) {
   return n;
 }
 
+void gt__spool_pending_locked(const gt__spool *sp, uint64_t *gens,
+                              uint64_t *events) {
+  *gens = *events = 0;
+  for (const gt__gen *g = sp->head; g != NULL; g = g->next)
+    if (g->state != GT_GEN_ACKED) {
+      (*gens)++;
+      *events += g->events;
+    }
+}
+
 int gt__spool_check_invariants_locked(const gt__spool *sp) {
   size_t bytes = 0;
   const gt__gen *last = NULL;

@@ -90,6 +90,10 @@ int gt__spool_idle(gt__spool *sp);
  * the count. Unpin each with gt__spool_unref. */
 size_t gt__spool_pin_all(gt__spool *sp, gt__gen **out, size_t max);
 size_t gt__spool_count(gt__spool *sp);
+/* Generations QUEUED or SENT (not yet resolved) and the events in them.
+ * Lock held. */
+void gt__spool_pending_locked(const gt__spool *sp, uint64_t *gens,
+                              uint64_t *events);
 /* 0, or minus the first invariant that does not hold (1: a SENT or ACKED
  * generation without its ledger; 4: bytes over limit or not the sum of the
  * held bodies; 5: a held generation with no reference, or a broken list).

@@ -237,12 +237,13 @@ int main(int argc, char **argv) {
     gt_stats_t st;
     gt_stats(&st);
     printf("final events=%llu dropped=%llu delivered=%llu evicted=%llu "
-           "rejected=%llu auth_refused=%llu tls_failures=%llu\n",
+           "rejected=%llu pending=%llu auth_refused=%llu tls_failures=%llu\n",
            (unsigned long long)st.events_written,
            (unsigned long long)st.events_dropped,
            (unsigned long long)st.events_delivered,
            (unsigned long long)st.events_evicted,
            (unsigned long long)st.events_rejected,
+           (unsigned long long)st.events_pending,
            (unsigned long long)st.auth_refused,
            (unsigned long long)st.tls_failures);
   }

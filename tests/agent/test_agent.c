@@ -216,6 +216,7 @@ static void stop_and_tally(tally *t, rx *r, int gapless) {
  * too. Stops r; the caller checks the rest of t (the fixture frees r). */
 static void expect_exact(tally *t, rx *r, const gt_stats_t *st, int gapless,
                          uint64_t written) {
+  assert_int_equal(st->events_pending, 0);
   assert_int_equal(st->events_delivered + st->events_dropped +
                        st->events_evicted + st->events_rejected,
                    st->events_written);
@@ -704,6 +705,27 @@ static void test_agent__no_receiver_never_blocks_and_snapshots(void **state) {
   assert_true(mono_ns() - t0 < 5000ull * 1000000);
 }
 
+/* No daemon at all: gt_stop's bounded flush gives up, and what it could not
+ * deliver is counted in events_pending, so the identity holds anyway. */
+static void test_agent__unreachable_daemon_at_stop_counts_pending(
+    void **state) {
+  afx *f = *state;
+  f->c.flush_timeout_ms = 200;
+  assert_int_equal(gt_start(&f->c), 0);
+  run_workers(2, 5000, 0, NULL);
+  gt_stop();
+  gt_stats_t st;
+  assert_int_equal(gt_stats(&st), 0);
+  assert_int_equal(st.conn_state, GT_CONN_OFF);
+  assert_int_equal(st.events_delivered, 0);
+  assert_true(st.gens_pending >= 1);
+  assert_true(st.events_pending > 0);
+  assert_int_equal(st.events_written,
+                   st.events_delivered + st.events_dropped +
+                       st.events_evicted + st.events_rejected +
+                       st.events_pending);
+}
+
 /* Every named kind with its name in a writable buffer (not a literal of
  * the main program): a repeated name is a cache hit whose bytes must be
  * compared (the fast paths leave that to their out-of-line compare), and a
@@ -879,6 +901,9 @@ int main(void) {
           afx_teardown),
       cmocka_unit_test_setup_teardown(
           test_agent__full_pool_drops_exactly_and_marks_lost, with_rx,
+          afx_teardown),
+      cmocka_unit_test_setup_teardown(
+          test_agent__unreachable_daemon_at_stop_counts_pending, no_rx,
           afx_teardown),
       cmocka_unit_test_setup_teardown(
           test_agent__no_receiver_never_blocks_and_snapshots, no_rx,
