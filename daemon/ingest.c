@@ -31,8 +31,9 @@
  *
  * Invariants:
  *  1. Only the loop thread MUST touch conns, opengens and the retry list;
- *     the store thread only appends to `done_list` under `done_lock` and
- *     calls uv_async_send, otherwise connection state races with commits.
+ *     the store thread only pushes to `done` (donelist.c, which wakes the
+ *     loop once per batch), otherwise connection state races with
+ *     commits.
  *  2. A generation MUST reach the store only whole and validated (manifest
  *     and gtp_gen_parse; on SQLite gtp_gen_parse_lazy, with the events
  *     checked by the store before it writes anything: check_events); an
@@ -371,21 +372,28 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   ing->budget_checks = bc != NULL && strcmp(bc, "1") == 0;
   const char *qr = getenv("GENTRACED_TEST_QUEUE_REPLIES");
   ing->queue_replies = qr != NULL && strcmp(qr, "1") == 0;
+  int dl_rc = donelist_init(&ing->done);
   if (ing->rbuf == NULL || ing->sess == NULL || ing->iplim == NULL ||
-      (cfg->token != NULL && cfg->token[0] != '\0' && ing->token == NULL)) {
+      (cfg->token != NULL && cfg->token[0] != '\0' && ing->token == NULL) ||
+      dl_rc < 0) {
+    if (dl_rc == 0)
+      donelist_fini(&ing->done);
     free(ing->rbuf);
     free(ing->sess);
     iplimit_free(ing->iplim);
     free(ing->token);
     free(ing);
+    if (dl_rc < 0) {
+      set_cause(cause, "eventfd for the store's completions: %s",
+                strerror(-dl_rc));
+      return dl_rc;
+    }
     set_cause(cause, "out of memory");
     return -ENOMEM;
   }
   ing->cfg.host = NULL;
   ing->cfg.token = NULL;
   ing->retry_tail = &ing->retry_head;
-  ing->done_tail = &ing->done_head;
-  pthread_mutex_init(&ing->done_lock, NULL);
   pthread_mutex_init(&ing->sess_lock, NULL);
   genpool_init(&ing->pool, ing->cfg.max_buffer);
   snprintf(ing->host, sizeof ing->host, "%s",
@@ -397,8 +405,10 @@ int ingest_new(uv_loop_t *loop, const ingest_config *cfg, ingest **out,
   ing->read_cb = ingest_read_cb;
   ing->update_reading = ingest_conn_update_reading;
   ing->update_pause = ingest_update_pause;
-  uv_async_init(loop, &ing->async, ingest_commit_async);
-  ing->async.data = ing;
+  /* The store's completions (donelist.c: an eventfd, no uv_async_t spin). */
+  uv_poll_init(loop, &ing->done_poll, donelist_fd(&ing->done));
+  ing->done_poll.data = ing;
+  uv_poll_start(&ing->done_poll, UV_READABLE, ingest_commit_poll);
   uv_timer_init(loop, &ing->sweep);
   ing->sweep.data = ing;
   uv_timer_init(loop, &ing->retry_timer);
@@ -500,14 +510,16 @@ void ingest_free(ingest *ing) {
     uv_close((uv_handle_t *)&ing->listener, on_handle_closed);
   uv_close((uv_handle_t *)&ing->sweep, on_handle_closed);
   uv_close((uv_handle_t *)&ing->retry_timer, on_handle_closed);
-  uv_close((uv_handle_t *)&ing->async, on_handle_closed);
+  uv_close((uv_handle_t *)&ing->done_poll, on_handle_closed);
   loopcoal_close(&ing->coal, on_handle_closed);
   uv_run(ing->loop, UV_RUN_DEFAULT);
   /* Completions that came after a drain gave up waiting for them. Every
    * handle is closed now, so the conns only wait for these references. */
   pending *pd;
-  while ((pd = ing->done_head) != NULL) {
-    ing->done_head = pd->next;
+  for (donelist_node *n = donelist_take(&ing->done), *next; n != NULL;
+       n = next) {
+    next = n->next;
+    pd = ingest_done_pending(n);
     store_gen_free(pd->g);
     ingest_conn_unref(pd->c);
     free(pd);
@@ -518,7 +530,7 @@ void ingest_free(ingest *ing) {
     free(pd);
   }
   genpool_fini(&ing->pool); /* after the loop: no genpool call races it */
-  pthread_mutex_destroy(&ing->done_lock);
+  donelist_fini(&ing->done);
   pthread_mutex_destroy(&ing->sess_lock);
   free(ing->sess);
   iplimit_free(ing->iplim);

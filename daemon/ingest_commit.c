@@ -1,13 +1,14 @@
 /* ingest_commit.c: the way back from the store (ingest.c invariants 1, 3
- * and 4): the store thread queues each finished generation under
- * done_lock and wakes the loop, which ACKs what was stored, refuses what
- * the store refused, closes on a store error, and parks generations that
- * met a full disk to resubmit them (one probe at a time) once there is
- * room again.
+ * and 4): the store thread queues each finished generation on the done
+ * list (donelist.c: one wake-up per batch) and the loop ACKs what was stored,
+ * refuses what the store refused, closes on a store error, and parks
+ * generations that met a full disk to resubmit them (one probe at a time) once
+ * there is room again.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +26,14 @@ void ingest_store_done(void *ctx, store_gen *g) {
   pending *pd = g->cookie;
   if (g->result == 0 && ing->cfg.on_commit != NULL)
     ing->cfg.on_commit(ing->cfg.on_commit_ctx, g->seq);
-  pd->next = NULL;
   pd->t_done_ns = uv_hrtime();
-  pthread_mutex_lock(&ing->done_lock);
-  *ing->done_tail = pd;
-  ing->done_tail = &pd->next;
-  pthread_mutex_unlock(&ing->done_lock);
-  uv_async_send(&ing->async);
+  /* Only the push that found the list empty wakes the loop: the others
+   * ride on its wake-up (donelist.c invariant 1). */
+  donelist_push(&ing->done, &pd->done);
+}
+
+pending *ingest_done_pending(donelist_node *n) {
+  return (pending *)(void *)((char *)n - offsetof(pending, done));
 }
 
 static void retry_push(ingest *ing, pending *pd) {
@@ -174,16 +176,15 @@ static void complete(ingest *ing, pending *pd) {
   ingest_conn_unref(c);
 }
 
-void ingest_commit_async(uv_async_t *a) {
-  ingest *ing = a->data;
-  pthread_mutex_lock(&ing->done_lock);
-  pending *list = ing->done_head;
-  ing->done_head = NULL;
-  ing->done_tail = &ing->done_head;
-  pthread_mutex_unlock(&ing->done_lock);
+void ingest_commit_poll(uv_poll_t *p, int status, int events) {
+  (void)status; /* an eventfd has no error to report; take the list anyway */
+  (void)events;
+  ingest *ing = p->data;
+  /* The whole list, every time (donelist.c invariant 1). */
+  donelist_node *list = donelist_take(&ing->done);
   while (list != NULL) {
-    pending *next = list->next;
-    complete(ing, list);
+    donelist_node *next = list->next;
+    complete(ing, ingest_done_pending(list));
     list = next;
   }
   ingest_update_pause(ing);

@@ -14,6 +14,7 @@
 
 #include "acklat.h"
 #include "check.h"
+#include "donelist.h"
 #include "format.h"
 #include "frame.h"
 #include "genpool.h"
@@ -73,7 +74,8 @@ typedef struct opengen {
 /* One generation at the store: the store_gen's cookie. Linked into the
  * completion list by the store thread without allocating. */
 typedef struct pending {
-  struct pending *next;
+  struct pending *next; /* the retry list (loop thread) */
+  donelist_node done;   /* ing->done, from the store thread */
   struct conn *c;
   store_gen *g;
   size_t cap; /* capacity of g->payload, for the buffer pool */
@@ -173,7 +175,7 @@ struct ingest {
   int listening;
   uv_timer_t sweep;
   uv_timer_t retry_timer;
-  uv_async_t async;
+  uv_poll_t done_poll; /* donelist_fd(&done) readable: completions */
   loopcoal coal; /* wake-up coalescing (loopcoal.c) */
   conn *conns;
   uint64_t nconns;
@@ -239,9 +241,9 @@ struct ingest {
    * max_buffer (invariant 8). Loop thread, but for its own filler. */
   genpool pool;
 
-  /* Protected by done_lock: completions from the store thread. */
-  pthread_mutex_t done_lock;
-  pending *done_head, **done_tail;
+  /* Completions from the store thread (donelist.c: one wake-up per
+   * batch). */
+  donelist done;
 
   /* Protected by sess_lock: live sessions, read by HTTP threads. */
   pthread_mutex_t sess_lock;
@@ -323,11 +325,13 @@ void ingest_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 void ingest_conn_update_reading(conn *c);
 void ingest_update_pause(ingest *ing);
 
-/* ingest_commit.c: completions from the store. ingest_commit_async is the
- * uv_async callback that applies them; ingest_retry_pop takes the oldest
- * generation parked for a full disk (NULL: none). */
-void ingest_commit_async(uv_async_t *a);
+/* ingest_commit.c: completions from the store. ingest_commit_poll is the
+ * callback (done_poll) that applies them; ingest_retry_pop takes the oldest
+ * generation parked for a full disk (NULL: none); ingest_done_pending is
+ * the pending a node of ing->done belongs to. */
+void ingest_commit_poll(uv_poll_t *p, int status, int events);
 pending *ingest_retry_pop(ingest *ing);
+pending *ingest_done_pending(donelist_node *n);
 
 /* reasm.c: generation reassembly and validation (PROTOCOL.md section 6).
  * reasm_batch/reasm_gen_end return 0, or < 0 once the connection was

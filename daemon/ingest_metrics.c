@@ -83,6 +83,10 @@ void ingest_metrics(ingest *ing, gtp_wbuf *b) {
   metric(b, "gentrace_ingest_loop_pauses_total", "counter",
          "Rounds the busy ingest loop paused --loop-coalesce before polling.",
          NULL, __atomic_load_n(&ing->coal.pauses, __ATOMIC_RELAXED));
+  metric(b, "gentrace_ingest_store_wakeups_total", "counter",
+         "Wake-ups of the ingest loop by the store thread to hand back "
+         "committed generations (one per batch of completions).",
+         NULL, __atomic_load_n(&ing->done.wakes, __ATOMIC_RELAXED));
   metric(b, "gentrace_ingest_staged_frames_total", "counter",
          "BATCH frames whose rest was read straight into the generation.", NULL,
          C(staged_frames));

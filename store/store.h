@@ -5,7 +5,7 @@
  * commits them in batched transactions (WAL; synchronous=NORMAL, or FULL with
  * --sync full) and reports each one through the done callback, *on the store
  * thread*, after its transaction committed; the loop side turns that into an
- * ACK via uv_async. Kept behind this small interface so a shared backend
+ * ACK after a wake-up of its loop (one per batch of completions). Kept behind this small interface so a shared backend
  * (object storage + PostgreSQL catalog) can replace it.
  *
  * Thread: store_open/store_close from the main thread; store_submit,
