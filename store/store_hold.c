@@ -55,7 +55,7 @@ static const char *const hold_sql[HQ_N_] = {
     [HQ_INSERT] = "INSERT INTO retention_pins(service, session, from_ns, to_ns,"
                   " reason, created_ns, expires_ns)"
                   " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    [HQ_SPAN] = "SELECT coalesce(max(end_ns - start_ns), 0) FROM generations",
+    [HQ_SPAN] = STORE_SPAN_MAX_SQL,
     /* Every live pin's generations, each counted once: per pin, the
      * session rows of its session or service (sessions' indexes), then
      * their rows starting in [from - max span (?1), to) and ending after

@@ -21,12 +21,13 @@
  * Window queries use the generations_by_time index: start_ns < to bounds the
  * scan from above, and start_ns >= from - max_span from below, which is
  * exact because end - start <= max_span for every row. max_span is the
- * longest span among the rows kept now, read per query from the
- * generations_by_span index (O(log n)); it used to be the longest ever
- * committed (meta.max_span_ns), so one absurd row (a CLOCK spanning
- * [0, INT64_MAX]) made every later query scan from the start, even after
- * retention deleted it. gentraced now refuses spans over --max-gen-span, so
- * the bound stays small.
+ * largest bound of gen_spans (schema 10: per 73-minute bucket of start, a
+ * bound of its rows' spans, dropped with the bucket's last row), read per
+ * query; schemas 3-9 read the longest span kept from an index; before,
+ * it was the longest ever committed (meta.max_span_ns), so one absurd row
+ * (a CLOCK spanning [0, INT64_MAX]) made every later query scan from the
+ * start, even after retention deleted it. gentraced now refuses spans over
+ * --max-gen-span, so the bound stays small.
  */
 #include "config.h" /* _GNU_SOURCE: vasprintf */
 
@@ -109,10 +110,8 @@ static const char *const read_sql[RQ_ALL_] = {
     [RQ_BEGIN] = "BEGIN",
     [RQ_COMMIT] = "COMMIT",
     [RQ_SESSION_ID] = "SELECT id FROM sessions WHERE session = ?1",
-    [RQ_MAX_SPAN] =
-        "SELECT coalesce(max(end_ns - start_ns), 0) FROM generations",
-    [RQ_MAX_SEQ] = "SELECT coalesce((SELECT seq FROM sqlite_sequence"
-                   " WHERE name = 'generations'), 0)",
+    [RQ_MAX_SPAN] = STORE_SPAN_MAX_SQL,
+    [RQ_MAX_SEQ] = STORE_MAX_SEQ_SQL,
     [RQ_SEQ_AT] = "SELECT seq, committed_ns FROM generations WHERE seq >= ?1"
                   " ORDER BY seq LIMIT 1",
     [RQ_PAYLOAD_GEN] =

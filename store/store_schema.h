@@ -21,7 +21,11 @@
  *                NULL: not bound yet). The key itself is never stored.
  *   generations  one row per (session, gen): wall-clock span (unix ns), counts,
  *                ledger, status, codec, body CRC32C (v3; NULL for older
- *                rows). seq = commit order (the feed cursor).
+ *                rows). seq = commit order (the feed cursor), never
+ *                issued twice (v10: assigned by the store below
+ *                meta.seq_reserved; AUTOINCREMENT before).
+ *   gen_spans    (v10) per 2^42 ns bucket of start_ns, a bound of the
+ *                spans starting in it (STORE_SCHEMA_SPANS_SQL).
  *   payloads     seq -> the generation's bytes (GEN_START + body + GEN_END),
  *                compressed with `codec`; apart from generations so listing
  *                and window queries never page through blobs.
@@ -35,7 +39,7 @@
 #ifndef STORE_SCHEMA_H
 #define STORE_SCHEMA_H
 
-#define STORE_SCHEMA_VERSION 9
+#define STORE_SCHEMA_VERSION 10
 
 #define STORE_SCHEMA_SQL                                                       \
   "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);" \
@@ -52,8 +56,25 @@
    " bytes INTEGER NOT NULL DEFAULT 0, lost INTEGER NOT NULL DEFAULT 0,"       \
   " key_hash BLOB);"                                                           \
   "CREATE INDEX IF NOT EXISTS sessions_by_service ON sessions(service, host);" \
-  "CREATE TABLE IF NOT EXISTS generations("                                    \
-  " seq INTEGER PRIMARY KEY AUTOINCREMENT,"                                    \
+  STORE_SCHEMA_GENERATIONS_SQL("generations")                                  \
+  STORE_SCHEMA_GEN_INDEXES_SQL                                                 \
+  "CREATE TABLE IF NOT EXISTS payloads("                                       \
+  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_DEL_TRIGGER_SQL \
+  STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_HOLDS_SQL STORE_SCHEMA_ROLLUP_SQL      \
+  STORE_SCHEMA_SPANS_SQL                                                       \
+  "INSERT OR IGNORE INTO meta(key, value) VALUES('seq_reserved', '0');"
+
+/* The generations table as schema 10 makes it (under NAME: migration 10
+ * builds it beside the old one). seq is the rowid without AUTOINCREMENT:
+ * the store assigns it (store_genrows.h invariant 1) above every seq ever
+ * issued, which meta.seq_reserved bounds (the store reserves seqs ahead,
+ * a million at a time, in the transaction that first passes the bound,
+ * and starts above it at open), so no transaction rewrites a
+ * sqlite_sequence page and no delete has anything to remember
+ * (bench/RESULTS.md, "schema 10"). */
+#define STORE_SCHEMA_GENERATIONS_SQL(NAME)                                     \
+  "CREATE TABLE IF NOT EXISTS " NAME "("                                       \
+  " seq INTEGER PRIMARY KEY,"                                                  \
   " session_id INTEGER NOT NULL REFERENCES sessions(id),"                      \
   " gen INTEGER NOT NULL,"                                                     \
   " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"                       \
@@ -62,19 +83,70 @@
   " dropped INTEGER NOT NULL, evicted INTEGER NOT NULL,"                       \
   " rejected INTEGER NOT NULL,"                                                \
   " status TEXT NOT NULL DEFAULT 'ok', codec TEXT NOT NULL,"                   \
-  " committed_ns INTEGER NOT NULL, crc INTEGER,"                             \
-  " UNIQUE(session_id, gen));"                                                 \
+  " committed_ns INTEGER NOT NULL, crc INTEGER,"                               \
+  " UNIQUE(session_id, gen));"
+
+/* The indexes of generations from schema 10: (session, start) for window
+ * queries, start for retention, search and the rollups, and the rows whose
+ * end is before their start (never written by gentraced, which refuses
+ * them at the door, but a row may hold one), which the summary's part D
+ * reads (store_search.c): a partial index, so no other row writes it. */
+#define STORE_SCHEMA_GEN_INDEXES_SQL                                           \
   "CREATE INDEX IF NOT EXISTS generations_by_time"                             \
   " ON generations(session_id, start_ns);"                                     \
   "CREATE INDEX IF NOT EXISTS generations_by_start ON generations(start_ns);"   \
-  STORE_SCHEMA_SPAN_INDEX_SQL                                                  \
-  "CREATE TABLE IF NOT EXISTS payloads("                                       \
-  " seq INTEGER PRIMARY KEY, data BLOB NOT NULL);" STORE_SCHEMA_DEL_TRIGGER_SQL \
-  STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_HOLDS_SQL STORE_SCHEMA_ROLLUP_SQL
+  "CREATE INDEX IF NOT EXISTS generations_backward"                            \
+  " ON generations(start_ns) WHERE end_ns < start_ns;"
 
-/* The longest span of any kept row in O(log n) (max() walks this index):
- * window queries bound their scan from below by from - max span, so the
- * bound must follow retention, not remember the longest row ever stored. */
+/* (v10) gen_spans: per bucket of start_ns (start_ns >> 42: 2^42 ns, about
+ * 73 minutes), an upper bound of the spans (end_ns - start_ns, at least 0)
+ * of the generations starting in it. Replaces the generations_by_span
+ * index of schemas 3-9, which every generation wrote at a random place:
+ * the commit upserts one row per bucket per statement of rows
+ * (store_genrows.c), which writes nothing unless a span grows the bound,
+ * and the delete trigger drops a bucket's row with its last generation,
+ * whichever path deletes it, so the bound follows retention (to a bucket)
+ * as the index did. Readers (window queries, search, pins) take
+ * STORE_SPAN_MAX_SQL, the largest bound kept.
+ * Invariant: every generation row the store wrote has its bucket's row,
+ * with max_span >= its span. A row inserted by hand must add its bucket's
+ * row (or raise its bound) itself, or window queries may miss it. */
+#define STORE_SPAN_SHIFT 42
+#define STORE_SPAN_SHIFT_STR "42"
+#define STORE_SPAN_BUCKET_LAST_STR "4398046511103" /* 2^42 - 1 */
+#define STORE_SCHEMA_SPANS_SQL                                                 \
+  "CREATE TABLE IF NOT EXISTS gen_spans(bucket INTEGER PRIMARY KEY,"           \
+  " max_span INTEGER NOT NULL);"                                               \
+  "CREATE TRIGGER IF NOT EXISTS generations_span_del AFTER DELETE"             \
+  " ON generations WHEN NOT EXISTS (SELECT 1 FROM generations"                 \
+  " WHERE start_ns >= (OLD.start_ns >> " STORE_SPAN_SHIFT_STR ") << "          \
+  STORE_SPAN_SHIFT_STR " AND start_ns <= ((OLD.start_ns >> "                   \
+  STORE_SPAN_SHIFT_STR ") << " STORE_SPAN_SHIFT_STR ") + "                     \
+  STORE_SPAN_BUCKET_LAST_STR ") BEGIN DELETE FROM gen_spans"                   \
+  " WHERE bucket = OLD.start_ns >> " STORE_SPAN_SHIFT_STR "; END;"
+/* gen_spans as the rows kept make it (migration 10; rows written by hand,
+ * as benchmarks do, then this). */
+#define STORE_SPANS_FILL_SQL                                                   \
+  "INSERT OR REPLACE INTO gen_spans(bucket, max_span)"                         \
+  " SELECT start_ns >> " STORE_SPAN_SHIFT_STR ", max(max(end_ns - start_ns),"  \
+  " 0) FROM generations GROUP BY 1;"
+#define STORE_SPAN_MAX_SQL                                                     \
+  "SELECT max(coalesce(max(max_span), 0), 0) FROM gen_spans"
+
+/* The newest seq kept (0: none): the feed's cursor for "from now on".
+ * Every seq issued later is above it (a deleted newest row's seq too). */
+#define STORE_MAX_SEQ_SQL                                                      \
+  "SELECT coalesce((SELECT max(seq) FROM generations), 0)"
+/* The bound of every seq issued (0: none); the store starts above it. */
+#define STORE_SEQ_RESERVED_SQL                                                 \
+  "SELECT max(coalesce((SELECT max(seq) FROM generations), 0),"                \
+  " coalesce((SELECT CAST(value AS INTEGER) FROM meta"                         \
+  " WHERE key = 'seq_reserved'), 0))"
+
+/* Schemas 3-9: the longest span of any kept row in O(log n) (max() walks
+ * this index): window queries bound their scan from below by from - max
+ * span, so the bound must follow retention, not remember the longest row
+ * ever stored. Schema 10 keeps that bound in gen_spans instead. */
 #define STORE_SCHEMA_SPAN_INDEX_SQL                                            \
   "CREATE INDEX IF NOT EXISTS generations_by_span"                             \
   " ON generations(end_ns - start_ns);"
@@ -330,6 +402,32 @@
   STORE_SCHEMA_SUMMARY_SQL                                                     \
   "UPDATE meta SET value = '9' WHERE key = 'schema_version';"
 
+/* Migration 9 -> 10: generations rebuilt without AUTOINCREMENT (its
+ * sqlite_sequence value kept as meta.seq_reserved, so no seq is issued
+ * twice), without generations_by_span and with generations_backward; the
+ * span buckets filled from the rows kept; the triggers the old table took
+ * with it made again, with the new one. Inside the open's schema
+ * transaction, like every migration: a copy of every generation row. */
+#define STORE_MIGRATE_10_SQL                                                   \
+  "INSERT OR REPLACE INTO meta(key, value) SELECT 'seq_reserved', max("        \
+  " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'generations'), 0),"\
+  " coalesce((SELECT max(seq) FROM generations), 0),"                          \
+  " coalesce((SELECT CAST(value AS INTEGER) FROM meta"                         \
+  " WHERE key = 'seq_reserved'), 0));"                                         \
+  "DROP TABLE IF EXISTS generations_v10;"                                      \
+  STORE_SCHEMA_GENERATIONS_SQL("generations_v10")                              \
+  "INSERT INTO generations_v10(seq, session_id, gen, start_ns, end_ns, events,"\
+  " bytes, stored_bytes, dropped, evicted, rejected, status, codec,"           \
+  " committed_ns, crc) SELECT seq, session_id, gen, start_ns, end_ns, events," \
+  " bytes, stored_bytes, dropped, evicted, rejected, status, codec,"           \
+  " committed_ns, crc FROM generations ORDER BY seq;"                          \
+  "DROP TABLE generations;"                                                    \
+  "ALTER TABLE generations_v10 RENAME TO generations;"                         \
+  STORE_SCHEMA_GEN_INDEXES_SQL STORE_SCHEMA_DEL_TRIGGER_SQL                    \
+  STORE_SCHEMA_SUMMARY_SQL STORE_SCHEMA_ROLLUP_SQL STORE_SCHEMA_SPANS_SQL      \
+  STORE_SPANS_FILL_SQL                                                         \
+  "UPDATE meta SET value = '10' WHERE key = 'schema_version';"
+
 /* Version history: 1 first; 2 adds the session totals (columns + triggers),
  * migrated by store.c from 1 in place; 3 adds sessions.key_hash (SHA-256 of
  * the session key), generations.crc (the body CRC32C of the GEN_END) and the
@@ -338,7 +436,8 @@
  * generations_add trigger move sessions.last_seen_ns and last_gen; 8 drops
  * that trigger (the commit moves the session row); 9 folds sum_spans,
  * sum_counters and sum_logs into sum_gens' JSON columns (views keep their
- * names). */
+ * names); 10 drops generations' AUTOINCREMENT (meta.seq_reserved) and its
+ * span index (gen_spans), and adds generations_backward. */
 
 /* Codec names stored in generations.codec. */
 #define STORE_CODEC_NONE "none"

@@ -32,6 +32,7 @@
 #include "spanbuf.h"
 #include "store_int.h"
 #include "store_rollup.h"
+#include "store_schema.h"
 #include "sum_json.h"
 #include "summary.h"
 
@@ -122,8 +123,8 @@ static int64_t seq_floor(sqlite3 *db, int64_t from_ns) {
   sqlite3_stmt *st = NULL;
   int64_t v = 0;
   if (prep(db,
-           "SELECT min(seq) FROM generations WHERE start_ns >= ?1 -"
-           " coalesce((SELECT max(end_ns - start_ns) FROM generations), 0)",
+           "SELECT min(seq) FROM generations WHERE start_ns >= ?1 - "
+           "(" STORE_SPAN_MAX_SQL ")",
            &st) == 0) {
     sqlite3_bind_int64(st, 1, from_ns);
     if (sqlite3_step(st) == SQLITE_ROW)
@@ -299,9 +300,7 @@ static int rollup_slots(int64_t from, int64_t to, int64_t *h0, int64_t *h1) {
 static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
   sqlite3_stmt *st = NULL;
   int64_t span = 0;
-  if (prep(db, "SELECT coalesce(max(end_ns - start_ns), 0) FROM generations",
-           &st) == 0 &&
-      sqlite3_step(st) == SQLITE_ROW)
+  if (prep(db, STORE_SPAN_MAX_SQL, &st) == 0 && sqlite3_step(st) == SQLITE_ROW)
     span = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
   if (span < 0)
@@ -314,12 +313,13 @@ static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
  * ?11 = ?9 slots), of the dirty slots inside (C), and of the generations inside
  * that no rollup holds (D: end before start, which the store never writes
  * but a row may hold), plus the rollup rows of the clean slots inside.
- * ("+a.start_ns": D reads the span index, generations_by_span, not every
- * generation of the range by start). Each generation is counted by exactly
- * one part (store_rollup.c invariant
- * 1 is what makes the last part equal to its raw rows). Parameters: ?1
- * service, ?3 to, ?4 from, ?5 the range's first seq, ?6/?7 the name range,
- * ?12 the lowest start a generation of the range can have. */
+ * (D reads the partial index generations_backward, which holds only
+ * those rows, not every generation of the range by start: INDEXED BY,
+ * because SQLite rates it as generations_by_start). Each generation is
+ * counted by exactly one part (store_rollup.c invariant 1 is what makes the
+ * last part equal to its raw rows). Parameters: ?1 service, ?3 to, ?4 from, ?5
+ * the range's first seq, ?6/?7 the name range, ?12 the lowest start a
+ * generation of the range can have. */
 #define SLOT_NS "600000000000"
 #define RAW_ROWS(FROM, SVC, NAME, COND)                                        \
   "SELECT n.kind AS kind, n.name AS name, n.count AS cnt, n.total_ns AS tot,"  \
@@ -342,9 +342,10 @@ static int64_t start_floor(sqlite3 *db, int64_t from_ns) {
            "d.slot >= ?8 AND d.slot < ?9 AND g.start_ns >= d.slot * " SLOT_NS  \
            " AND g.start_ns < (d.slot + 1) * " SLOT_NS)
 #define PART_D(SVC, NAME)                                                      \
-  RAW_ROWS("(SELECT a.seq AS aseq FROM generations a WHERE"                    \
-           " a.end_ns - a.start_ns < 0 AND +a.start_ns >= ?10"                 \
-           " AND +a.start_ns < ?11 LIMIT -1) x CROSS JOIN generations g",      \
+  RAW_ROWS("(SELECT a.seq AS aseq FROM generations a"                          \
+           " INDEXED BY generations_backward WHERE"                            \
+           " a.end_ns < a.start_ns AND a.start_ns >= ?10"                      \
+           " AND a.start_ns < ?11 LIMIT -1) x CROSS JOIN generations g",       \
            SVC, NAME,                                                          \
            "g.seq = x.aseq AND " NOT_DIRTY("g.start_ns / " SLOT_NS))
 #define PART_R(RSVC)                                                           \

@@ -290,7 +290,7 @@ static void test_store_open__schema_1_is_migrated_with_totals(void **state) {
       sf_sql_exec(f->dir.db,
                   "DROP TRIGGER IF EXISTS generations_add;"
                   "DROP TRIGGER generations_del;"
-                  "DROP INDEX generations_by_span;"
+                  "DROP INDEX IF EXISTS generations_by_span;"
                   "ALTER TABLE sessions DROP COLUMN key_hash;"
                   "ALTER TABLE generations DROP COLUMN crc;"
                   "ALTER TABLE sessions DROP COLUMN gens;"
