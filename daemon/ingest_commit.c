@@ -154,9 +154,11 @@ static void complete(ingest *ing, pending *pd) {
       CTR_ADD(ing, duplicate, 1);
     }
     if (c->state == CONN_ACTIVE || c->state == CONN_DRAINING) {
-      ingest_send_ack(c, g->gen); /* invariant 3 */
+      /* Counted before the ACK leaves: an agent that reads its ACK and
+       * then /metrics must find it counted (the write is microseconds). */
       acklat_add(&ing->commit_lat, pd->t_done_ns - pd->t_read_ns);
       acklat_add(&ing->ack_lat, uv_hrtime() - pd->t_read_ns);
+      ingest_send_ack(c, g->gen); /* invariant 3 */
     }
   } else {
     /* Not stored and not the agent's fault: no ERROR (the agent would drop
