@@ -8,9 +8,11 @@
 #define STORE_FX_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "store_fixture.h"
 #include "store_pin.h"
+#include "store_read.h"
 
 typedef struct fx {
   sf_dir dir;
@@ -47,6 +49,25 @@ static void open_store(fx *f, store_config *c) {
   if (rc != 0)
     fail_msg("store_open: %d %s", rc, cause ? cause : "");
   free(cause);
+}
+
+static inline void open_default(fx *f) {
+  store_config c = sf_config(&f->dir);
+  open_store(f, &c);
+}
+
+/* The file holds an older schema: a reader alone refuses it and says how to
+ * fix that (its queries need what the writer's migration adds); then the
+ * writer opens it, which migrates. */
+static inline void reader_refuses_older_then_open(fx *f) {
+  store_reader *r = NULL;
+  char *cause = NULL;
+  assert_int_equal(store_reader_open(f->dir.db, &r, &cause), GTP_E_VERSION);
+  assert_non_null(cause);
+  assert_non_null(strstr(cause, "older"));
+  free(cause);
+  f->done.n = 0;
+  open_default(f);
 }
 
 #endif

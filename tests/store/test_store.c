@@ -12,11 +12,6 @@
 #include "store_read.h"
 #include "store_schema.h"
 
-static void open_default(fx *f) {
-  store_config c = sf_config(&f->dir);
-  open_store(f, &c);
-}
-
 static store_gen *gen_of(unsigned session, uint64_t gen) {
   sf_gen_opts o = {.session = session, .gen = gen};
   return sf_gen_new(&o);
@@ -299,20 +294,13 @@ static void test_store_open__schema_1_is_migrated_with_totals(void **state) {
                   "ALTER TABLE sessions DROP COLUMN lost;"
                   "UPDATE meta SET value = '1' WHERE key = 'schema_version'"),
       SQLITE_OK);
-  /* A reader alone cannot use it (its queries need the totals) and says
-   * how to fix that. */
-  store_reader *r = NULL;
-  char *cause = NULL;
-  assert_int_equal(store_reader_open(f->dir.db, &r, &cause), GTP_E_VERSION);
-  assert_non_null(cause);
-  assert_non_null(strstr(cause, "older"));
-  free(cause);
-  f->done.n = 0;
-  open_default(f);
+  reader_refuses_older_then_open(f);
   assert_int_equal(
       sf_sql_int(f->dir.db,
                  "SELECT value FROM meta WHERE key = 'schema_version'"),
       STORE_SCHEMA_VERSION);
+  store_reader *r = NULL;
+  char *cause = NULL;
   assert_int_equal(store_reader_open(f->dir.db, &r, &cause), 0);
   store_reader_close(r);
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT sum(gens) FROM sessions"), 6);

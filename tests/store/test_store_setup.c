@@ -17,11 +17,6 @@
 
 #define SEC 1000000000LL
 
-static void open_default(fx *f) {
-  store_config c = sf_config(&f->dir);
-  open_store(f, &c);
-}
-
 static void close_store(fx *f) {
   store_close(f->s);
   f->s = NULL;
@@ -197,14 +192,7 @@ static void test_store_setup__schema_9_is_migrated_in_place(void **state) {
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT seq FROM sqlite_sequence"
                                          " WHERE name = 'generations'"),
                    100);
-  /* A reader alone cannot use it and says how to fix that. */
-  store_reader *r = NULL;
-  char *cause = NULL;
-  assert_int_equal(store_reader_open(f->dir.db, &r, &cause), GTP_E_VERSION);
-  assert_non_null(strstr(cause, "older"));
-  free(cause);
-  f->done.n = 0;
-  open_default(f);
+  reader_refuses_older_then_open(f);
   assert_int_equal(
       sf_sql_int(f->dir.db,
                  "SELECT value FROM meta WHERE key = 'schema_version'"),
