@@ -396,7 +396,7 @@ int store_submit(store *s, store_gen *g) {
                  .ready_ns = now_ns(CLOCK_MONOTONIC)};
     s->cq_len++;
     s->q_bytes += g->len;
-    __atomic_fetch_add(&s->zgens[2], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->zgens[STORE_ZG_RAW], 1, __ATOMIC_RELAXED);
     if (wake_store(s, s->cq_len - 1))
       pthread_cond_signal(&s->c_cond); /* invariant 13 */
     goto out;
@@ -454,9 +454,12 @@ void store_stats_get(store *s, store_stats *out) {
   out->ckpt_finishes = cs.finishes;
   out->ckpt_finish_ns_max = cs.finish_ns_max;
   out->ckpt_busy = cs.busy;
-  out->zgens_level = __atomic_load_n(&s->zgens[0], __ATOMIC_RELAXED);
-  out->zgens_fast = __atomic_load_n(&s->zgens[1], __ATOMIC_RELAXED);
-  out->zgens_raw = __atomic_load_n(&s->zgens[2], __ATOMIC_RELAXED);
+  out->zgens_level =
+      __atomic_load_n(&s->zgens[STORE_ZG_LEVEL], __ATOMIC_RELAXED);
+  out->zgens_fast =
+      __atomic_load_n(&s->zgens[STORE_ZG_FAST], __ATOMIC_RELAXED);
+  out->zgens_raw =
+      __atomic_load_n(&s->zgens[STORE_ZG_RAW], __ATOMIC_RELAXED);
   store_index_stats(s->idx, out);
   /* queued_* live under q_lock because store_submit updates them. */
   pthread_mutex_lock(&s->q_lock);
@@ -499,7 +502,7 @@ static void *comp_main(void *arg) {
       store_commit_compress(s, zp, &it);
     else {
       it = (zitem){.g = g, .zlen = g->len, .codec = STORE_CODEC_NONE};
-      __atomic_fetch_add(&s->zgens[2], 1, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&s->zgens[STORE_ZG_RAW], 1, __ATOMIC_RELAXED);
     }
     it.ready = 1;
     it.ready_ns = now_ns(CLOCK_MONOTONIC);

@@ -5,8 +5,9 @@
  * commits them in batched transactions (WAL; synchronous=NORMAL, or FULL with
  * --sync full) and reports each one through the done callback, *on the store
  * thread*, after its transaction committed; the loop side turns that into an
- * ACK after a wake-up of its loop (one per batch of completions). Kept behind this small interface so a shared backend
- * (object storage + PostgreSQL catalog) can replace it.
+ * ACK after a wake-up of its loop (one per batch of completions). Kept
+ * behind this small interface so a shared backend (object storage +
+ * PostgreSQL catalog) can replace it.
  *
  * Thread: store_open/store_close from the main thread; store_submit,
  * store_last_gen, store_note_rejected and store_stats_get from any thread.

@@ -72,9 +72,8 @@ void store_commit_compress(store *s, store_zpol *zp, zitem *it) {
   /* The summary (and the event check) is made here, off the store
    * thread, like compression. */
   store_commit_summarize(s, it);
-  /* zgens[]: 0 the store's level, 1 the fast one, 2 raw (invariant 15). */
   int fast = it->fast && s->cfg.zstd_fast;
-  int kind = 2;
+  enum store_zgen kind = STORE_ZG_RAW;
   if (g->len < STORE_ZSTD_MIN ||
       (fast ? s->cfg.zstd_fast_level == 0 : s->cfg.no_compress))
     goto raw;
@@ -92,7 +91,7 @@ void store_commit_compress(store *s, store_zpol *zp, zitem *it) {
     __atomic_fetch_sub(&s->scratch_bytes, bound, __ATOMIC_RELAXED);
     goto raw;
   }
-  kind = fast;
+  kind = fast ? STORE_ZG_FAST : STORE_ZG_LEVEL;
   /* Give back the slack of the worst-case bound: queued items stay small. */
   uint8_t *fit = realloc(z, n);
   it->z = fit ? fit : z;

@@ -55,6 +55,8 @@
  * level-6 store lose events to evictions at 16 M/s with the fast level
  * on (bench/RESULTS.md, eighth session). */
 #define STORE_ZFAST_BACKLOG (1ull << 20)
+/* How a generation was stored, the index of store.zgens (invariant 15). */
+enum store_zgen { STORE_ZG_LEVEL, STORE_ZG_FAST, STORE_ZG_RAW, STORE_ZG_N_ };
 
 enum {
   ST_BEGIN,
@@ -132,9 +134,9 @@ struct store {
   /* Compressed copies and compression buffers alive now (atomic; read by
    * the ingest loop for its memory budget, store_scratch_bytes). */
   uint64_t scratch_bytes;
-  /* How the compressors stored generations (atomic): store_stats' zgens_*
-   * (level, fast, raw). */
-  uint64_t zgens[3];
+  /* How the compressors stored generations (atomic), indexed by
+   * store_zgen: store_stats' zgens_*. */
+  uint64_t zgens[STORE_ZG_N_];
   int closing;
   int comp_exited;          /* compressors that have exited */
   int lingering;            /* the store thread waits out cfg.linger_ms */
