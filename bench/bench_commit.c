@@ -3,7 +3,7 @@
  * figure that callgrind can count repeatably on a loaded machine.
  *
  *   bench_commit [--sessions N] [--batch B] [--rounds R] [--services S]
- *                [--gap-us G]
+ *                [--gap-us G] [--fleet-events E]
  *
  * Opens a real store (SQLite file in a temp directory, the daemon's
  * pragmas, 16 KiB pages, summaries on), then per round submits B small
@@ -31,6 +31,12 @@
  * (bench/RESULTS.md, eighth session, helper txfixed). The gap itself is
  * sleep, not CPU, so the figures stay comparable.
  *
+ * --fleet-events E (default 0: the fixture's generation above): each
+ * generation is bench_fleet's instead (bench/fleet_gen.c: E instants and
+ * "request" region pairs, two names, no counter or log; 10 in the fleet
+ * benchmark), so the store's instructions are counted on the generation a
+ * fleet sends.
+ *
  * Output: one BENCH line (no bar: a profile aid), details on stderr. Exit 1
  * when a generation is not stored.
  */
@@ -44,8 +50,10 @@
 #include <time.h>
 
 #include "../tests/store/store_fixture.h"
+#include "fleet_gen.h"
 
 static unsigned nservices = 2;
+static unsigned fleet_events; /* --fleet-events; 0: the fixture's */
 
 static const char *service_of(unsigned session) {
   static char names[1024][16];
@@ -69,8 +77,11 @@ static store_gen *small_gen(unsigned session, uint64_t gen) {
   gtp_wbuf b;
   gtp_wbuf_init(&b, 0);
   gtp_gen_end end;
-  if (gtf_gen_start(&b, &s) < 0 || gtf_body(&b, &s, &end) < 0 ||
-      gtp_put_gen_end(&b, &end) < 0 || b.err)
+  int rc = gtf_gen_start(&b, &s);
+  if (rc == 0)
+    rc = fleet_events ? fleet_gen_body(&b, gen, fleet_events, &end)
+                      : gtf_body(&b, &s, &end);
+  if (rc < 0 || gtp_put_gen_end(&b, &end) < 0 || b.err)
     abort();
   store_gen *g = calloc(1, sizeof *g);
   if (g == NULL)
@@ -146,13 +157,17 @@ int main(int argc, char **argv) {
       nservices = v;
     else if (strcmp(argv[i], "--gap-us") == 0)
       gap_us = v;
+    else if (strcmp(argv[i], "--fleet-events") == 0)
+      fleet_events = v;
   }
   store_process_init(); /* as gentraced */
   if (sessions == 0 || batch == 0 || batch > 2048 || rounds == 0 ||
-      nservices == 0 || nservices > 1024 || gap_us > 10000000) {
+      nservices == 0 || nservices > 1024 || gap_us > 10000000 ||
+      fleet_events > 1000) {
     fprintf(stderr, "usage: bench_commit [--sessions N] [--batch B 1..2048]"
                     " [--rounds R] [--services S 1..1024]"
-                    " [--gap-us G 0..10000000]\n");
+                    " [--gap-us G 0..10000000]"
+                    " [--fleet-events E 0..1000]\n");
     return 2;
   }
   sf_dir dir;
@@ -225,9 +240,9 @@ int main(int argc, char **argv) {
               ? (double)st.commit_ns_total / 1e6 / (double)st.transactions
               : 0.0,
           (double)st.commit_ns_max / 1e6);
-  printf("BENCH id=COMMIT value=%.2f unit=us/gen(sessions=%u,batch=%u%s)"
+  printf("BENCH id=COMMIT value=%.2f unit=us/gen(sessions=%u,batch=%u%s%s)"
          " baseline=none:0 ratio=0 bar=none pass=1\n",
          cpu * 1e6 / (double)submitted, sessions, batch,
-         gap_us > 0 ? ",gap" : "");
+         gap_us > 0 ? ",gap" : "", fleet_events ? ",fleet" : "");
   return done_ok == submitted ? 0 : 1;
 }

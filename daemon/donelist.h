@@ -36,6 +36,13 @@ static inline int donelist_fd(const donelist *dl) {
  * thread. */
 int donelist_push(donelist *dl, donelist_node *n);
 
+/* donelist_push for the chain first .. last (linked by next, last's next
+ * is set to NULL): one lock and at most one write of fd for all of them,
+ * as if first were pushed with the others behind it. Returns as
+ * donelist_push. Any thread. */
+int donelist_push_chain(donelist *dl, donelist_node *first,
+                        donelist_node *last);
+
 /* Clears fd, then takes the whole list, oldest first (NULL when empty).
  * The consumer's thread, when fd is readable (or at the end). */
 donelist_node *donelist_take(donelist *dl);

@@ -1,6 +1,7 @@
 /* ingest_commit.c: the way back from the store (ingest.c invariants 1, 3
- * and 4): the store thread queues each finished generation on the done
- * list (donelist.c: one wake-up per batch) and the loop ACKs what was stored,
+ * and 4): the store thread queues each transaction's finished generations
+ * on the done list as one chain (donelist.c: one lock and at most one
+ * wake-up per transaction) and the loop ACKs what was stored,
  * refuses what the store refused, closes on a store error, and parks
  * generations that met a full disk to resubmit them (one probe at a time) once
  * there is room again.
@@ -21,15 +22,51 @@
 
 static void on_retry(uv_timer_t *t);
 
+/* The completions of the transaction being handed back, held until its
+ * last done() (store_gen.done_more 0), per thread (a backend may run done()
+ * on several). Nothing else reaches them before the push, so the loop
+ * cannot free them meanwhile. */
+static __thread struct {
+  ingest *ing;
+  donelist_node *head, *last;
+  int64_t seq;   /* the highest committed seq among them, for on_commit */
+  uint64_t t_ns; /* when the first came back: its COMMIT had returned */
+} held;
+
+/* Hands the held chain to the loop: the feed learns of the commits first
+ * (as it did per generation), then one push wakes the loop if it was idle
+ * (donelist.c invariant 1). */
+static void held_push(void) {
+  ingest *ing = held.ing;
+  if (held.seq > 0 && ing->cfg.on_commit != NULL)
+    ing->cfg.on_commit(ing->cfg.on_commit_ctx, held.seq);
+  donelist_node *first = held.head, *last = held.last;
+  held.head = held.last = NULL;
+  held.ing = NULL;
+  donelist_push_chain(&ing->done, first, last);
+}
+
 void ingest_store_done(void *ctx, store_gen *g) {
   ingest *ing = ctx;
   pending *pd = g->cookie;
-  if (g->result == 0 && ing->cfg.on_commit != NULL)
-    ing->cfg.on_commit(ing->cfg.on_commit_ctx, g->seq);
-  pd->t_done_ns = uv_hrtime();
-  /* Only the push that found the list empty wakes the loop: the others
-   * ride on its wake-up (donelist.c invariant 1). */
-  donelist_push(&ing->done, &pd->done);
+  if (held.head != NULL && held.ing != ing)
+    held_push(); /* another ingest's (one per process today) */
+  if (held.head == NULL) {
+    held.ing = ing;
+    held.seq = 0;
+    held.t_ns = uv_hrtime();
+    held.head = &pd->done;
+  } else {
+    held.last->next = &pd->done;
+  }
+  held.last = &pd->done;
+  if (g->result == 0 && g->seq > held.seq)
+    held.seq = g->seq;
+  pd->t_done_ns = held.t_ns;
+  int more = g->done_more;
+  g->done_more = 0; /* a resubmitted g starts clean */
+  if (!more)
+    held_push();
 }
 
 pending *ingest_done_pending(donelist_node *n) {

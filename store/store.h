@@ -101,6 +101,13 @@ typedef struct store_gen {
   int64_t seq;      /* commit sequence (feed cursor), 0 if not stored */
   uint64_t stored_bytes;
   int bad_events;   /* check_events found an invalid event (see there) */
+  /* 1: the done() of another generation of the same transaction follows
+   * this one on the same thread, before the thread does anything else; 0:
+   * this is the last. A callee may hold the completions of a transaction
+   * and hand them on together at its last one (gentraced: one lock and at
+   * most one wake-up of its loop per transaction). The SQLite store sets
+   * it; a backend that never does hands each generation back alone. */
+  int done_more;
 } store_gen;
 
 /* Called on the store thread after the transaction holding g committed or

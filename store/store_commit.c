@@ -569,6 +569,7 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
                        __ATOMIC_RELAXED);
     store_sum_free(items[i].sum);
     items[i].sum = NULL;
+    items[i].g->done_more = i + 1 < n; /* store.h: the last one says 0 */
     s->done(s->done_ctx, items[i].g); /* invariant 2: after COMMIT returned */
   }
 }

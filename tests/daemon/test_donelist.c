@@ -51,6 +51,31 @@ static void test_donelist__only_a_push_onto_an_empty_list_wakes(void **state) {
   donelist_fini(&dl);
 }
 
+/* A chain (a transaction's completions) is one push: one wake-up onto an
+ * empty list, none behind nodes already there, its nodes in order. */
+static void test_donelist__a_chain_is_one_push(void **state) {
+  (void)state;
+  donelist dl;
+  donelist_node a, b, c, d;
+  assert_int_equal(donelist_init(&dl), 0);
+  a.next = &b;
+  b.next = &c;
+  c.next = (donelist_node *)&dl; /* garbage: the push ends the chain */
+  assert_int_equal(donelist_push_chain(&dl, &a, &c), 1);
+  assert_true(readable(&dl));
+  assert_int_equal(donelist_push_chain(&dl, &d, &d), 0);
+  assert_int_equal(dl.wakes, 1);
+  donelist_node *l = donelist_take(&dl);
+  assert_false(readable(&dl));
+  assert_ptr_equal(l, &a);
+  assert_ptr_equal(l->next, &b);
+  assert_ptr_equal(l->next->next, &c);
+  assert_ptr_equal(l->next->next->next, &d);
+  assert_null(d.next);
+  assert_null(donelist_take(&dl));
+  donelist_fini(&dl);
+}
+
 #define THREADS 4
 #define PER_THREAD 200000
 
@@ -78,11 +103,24 @@ typedef struct {
 
 static void *produce(void *arg) {
   producer *p = arg;
-  for (int i = 0; i < PER_THREAD; i++) {
-    item *it = &p->r->items[p->thread * PER_THREAD + i];
-    it->thread = p->thread;
-    it->seq = i;
-    donelist_push(&p->r->dl, &it->node);
+  /* Odd threads push chains of 1 to 7 nodes, as the store thread hands
+   * back a transaction's completions; even threads push one at a time. */
+  for (int i = 0; i < PER_THREAD;) {
+    int len = p->thread % 2 ? 1 + i % 7 : 1;
+    if (len > PER_THREAD - i)
+      len = PER_THREAD - i;
+    item *first = &p->r->items[p->thread * PER_THREAD + i];
+    for (int k = 0; k < len; k++) {
+      item *it = first + k;
+      it->thread = p->thread;
+      it->seq = i + k;
+      it->node.next = k + 1 < len ? &it[1].node : NULL;
+    }
+    if (len == 1)
+      donelist_push(&p->r->dl, &first->node);
+    else
+      donelist_push_chain(&p->r->dl, &first->node, &first[len - 1].node);
+    i += len;
   }
   return NULL;
 }
@@ -163,6 +201,7 @@ test_donelist__threads_pushing_while_the_loop_takes_lose_nothing(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_donelist__only_a_push_onto_an_empty_list_wakes),
+      cmocka_unit_test(test_donelist__a_chain_is_one_push),
       cmocka_unit_test(
           test_donelist__threads_pushing_while_the_loop_takes_lose_nothing),
   };

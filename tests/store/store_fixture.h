@@ -207,6 +207,7 @@ typedef struct sf_done_rec {
   int64_t seq;
   uint64_t stored_bytes;
   uint8_t session[16];
+  int more; /* store_gen.done_more as done() saw it */
 } sf_done_rec;
 
 typedef struct sf_done {
@@ -243,6 +244,7 @@ static inline void sf_done_cb(void *ctx, store_gen *g) {
     r->seq = g->seq;
     r->stored_bytes = g->stored_bytes;
     memcpy(r->session, g->session, 16);
+    r->more = g->done_more;
   }
   d->n++;
   if (d->nkept < d->keep && d->nkept < 256)

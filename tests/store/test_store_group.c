@@ -21,7 +21,9 @@ static int64_t ms_since(int64_t t0) {
 
 /* A fleet: one generation from each of 20 sessions, submitted together,
  * commits in one transaction (the linger waits for the others), and every
- * completion still reports a committed row. */
+ * completion still reports a committed row; each but the last says another
+ * of its transaction follows (done_more: gentraced hands them to its loop
+ * together at the last). */
 static void
 test_store_group__fleet_generations_share_a_transaction(void **state) {
   fx *f = *state;
@@ -44,6 +46,7 @@ test_store_group__fleet_generations_share_a_transaction(void **state) {
   for (unsigned i = 0; i < N; i++) {
     assert_int_equal(f->done.recs[i].result, 0);
     assert_true(f->done.recs[i].seq > 0);
+    assert_int_equal(f->done.recs[i].more, i + 1 < N);
   }
   assert_int_equal(sf_sql_int(f->dir.db, "SELECT count(*) FROM generations"),
                    N);
