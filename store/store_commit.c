@@ -569,7 +569,8 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
                        __ATOMIC_RELAXED);
     store_sum_free(items[i].sum);
     items[i].sum = NULL;
-    items[i].g->done_more = i + 1 < n; /* store.h: the last one says 0 */
+    /* store.h: the last of the transaction says 0. */
+    items[i].g->done_more = i + 1 < n;
     s->done(s->done_ctx, items[i].g); /* invariant 2: after COMMIT returned */
   }
 }
