@@ -177,6 +177,7 @@ int main(int argc, char **argv) {
   c.zstd_level = 1;
   c.batch_max = batch;
   c.linger_ms = 10000; /* a transaction is exactly one round's batch */
+  c.rollup_hold_ms = 2000; /* as gentraced */
   char *cause = NULL;
   store *s = NULL;
   if (store_open(&c, done_cb, &done, &s, &cause) < 0) {

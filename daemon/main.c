@@ -319,6 +319,9 @@ int main(int argc, char **argv) {
   scfg.linger_ms =
       (uint32_t)(c.commit_linger_ns / 1000000); /* --commit-linger */
   scfg.test_delay_ms = (uint32_t)c.test_store_delay_ms;
+  /* A fleet adds to the current slot's rollups in every transaction: hold
+   * them until the slot is done (2 s without a generation for it). */
+  scfg.rollup_hold_ms = 2000;
   /* No pins: retention never waits for HTTP readers (a download whose
    * remaining generations were deleted ends early, docs/HTTP.md). */
   storage_config stcfg;

@@ -48,6 +48,12 @@ typedef struct store_config {
    * one transaction carries many small generations; 0 = commit at once.
    * Adds at most this to an ACK's latency. */
   uint32_t linger_ms;
+  /* The rollups of a slot the batches keep adding to are held in memory
+   * and written once no batch added to it for this long (a fleet's
+   * current ten minutes: one upsert per key per slot instead of per
+   * transaction; store_rollup.h); 0 = written at every commit. Readers
+   * take the raw rows of a held slot, so their answers do not change. */
+  uint32_t rollup_hold_ms;
   uint32_t test_delay_ms;    /* sleep before each commit (tests: slow store) */
   store_pins *pins;          /* retention never deletes seq >= pinned min */
   /* Optional: receives one logfmt body ("msg=... k=v") per error line, from

@@ -497,7 +497,8 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
   if (rc == SQLITE_OK) /* the summary rows of the batch, same txn */
     rc = store_summary_flush(s->sum);
   if (rc == SQLITE_OK && ru != NULL)
-    rc = store_rollup_flush(ru); /* the rollups of the batch */
+    rc = store_rollup_flush_hold( /* the rollups of the batch */
+        ru, (int64_t)s->cfg.rollup_hold_ms * 1000000);
   if (rc == SQLITE_OK)
     rc = step_done(s->st[ST_COMMIT]);
   int64_t dt = now_ns(CLOCK_MONOTONIC) - t0;
@@ -534,6 +535,7 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
     }
   } else {
     s->max_span_ns = span;
+    store_rollup_committed(ru); /* held slots: their sums kept */
     uint64_t ok = 0, okb = 0, dup = 0;
     for (size_t i = 0; i < n; i++) {
       /* invariant 4. The entry exists (store_submit bound the key), so

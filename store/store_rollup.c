@@ -18,6 +18,23 @@
  * slot in SQL. Deletes only mark the slot (a trigger, so every path that
  * deletes a generation does), and readers treat a marked slot as raw.
  *
+ * Held slots (store_rollup_flush_hold, the commit of a batch with
+ * store_config.rollup_hold_ms): a fleet's every transaction adds to the
+ * same slot, the current ten minutes, one key per service and name: at
+ * 10,000 agents on 2 s that was ~100 upserts per transaction of 105
+ * generations, 11,700 instructions per generation (bench_commit
+ * --fleet-events 10), 15% of the store thread. So the sums of such a slot
+ * stay in memory across transactions (ru->held) and are written once, when
+ * no transaction added to the slot for the hold time (the maintenance
+ * tick's store_rollup_release), when too many keys are held, or at close.
+ * Meanwhile the slot carries a mark of its own in sum_slots_dirty (age
+ * -1), so readers take its raw rows, as for a dirty slot: their answers do
+ * not change, and a query rarely covers the current slot whole anyway. The
+ * maintenance neither ages nor rebuilds such a mark; a delete's trigger
+ * replaces it with a dirty one (age 0), which the next flush sees: the
+ * held sums are then dropped, since the rebuild takes every remaining raw
+ * row. The marks held are checked once per transaction (one SELECT each).
+ *
  * Invariants:
  *   1. For every slot H without a sum_slots_dirty row, the sum_slots rows of
  *      H equal the aggregate of the sum_names rows of the generations with
@@ -36,6 +53,16 @@
  *      transaction (the trigger).
  *   4. A rebuild replaces the slot's rows and clears its mark in one
  *      transaction: a reader sees the slot either dirty or rebuilt.
+ *   5. A slot with a mark of age < 0 is held: its sum_slots rows plus the
+ *      sums in ru->held equal the aggregate of invariant 1. Only this
+ *      writer makes such a mark, for a slot it holds, and the held sums
+ *      become rows in the transaction that deletes the mark; the sums of a
+ *      transaction join ru->held only once its COMMIT returned
+ *      (store_rollup_committed), and a flush that did not commit is undone
+ *      by the next reset. Held sums live in memory only: open turns every
+ *      age < 0 mark into a dirty one (a writer that died holding it), and
+ *      a held slot whose mark turned dirty (a delete) or vanished is left
+ *      to the rebuild, its sums dropped, never written.
  */
 #include "config.h"
 
@@ -114,6 +141,10 @@ int store_rollup_register(sqlite3 *db) {
 enum {
   RU_ROWS,
   RU_UPSERT,
+  RU_MARK,
+  RU_HOLD,
+  RU_UNHOLD,
+  RU_DIRTY,
   RU_AGE,
   RU_PICK,
   RU_DEL,
@@ -129,7 +160,13 @@ static const char *const ru_sql[RU_N_] = {
                 " n.hist" HOUR_ROWS_SQL("g.seq = ?1"),
     [RU_UPSERT] = RU_UPSERT_HEAD
     "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)" RU_UPSERT_TAIL,
-    [RU_AGE] = "UPDATE sum_slots_dirty SET age = age + 1",
+    [RU_MARK] = "SELECT age FROM sum_slots_dirty WHERE slot = ?1",
+    [RU_HOLD] = "INSERT INTO sum_slots_dirty(slot, age) VALUES(?1, -1)",
+    [RU_UNHOLD] = "DELETE FROM sum_slots_dirty WHERE slot = ?1 AND age < 0",
+    [RU_DIRTY] = "INSERT OR REPLACE INTO sum_slots_dirty(slot, age)"
+                 " VALUES(?1, 0)",
+    /* Held slots (age < 0, invariant 5) neither age nor count as dirty. */
+    [RU_AGE] = "UPDATE sum_slots_dirty SET age = age + 1 WHERE age >= 0",
     [RU_PICK] = "SELECT slot FROM sum_slots_dirty WHERE age >= ?1"
                 " ORDER BY slot DESC LIMIT ?2",
     [RU_DEL] = "DELETE FROM sum_slots WHERE slot = ?1",
@@ -142,11 +179,11 @@ static const char *const ru_sql[RU_N_] = {
                                                              " s.service,"
                                                              " n.kind, n.name",
     [RU_CLEAR] = "DELETE FROM sum_slots_dirty WHERE slot = ?1",
-    [RU_COUNT] = "SELECT count(*) FROM sum_slots_dirty",
+    [RU_COUNT] = "SELECT count(*) FROM sum_slots_dirty WHERE age >= 0",
 };
 
-/* One key's sums of the open transaction. The sums are of the int64
- * values the rows hold, in uint64 as SQLite's sum() adds them. */
+/* One key's sums (of the open transaction, or held). The sums are of the
+ * int64 values the rows hold, in uint64 as SQLite's sum() adds them. */
 typedef struct ru_acc {
   int64_t slot;
   int kind;
@@ -161,24 +198,57 @@ typedef struct ru_acc {
  * memory: 600 bytes a key). */
 #define RU_ACC_MAX 4096
 #define RU_ACC_SLOTS (2 * RU_ACC_MAX) /* power of two, half full at most */
+/* Keys held across transactions (invariant 5): past this, every held slot
+ * is written out at the next flush. */
+#define RU_HELD_MAX 1024
+#define RU_HELD_SLOTS (2 * RU_HELD_MAX)
+/* Slots held at once (a fleet's current slot, and the last one for a
+ * moment after a slot edge). */
+#define RU_HOLD_MAX 4
 
 /* Keys per multi-row upsert, largest first (1 is RU_UPSERT); each (size)
  * is one statement, prepared on first use. */
 static const unsigned ru_chunk[] = {32, 8};
 #define RU_NCHUNK (sizeof ru_chunk / sizeof ru_chunk[0])
 
+/* A table of sums by key: open addressing, calloc'd on first use. */
+typedef struct ru_tab {
+  ru_acc *acc; /* mask + 1 entries */
+  /* The entries in use, in the order they filled: flush and reset visit
+   * these n instead of scanning every entry (8,192, 4.9 MB, twice per
+   * transaction: 8,000 instructions per generation at 20 per transaction,
+   * and the cache misses of the scan). */
+  uint32_t *used;
+  size_t n, max, mask;
+} ru_tab;
+
+/* A held slot's state (invariant 5). */
+enum {
+  HS_HELD, /* marked (age < 0) in the database, sums in ru->held */
+  HS_NEW,  /* marked by the open transaction: held once it commits */
+  HS_OUT,  /* written out and unmarked by the open transaction */
+  HS_DROP, /* found dirty (a delete): its sums go at commit, the rebuild
+              recomputes them */
+  HS_NO    /* dirty already: not held, this transaction writes its keys */
+};
+
+typedef struct ru_hold {
+  int64_t slot;
+  int64_t last_ns; /* monotonic: the last transaction that added to it */
+  int state;
+} ru_hold;
+
 struct store_rollup {
   sqlite3 *db;
   sqlite3_stmt *st[RU_N_];
   sqlite3_stmt *multi[RU_NCHUNK]; /* prepared on first use */
   uint8_t *hists; /* ru_chunk[0] encoded histograms, on first use */
-  ru_acc *acc;    /* RU_ACC_SLOTS, calloc'd on first use */
-  /* The slots of acc in use, in the order they filled: flush and reset
-   * visit these nacc instead of scanning all RU_ACC_SLOTS (8,192 entries,
-   * 4.9 MB, twice per transaction: 8,000 instructions per generation at
-   * 20 per transaction, and the cache misses of the scan). */
-  uint32_t *used;
-  size_t nacc;
+  ru_tab txn;     /* the open transaction's sums */
+  ru_tab held;    /* the held slots' sums (invariant 5) */
+  ru_hold hs[RU_HOLD_MAX];
+  size_t nhs;
+  int64_t hold_ns; /* the last store_rollup_flush_hold's; 0: none */
+  ru_acc **wr;     /* the keys one flush writes (wr_alloc) */
 };
 
 static int sql_err(int rc) {
@@ -192,6 +262,12 @@ static int run(sqlite3_stmt *st) {
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 int store_rollup_open(sqlite3 *db, store_rollup **out) {
   *out = NULL;
   int err = store_rollup_register(db);
@@ -201,6 +277,10 @@ int store_rollup_open(sqlite3 *db, store_rollup **out) {
   if (!ru)
     return -ENOMEM;
   ru->db = db;
+  ru->txn.max = RU_ACC_MAX;
+  ru->txn.mask = RU_ACC_SLOTS - 1;
+  ru->held.max = RU_HELD_MAX;
+  ru->held.mask = RU_HELD_SLOTS - 1;
   for (int i = 0; i < RU_N_; i++) {
     int rc = sqlite3_prepare_v3(db, ru_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                 &ru->st[i], NULL);
@@ -209,22 +289,49 @@ int store_rollup_open(sqlite3 *db, store_rollup **out) {
       return sql_err(rc);
     }
   }
+  /* Invariant 5: sums held by a writer that stopped without writing them
+   * (kill -9, power loss) are gone; their slots are rebuilt from the raw
+   * rows like any dirty slot. */
+  int rc = sqlite3_exec(db, "UPDATE sum_slots_dirty SET age = 0 WHERE age < 0",
+                        NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    store_rollup_close(ru);
+    return sql_err(rc);
+  }
   *out = ru;
   return 0;
 }
 
-void store_rollup_close(store_rollup *ru) {
-  if (!ru)
-    return;
-  store_rollup_reset(ru);
-  free(ru->acc);
-  free(ru->used);
-  for (int i = 0; i < RU_N_; i++)
-    sqlite3_finalize(ru->st[i]);
-  for (size_t i = 0; i < RU_NCHUNK; i++)
-    sqlite3_finalize(ru->multi[i]);
-  free(ru->hists);
-  free(ru);
+static void tab_reset(ru_tab *t) {
+  for (size_t i = 0; t->acc && i < t->n; i++) {
+    ru_acc *e = &t->acc[t->used[i]];
+    free(e->service);
+    free(e->name);
+    memset(e, 0, sizeof *e);
+  }
+  t->n = 0;
+}
+
+static void tab_free(ru_tab *t) {
+  tab_reset(t);
+  free(t->acc);
+  free(t->used);
+  t->acc = NULL;
+  t->used = NULL;
+}
+
+static int tab_alloc(ru_tab *t) {
+  if (!t->acc) {
+    t->acc = calloc(t->mask + 1, sizeof *t->acc);
+    t->used = calloc(t->max, sizeof *t->used);
+    if (!t->acc || !t->used) {
+      free(t->acc);
+      free(t->used);
+      t->acc = NULL;
+      t->used = NULL;
+    }
+  }
+  return t->acc ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static uint64_t key_hash(int64_t slot, int kind, const char *svc,
@@ -247,12 +354,12 @@ static char *dup_n(const char *p, size_t n) {
   return c;
 }
 
-/* The slot of a key: its entry, or the empty slot where it goes. */
-static ru_acc *acc_slot(store_rollup *ru, uint64_t h, int64_t slot, int kind,
+/* The entry of a key: its own, or the empty one where it goes. */
+static ru_acc *acc_slot(ru_tab *t, uint64_t h, int64_t slot, int kind,
                         const char *svc, size_t svc_len, const char *name,
                         size_t name_len) {
   for (size_t k = 0;; k++) {
-    ru_acc *e = &ru->acc[(h + k) & (RU_ACC_SLOTS - 1)];
+    ru_acc *e = &t->acc[(h + k) & t->mask];
     if (!e->name)
       return e;
     if (e->hash == h && e->slot == slot && e->kind == kind &&
@@ -263,16 +370,22 @@ static ru_acc *acc_slot(store_rollup *ru, uint64_t h, int64_t slot, int kind,
   }
 }
 
-void store_rollup_reset(store_rollup *ru) {
-  if (!ru || !ru->acc)
+void store_rollup_close(store_rollup *ru) {
+  if (!ru)
     return;
-  for (size_t i = 0; i < ru->nacc; i++) {
-    ru_acc *e = &ru->acc[ru->used[i]];
-    free(e->service);
-    free(e->name);
-    memset(e, 0, sizeof *e);
-  }
-  ru->nacc = 0;
+  /* Written out, so the next open need not rebuild them (invariant 5);
+   * if that fails, it will. */
+  if (ru->nhs > 0)
+    (void)store_rollup_release(ru, 1);
+  tab_free(&ru->txn);
+  tab_free(&ru->held);
+  free(ru->wr);
+  for (int i = 0; i < RU_N_; i++)
+    sqlite3_finalize(ru->st[i]);
+  for (size_t i = 0; i < RU_NCHUNK; i++)
+    sqlite3_finalize(ru->multi[i]);
+  free(ru->hists);
+  free(ru);
 }
 
 static sqlite3_stmt *multi_stmt(store_rollup *ru, size_t c, int *rc) {
@@ -305,15 +418,15 @@ static void bind_acc(sqlite3_stmt *st, int at, const ru_acc *e, uint8_t *hist) {
   sqlite3_bind_blob(st, at + 10, hist, (int)hl, SQLITE_STATIC);
 }
 
-int store_rollup_flush(store_rollup *ru) {
-  if (!ru || !ru->acc || ru->nacc == 0)
-    return SQLITE_OK;
+/* Upserts the n keys of v into sum_slots. Returns an SQLite code. */
+static int write_keys(store_rollup *ru, ru_acc *const *v, size_t n) {
   int rc = SQLITE_OK;
-  if (!ru->hists && !(ru->hists = malloc(ru_chunk[0] * GTP_SUM_HIST_MAX)))
+  if (n > 0 && !ru->hists &&
+      !(ru->hists = malloc(ru_chunk[0] * GTP_SUM_HIST_MAX)))
     rc = SQLITE_NOMEM;
   size_t i = 0;
-  while (rc == SQLITE_OK && i < ru->nacc) {
-    size_t left = ru->nacc - i, c = 0;
+  while (rc == SQLITE_OK && i < n) {
+    size_t left = n - i, c = 0;
     while (c < RU_NCHUNK && ru_chunk[c] > left)
       c++;
     sqlite3_stmt *st =
@@ -322,29 +435,46 @@ int store_rollup_flush(store_rollup *ru) {
       break;
     unsigned k = c < RU_NCHUNK ? ru_chunk[c] : 1;
     for (unsigned j = 0; j < k; j++)
-      bind_acc(st, (int)j * 10, &ru->acc[ru->used[i + j]],
+      bind_acc(st, (int)j * 10, v[i + j],
                ru->hists + (size_t)j * GTP_SUM_HIST_MAX);
     rc = run(st);
     i += k;
   }
-  /* No statement keeps pointers to the keys the reset frees. */
+  /* No statement keeps pointers to the keys a reset frees. */
   sqlite3_clear_bindings(ru->st[RU_UPSERT]);
   for (size_t c = 0; c < RU_NCHUNK; c++)
     if (ru->multi[c])
       sqlite3_clear_bindings(ru->multi[c]);
-  store_rollup_reset(ru); /* written, or the transaction rolls back */
   return rc;
 }
 
-/* The sums of key (slot, service, kind, name) with one more row (count,
- * total, min, max; its histogram is the caller's to add), or NULL when out
- * of memory. */
-static ru_acc *acc_add(store_rollup *ru, int64_t slot, const char *svc,
-                       size_t svc_len, int kind, const char *name,
-                       size_t name_len, int64_t count, int64_t total,
-                       int64_t mn, int64_t mx) {
+/* ru->wr, on first use: room for every key of both tables. */
+static int wr_alloc(store_rollup *ru) {
+  if (!ru->wr)
+    ru->wr = malloc((RU_ACC_MAX + RU_HELD_MAX) * sizeof *ru->wr);
+  return ru->wr ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+int store_rollup_flush(store_rollup *ru) {
+  if (!ru || ru->txn.n == 0)
+    return SQLITE_OK;
+  int rc = wr_alloc(ru);
+  for (size_t i = 0; rc == SQLITE_OK && i < ru->txn.n; i++)
+    ru->wr[i] = &ru->txn.acc[ru->txn.used[i]];
+  if (rc == SQLITE_OK)
+    rc = write_keys(ru, ru->wr, ru->txn.n);
+  tab_reset(&ru->txn); /* written, or the transaction rolls back */
+  return rc;
+}
+
+/* The sums of key (slot, service, kind, name) in t with one more row
+ * (count, total, min, max; its histogram is the caller's to add), or NULL
+ * when out of memory. */
+static ru_acc *acc_add(ru_tab *t, int64_t slot, const char *svc, size_t svc_len,
+                       int kind, const char *name, size_t name_len,
+                       int64_t count, int64_t total, int64_t mn, int64_t mx) {
   uint64_t h = key_hash(slot, kind, svc, svc_len, name, name_len);
-  ru_acc *e = acc_slot(ru, h, slot, kind, svc, svc_len, name, name_len);
+  ru_acc *e = acc_slot(t, h, slot, kind, svc, svc_len, name, name_len);
   if (!e->name) {
     e->service = dup_n(svc, svc_len);
     e->name = dup_n(name, name_len);
@@ -361,7 +491,7 @@ static ru_acc *acc_add(store_rollup *ru, int64_t slot, const char *svc,
     e->kind = kind;
     e->min_ns = mn;
     e->max_ns = mx;
-    ru->used[ru->nacc++] = (uint32_t)(e - ru->acc);
+    t->used[t->n++] = (uint32_t)(e - t->acc);
   }
   /* Wrapping like the histogram's buckets: a sum past int64 is an error
    * for the raw query's sum() too. */
@@ -383,7 +513,7 @@ static int acc_row(store_rollup *ru, sqlite3_stmt *st) {
   size_t name_len = (size_t)sqlite3_column_bytes(st, 3);
   if (!svc || !name)
     return SQLITE_NOMEM;
-  ru_acc *e = acc_add(ru, sqlite3_column_int64(st, 0), svc, svc_len,
+  ru_acc *e = acc_add(&ru->txn, sqlite3_column_int64(st, 0), svc, svc_len,
                       sqlite3_column_int(st, 2), name, name_len,
                       sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
                       sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 7));
@@ -400,40 +530,27 @@ static int64_t clamp64(uint64_t v) {
   return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-static int acc_alloc(store_rollup *ru) {
-  if (!ru->acc) {
-    ru->acc = calloc(RU_ACC_SLOTS, sizeof *ru->acc);
-    ru->used = calloc(RU_ACC_MAX, sizeof *ru->used);
-    if (!ru->acc || !ru->used) {
-      free(ru->acc);
-      free(ru->used);
-      ru->acc = NULL;
-      ru->used = NULL;
-    }
-  }
-  return ru->acc ? SQLITE_OK : SQLITE_NOMEM;
-}
-
 int store_rollup_add_summary(store_rollup *ru, const store_rollup_gen *g,
                              const gtp_summary *s) {
   /* HOUR_ROWS_SQL's conditions: outside them the rows join no slot. */
   if (s->nnames == 0 || g->start_ns < 0 || g->start_ns >= STORE_ROLLUP_END ||
       g->end_ns < g->start_ns)
     return SQLITE_OK;
-  int rc = acc_alloc(ru);
+  int rc = tab_alloc(&ru->txn);
   int64_t slot = g->start_ns / STORE_ROLLUP_NS;
   for (size_t i = 0; rc == SQLITE_OK && i < s->nnames; i++) {
     const gtp_sum_name *n = &s->names[i];
-    if (ru->nacc >= RU_ACC_MAX) /* same transaction: memory stays bounded */
+    if (ru->txn.n >= RU_ACC_MAX) /* same transaction: memory stays bounded */
       rc = store_rollup_flush(ru);
     /* The values store_summary_put binds into the row (clamped, the empty
      * name as ""), so the sums are those of the rows. */
-    ru_acc *e = rc != SQLITE_OK
-                    ? NULL
-                    : acc_add(ru, slot, g->service, g->service_len, n->kind,
-                              n->name.len ? n->name.ptr : "", n->name.len,
-                              clamp64(n->count), clamp64(n->total_ns),
-                              clamp64(n->min_ns), clamp64(n->max_ns));
+    ru_acc *e =
+        rc != SQLITE_OK
+            ? NULL
+            : acc_add(&ru->txn, slot, g->service, g->service_len, n->kind,
+                      n->name.len ? n->name.ptr : "", n->name.len,
+                      clamp64(n->count), clamp64(n->total_ns),
+                      clamp64(n->min_ns), clamp64(n->max_ns));
     if (rc == SQLITE_OK && !e)
       rc = SQLITE_NOMEM;
     for (unsigned b = 0; e && b < GTP_SUM_BUCKETS; b++)
@@ -443,20 +560,239 @@ int store_rollup_add_summary(store_rollup *ru, const store_rollup_gen *g,
 }
 
 int store_rollup_add(store_rollup *ru, int64_t seq) {
-  int rc = acc_alloc(ru);
+  int rc = tab_alloc(&ru->txn);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_stmt *st = ru->st[RU_ROWS];
   sqlite3_bind_int64(st, 1, seq);
   while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     rc = SQLITE_OK;
-    if (ru->nacc >= RU_ACC_MAX) /* same transaction: memory stays bounded */
+    if (ru->txn.n >= RU_ACC_MAX) /* same transaction: memory stays bounded */
       rc = store_rollup_flush(ru);
     if (rc == SQLITE_OK)
       rc = acc_row(ru, st);
   }
   sqlite3_reset(st);
   return rc == SQLITE_DONE ? SQLITE_OK : rc; /* invariant 2 */
+}
+
+/* ------------------------------------------------------------ held slots */
+
+static ru_hold *hold_find(store_rollup *ru, int64_t slot) {
+  for (size_t i = 0; i < ru->nhs; i++)
+    if (ru->hs[i].slot == slot)
+      return &ru->hs[i];
+  return NULL;
+}
+
+static void hold_remove(store_rollup *ru, ru_hold *h) {
+  *h = ru->hs[--ru->nhs];
+}
+
+/* Drops the held sums of one slot (the table is rebuilt without them: it
+ * is small, and this happens once a slot is done). */
+static void held_drop_slot(store_rollup *ru, int64_t slot) {
+  ru_tab *t = &ru->held;
+  size_t keep = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    ru_acc *e = &t->acc[t->used[i]];
+    if (e->slot == slot) {
+      free(e->service);
+      free(e->name);
+      memset(e, 0, sizeof *e);
+    } else {
+      t->used[keep++] = t->used[i];
+    }
+  }
+  t->n = keep;
+  /* Open addressing: the survivors move to where a lookup finds them. */
+  for (size_t i = 0; i < t->n; i++) {
+    ru_acc e = t->acc[t->used[i]];
+    memset(&t->acc[t->used[i]], 0, sizeof e);
+    ru_acc *to = acc_slot(t, e.hash, e.slot, e.kind, e.service, e.service_len,
+                          e.name, e.name_len);
+    *to = e;
+    t->used[i] = (uint32_t)(to - t->acc);
+  }
+}
+
+/* Moves the open transaction's sums of held slots into ru->held (their
+ * strings move too); hold_flush left room for them. */
+static void held_merge(store_rollup *ru) {
+  ru_tab *t = &ru->txn, *h = &ru->held;
+  for (size_t i = 0; i < t->n; i++) {
+    ru_acc *e = &t->acc[t->used[i]];
+    ru_hold *hs = hold_find(ru, e->slot);
+    if (!hs || hs->state != HS_HELD)
+      continue;
+    ru_acc *to = acc_slot(h, e->hash, e->slot, e->kind, e->service,
+                          e->service_len, e->name, e->name_len);
+    if (!to->name) {
+      *to = *e;
+      h->used[h->n++] = (uint32_t)(to - h->acc);
+      e->service = e->name = NULL; /* moved */
+      continue;
+    }
+    to->gens = (int64_t)((uint64_t)to->gens + (uint64_t)e->gens);
+    to->count = (int64_t)((uint64_t)to->count + (uint64_t)e->count);
+    to->total_ns = (int64_t)((uint64_t)to->total_ns + (uint64_t)e->total_ns);
+    if (e->min_ns < to->min_ns)
+      to->min_ns = e->min_ns;
+    if (e->max_ns > to->max_ns)
+      to->max_ns = e->max_ns;
+    for (unsigned b = 0; b < GTP_SUM_BUCKETS; b++)
+      to->hist[b] += e->hist[b];
+  }
+}
+
+/* The mark of slot (invariant 5): *age, or *found 0. */
+static int mark_of(store_rollup *ru, int64_t slot, int *found, int64_t *age) {
+  sqlite3_stmt *st = ru->st[RU_MARK];
+  sqlite3_bind_int64(st, 1, slot);
+  int rc = sqlite3_step(st);
+  *found = rc == SQLITE_ROW;
+  *age = *found ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int slot_stmt(store_rollup *ru, int which, int64_t slot) {
+  sqlite3_bind_int64(ru->st[which], 1, slot);
+  return run(ru->st[which]);
+}
+
+void store_rollup_reset(store_rollup *ru) {
+  if (!ru)
+    return;
+  tab_reset(&ru->txn);
+  /* What a flush decided for a transaction that did not commit. */
+  for (size_t i = ru->nhs; i-- > 0;) {
+    ru_hold *h = &ru->hs[i];
+    if (h->state == HS_NEW || h->state == HS_NO)
+      hold_remove(ru, h);
+    else
+      h->state = HS_HELD;
+  }
+}
+
+/* The flush of the open transaction with held slots (invariant 5): keys of
+ * slots held stay in memory; a slot with no mark becomes held (marked);
+ * held slots found dirty are dropped; held slots idle for hold_ns, or all
+ * when out is set or the held table is full, are written out and
+ * unmarked; every other key is written. Returns an SQLite code. */
+static int hold_flush(store_rollup *ru, int out) {
+  int64_t now = mono_ns();
+  int rc = SQLITE_OK;
+  /* Held slots whose mark a delete (the trigger) made dirty: the rebuild
+   * takes their rows from the raw ones, so their sums go (at commit). */
+  for (size_t i = 0; rc == SQLITE_OK && i < ru->nhs; i++) {
+    ru_hold *h = &ru->hs[i];
+    int found = 0;
+    int64_t age = 0;
+    if (h->state != HS_HELD || (rc = mark_of(ru, h->slot, &found, &age)))
+      continue;
+    if (found && age < 0)
+      continue;
+    h->state = HS_DROP;
+    if (!found) /* unmarked by hand: make sure it is rebuilt */
+      rc = slot_stmt(ru, RU_DIRTY, h->slot);
+  }
+  if (ru->held.n + ru->txn.n > RU_HELD_MAX)
+    out = 1;
+  int hold = !out && ru->hold_ns > 0 && tab_alloc(&ru->held) == SQLITE_OK;
+  size_t nw = 0;
+  for (size_t i = 0; rc == SQLITE_OK && i < ru->txn.n; i++) {
+    ru_acc *e = &ru->txn.acc[ru->txn.used[i]];
+    ru_hold *h = hold_find(ru, e->slot);
+    if (!h && hold && ru->nhs < RU_HOLD_MAX) {
+      int found = 0;
+      int64_t age = 0;
+      rc = mark_of(ru, e->slot, &found, &age);
+      if (rc == SQLITE_OK && !found)
+        rc = slot_stmt(ru, RU_HOLD, e->slot);
+      h = &ru->hs[ru->nhs++];
+      *h = (ru_hold){e->slot, now, found ? HS_NO : HS_NEW};
+    }
+    if (h && (h->state == HS_HELD || h->state == HS_NEW)) {
+      h->last_ns = now;
+      if (!out)
+        continue; /* held: merged at commit */
+    }
+    ru->wr[nw++] = e;
+  }
+  /* Held slots written out: idle ones, or all. */
+  for (size_t i = 0; rc == SQLITE_OK && i < ru->nhs; i++) {
+    ru_hold *h = &ru->hs[i];
+    if (h->state != HS_HELD || (!out && now - h->last_ns < ru->hold_ns))
+      continue;
+    h->state = HS_OUT;
+    for (size_t k = 0; k < ru->held.n; k++) {
+      ru_acc *e = &ru->held.acc[ru->held.used[k]];
+      if (e->slot == h->slot)
+        ru->wr[nw++] = e;
+    }
+    /* (Its keys of this transaction, if any, were taken above: out, or
+     * not idle.) */
+    rc = slot_stmt(ru, RU_UNHOLD, h->slot);
+  }
+  if (rc == SQLITE_OK)
+    rc = write_keys(ru, ru->wr, nw);
+  return rc;
+}
+
+int store_rollup_flush_hold(store_rollup *ru, int64_t hold_ns) {
+  if (!ru)
+    return SQLITE_OK;
+  ru->hold_ns = hold_ns > 0 ? hold_ns : 0;
+  if (ru->hold_ns == 0 && ru->nhs == 0)
+    return store_rollup_flush(ru);
+  int rc = wr_alloc(ru);
+  return rc == SQLITE_OK ? hold_flush(ru, ru->hold_ns == 0) : rc;
+}
+
+void store_rollup_committed(store_rollup *ru) {
+  if (!ru)
+    return;
+  for (size_t i = ru->nhs; i-- > 0;) {
+    ru_hold *h = &ru->hs[i];
+    if (h->state == HS_OUT || h->state == HS_DROP) {
+      held_drop_slot(ru, h->slot);
+      hold_remove(ru, h);
+    } else if (h->state == HS_NO) {
+      hold_remove(ru, h);
+    } else {
+      h->state = HS_HELD;
+    }
+  }
+  held_merge(ru);
+  tab_reset(&ru->txn);
+}
+
+int store_rollup_release(store_rollup *ru, int all) {
+  if (!ru || ru->nhs == 0)
+    return 0;
+  int64_t now = mono_ns();
+  int due = all;
+  for (size_t i = 0; i < ru->nhs && !due; i++)
+    due = now - ru->hs[i].last_ns >= ru->hold_ns;
+  if (!due)
+    return 0;
+  int rc = sqlite3_exec(ru->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return sql_err(rc);
+  store_rollup_reset(ru);
+  rc = wr_alloc(ru);
+  if (rc == SQLITE_OK)
+    rc = hold_flush(ru, all);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(ru->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(ru->db, "ROLLBACK", NULL, NULL, NULL);
+    store_rollup_reset(ru);
+    return sql_err(rc);
+  }
+  store_rollup_committed(ru);
+  return 0;
 }
 
 int store_rollup_pending(store_rollup *ru, uint64_t *pending) {
@@ -501,17 +837,14 @@ static int rebuild_slot(store_rollup *ru, int64_t slot) {
  * "last N slots" query reads). */
 #define RU_PICK_MAX 64
 
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int store_rollup_rebuild(store_rollup *ru, int max_slots, int64_t budget_ns,
                          uint64_t *pending) {
   int64_t t0 = mono_ns();
   *pending = 0;
-  int err = store_rollup_pending(ru, pending);
+  /* Held slots no transaction added to lately (invariant 5). */
+  int err = store_rollup_release(ru, 0);
+  if (err == 0)
+    err = store_rollup_pending(ru, pending);
   if (err || *pending == 0 || max_slots <= 0)
     return err;
   if (max_slots > RU_PICK_MAX)

@@ -79,6 +79,26 @@ int store_rollup_flush(store_rollup *ru);
  * rolled-back one leaves nothing behind. NULL is a no-op. */
 void store_rollup_reset(store_rollup *ru);
 
+/* store_rollup_flush for the commit of a batch, with held slots
+ * (store_rollup.c invariant 5): the sums of a slot the batch adds to are
+ * kept in memory across transactions, the slot marked in sum_slots_dirty
+ * (age < 0) so readers take its raw rows meanwhile, and written out (one
+ * upsert per key) once no batch added to it for hold_ns, or when too many
+ * keys are held. A fleet's transactions all add to the current slot: its
+ * keys are written once per slot instead of once per transaction. hold_ns
+ * 0: no slot is held (and held ones are written out). The writer calls it
+ * before COMMIT, then store_rollup_committed once COMMIT returned (a
+ * transaction that does not commit is undone by the next
+ * store_rollup_reset). Returns an SQLite code. */
+int store_rollup_flush_hold(store_rollup *ru, int64_t hold_ns);
+void store_rollup_committed(store_rollup *ru);
+
+/* Writes out the held slots no batch added to for hold_ns (all: every held
+ * slot) in a transaction of its own: the maintenance tick, and
+ * store_rollup_close. Returns 0 or a negative code (the slots stay held,
+ * or, at close, are rebuilt after the next open). */
+int store_rollup_release(store_rollup *ru, int all);
+
 /* One maintenance tick: ages the dirty slots and rebuilds up to max_slots
  * settled ones, newest first, each in its own transaction, stopping once
  * budget_ns (monotonic) have passed. *pending = dirty slots left. Returns

@@ -5,7 +5,9 @@
  * without rollups; the invariant check catches a wrong rollup; a commit's
  * rollup (taken from memory) keys on the session row's service, not the
  * HELLO's, on each of the commit's paths; a transaction of many keys
- * writes them in multi-row upserts. */
+ * writes them in multi-row upserts; a held slot (rollup_hold_ms) is read
+ * raw, written out at close or once idle, left to the rebuild after a
+ * delete or a crash. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -429,6 +431,183 @@ static void test_store_rollup__many_keys_in_one_transaction(void **state) {
   assert_int_equal(check_all(f), 0);
 }
 
+/* ------------------------------------------------------------ held slots */
+
+/* Rounds of N generations (one transaction each) from N sessions of four
+ * services, all starting in the slot of T0 (a fleet's current ten
+ * minutes); gen numbers from gen0. */
+#define HOLD_N 8
+static void hold_rounds(fx *f, uint64_t gen0, int rounds) {
+  static const char *const hsvc[] = {"a", "b", "c", "d"};
+  for (int r = 0; r < rounds; r++) {
+    size_t before = f->done.n;
+    uint64_t gen = gen0 + (uint64_t)r;
+    for (unsigned k = 0; k < HOLD_N; k++) {
+      sf_gen_opts o = {.session = 200 + k,
+                       .gen = gen,
+                       .start_ns = T0 + (int64_t)gen * INT64_C(1000000000),
+                       .service = hsvc[k % 4]};
+      assert_int_equal(store_submit(f->s, sf_gen_new(&o)), 0);
+    }
+    assert_int_equal(sf_done_wait(&f->done, before + HOLD_N), before + HOLD_N);
+  }
+}
+
+static store_config hold_config(fx *f, uint32_t hold_ms) {
+  store_config c = sf_config(&f->dir);
+  c.batch_max = HOLD_N;
+  /* A round per transaction (its N are ready at once); the maintenance
+   * ticks run between transactions, after the linger. */
+  c.linger_ms = 200;
+  c.rollup_hold_ms = hold_ms;
+  return c;
+}
+
+/* Rollup and raw answers over the held slot and the hours around it. */
+static void hold_answers_equal(fx *f) {
+  store_reader *r = NULL;
+  char *cause = NULL;
+  assert_int_equal(store_reader_open(f->dir.db, &r, &cause), 0);
+  store_summary_query sq;
+  memset(&sq, 0, sizeof sq);
+  sq.from_ns = T0 - T0 % HOUR - HOUR;
+  sq.to_ns = T0 - T0 % HOUR + 2 * HOUR;
+  rows a, b;
+  summary(r, sq, 0, &a);
+  summary(r, sq, 1, &b);
+  assert_true(b.n > 0);
+  assert_int_equal(diff(&a, &b), 0);
+  store_reader_close(r);
+}
+
+/* Waits (30 s at most: a rebuild waits for settled ticks) until sql reads
+ * want. */
+static int64_t wait_for(fx *f, const char *sql, int64_t want) {
+  int64_t v = q(f, sql);
+  for (int i = 0; i < 600 && v != want; i++) {
+    struct timespec d = {0, 50 * 1000000L};
+    nanosleep(&d, NULL);
+    v = q(f, sql);
+  }
+  return v;
+}
+
+#define HELD_SQL "SELECT count(*) FROM sum_slots_dirty WHERE age < 0"
+#define REQ_GENS_SQL "SELECT sum(gens) FROM sum_slots WHERE name = 'request'"
+
+/* A slot every transaction adds to is held: its rollups stay in memory
+ * (none written), it is marked so readers take its raw rows (answers
+ * unchanged), it is not a dirty slot waiting for a rebuild, and closing
+ * writes it out once, equal to the raw rows. */
+static void
+test_store_rollup__held_slot_is_read_raw_and_written_at_close(void **state) {
+  fx *f = *state;
+  store_config c = hold_config(f, 600000);
+  open_store(f, &c);
+  hold_rounds(f, 1, 3);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots"), 0);
+  assert_int_equal(q(f, HELD_SQL), 1);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots_dirty"), 1);
+  store_stats st;
+  store_stats_get(f->s, &st);
+  assert_true(st.transactions >= 3 && st.transactions <= 9);
+  assert_int_equal(st.rollup_pending_slots, 0);
+  assert_int_equal(check_all(f), 0);
+  hold_answers_equal(f);
+  close_store(f);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots_dirty"), 0);
+  assert_int_equal(q(f, REQ_GENS_SQL), 3 * HOLD_N);
+  assert_int_equal(check_all(f), 0);
+  hold_answers_equal(f);
+}
+
+/* Once no transaction added to a held slot for the hold time, the
+ * maintenance tick writes it out and unmarks it, the store still open. */
+static void
+test_store_rollup__idle_held_slot_is_written_by_the_tick(void **state) {
+  fx *f = *state;
+  store_config c = hold_config(f, 1);
+  open_store(f, &c);
+  hold_rounds(f, 1, 2);
+  assert_int_equal(wait_for(f, "SELECT count(*) FROM sum_slots_dirty", 0), 0);
+  assert_int_equal(q(f, REQ_GENS_SQL), 2 * HOLD_N);
+  assert_int_equal(check_all(f), 0);
+  hold_answers_equal(f);
+}
+
+/* A delete in a held slot (retention, or by hand) marks it dirty: the
+ * held sums are dropped, not written, because the rebuild takes every
+ * remaining row; so the slot is rebuilt once, exactly, and closing adds
+ * nothing twice. */
+static void test_store_rollup__a_delete_in_a_held_slot_leaves_it_to_the_rebuild(
+    void **state) {
+  fx *f = *state;
+  store_config c = hold_config(f, 600000);
+  open_store(f, &c);
+  hold_rounds(f, 1, 2);
+  assert_int_equal(q(f, HELD_SQL), 1);
+  assert_int_equal(
+      sf_sql_exec(f->dir.db,
+                  "DELETE FROM payloads WHERE seq = (SELECT min(seq) FROM"
+                  " generations); DELETE FROM generations WHERE seq ="
+                  " (SELECT min(seq) FROM generations)"),
+      SQLITE_OK);
+  assert_int_equal(q(f, HELD_SQL), 0); /* the trigger made it dirty */
+  hold_rounds(f, 3, 1);
+  hold_answers_equal(f);
+  assert_int_equal(wait_for(f, "SELECT count(*) FROM sum_slots_dirty", 0), 0);
+  assert_int_equal(q(f, REQ_GENS_SQL), 3 * HOLD_N - 1);
+  assert_int_equal(check_all(f), 0);
+  close_store(f);
+  assert_int_equal(q(f, REQ_GENS_SQL), 3 * HOLD_N - 1);
+  assert_int_equal(check_all(f), 0);
+  hold_answers_equal(f);
+}
+
+static void copy_file(const char *from, const char *to) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  assert_non_null(a);
+  assert_non_null(b);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+    assert_int_equal(fwrite(buf, 1, n, b), n);
+  fclose(a);
+  assert_int_equal(fclose(b), 0);
+}
+
+/* The held sums live in memory only: a writer killed while holding a slot
+ * (its files as they were, copied while it idled) leaves the mark, which
+ * the next open turns dirty, and the rebuild makes the slot exact. */
+static void
+test_store_rollup__held_sums_lost_in_a_crash_are_rebuilt(void **state) {
+  fx *f = *state;
+  store_config c = hold_config(f, 600000);
+  open_store(f, &c);
+  hold_rounds(f, 1, 2);
+  assert_int_equal(q(f, HELD_SQL), 1);
+  char wal[160], keep[160], keep_wal[160], shm[160];
+  snprintf(wal, sizeof wal, "%s-wal", f->dir.db);
+  snprintf(shm, sizeof shm, "%s-shm", f->dir.db);
+  snprintf(keep, sizeof keep, "%s.crash", f->dir.db);
+  snprintf(keep_wal, sizeof keep_wal, "%s.crash-wal", f->dir.db);
+  copy_file(f->dir.db, keep);
+  copy_file(wal, keep_wal);
+  close_store(f); /* writes the slot out; the copy is from before */
+  assert_int_equal(rename(keep, f->dir.db), 0);
+  assert_int_equal(rename(keep_wal, wal), 0);
+  unlink(shm);
+  assert_int_equal(q(f, "SELECT count(*) FROM sum_slots"), 0);
+  assert_int_equal(q(f, HELD_SQL), 1);
+  reopen(f, &c);
+  assert_int_equal(q(f, HELD_SQL), 0); /* dirty now: read raw */
+  hold_answers_equal(f);
+  assert_int_equal(wait_for(f, "SELECT count(*) FROM sum_slots_dirty", 0), 0);
+  assert_int_equal(q(f, REQ_GENS_SQL), 2 * HOLD_N);
+  assert_int_equal(check_all(f), 0);
+  hold_answers_equal(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(
@@ -447,6 +626,18 @@ int main(void) {
           teardown),
       cmocka_unit_test_setup_teardown(
           test_store_rollup__many_keys_in_one_transaction, setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_store_rollup__held_slot_is_read_raw_and_written_at_close, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_store_rollup__idle_held_slot_is_written_by_the_tick, setup,
+          teardown),
+      cmocka_unit_test_setup_teardown(
+          test_store_rollup__a_delete_in_a_held_slot_leaves_it_to_the_rebuild,
+          setup, teardown),
+      cmocka_unit_test_setup_teardown(
+          test_store_rollup__held_sums_lost_in_a_crash_are_rebuilt, setup,
+          teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
