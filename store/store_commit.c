@@ -496,9 +496,8 @@ void store_commit_batch(store *s, zitem *items, size_t n) {
     rc = set_meta_int(s, "max_span_ns", span);
   if (rc == SQLITE_OK) /* the summary rows of the batch, same txn */
     rc = store_summary_flush(s->sum);
-  if (rc == SQLITE_OK && ru != NULL)
-    rc = store_rollup_flush_hold( /* the rollups of the batch */
-        ru, (int64_t)s->cfg.rollup_hold_ms * 1000000);
+  if (rc == SQLITE_OK && ru != NULL) /* the rollups of the batch */
+    rc = store_rollup_flush_hold(ru, (int64_t)s->cfg.rollup_hold_ms * 1000000);
   if (rc == SQLITE_OK)
     rc = step_done(s->st[ST_COMMIT]);
   int64_t dt = now_ns(CLOCK_MONOTONIC) - t0;
