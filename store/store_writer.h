@@ -77,6 +77,7 @@ enum {
   ST_SESSION_CHECK,
   ST_SESSION_ADD_CHECKED,
   ST_SESSION_ADD,
+  ST_SESSION_ID,
   ST_COUNT_
 };
 
@@ -114,9 +115,9 @@ struct store {
   /* Store thread only (invariant 1). */
   sqlite3 *db;
   sqlite3_stmt *st[ST_COUNT_];
-  store_summary *sum; /* summary writer and backfill */
-  store_genrows *gr;  /* generations and payloads, multi-row */
-  sidc_ent *sidc;     /* sessions.id of sessions committed (invariant 13) */
+  store_summary *sum;  /* summary writer and backfill */
+  store_genrows *gr;   /* generations and payloads, multi-row */
+  sidc_ent *sidc;      /* sessions.id of sessions committed (invariant 13) */
   unsigned sidc_evict; /* the way a full set gives up next */
   zitem *batch;
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
