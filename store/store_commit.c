@@ -25,7 +25,9 @@
  * ST_SESSION_ADD_CHECKED alone: about 5,000 instructions per generation of
  * every session (bench_commit, 10,000 sessions, 105 per transaction;
  * bench/RESULTS.md, ninth session). With four ways a set overflows only
- * when five of its sessions are active (10,000 sessions: a few sets). */
+ * when five of its sessions are active (10,000 random ids: 0.45% of the
+ * sessions are in such a set); a session it does not hold is looked up
+ * (find_sid). */
 static sidc_ent *sidc_set(const store *s, const uint8_t key[16]) {
   uint64_t a, b;
   memcpy(&a, key, 8);
@@ -359,8 +361,9 @@ static int gen_stored(store *s, int64_t sid, const store_gen *g, int *found,
 
 /* The id of the session's row (ST_SESSION_ID) into *sid, 0 when it has
  * none, for a session the sid cache does not hold: a known session then
- * takes the fast path like a cached one (a miss cost about 36,000
- * instructions on the slow path, the lookup about 2,000). The row is the
+ * takes the fast path like a cached one (a miss cost about 40,800
+ * instructions on the slow path, and costs about 3,400 with the lookup:
+ * bench_commit with a 4-entry cache, bench/RESULTS.md). The row is the
  * open transaction's view, so a row this transaction made counts too; the
  * cache itself is still filled only after COMMIT (invariant 13). Returns
  * an SQLite code. */
