@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
   store_config c = sf_config(&dir);
   c.zstd_level = 1;
   c.batch_max = batch;
-  c.linger_ms = 10000; /* a transaction is exactly one round's batch */
+  c.linger_ms = 10000;     /* a transaction is exactly one round's batch */
   c.rollup_hold_ms = 2000; /* as gentraced */
   char *cause = NULL;
   store *s = NULL;
