@@ -133,8 +133,11 @@ typedef struct conn {
   uint32_t version;
   char *service, *host, *agent_version, *tags_json;
   uint64_t pid, process_start_ns;
-  uint32_t ntags;
-  char **tag_keys, **tag_values;
+  /* The identity part of every GEN_START of this session, encoded once at
+   * HELLO (gtp_put_gen_start_ident): each generation's GEN_START copies it
+   * instead of measuring and encoding the strings again. Owned. */
+  uint8_t *gs_ident;
+  size_t gs_ident_len;
 } conn;
 
 typedef struct counters {

@@ -75,22 +75,6 @@ static int gen_nomem(conn *c, const char *what) {
   return -1;
 }
 
-static void gen_start_of(const conn *c, uint64_t gen, gtp_gen_start *s) {
-  memset(s, 0, sizeof *s);
-  memcpy(s->session, c->session, 16);
-  s->gen = gen;
-  s->service = (gtp_str){c->service, strlen(c->service)};
-  s->host = (gtp_str){c->host, strlen(c->host)};
-  s->agent_version = (gtp_str){c->agent_version, strlen(c->agent_version)};
-  s->pid = c->pid;
-  s->process_start_ns = c->process_start_ns;
-  s->ntags = c->ntags;
-  for (uint32_t i = 0; i < c->ntags; i++) {
-    s->tags[i].key = (gtp_str){c->tag_keys[i], strlen(c->tag_keys[i])};
-    s->tags[i].value = (gtp_str){c->tag_values[i], strlen(c->tag_values[i])};
-  }
-}
-
 /* Open generations only drain through GEN_END, so pausing reads cannot
  * help: a connection holding more open than it may buffer is closed
  * (ERROR LIMIT, no gen: the agent resends everything unACKed). One
@@ -145,11 +129,12 @@ int reasm_batch(conn *c, const gtp_frame *f) {
                         "too many generations open at once");
       return -1;
     }
-    g = calloc(1, sizeof *g);
+    g = malloc(sizeof *g); /* malloc's per-thread cache; calloc skips it */
     if (g == NULL) {
       ingest_conn_nomem(c, "open generation");
       return -1;
     }
+    memset(g, 0, sizeof *g);
     g->gen = gen;
     gtp_wbuf_init(&g->buf, (size_t)ing->cfg.max_gen_size + 4096);
     /* Reserve what this agent's previous generation needed, so the buffer
@@ -169,9 +154,9 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     g->next = c->gens;
     c->gens = g;
     c->ngens++;
-    gtp_gen_start s;
-    gen_start_of(c, gen, &s);
-    rc = gtp_put_gen_start(&g->buf, &s);
+    /* The session's identity as encoded at HELLO (ingest_hello.c). */
+    rc = gtp_put_gen_start_with(&g->buf, c->session, gen, c->gs_ident,
+                                c->gs_ident_len);
     if (rc == -ENOMEM)
       return gen_nomem(c, "generation buffer");
     if (rc < 0) {
@@ -303,11 +288,12 @@ int reasm_stage_read(conn *c, size_t nread) {
  * store_gen holds one from its submit until it is freed, invariant 4), the
  * clock span of parsed, the manifest e; no payload yet. NULL when out of
  * memory. */
-static store_gen *store_gen_of(conn *c, const gtp_gen *parsed,
+static store_gen *store_gen_of(conn *c, const gtp_clock *clock,
                                const gtp_gen_end *e) {
-  store_gen *sg = calloc(1, sizeof *sg);
+  store_gen *sg = malloc(sizeof *sg); /* as in reasm_batch: not calloc */
   if (sg == NULL)
     return NULL;
+  memset(sg, 0, sizeof *sg);
   sg->service = c->service;
   sg->host = c->host;
   sg->agent_version = c->agent_version;
@@ -319,8 +305,8 @@ static store_gen *store_gen_of(conn *c, const gtp_gen *parsed,
   sg->gen = e->gen;
   memcpy(sg->key_hash, c->key_hash, sizeof sg->key_hash);
   sg->has_key = 1;
-  uint64_t s_ns = parsed->clock.start_real_ns;
-  uint64_t e_ns = parsed->clock.end_real_ns;
+  uint64_t s_ns = clock->start_real_ns;
+  uint64_t e_ns = clock->end_real_ns;
   if (s_ns > INT64_MAX)
     s_ns = INT64_MAX;
   if (e_ns > INT64_MAX)
@@ -393,42 +379,35 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   int lazy = !storage_is_shared(ing->store);
   size_t body_len = g->buf.len - g->body_off;
   rc = gtp_put_gen_end(&g->buf, &e);
-  gtp_gen parsed;
-  int parsed_ok = 0;
+  gtp_clock clock;
   const char *why = "generation failed validation";
   if (rc == 0) {
     budget_gen_sync(c, g);
     /* The GEN_START (from the checked HELLO) and the GEN_END (from the
-     * frame just decoded) are ours: the parse takes them as given and
-     * checks everything the agent sent between them. */
-    gtp_gen_start s;
-    gen_start_of(c, e.gen, &s);
-    rc = gtp_gen_parse_known(g->buf.data, g->buf.len, &s, g->body_off, body_len,
-                             &e, !lazy, &parsed);
-    if (rc == 0) {
-      parsed_ok = 1;
-      rc = session_auth_gen_check(c, &parsed, &e, &why);
-    }
+     * frame just decoded) are ours: the check takes them as given and
+     * checks everything the agent sent between them (gtp_gen_parse_known's
+     * checks, without a gtp_gen to fill: only the CLOCK is kept). */
+    rc = gtp_gen_verify_known(g->buf.data + g->body_off, body_len, e.gen, &e,
+                              !lazy, &clock);
+    if (rc == 0)
+      rc = session_auth_gen_check(c, &clock, &e, &why);
   }
   if (rc == -ENOMEM) {
-    if (parsed_ok)
-      gtp_gen_fini(&parsed);
     ingest_conn_free_gen(c, g);
     return gen_nomem(c, "generation validation");
   }
   if (rc < 0) {
-    if (parsed_ok)
-      gtp_gen_fini(&parsed);
     ingest_refuse_gen(c, e.gen, e.events, rc, why);
     ingest_conn_free_gen(c, g);
     return c->state == CONN_CLOSING ? -1 : 0;
   }
 
-  store_gen *sg = store_gen_of(c, &parsed, &e);
+  store_gen *sg = store_gen_of(c, &clock, &e);
   if (sg != NULL)
     sg->check_events = lazy;
-  gtp_gen_fini(&parsed);
-  pending *pd = sg != NULL ? calloc(1, sizeof *pd) : NULL;
+  pending *pd = sg != NULL ? malloc(sizeof *pd) : NULL;
+  if (pd != NULL)
+    memset(pd, 0, sizeof *pd);
   if (pd == NULL) {
     store_gen_free(sg);
     ingest_conn_free_gen(c, g);

@@ -422,14 +422,16 @@ static uint8_t *fill_str(uint8_t *p, const char *s, size_t n) {
   return p + n;
 }
 
-int gtp_put_gen_start(gtp_wbuf *b, const gtp_gen_start *s) {
+/* Bytes of a GEN_START payload after its gen (service through the tags):
+ * the session's identity, the same in each of its generations. 0 with *n
+ * set, or GTP_E_TOOBIG. */
+static int ident_size(const gtp_gen_start *s, size_t *n) {
   if (s->ntags > GTP_TAGS_MAX || s->service.len > GTP_IDENT_STR_MAX ||
       s->host.len > GTP_IDENT_STR_MAX ||
       s->agent_version.len > GTP_IDENT_STR_MAX)
     return GTP_E_TOOBIG;
-  size_t len = 16 + gtp_uvarint_len(s->gen) + str_size(s->service.len) +
-               str_size(s->host.len) + gtp_uvarint_len(s->pid) +
-               gtp_uvarint_len(s->process_start_ns) +
+  size_t len = str_size(s->service.len) + str_size(s->host.len) +
+               gtp_uvarint_len(s->pid) + gtp_uvarint_len(s->process_start_ns) +
                str_size(s->agent_version.len) + gtp_uvarint_len(s->ntags);
   for (uint32_t i = 0; i < s->ntags; i++) {
     if (s->tags[i].key.len > GTP_IDENT_STR_MAX ||
@@ -437,17 +439,11 @@ int gtp_put_gen_start(gtp_wbuf *b, const gtp_gen_start *s) {
       return GTP_E_TOOBIG;
     len += str_size(s->tags[i].key.len) + str_size(s->tags[i].value.len);
   }
-  if (len > GTP_RECORD_MAX)
-    return GTP_E_TOOBIG;
-  size_t head = 1 + gtp_uvarint_len(len);
-  uint8_t *p = gtp_wbuf_grow(b, head + len);
-  if (p == NULL)
-    return b->err;
-  uint8_t *end = p + head + len;
-  *p++ = GTP_REC_GEN_START;
-  p = fill_uv(p, len);
-  memcpy(p, s->session, 16);
-  p = fill_uv(p + 16, s->gen);
+  *n = len;
+  return 0;
+}
+
+static uint8_t *fill_ident(uint8_t *p, const gtp_gen_start *s) {
   p = fill_str(p, s->service.ptr, s->service.len);
   p = fill_str(p, s->host.ptr, s->host.len);
   p = fill_uv(p, s->pid);
@@ -458,8 +454,70 @@ int gtp_put_gen_start(gtp_wbuf *b, const gtp_gen_start *s) {
     p = fill_str(p, s->tags[i].key.ptr, s->tags[i].key.len);
     p = fill_str(p, s->tags[i].value.ptr, s->tags[i].value.len);
   }
+  return p;
+}
+
+/* The record's head, session and gen, with room for ident_len bytes after
+ * them; returns where they go, or NULL (b->err set). */
+static uint8_t *gen_start_head(gtp_wbuf *b, const uint8_t session[16],
+                               uint64_t gen, size_t ident_len, int *rc) {
+  size_t len = 16 + gtp_uvarint_len(gen) + ident_len;
+  if (len > GTP_RECORD_MAX) {
+    *rc = GTP_E_TOOBIG;
+    return NULL;
+  }
+  size_t head = 1 + gtp_uvarint_len(len);
+  uint8_t *p = gtp_wbuf_grow(b, head + len);
+  if (p == NULL) {
+    *rc = b->err;
+    return NULL;
+  }
+  *p++ = GTP_REC_GEN_START;
+  p = fill_uv(p, len);
+  memcpy(p, session, 16);
+  return fill_uv(p + 16, gen);
+}
+
+int gtp_put_gen_start(gtp_wbuf *b, const gtp_gen_start *s) {
+  size_t ilen = 0;
+  int rc = ident_size(s, &ilen);
+  if (rc < 0)
+    return rc;
+  uint8_t *p = gen_start_head(b, s->session, s->gen, ilen, &rc);
+  if (p == NULL)
+    return rc;
+  uint8_t *end = p + ilen;
+  p = fill_ident(p, s);
   GTP_ASSERT(p == end); /* the sizes above and the fill agree */
   (void)end;
+  return b->err;
+}
+
+int gtp_put_gen_start_ident(gtp_wbuf *b, const gtp_gen_start *s) {
+  size_t ilen = 0;
+  int rc = ident_size(s, &ilen);
+  if (rc < 0)
+    return rc;
+  /* Within a record: a GEN_START around it must still fit. */
+  if (ilen > GTP_RECORD_MAX - 16 - GTP_UVARINT_MAX)
+    return GTP_E_TOOBIG;
+  uint8_t *p = gtp_wbuf_grow(b, ilen);
+  if (p == NULL)
+    return b->err;
+  uint8_t *end = fill_ident(p, s);
+  GTP_ASSERT(end == p + ilen);
+  (void)end;
+  return b->err;
+}
+
+int gtp_put_gen_start_with(gtp_wbuf *b, const uint8_t session[16], uint64_t gen,
+                           const uint8_t *ident, size_t ident_len) {
+  int rc = 0;
+  uint8_t *p = gen_start_head(b, session, gen, ident_len, &rc);
+  if (p == NULL)
+    return rc;
+  if (ident_len)
+    memcpy(p, ident, ident_len);
   return b->err;
 }
 
@@ -714,20 +772,77 @@ static int batch_validate(const gtp_batch *b) {
   return rc == GTP_E_UNKNOWN ? 0 : rc;
 }
 
+/* Room for a small generation's tables (a fleet agent's is a few strings
+ * and stacks), for a caller that keeps nothing of them
+ * (gtp_gen_verify_known): its checks then need no allocation. */
+#define SCRATCH_STRINGS 32
+#define SCRATCH_STACKS 32
+#define SCRATCH_MODULES 4
+typedef struct gen_scratch {
+  gtp_string_ent strings[SCRATCH_STRINGS];
+  gtp_stack_ent stacks[SCRATCH_STACKS];
+  gtp_module modules[SCRATCH_MODULES];
+} gen_scratch;
+
+/* An array of n entries of size bytes: room's when it has n, else
+ * malloc'd (n was bounded by the input's bytes, so n * size cannot
+ * overflow; every entry used is written before it is read, so no zeroing). */
+static void *tab_alloc(size_t n, size_t size, void *room, size_t room_n) {
+  return n <= room_n ? room : malloc(n * size);
+}
+
+/* Small tables by insertion (no qsort call, no merge buffer); the result is
+ * the same order, ids being compared whole. */
+#define SORT_SMALL 16
+static void sort_strings(gtp_string_ent *a, size_t n) {
+  if (n > SORT_SMALL) {
+    qsort(a, n, sizeof(*a), cmp_string_ent);
+    return;
+  }
+  for (size_t i = 1; i < n; i++) {
+    gtp_string_ent t = a[i];
+    size_t j = i;
+    for (; j > 0 && a[j - 1].id > t.id; j--)
+      a[j] = a[j - 1];
+    a[j] = t;
+  }
+}
+
+static void sort_stacks(gtp_stack_ent *a, size_t n) {
+  if (n > SORT_SMALL) {
+    qsort(a, n, sizeof(*a), cmp_stack_ent);
+    return;
+  }
+  for (size_t i = 1; i < n; i++) {
+    gtp_stack_ent t = a[i];
+    size_t j = i;
+    for (; j > 0 && a[j - 1].id > t.id; j--)
+      a[j] = a[j - 1];
+    a[j] = t;
+  }
+}
+
 /* Second pass over a body whose manifest matched: decodes every record and
  * fills the tables. Counts (nstr, nstk, nmod) were bounded by the bytes in
- * the first pass, so the arrays are sized exactly. */
+ * the first pass, so the arrays are sized exactly. With sc, tables that fit
+ * in it are put there (the caller frees only what is not sc's). */
 static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod,
-                    int check_events) {
+                    int check_events, gen_scratch *sc) {
   const uint8_t *p = g->body;
   size_t len = g->body_len, off = 0;
   int nclock = 0, rc;
   size_t ngotrace = 0;
-  if (nstr && !(g->strings = calloc(nstr, sizeof(*g->strings))))
+  if (nstr && !(g->strings = tab_alloc(nstr, sizeof(*g->strings),
+                                       sc ? sc->strings : NULL,
+                                       sc ? SCRATCH_STRINGS : 0)))
     return -ENOMEM;
-  if (nstk && !(g->stacks = calloc(nstk, sizeof(*g->stacks))))
+  if (nstk &&
+      !(g->stacks = tab_alloc(nstk, sizeof(*g->stacks), sc ? sc->stacks : NULL,
+                              sc ? SCRATCH_STACKS : 0)))
     return -ENOMEM;
-  if (nmod && !(g->modules = calloc(nmod, sizeof(*g->modules))))
+  if (nmod && !(g->modules = tab_alloc(nmod, sizeof(*g->modules),
+                                       sc ? sc->modules : NULL,
+                                       sc ? SCRATCH_MODULES : 0)))
     return -ENOMEM;
   while (off < len) {
     gtp_record rec;
@@ -814,13 +929,11 @@ static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod,
    * mixed, neither reader could show it whole. */
   if (ngotrace && g->end.batches)
     return GTP_E_CORRUPT;
-  if (g->nstrings > 1)
-    qsort(g->strings, g->nstrings, sizeof(*g->strings), cmp_string_ent);
+  sort_strings(g->strings, g->nstrings);
   for (size_t i = 1; i < g->nstrings; i++)
     if (g->strings[i].id == g->strings[i - 1].id)
       return GTP_E_CORRUPT;
-  if (g->nstacks > 1)
-    qsort(g->stacks, g->nstacks, sizeof(*g->stacks), cmp_stack_ent);
+  sort_stacks(g->stacks, g->nstacks);
   for (size_t i = 1; i < g->nstacks; i++)
     if (g->stacks[i].id == g->stacks[i - 1].id)
       return GTP_E_CORRUPT;
@@ -831,8 +944,8 @@ static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod,
  * known: the generation numbers agree, the CRC, the manifest, then the
  * tables and events (gen_fill). `counted` holds the table counts the
  * caller's own walk found, or NULL to count them in the manifest walk. */
-static int gen_check_body(gtp_gen *g, const size_t counted[3],
-                          int check_events) {
+static int gen_check_body(gtp_gen *g, const size_t counted[3], int check_events,
+                          gen_scratch *sc) {
   size_t ntab[3] = {0, 0, 0};
   gtp_gen_end got;
   int rc;
@@ -849,7 +962,7 @@ static int gen_check_body(gtp_gen *g, const size_t counted[3],
     return rc;
   if (counted)
     memcpy(ntab, counted, sizeof ntab);
-  return gen_fill(g, ntab[0], ntab[1], ntab[2], check_events);
+  return gen_fill(g, ntab[0], ntab[1], ntab[2], check_events, sc);
 }
 
 static int gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed,
@@ -908,7 +1021,7 @@ static int gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed,
   }
   g->size = off;
   const size_t counted[3] = {nstr, nstk, nmod};
-  if ((rc = gen_check_body(g, counted, check_events)) < 0)
+  if ((rc = gen_check_body(g, counted, check_events, NULL)) < 0)
     goto fail;
   if (consumed)
     *consumed = g->size;
@@ -948,11 +1061,43 @@ int gtp_gen_parse_known(const uint8_t *p, size_t len,
   g->body = p + body_off;
   g->body_len = body_len;
   /* The same checks, in the same order, as gen_parse after its GEN_END. */
-  if ((rc = gen_check_body(g, NULL, check_events)) < 0)
+  if ((rc = gen_check_body(g, NULL, check_events, NULL)) < 0)
     goto fail;
   return 0;
 fail:
   gtp_gen_fini(g);
+  return rc;
+}
+
+int gtp_gen_verify_known(const uint8_t *body, size_t body_len, uint64_t gen,
+                         const gtp_gen_end *end, int check_events,
+                         gtp_clock *clock) {
+  gen_scratch sc;
+  gtp_gen g;
+  /* Not memset, nor start copied whole: its identity (a kilobyte of tags)
+   * is never read by the checks; every field they read is set here. */
+  g.start.gen = gen;
+  g.clock = (gtp_clock){0};
+  g.end = *end;
+  g.base = NULL;
+  g.size = 0;
+  g.body = body;
+  g.body_len = body_len;
+  g.strings = NULL;
+  g.stacks = NULL;
+  g.modules = NULL;
+  g.nstrings = g.nstacks = g.nmodules = 0;
+  int rc = body_len > GTP_GEN_MAX_BYTES
+               ? GTP_E_TOOBIG
+               : gen_check_body(&g, NULL, check_events, &sc);
+  if (rc == 0)
+    *clock = g.clock;
+  if (g.strings != sc.strings)
+    free(g.strings);
+  if (g.stacks != sc.stacks)
+    free(g.stacks);
+  if (g.modules != sc.modules)
+    free(g.modules);
   return rc;
 }
 
