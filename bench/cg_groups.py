@@ -95,7 +95,7 @@ if kind == 'gentraced':
         + incl('ingest_conn_account_decoder') + own['ingest_read_cb'], 'r')
     G['generation validation (parse without CRC, gtp_gen_fini)'] = (
         incl('gtp_gen_parse_lazy') + incl('gtp_gen_parse')
-        + incl('gtp_gen_parse_known') - crc
+        + incl('gtp_gen_parse_known') + incl('gtp_gen_verify_known') - crc
         + incl('gtp_gen_fini'), 'r')
     G['reassembly and generation buffers (GEN_START/GEN_END, genpool)'] = (
         incl('reasm_batch') - e('reasm_batch', 'gtp_frame_batch_decode')

@@ -130,6 +130,7 @@ typedef struct conn {
   uint8_t session[16];
   char session_hex[33];
   uint8_t key_hash[STORE_KEY_HASH_SIZE]; /* SHA-256 of the HELLO's key */
+  int key_bound; /* a generation was submitted with it (store_gen.key_bound) */
   uint32_t version;
   char *service, *host, *agent_version, *tags_json;
   uint64_t pid, process_start_ns;
