@@ -114,11 +114,12 @@ if kind == 'gentraced':
     # Split by side, so that each is divided by its own count.
     G['hand-off to the store thread (store_gen, submit)'] = (
         e('reasm_gen_end', 'strdup') + e('reasm_gen_end', 'calloc')
+        + e('reasm_gen_end', 'ingest_pending_new')
         + incl('storage_submit') - incl('store_index_bind_key'), 'r')
     G['hand-off back (completion, frees)'] = (
         (incl(async_io) - spin - incl(cb) if async_io else 0)
         + own[cb] + e(cb, 'donelist_take') + e(cb, 'ingest_done_pending')
-        + e(cb, 'store_gen_free')
+        + e(cb, 'store_gen_free') + e(cb, 'ingest_pending_free')
         + e(cb, 'ingest_conn_unref')
         + sum(v for (a, b), v in edge.items()
               if a == cb and

@@ -210,8 +210,7 @@ static void on_sweep(uv_timer_t *t) {
     while ((pd = ingest_retry_pop(ing)) != NULL) {
       conn *c = pd->c;
       ingest_conn_dequeue(c, pd);
-      store_gen_free(pd->g);
-      free(pd);
+      ingest_pending_free(ing, pd);
       ingest_conn_unref(c);
     }
     ing->drain_gave_up = 1;
@@ -520,15 +519,16 @@ void ingest_free(ingest *ing) {
        n = next) {
     next = n->next;
     pd = ingest_done_pending(n);
-    store_gen_free(pd->g);
-    ingest_conn_unref(pd->c);
-    free(pd);
+    conn *c = pd->c;
+    ingest_pending_free(ing, pd);
+    ingest_conn_unref(c);
   }
   while ((pd = ingest_retry_pop(ing)) != NULL) {
-    store_gen_free(pd->g);
-    ingest_conn_unref(pd->c);
-    free(pd);
+    conn *c = pd->c;
+    ingest_pending_free(ing, pd);
+    ingest_conn_unref(c);
   }
+  ingest_pending_fini(ing);
   genpool_fini(&ing->pool); /* after the loop: no genpool call races it */
   donelist_fini(&ing->done);
   pthread_mutex_destroy(&ing->sess_lock);

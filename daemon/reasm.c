@@ -295,16 +295,53 @@ int reasm_stage_read(conn *c, size_t nread) {
   return check_open_bytes(c);
 }
 
-/* The store's record of a validated generation: c's identity lent (store.h
- * ident_borrowed: c's strings live until its last reference goes, and the
- * store_gen holds one from its submit until it is freed, invariant 4), the
- * clock span of parsed, the manifest e; no payload yet. NULL when out of
- * memory. */
-static store_gen *store_gen_of(conn *c, const gtp_clock *clock,
-                               const gtp_gen_end *e) {
-  store_gen *sg = zalloc(sizeof *sg);
-  if (sg == NULL)
-    return NULL;
+pending *ingest_pending_new(ingest *ing) {
+  pending *pd = ing->pd_free;
+  if (pd != NULL) {
+    ing->pd_free = pd->next;
+    ing->pd_nfree--;
+  } else {
+    pd = malloc(sizeof *pd);
+    if (pd == NULL)
+      return NULL;
+  }
+  memset(pd, 0, sizeof *pd);
+  pd->g = &pd->sg;
+  pd->sg.cookie = pd;
+  return pd;
+}
+
+void ingest_pending_free(ingest *ing, pending *pd) {
+  /* store_gen_free's part, for a store_gen in pd's block: the identity is
+   * always lent (store_gen_fill), the payload freed unless it went back to
+   * the pool (NULL then). */
+  GTP_ASSERT(pd->g == &pd->sg && pd->sg.ident_borrowed);
+  free(pd->sg.payload);
+  pd->sg.payload = NULL;
+  if (ing->pd_nfree < PENDING_FREE_MAX) {
+    pd->next = ing->pd_free;
+    ing->pd_free = pd;
+    ing->pd_nfree++;
+  } else {
+    free(pd);
+  }
+}
+
+void ingest_pending_fini(ingest *ing) {
+  while (ing->pd_free != NULL) {
+    pending *pd = ing->pd_free;
+    ing->pd_free = pd->next;
+    free(pd);
+  }
+  ing->pd_nfree = 0;
+}
+
+/* The store's record of a validated generation, in sg: c's identity lent
+ * (store.h ident_borrowed: c's strings live until its last reference goes,
+ * and the store_gen holds one from its submit until it is freed, invariant
+ * 4), the clock span, the manifest e; no payload yet. */
+static void store_gen_fill(conn *c, store_gen *sg, const gtp_clock *clock,
+                           const gtp_gen_end *e) {
   sg->service = c->service;
   sg->host = c->host;
   sg->agent_version = c->agent_version;
@@ -328,7 +365,6 @@ static store_gen *store_gen_of(conn *c, const gtp_clock *clock,
   sg->start_ns = (int64_t)s_ns;
   sg->end_ns = (int64_t)e_ns;
   sg->end = *e;
-  return sg;
 }
 
 /* An all-zero manifest and ledger: no generation has one (each has at least
@@ -414,15 +450,14 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     return c->state == CONN_CLOSING ? -1 : 0;
   }
 
-  store_gen *sg = store_gen_of(c, &clock, &e);
-  if (sg != NULL)
-    sg->check_events = lazy;
-  pending *pd = sg != NULL ? zalloc(sizeof *pd) : NULL;
+  pending *pd = ingest_pending_new(ing);
   if (pd == NULL) {
-    store_gen_free(sg);
     ingest_conn_free_gen(c, g);
     return gen_nomem(c, "store queue entry");
   }
+  store_gen *sg = pd->g;
+  store_gen_fill(c, sg, &clock, &e);
+  sg->check_events = lazy;
   /* The payload moves to the store; it stays counted in the buffers until
    * the completion (invariant 5). */
   sg->payload = g->buf.data;
@@ -431,9 +466,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   if (c->last_gen_size > ing->cfg.max_gen_size)
     c->last_gen_size = (size_t)ing->cfg.max_gen_size; /* under buf.limit */
   pd->c = c;
-  pd->g = sg;
   pd->cap = g->buf.cap;
-  sg->cookie = pd;
   /* Its buffer (buf.cap) is now queued; the identity it borrows stays
    * counted once, as c's (budget_ident_set). */
   pd->held = budget_gen_queue(c, g);
@@ -451,8 +484,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     c->inflight--;
     ing->inflight--;
     budget_dequeue(c, pd->held);
-    store_gen_free(sg);
-    free(pd);
+    ingest_pending_free(ing, pd);
     if (rc == -ENOMEM)
       return gen_nomem(c, "store queue");
     ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");
