@@ -35,8 +35,9 @@
  *     loop once per batch), otherwise connection state races with
  *     commits.
  *  2. A generation MUST reach the store only whole and validated (manifest
- *     and gtp_gen_parse; on SQLite gtp_gen_parse_lazy, with the events
- *     checked by the store before it writes anything: check_events); an
+ *     and gtp_gen_verify_known, gtp_gen_parse's checks; on SQLite those of
+ *     gtp_gen_parse_lazy, with the events checked by the store before it
+ *     writes anything: check_events); an
  *     opengen dies with its connection, otherwise a dropped connection
  *     could leave half a generation stored.
  *  3. ACK(gen) MUST be sent only from the completion of that generation's

@@ -792,35 +792,24 @@ static void *tab_alloc(size_t n, size_t size, void *room, size_t room_n) {
 }
 
 /* Small tables by insertion (no qsort call, no merge buffer); the result is
- * the same order, ids being compared whole. */
+ * the same order, ids being compared whole. One definition per entry type. */
 #define SORT_SMALL 16
-static void sort_strings(gtp_string_ent *a, size_t n) {
-  if (n > SORT_SMALL) {
-    qsort(a, n, sizeof(*a), cmp_string_ent);
-    return;
+#define SORT_BY_ID(name, type, cmp)                                            \
+  static void name(type *a, size_t n) {                                        \
+    if (n > SORT_SMALL) {                                                      \
+      qsort(a, n, sizeof(*a), cmp);                                            \
+      return;                                                                  \
+    }                                                                          \
+    for (size_t i = 1; i < n; i++) {                                           \
+      type t = a[i];                                                           \
+      size_t j = i;                                                            \
+      for (; j > 0 && a[j - 1].id > t.id; j--)                                 \
+        a[j] = a[j - 1];                                                       \
+      a[j] = t;                                                                \
+    }                                                                          \
   }
-  for (size_t i = 1; i < n; i++) {
-    gtp_string_ent t = a[i];
-    size_t j = i;
-    for (; j > 0 && a[j - 1].id > t.id; j--)
-      a[j] = a[j - 1];
-    a[j] = t;
-  }
-}
-
-static void sort_stacks(gtp_stack_ent *a, size_t n) {
-  if (n > SORT_SMALL) {
-    qsort(a, n, sizeof(*a), cmp_stack_ent);
-    return;
-  }
-  for (size_t i = 1; i < n; i++) {
-    gtp_stack_ent t = a[i];
-    size_t j = i;
-    for (; j > 0 && a[j - 1].id > t.id; j--)
-      a[j] = a[j - 1];
-    a[j] = t;
-  }
-}
+SORT_BY_ID(sort_strings, gtp_string_ent, cmp_string_ent)
+SORT_BY_ID(sort_stacks, gtp_stack_ent, cmp_stack_ent)
 
 /* Second pass over a body whose manifest matched: decodes every record and
  * fills the tables. Counts (nstr, nstk, nmod) were bounded by the bytes in
