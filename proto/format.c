@@ -784,13 +784,6 @@ typedef struct gen_scratch {
   gtp_module modules[SCRATCH_MODULES];
 } gen_scratch;
 
-/* An array of n entries of size bytes: room's when it has n, else
- * malloc'd (n was bounded by the input's bytes, so n * size cannot
- * overflow; every entry used is written before it is read, so no zeroing). */
-static void *tab_alloc(size_t n, size_t size, void *room, size_t room_n) {
-  return n <= room_n ? room : malloc(n * size);
-}
-
 /* Small tables by insertion (no qsort call, no merge buffer); the result is
  * the same order, ids being compared whole. One definition per entry type. */
 #define SORT_SMALL 16
@@ -811,112 +804,98 @@ static void *tab_alloc(size_t n, size_t size, void *room, size_t room_n) {
 SORT_BY_ID(sort_strings, gtp_string_ent, cmp_string_ent)
 SORT_BY_ID(sort_stacks, gtp_stack_ent, cmp_stack_ent)
 
-/* Second pass over a body whose manifest matched: decodes every record and
- * fills the tables. Counts (nstr, nstk, nmod) were bounded by the bytes in
- * the first pass, so the arrays are sized exactly. With sc, tables that fit
- * in it are put there (the caller frees only what is not sc's). */
-static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod,
-                    int check_events, gen_scratch *sc) {
-  const uint8_t *p = g->body;
-  size_t len = g->body_len, off = 0;
-  int nclock = 0, rc;
-  size_t ngotrace = 0;
-  if (nstr && !(g->strings = tab_alloc(nstr, sizeof(*g->strings),
-                                       sc ? sc->strings : NULL,
-                                       sc ? SCRATCH_STRINGS : 0)))
-    return -ENOMEM;
-  if (nstk &&
-      !(g->stacks = tab_alloc(nstk, sizeof(*g->stacks), sc ? sc->stacks : NULL,
-                              sc ? SCRATCH_STACKS : 0)))
-    return -ENOMEM;
-  if (nmod && !(g->modules = tab_alloc(nmod, sizeof(*g->modules),
-                                       sc ? sc->modules : NULL,
-                                       sc ? SCRATCH_MODULES : 0)))
-    return -ENOMEM;
-  while (off < len) {
-    gtp_record rec;
-    gtp_table_iter it;
-    if ((rc = gtp_record_parse(p + off, len - off, &rec)) < 0)
+/* gen_fill's state between records. */
+typedef struct fill_st {
+  size_t room[3]; /* entries the tables have room for: strings, stacks,
+                     modules */
+  int nclock;
+  size_t ngotrace;
+  int check_events;
+} fill_st;
+
+#define FILL_FULL 1 /* fill_record: a table has no room for its next entry */
+
+/* One body record into g: gen_fill's checks and table entries for it. bt
+ * is the record's batch when the caller decoded it already (EVENTS), else
+ * NULL. 0, FILL_FULL, or the record's error. */
+static int fill_record(gtp_gen *g, const gtp_record *rec, const gtp_batch *bt,
+                       fill_st *fs) {
+  gtp_table_iter it;
+  int rc;
+  switch (rec->type) {
+  case GTP_REC_EVENTS: {
+    gtp_batch own;
+    if (bt == NULL) {
+      if ((rc = gtp_batch_decode(rec->payload, rec->len, &own)) < 0)
+        return rc;
+      bt = &own;
+    }
+    if (bt->gen != g->start.gen)
+      return GTP_E_GEN;
+    if (fs->check_events && (rc = batch_validate(bt)) < 0)
       return rc;
-    off += rec.size;
-    switch (rec.type) {
-    case GTP_REC_EVENTS: {
-      gtp_batch bt;
-      if ((rc = gtp_batch_decode(rec.payload, rec.len, &bt)) < 0)
-        return rc;
-      if (bt.gen != g->start.gen)
-        return GTP_E_GEN;
-      if (check_events && (rc = batch_validate(&bt)) < 0)
-        return rc;
-      break;
-    }
-    case GTP_REC_CLOCK:
-      if (++nclock > 1)
-        return GTP_E_CORRUPT;
-      if ((rc = gtp_clock_decode(rec.payload, rec.len, &g->clock)) < 0)
-        return rc;
-      break;
-    case GTP_REC_STRINGS:
-      if ((rc = gtp_table_iter_init(&it, rec.payload, rec.len)) < 0)
-        return rc;
-      for (;;) {
-        gtp_string_ent e;
-        if ((rc = gtp_strings_next(&it, &e.id, &e.s)) <= 0)
-          break;
-        if (g->nstrings == nstr)
-          return GTP_E_INTERNAL; /* the first pass counted otherwise */
-        g->strings[g->nstrings++] = e;
-      }
-      if (rc < 0)
-        return rc;
-      break;
-    case GTP_REC_STACKS:
-      if ((rc = gtp_table_iter_init(&it, rec.payload, rec.len)) < 0)
-        return rc;
-      for (;;) {
-        gtp_stack_ent e;
-        size_t nf = 0;
-        rc = stacks_next_raw(&it, &e.id, NULL, &nf, &e.frames, &e.frames_len);
-        if (rc <= 0)
-          break;
-        if (g->nstacks == nstk)
-          return GTP_E_INTERNAL;
-        e.nframes = (uint32_t)nf;
-        g->stacks[g->nstacks++] = e;
-      }
-      if (rc < 0)
-        return rc;
-      break;
-    case GTP_REC_MODULES:
-      if ((rc = gtp_table_iter_init(&it, rec.payload, rec.len)) < 0)
-        return rc;
-      for (;;) {
-        gtp_module m;
-        if ((rc = gtp_modules_next(&it, &m)) <= 0)
-          break;
-        if (g->nmodules == nmod)
-          return GTP_E_INTERNAL;
-        g->modules[g->nmodules++] = m;
-      }
-      if (rc < 0)
-        return rc;
-      break;
-    case GTP_REC_GOTRACE:
-      /* Go trace bytes (FORMAT.md 4.8): opaque here, bounded by
-       * GTP_RECORD_MAX like every record; read by the Go reader. */
-      ngotrace++;
-      break;
-    default:
-      /* Unknown body record of a newer minor: covered by the manifest,
-       * otherwise opaque. */
-      break;
-    }
+    return 0;
   }
-  if (nclock != 1)
+  case GTP_REC_CLOCK:
+    if (++fs->nclock > 1)
+      return GTP_E_CORRUPT;
+    return gtp_clock_decode(rec->payload, rec->len, &g->clock);
+  case GTP_REC_STRINGS:
+    if ((rc = gtp_table_iter_init(&it, rec->payload, rec->len)) < 0)
+      return rc;
+    for (;;) {
+      gtp_string_ent e;
+      if ((rc = gtp_strings_next(&it, &e.id, &e.s)) <= 0)
+        return rc;
+      if (g->nstrings == fs->room[0])
+        return FILL_FULL;
+      g->strings[g->nstrings++] = e;
+    }
+  case GTP_REC_STACKS:
+    if ((rc = gtp_table_iter_init(&it, rec->payload, rec->len)) < 0)
+      return rc;
+    for (;;) {
+      gtp_stack_ent e;
+      size_t nf = 0;
+      rc = stacks_next_raw(&it, &e.id, NULL, &nf, &e.frames, &e.frames_len);
+      if (rc <= 0)
+        return rc;
+      if (g->nstacks == fs->room[1])
+        return FILL_FULL;
+      e.nframes = (uint32_t)nf;
+      g->stacks[g->nstacks++] = e;
+    }
+  case GTP_REC_MODULES:
+    if ((rc = gtp_table_iter_init(&it, rec->payload, rec->len)) < 0)
+      return rc;
+    for (;;) {
+      gtp_module m;
+      if ((rc = gtp_modules_next(&it, &m)) <= 0)
+        return rc;
+      if (g->nmodules == fs->room[2])
+        return FILL_FULL;
+      g->modules[g->nmodules++] = m;
+    }
+  case GTP_REC_GOTRACE:
+    /* Go trace bytes (FORMAT.md 4.8): opaque here, bounded by
+     * GTP_RECORD_MAX like every record; read by the Go reader. */
+    fs->ngotrace++;
+    return 0;
+  default:
+    /* Unknown body record of a newer minor: covered by the manifest,
+     * otherwise opaque. */
+    return 0;
+  }
+}
+
+/* gen_fill's checks once every record is in: one CLOCK, not mixed, the
+ * tables sorted with unique ids. */
+static int fill_finish(gtp_gen *g, const fill_st *fs) {
+  if (fs->nclock != 1)
     return GTP_E_CORRUPT;
   /* A generation is either native (EVENTS) or a Go generation (GOTRACE):
    * mixed, neither reader could show it whole. */
-  if (ngotrace && g->end.batches)
+  if (fs->ngotrace && g->end.batches)
     return GTP_E_CORRUPT;
   sort_strings(g->strings, g->nstrings);
   for (size_t i = 1; i < g->nstrings; i++)
@@ -929,12 +908,42 @@ static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod,
   return 0;
 }
 
+/* Second pass over a body whose manifest matched: decodes every record and
+ * fills the tables. Counts (nstr, nstk, nmod) were bounded by the bytes in
+ * the first pass, so the arrays are sized exactly (malloc'd: every entry
+ * used is written before it is read). */
+static int gen_fill(gtp_gen *g, size_t nstr, size_t nstk, size_t nmod,
+                    int check_events) {
+  const uint8_t *p = g->body;
+  size_t len = g->body_len, off = 0;
+  int rc;
+  /* Counts bounded by the input's bytes: n * size cannot overflow. */
+  if (nstr && !(g->strings = malloc(nstr * sizeof(*g->strings))))
+    return -ENOMEM;
+  if (nstk && !(g->stacks = malloc(nstk * sizeof(*g->stacks))))
+    return -ENOMEM;
+  if (nmod && !(g->modules = malloc(nmod * sizeof(*g->modules))))
+    return -ENOMEM;
+  fill_st fs = {{nstr, nstk, nmod}, 0, 0, check_events};
+  while (off < len) {
+    gtp_record rec;
+    if ((rc = gtp_record_parse(p + off, len - off, &rec)) < 0)
+      return rc;
+    off += rec.size;
+    if ((rc = fill_record(g, &rec, NULL, &fs)) == FILL_FULL)
+      return GTP_E_INTERNAL; /* the first pass counted otherwise */
+    if (rc < 0)
+      return rc;
+  }
+  return fill_finish(g, &fs);
+}
+
 /* What both parses check once the GEN_START, the body and the GEN_END are
  * known: the generation numbers agree, the CRC, the manifest, then the
  * tables and events (gen_fill). `counted` holds the table counts the
  * caller's own walk found, or NULL to count them in the manifest walk. */
-static int gen_check_body(gtp_gen *g, const size_t counted[3], int check_events,
-                          gen_scratch *sc) {
+static int gen_check_body(gtp_gen *g, const size_t counted[3],
+                          int check_events) {
   size_t ntab[3] = {0, 0, 0};
   gtp_gen_end got;
   int rc;
@@ -951,7 +960,7 @@ static int gen_check_body(gtp_gen *g, const size_t counted[3], int check_events,
     return rc;
   if (counted)
     memcpy(ntab, counted, sizeof ntab);
-  return gen_fill(g, ntab[0], ntab[1], ntab[2], check_events, sc);
+  return gen_fill(g, ntab[0], ntab[1], ntab[2], check_events);
 }
 
 static int gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed,
@@ -1010,7 +1019,7 @@ static int gen_parse(const uint8_t *p, size_t len, gtp_gen *g, size_t *consumed,
   }
   g->size = off;
   const size_t counted[3] = {nstr, nstk, nmod};
-  if ((rc = gen_check_body(g, counted, check_events, NULL)) < 0)
+  if ((rc = gen_check_body(g, counted, check_events)) < 0)
     goto fail;
   if (consumed)
     *consumed = g->size;
@@ -1050,12 +1059,83 @@ int gtp_gen_parse_known(const uint8_t *p, size_t len,
   g->body = p + body_off;
   g->body_len = body_len;
   /* The same checks, in the same order, as gen_parse after its GEN_END. */
-  if ((rc = gen_check_body(g, NULL, check_events, NULL)) < 0)
+  if ((rc = gen_check_body(g, NULL, check_events)) < 0)
     goto fail;
   return 0;
 fail:
   gtp_gen_fini(g);
   return rc;
+}
+
+/* gen_check_body for a caller that keeps nothing of g but its CLOCK
+ * (gtp_gen_verify_known): the manifest walk and gen_fill in one pass over
+ * the records, the tables in sc. The verdict is gen_check_body's: the
+ * walk's errors (framing) at once, in record order, as its first pass
+ * finds them; then the manifest's; then the first of gen_fill's, which is
+ * kept while the walk goes on; then the closing checks. A table larger
+ * than sc: gen_check_body itself, its arrays malloc'd (the caller frees
+ * what is not sc's). */
+static int check_body_once(gtp_gen *g, int check_events, gen_scratch *sc) {
+  const uint8_t *p = g->body;
+  size_t len = g->body_len, off = 0;
+  uint64_t records = 0, batches = 0, events = 0;
+  int rc, later = 0;
+  if (g->end.gen != g->start.gen)
+    return GTP_E_GEN;
+  if (gtp_crc32c(0, p, len) != g->end.crc)
+    return GTP_E_CRC;
+  if (len > GTP_GEN_MAX_BYTES)
+    return GTP_E_TOOBIG;
+  g->strings = sc->strings;
+  g->stacks = sc->stacks;
+  g->modules = sc->modules;
+  fill_st fs = {
+      {SCRATCH_STRINGS, SCRATCH_STACKS, SCRATCH_MODULES}, 0, 0, check_events};
+  while (off < len) {
+    gtp_record rec;
+    gtp_batch bt;
+    const gtp_batch *pbt = NULL;
+    if ((rc = gtp_record_parse(p + off, len - off, &rec)) < 0)
+      return rc;
+    if (rec.type == GTP_REC_GEN_START || rec.type == GTP_REC_GEN_END)
+      return GTP_E_CORRUPT;
+    if (rec.type == GTP_REC_EVENTS) {
+      if ((rc = gtp_batch_decode(rec.payload, rec.len, &bt)) < 0)
+        return rc;
+      batches++;
+      events += bt.nevents; /* bounded by bytes: cannot overflow */
+      pbt = &bt;
+    } else if (rec.type == GTP_REC_STRINGS || rec.type == GTP_REC_STACKS ||
+               rec.type == GTP_REC_MODULES) {
+      gtp_table_iter it;
+      if ((rc = gtp_table_iter_init(&it, rec.payload, rec.len)) < 0)
+        return rc;
+    }
+    records++;
+    off += rec.size;
+    if (later == 0 && (rc = fill_record(g, &rec, pbt, &fs)) != 0) {
+      if (rc == FILL_FULL)
+        goto two_passes;
+      later = rc;
+    }
+  }
+  gtp_gen_end got = g->end; /* crc already equal */
+  got.records = records;
+  got.batches = batches;
+  got.bytes = len;
+  got.events = events;
+  if ((rc = gtp_manifest_check(&g->end, &got)) < 0)
+    return rc;
+  if (later < 0)
+    return later;
+  return fill_finish(g, &fs);
+two_passes:
+  g->strings = NULL;
+  g->stacks = NULL;
+  g->modules = NULL;
+  g->nstrings = g->nstacks = g->nmodules = 0;
+  g->clock = (gtp_clock){0};
+  return gen_check_body(g, NULL, check_events);
 }
 
 int gtp_gen_verify_known(const uint8_t *body, size_t body_len, uint64_t gen,
@@ -1078,7 +1158,7 @@ int gtp_gen_verify_known(const uint8_t *body, size_t body_len, uint64_t gen,
   g.nstrings = g.nstacks = g.nmodules = 0;
   int rc = body_len > GTP_GEN_MAX_BYTES
                ? GTP_E_TOOBIG
-               : gen_check_body(&g, NULL, check_events, &sc);
+               : check_body_once(&g, check_events, &sc);
   if (rc == 0)
     *clock = g.clock;
   if (g.strings != sc.strings)

@@ -822,6 +822,28 @@ static void test_gen_verify__same_verdicts_as_parse_known(void **state) {
     expect_same_verdict(b.data, b.len, &st, body_off, body_len, &e, 1);
     b.data[i] ^= 0x01;
   }
+  /* The same damage past the CRC (the GEN_END's CRC made to match), and
+   * past the manifest too when the damaged body still frames (its counts
+   * taken as declared): the errors behind the CRC come in the same order,
+   * framing, manifest, then the records' contents. */
+  const uint8_t flips[] = {0x01, 0x02, 0x40, 0x80, 0xff};
+  for (size_t i = body_off; i < body_off + body_len; i++) {
+    for (size_t f = 0; f < sizeof flips; f++) {
+      b.data[i] ^= flips[f];
+      gtp_gen_end d = e;
+      d.crc = gtp_crc32c(0, b.data + body_off, body_len);
+      for (int check = 0; check <= 1; check++)
+        expect_same_verdict(b.data, b.len, &st, body_off, body_len, &d, check);
+      gtp_gen_end m = d;
+      if (gtp_manifest_compute(b.data + body_off, body_len, &m) == 0) {
+        m.gen = e.gen;
+        for (int check = 0; check <= 1; check++)
+          expect_same_verdict(b.data, b.len, &st, body_off, body_len, &m,
+                              check);
+      }
+      b.data[i] ^= flips[f];
+    }
+  }
   gtp_gen_end bad = e;
   bad.events++;
   expect_same_verdict(b.data, b.len, &st, body_off, body_len, &bad, 1);
