@@ -10,7 +10,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "gtp_error.h"
 
@@ -39,38 +38,14 @@ static inline size_t gtp_uvarint_len(uint64_t v) {
 }
 
 /* Five bytes or more (wall-clock nanoseconds take nine: every CLOCK
- * record), with the first four of p already in v: with eight bytes there,
- * all eight at once (the first byte without its continuation bit ends the
- * varint; three shifts pack the 7-bit groups), else on from the fifth; the
- * ninth and tenth byte-wise. The checks of gtp_uvarint_get's loop. Out of
+ * record), with the first four of p already in v: on from the fifth, not
+ * reading those again, with the checks of gtp_uvarint_get's loop. Out of
  * line, so that the common short cases stay small enough to inline. */
 __attribute__((noinline, unused)) static int
 gtp_uvarint_get_long_(const uint8_t **pp, const uint8_t *end, uint64_t v,
                       uint64_t *out) {
   const uint8_t *p = *pp;
-  size_t i = 4;
-  if (end - p >= 8) {
-    uint64_t x;
-    memcpy(&x, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    x = __builtin_bswap64(x);
-#endif
-    uint64_t stop = ~x & 0x8080808080808080ull;
-    unsigned n = stop ? (unsigned)__builtin_ctzll(stop) / 8 + 1 : 8;
-    if (n < 8)
-      x &= (1ull << (8 * n)) - 1;
-    x = (x & 0x007f007f007f007full) | ((x & 0x7f007f007f007f00ull) >> 1);
-    x = (x & 0x00003fff00003fffull) | ((x & 0x3fff00003fff0000ull) >> 2);
-    x = (x & 0x000000000fffffffull) | ((x & 0x0fffffff00000000ull) >> 4);
-    if (stop) {
-      *pp = p + n;
-      *out = x;
-      return 0;
-    }
-    v = x;
-    i = 8;
-  }
-  for (; i < GTP_UVARINT_MAX; i++) {
+  for (size_t i = 4; i < GTP_UVARINT_MAX; i++) {
     if (end - p <= (ptrdiff_t)i)
       return GTP_E_TRUNC;
     uint8_t b = p[i];
