@@ -81,10 +81,23 @@ typedef struct worker {
   uint64_t gb_gen; /* every agent of a round sends the same bytes */
 } worker;
 
+/* Agent idx's session id: idx + 1 in the first 4 bytes (the store check
+ * reads it back), the run's salt, and 8 bytes mixed from both (splitmix64's
+ * finalizer), so the ids spread over any hash of them as a real agent's 128
+ * random bits do. Ids counting up in their high bytes did not: the
+ * daemon's direct-mapped session cache found no two of 10,000 in one slot,
+ * where random ids put 14% of them there (bench/RESULTS.md, ninth
+ * session). */
 static void agent_session(const worker *w, unsigned idx, uint8_t s[16]) {
+  uint64_t x;
+  memcpy(&x, w->salt, 8);
+  x += (idx + 1) * 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
   gtp_put_u32le(s, idx + 1);
-  memcpy(s + 4, w->salt, 8);
-  gtp_put_u32le(s + 12, (idx + 1) * 2654435761u);
+  memcpy(s + 4, w->salt, 4);
+  memcpy(s + 8, &x, 8);
 }
 
 static void agent_kill(worker *w, agent *a) {

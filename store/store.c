@@ -92,11 +92,12 @@
  *      otherwise pays one transaction per generation: with 16 KiB pages,
  *      several whole pages written to the WAL for a few hundred bytes
  *      (bench/bench_fleet.c). Sessions committed before are checked by
-      cached id (sidc, store thread only, filled only after COMMIT like
-      the index, invariant 4), not by the upsert, and their row is written
-      once per generation, by ST_SESSION_ADD_CHECKED (store_commit.c),
-      which also makes the checks; the generation and payload rows of a
-      transaction go in a few multi-row INSERTs (store_genrows.h).
+ *      cached id (sidc, 4-way sets, store thread only, filled only after
+ *      COMMIT like the index, invariant 4; a session not cached is found
+ *      by its session index), not by the upsert, and their row is written
+ *      once per generation, by ST_SESSION_ADD_CHECKED (store_commit.c),
+ *      which also makes the checks; the generation and payload rows of a
+ *      transaction go in a few multi-row INSERTs (store_genrows.h).
  *  14. Retention MUST never delete a generation a live retention pin holds
  *      (hold.h): every retention DELETE carries STORE_HOLD_FREE_SQL with
  *      one `now` bound to both the payload and the generation DELETE of a

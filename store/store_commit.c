@@ -17,31 +17,58 @@
 #include "store_schema.h"
 #include "store_writer.h"
 
-/* The sid cache (invariant 13): direct-mapped, store thread only. */
-static size_t sidc_slot(const uint8_t key[16]) {
+/* The sid cache (invariant 13): STORE_SIDC_WAYS-way set-associative, store
+ * thread only. Direct-mapped, two sessions of one slot evicted each other
+ * at every commit: at 10,000 sessions in 65,536 slots 14% of them did, and
+ * each of their generations paid the upsert (its INSERT attempt, conflict,
+ * json_valid and RETURNING), the CRC probe and a second UPDATE instead of
+ * ST_SESSION_ADD_CHECKED alone: about 5,000 instructions per generation of
+ * every session (bench_commit, 10,000 sessions, 105 per transaction;
+ * bench/RESULTS.md, ninth session). With four ways a set overflows only
+ * when five of its sessions are active (10,000 random ids: 0.45% of the
+ * sessions are in such a set); a session it does not hold is looked up
+ * (find_sid). */
+static sidc_ent *sidc_set(const store *s, const uint8_t key[16]) {
   uint64_t a, b;
   memcpy(&a, key, 8);
   memcpy(&b, key + 8, 8);
   uint64_t h = a ^ (b * 0x9E3779B97F4A7C15ull);
   h ^= h >> 29;
-  return (size_t)(h & (STORE_SIDC_SLOTS - 1));
+  size_t sets = STORE_SIDC_SLOTS / STORE_SIDC_WAYS;
+  return &s->sidc[(size_t)(h & (sets - 1)) * STORE_SIDC_WAYS];
 }
 
 /* The cached sessions.id of a session, 0 if none. */
 static int64_t sidc_get(const store *s, const uint8_t key[16]) {
   if (s->sidc == NULL)
     return 0;
-  const sidc_ent *e = &s->sidc[sidc_slot(key)];
-  return e->sid > 0 && memcmp(e->key, key, 16) == 0 ? e->sid : 0;
+  const sidc_ent *e = sidc_set(s, key);
+  for (unsigned w = 0; w < STORE_SIDC_WAYS; w++)
+    if (e[w].sid > 0 && memcmp(e[w].key, key, 16) == 0)
+      return e[w].sid;
+  return 0;
 }
 
-/* Caches sid, only after the COMMIT that holds its row. */
+/* Caches sid, only after the COMMIT that holds its row: in its way if the
+ * session has one, else in an empty way, else over a way chosen by a
+ * counter (not the least recent: a fleet's round robin over five sessions
+ * of one set would then miss every time). */
 static void sidc_put(store *s, const uint8_t key[16], int64_t sid) {
   if (s->sidc == NULL || sid <= 0)
     return;
-  sidc_ent *e = &s->sidc[sidc_slot(key)];
-  memcpy(e->key, key, 16);
-  e->sid = sid;
+  sidc_ent *e = sidc_set(s, key), *to = NULL;
+  for (unsigned w = 0; w < STORE_SIDC_WAYS; w++) {
+    if (e[w].sid > 0 && memcmp(e[w].key, key, 16) == 0) {
+      e[w].sid = sid;
+      return;
+    }
+    if (to == NULL && e[w].sid <= 0)
+      to = &e[w];
+  }
+  if (to == NULL)
+    to = &e[s->sidc_evict++ % STORE_SIDC_WAYS];
+  memcpy(to->key, key, 16);
+  to->sid = sid;
 }
 
 static const char *str_or(const char *p, const char *def) {
@@ -332,6 +359,23 @@ static int gen_stored(store *s, int64_t sid, const store_gen *g, int *found,
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* The id of the session's row (ST_SESSION_ID) into *sid, 0 when it has
+ * none, for a session the sid cache does not hold: a known session then
+ * takes the fast path like a cached one (a miss cost about 40,800
+ * instructions on the slow path, and costs about 3,400 with the lookup:
+ * bench_commit with a 4-entry cache, bench/RESULTS.md). The row is the
+ * open transaction's view, so a row this transaction made counts too; the
+ * cache itself is still filled only after COMMIT (invariant 13). Returns
+ * an SQLite code. */
+static int find_sid(store *s, const char *hex, int64_t *sid) {
+  sqlite3_stmt *st = s->st[ST_SESSION_ID];
+  sqlite3_bind_text(st, 1, hex, 32, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  *sid = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 /* Sets g's result to a refusal or duplicate: nothing of it is written. */
 static void not_written(store_gen *g, int result) {
   g->result = result;
@@ -374,6 +418,8 @@ static int store_one(store *s, zitem *it, int64_t now_real, pend_set *ps,
   char hex[33];
   gtp_session_hex(g->session, hex);
   int64_t sid = sidc_get(s, g->session), tot_events = 0, tot_lost = 0;
+  if (sid == 0 && (rc = find_sid(s, hex, &sid)) != SQLITE_OK)
+    return rc;
   uint64_t lost = 0;
   int lost_ok = lost_of(g, &lost);
   int found = 0, unbound = 0, moved = 0, same = 0;

@@ -10,10 +10,12 @@
 #include "store_schema.h" /* STORE_SPAN_SHIFT */
 #include "sum_rows.h"     /* sum_rows_values_sql */
 
-/* Chunk sizes, largest first, as in sum_rows.c: each size is one prepared
- * statement per table (20 rows: 16 + 4). */
-static const unsigned chunk_rows[] = {STORE_GENROWS_MAX, 16, 8, 4, 2, 1};
-#define NCHUNK (sizeof chunk_rows / sizeof chunk_rows[0])
+/* One statement per table for any count of rows up to STORE_GENROWS_MAX,
+ * each count prepared on first use: a call of n rows runs one INSERT of n
+ * rows per table, not a chunk of each power of two (21 rows were 16 + 4 +
+ * 1: three statements' starts, cursors and halts per table, each on cold
+ * caches in a fleet's transaction; bench/RESULTS.md, ninth session). */
+#define NCHUNK (STORE_GENROWS_MAX + 1)
 
 #define GEN_COLS 14
 static const char gen_head[] =
@@ -65,14 +67,6 @@ void store_genrows_set_next(store_genrows *r, int64_t next_seq) {
   r->next_seq = next_seq;
 }
 
-/* The chunk that fits n rows (n >= 1). */
-static size_t chunk_of(size_t n) {
-  size_t c = 0;
-  while (chunk_rows[c] > n)
-    c++;
-  return c;
-}
-
 static sqlite3_stmt *stmt(store_genrows *r, sqlite3_stmt **slot,
                           const char *head, unsigned ncols, unsigned nrows,
                           const char *tail, int *rc) {
@@ -117,12 +111,11 @@ static int genrows_check_invariants(store_genrows *r, const store_genrow *rows,
   return rc;
 }
 
-/* The generation rows of rows[0..k), k a chunk size; their seq from the
- * last one's (invariant 1). */
-static int write_gens(store_genrows *r, store_genrow *rows, size_t c) {
+/* The generation rows of rows[0..k), 1 <= k <= STORE_GENROWS_MAX; their
+ * seq from the last one's (invariant 1). */
+static int write_gens(store_genrows *r, store_genrow *rows, unsigned k) {
   int rc = SQLITE_OK;
-  unsigned k = chunk_rows[c];
-  sqlite3_stmt *st = stmt(r, &r->gen[c], gen_head, GEN_COLS, k, NULL, &rc);
+  sqlite3_stmt *st = stmt(r, &r->gen[k], gen_head, GEN_COLS, k, NULL, &rc);
   if (!st)
     return rc;
   for (unsigned i = 0; i < k; i++) {
@@ -192,27 +185,22 @@ static int write_spans(store_genrows *r, const store_genrow *rows, size_t n) {
   return rc;
 }
 
-/* The payloads of rows[0..n). */
-static int write_payloads(store_genrows *r, store_genrow *rows, size_t n) {
+/* The payloads of rows[0..k), 1 <= k <= STORE_GENROWS_MAX. */
+static int write_payloads(store_genrows *r, store_genrow *rows, unsigned k) {
   int rc = SQLITE_OK;
-  for (size_t at = 0; rc == SQLITE_OK && at < n;) {
-    size_t c = chunk_of(n - at);
-    unsigned k = chunk_rows[c];
-    sqlite3_stmt *st = stmt(r, &r->pay[c], pay_head, 2, k, NULL, &rc);
-    if (!st)
-      return rc;
-    for (unsigned j = 0; j < k; j++) {
-      sqlite3_bind_int64(st, 2 * (int)j + 1, rows[at + j].seq);
-      sqlite3_bind_blob64(st, 2 * (int)j + 2, rows[at + j].data,
-                          (sqlite3_uint64)rows[at + j].len, SQLITE_STATIC);
-    }
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-    if (rc == SQLITE_OK && sqlite3_changes(r->db) != (int)k)
-      rc = SQLITE_CONSTRAINT; /* invariant 3 */
-    at += k;
+  sqlite3_stmt *st = stmt(r, &r->pay[k], pay_head, 2, k, NULL, &rc);
+  if (!st)
+    return rc;
+  for (unsigned j = 0; j < k; j++) {
+    sqlite3_bind_int64(st, 2 * (int)j + 1, rows[j].seq);
+    sqlite3_bind_blob64(st, 2 * (int)j + 2, rows[j].data,
+                        (sqlite3_uint64)rows[j].len, SQLITE_STATIC);
   }
+  rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+  if (rc == SQLITE_OK && sqlite3_changes(r->db) != (int)k)
+    rc = SQLITE_CONSTRAINT; /* invariant 3 */
   return rc;
 }
 
@@ -232,13 +220,14 @@ static int reserve_seqs(store_genrows *r, size_t n) {
 }
 
 int store_genrows_write(store_genrows *r, store_genrow *rows, size_t n) {
+  if (n == 0)
+    return SQLITE_OK;
+  if (n > STORE_GENROWS_MAX)
+    return SQLITE_MISUSE;
   int rc = reserve_seqs(r, n);
-  for (size_t at = 0; rc == SQLITE_OK && at < n;) {
-    size_t c = chunk_of(n - at);
-    rc = write_gens(r, rows + at, c);
-    at += chunk_rows[c];
-  }
+  if (rc == SQLITE_OK)
+    rc = write_gens(r, rows, (unsigned)n);
   if (rc == SQLITE_OK)
     rc = write_spans(r, rows, n);
-  return rc == SQLITE_OK ? write_payloads(r, rows, n) : rc;
+  return rc == SQLITE_OK ? write_payloads(r, rows, (unsigned)n) : rc;
 }

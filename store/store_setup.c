@@ -113,6 +113,12 @@ static const char *const store_sql[ST_COUNT_] = {
         " ELSE last_seen_ns END,"
         " last_gen = CASE WHEN last_gen IS NULL OR ?6 > last_gen"
         " THEN ?6 ELSE last_gen END WHERE id = ?1",
+    /* A session the sid cache does not hold (a set full, or the first
+     * generation since the store opened): its id, if its row exists, so
+     * that generation takes ST_SESSION_ADD_CHECKED too, one probe of the
+     * session index instead of the upsert, the CRC probe and ST_SESSION_ADD
+     * (store_commit.c, find_sid). */
+    [ST_SESSION_ID] = "SELECT id FROM sessions WHERE session = ?1",
     [ST_GEN_CRC] =
         "SELECT crc FROM generations WHERE session_id = ?1 AND gen = ?2",
     [ST_SET_META] = "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, ?2)",

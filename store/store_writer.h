@@ -36,10 +36,12 @@
 /* WAL grows to about this before an automatic checkpoint; large enough to
  * batch checkpoint I/O, small enough to bound recovery and disk use. */
 #define STORE_WAL_TARGET (64ull << 20)
-/* Sessions whose sessions.id the store thread remembers (invariant 13):
- * direct-mapped, so a fleet larger than this only pays the upsert for the
- * sessions that collide; the table's pages are touched as slots fill. */
+/* Sessions whose sessions.id the store thread remembers (invariant 13), in
+ * sets of STORE_SIDC_WAYS (store_commit.c), so a fleet larger than a set
+ * holds only pays the upsert for the sessions a full set evicts; the
+ * table's pages are touched as slots fill. */
 #define STORE_SIDC_SLOTS 65536
+#define STORE_SIDC_WAYS 4
 /* Payloads below this are stored raw: zstd's fixed cost per call (about
  * 4.4 us here, level 1, reused context) buys under 15% of a few hundred
  * bytes (bench/RESULTS.md, fleet section), and skipping it lets such a
@@ -75,6 +77,7 @@ enum {
   ST_SESSION_CHECK,
   ST_SESSION_ADD_CHECKED,
   ST_SESSION_ADD,
+  ST_SESSION_ID,
   ST_COUNT_
 };
 
@@ -112,9 +115,10 @@ struct store {
   /* Store thread only (invariant 1). */
   sqlite3 *db;
   sqlite3_stmt *st[ST_COUNT_];
-  store_summary *sum; /* summary writer and backfill */
-  store_genrows *gr;  /* generations and payloads, multi-row */
-  sidc_ent *sidc;     /* sessions.id of sessions committed (invariant 13) */
+  store_summary *sum;  /* summary writer and backfill */
+  store_genrows *gr;   /* generations and payloads, multi-row */
+  sidc_ent *sidc;      /* sessions.id of sessions committed (invariant 13) */
+  unsigned sidc_evict; /* the way a full set gives up next */
   zitem *batch;
   int64_t max_span_ns; /* longest end - start committed (meta.max_span_ns) */
   int64_t next_tick_ns;
