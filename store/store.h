@@ -118,7 +118,10 @@ typedef void (*store_done_fn)(void *ctx, store_gen *g);
  * allocation SQLite makes takes a global mutex to count itself, and this
  * SQLite has no lookaside (Debian builds it without), so a small fleet
  * generation's commit made about 80 of them (callgrind, bench_commit).
- * sqlite3_memory_used() then reads 0. */
+ * sqlite3_memory_used() then reads 0. Also installs the store's page
+ * cache (store_pcache.h): the write connection's pages in an arena of huge
+ * pages, every other connection's in SQLite's default cache
+ * (GENTRACE_STORE_PCACHE=0 keeps the default for all). */
 void store_process_init(void);
 
 /* Opens (creating or migrating) the database and starts the store thread.
