@@ -95,7 +95,7 @@ if kind == 'gentraced':
         + incl('ingest_conn_account_decoder') + own['ingest_read_cb'], 'r')
     G['generation validation (parse without CRC, gtp_gen_fini)'] = (
         incl('gtp_gen_parse_lazy') + incl('gtp_gen_parse')
-        + incl('gtp_gen_parse_known') - crc
+        + incl('gtp_gen_parse_known') + incl('gtp_gen_verify_known') - crc
         + incl('gtp_gen_fini'), 'r')
     G['reassembly and generation buffers (GEN_START/GEN_END, genpool)'] = (
         incl('reasm_batch') - e('reasm_batch', 'gtp_frame_batch_decode')
@@ -114,11 +114,12 @@ if kind == 'gentraced':
     # Split by side, so that each is divided by its own count.
     G['hand-off to the store thread (store_gen, submit)'] = (
         e('reasm_gen_end', 'strdup') + e('reasm_gen_end', 'calloc')
+        + e('reasm_gen_end', 'ingest_pending_new')
         + incl('storage_submit') - incl('store_index_bind_key'), 'r')
     G['hand-off back (completion, frees)'] = (
         (incl(async_io) - spin - incl(cb) if async_io else 0)
         + own[cb] + e(cb, 'donelist_take') + e(cb, 'ingest_done_pending')
-        + e(cb, 'store_gen_free')
+        + e(cb, 'store_gen_free') + e(cb, 'ingest_pending_free')
         + e(cb, 'ingest_conn_unref')
         + sum(v for (a, b), v in edge.items()
               if a == cb and

@@ -17,6 +17,8 @@
 # kernel's side of read, write and epoll_wait is not in these figures (the
 # syscall counts per generation are printed so the two servers' can be
 # compared). Leaves the callgrind files in OUTDIR (default a temp dir).
+# CG_OPTS adds valgrind options, e.g. CG_OPTS=--cache-sim=yes for D1/LL
+# misses per function (read them with callgrind_annotate).
 set -eu
 B=$(cd "$1" && pwd)
 AGENTS=${2:-300}
@@ -25,12 +27,12 @@ SRC=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT/top/bench"
 cat >"$OUT/gentraced" <<W
 #!/bin/sh
-exec valgrind --tool=callgrind --separate-threads=yes \
+exec valgrind --tool=callgrind --separate-threads=yes ${CG_OPTS:-} \
   --callgrind-out-file=$OUT/cg.gentraced.%p "$B/daemon/gentraced" "\$@"
 W
 cat >"$OUT/top/bench/bare_server" <<W
 #!/bin/sh
-exec valgrind --tool=callgrind --separate-threads=yes \
+exec valgrind --tool=callgrind --separate-threads=yes ${CG_OPTS:-} \
   --callgrind-out-file=$OUT/cg.bare.%p "$B/bench/bare_server" "\$@"
 W
 chmod +x "$OUT/gentraced" "$OUT/top/bench/bare_server"

@@ -169,10 +169,7 @@ static uint64_t ident_size(const conn *c) {
     n += strlen(c->agent_version) + 1;
   if (c->tags_json != NULL)
     n += strlen(c->tags_json) + 1;
-  for (uint32_t i = 0; i < c->ntags; i++)
-    n += strlen(c->tag_keys[i]) + strlen(c->tag_values[i]) + 2 +
-         2 * sizeof(char *);
-  return n;
+  return n + c->gs_ident_len; /* the tags are in gs_ident */
 }
 
 static void ident_account(conn *c, int64_t d) {

@@ -35,8 +35,9 @@
  *     loop once per batch), otherwise connection state races with
  *     commits.
  *  2. A generation MUST reach the store only whole and validated (manifest
- *     and gtp_gen_parse; on SQLite gtp_gen_parse_lazy, with the events
- *     checked by the store before it writes anything: check_events); an
+ *     and gtp_gen_verify_known, gtp_gen_parse's checks; on SQLite those of
+ *     gtp_gen_parse_lazy, with the events checked by the store before it
+ *     writes anything: check_events); an
  *     opengen dies with its connection, otherwise a dropped connection
  *     could leave half a generation stored.
  *  3. ACK(gen) MUST be sent only from the completion of that generation's
@@ -210,8 +211,7 @@ static void on_sweep(uv_timer_t *t) {
     while ((pd = ingest_retry_pop(ing)) != NULL) {
       conn *c = pd->c;
       ingest_conn_dequeue(c, pd);
-      store_gen_free(pd->g);
-      free(pd);
+      ingest_pending_free(ing, pd);
       ingest_conn_unref(c);
     }
     ing->drain_gave_up = 1;
@@ -520,15 +520,16 @@ void ingest_free(ingest *ing) {
        n = next) {
     next = n->next;
     pd = ingest_done_pending(n);
-    store_gen_free(pd->g);
-    ingest_conn_unref(pd->c);
-    free(pd);
+    conn *c = pd->c;
+    ingest_pending_free(ing, pd);
+    ingest_conn_unref(c);
   }
   while ((pd = ingest_retry_pop(ing)) != NULL) {
-    store_gen_free(pd->g);
-    ingest_conn_unref(pd->c);
-    free(pd);
+    conn *c = pd->c;
+    ingest_pending_free(ing, pd);
+    ingest_conn_unref(c);
   }
+  ingest_pending_fini(ing);
   genpool_fini(&ing->pool); /* after the loop: no genpool call races it */
   donelist_fini(&ing->done);
   pthread_mutex_destroy(&ing->sess_lock);

@@ -104,8 +104,7 @@ static void resubmit(ingest *ing, pending *pd) {
     ing->inflight--;
     conn *c = pd->c;
     ingest_conn_dequeue(c, pd);
-    store_gen_free(pd->g);
-    free(pd);
+    ingest_pending_free(ing, pd);
     if (rc == -ENOMEM && c->state != CONN_CLOSING)
       ingest_conn_nomem(c, "store queue");
     ingest_conn_unref(c);
@@ -208,8 +207,7 @@ static void complete(ingest *ing, pending *pd) {
       ingest_conn_close(c, 0, 0, 0,
                         "daemon storage error; reconnect and resend");
   }
-  store_gen_free(g);
-  free(pd);
+  ingest_pending_free(ing, pd);
   if (c->state != CONN_CLOSING)
     ingest_conn_update_reading(c);
   ingest_conn_unref(c);

@@ -262,15 +262,10 @@ void ingest_conn_free_identity(conn *c) {
   free(c->host);
   free(c->agent_version);
   free(c->tags_json);
-  for (uint32_t i = 0; i < c->ntags; i++) {
-    free(c->tag_keys[i]);
-    free(c->tag_values[i]);
-  }
-  free(c->tag_keys);
-  free(c->tag_values);
+  free(c->gs_ident);
   c->service = c->host = c->agent_version = c->tags_json = NULL;
-  c->tag_keys = c->tag_values = NULL;
-  c->ntags = 0;
+  c->gs_ident = NULL;
+  c->gs_ident_len = 0;
 }
 
 void ingest_conn_unref(conn *c) {

@@ -31,53 +31,64 @@
 /* Appends s as a JSON string (quotes included) to b, escaped by the
  * project's one rule (invalid UTF-8 as \ufffd), so the tags stay valid JSON
  * and web/ never has to show them as {}. */
-static void json_str(gtp_wbuf *b, const char *s) {
+static void json_str(gtp_wbuf *b, gtp_str s) {
   gtp_wbuf_put(b, "\"", 1);
-  gtp_json_escape(gtp_wbuf_sink, b, s, strlen(s));
+  gtp_json_escape(gtp_wbuf_sink, b, s.ptr, s.len);
   gtp_wbuf_put(b, "\"", 1);
 }
 
-/* Copies HELLO's identity strings into c (owned, NUL-terminated) and
- * renders its tags as one JSON object. 0, or -ENOMEM with none of it kept
- * (c's identity fields stay NULL, so c can be closed as is). */
+/* Copies HELLO's identity strings into c (owned, NUL-terminated), renders
+ * its tags as one JSON object and encodes the identity part of the session's
+ * GEN_STARTs (c->gs_ident). 0, or -ENOMEM with none of it kept (c's identity
+ * fields stay NULL, so c can be closed as is). The decoder refused a NUL in
+ * any of these strings (gtp_frame_hello_decode), so the copies are whole. */
 static int hello_identity(conn *c, const gtp_hello *h) {
-  gtp_wbuf tj;
+  gtp_wbuf tj, gi;
   gtp_wbuf_init(&tj, 1u << 20);
+  gtp_wbuf_init(&gi, 1u << 20);
   c->service = strndup(h->service.ptr, h->service.len);
   c->host = strndup(h->host.ptr, h->host.len);
   c->agent_version = strndup(h->agent_version.ptr, h->agent_version.len);
   if (c->service == NULL || c->host == NULL || c->agent_version == NULL)
     goto fail;
-  if (h->ntags > 0) {
-    c->tag_keys = calloc(h->ntags, sizeof(char *));
-    c->tag_values = calloc(h->ntags, sizeof(char *));
-    if (c->tag_keys == NULL || c->tag_values == NULL)
-      goto fail;
-  }
   gtp_wbuf_put(&tj, "{", 1);
   for (uint32_t i = 0; i < h->ntags; i++) {
-    /* Counted as they are filled: ingest_conn_free_identity frees ntags of
-     * each, NULL included. */
-    c->ntags = i + 1;
-    c->tag_keys[i] = strndup(h->tags[i].key.ptr, h->tags[i].key.len);
-    c->tag_values[i] = strndup(h->tags[i].value.ptr, h->tags[i].value.len);
-    if (c->tag_keys[i] == NULL || c->tag_values[i] == NULL)
-      goto fail;
     if (i > 0)
       gtp_wbuf_put(&tj, ",", 1);
-    json_str(&tj, c->tag_keys[i]);
+    json_str(&tj, h->tags[i].key);
     gtp_wbuf_put(&tj, ":", 1);
-    json_str(&tj, c->tag_values[i]);
+    json_str(&tj, h->tags[i].value);
   }
   gtp_wbuf_put(&tj, "}", 1);
   if (tj.err == 0)
     c->tags_json = strndup((const char *)tj.data, tj.len);
   if (c->tags_json == NULL)
     goto fail;
+  /* Built once here (about 1 KiB of struct): each generation only copies
+   * the bytes (reasm.c). */
+  gtp_gen_start s;
+  memset(&s, 0, sizeof s);
+  s.service = h->service;
+  s.host = h->host;
+  s.agent_version = h->agent_version;
+  s.pid = h->pid;
+  s.process_start_ns = h->process_start_ns;
+  s.ntags = h->ntags;
+  memcpy(s.tags, h->tags, h->ntags * sizeof s.tags[0]);
+  if (gtp_put_gen_start_ident(&gi, &s) < 0)
+    goto fail; /* HELLO's bounds are GEN_START's: only ENOMEM is left */
+  /* Exactly its bytes: they are what budget.c counts. */
+  c->gs_ident = malloc(gi.len);
+  if (c->gs_ident == NULL)
+    goto fail;
+  memcpy(c->gs_ident, gi.data, gi.len);
+  c->gs_ident_len = gi.len;
+  gtp_wbuf_fini(&gi);
   gtp_wbuf_fini(&tj);
   return 0;
 fail:
   gtp_wbuf_fini(&tj);
+  gtp_wbuf_fini(&gi);
   ingest_conn_free_identity(c);
   return -ENOMEM;
 }

@@ -33,6 +33,7 @@
 #define DISKFULL_LOG_MS 60000
 #define TOKEN_LOG_MS 10000
 #define STAGE_MIN (16u << 10) /* BATCH payloads read in place (inv. 9) */
+#define PENDING_FREE_MAX 256  /* pending records kept for reuse (reasm.c) */
 
 enum conn_state {
   CONN_HANDSHAKE,
@@ -71,18 +72,21 @@ typedef struct opengen {
   uint64_t since_ms; /* when held became > 0: its age as partial work */
 } opengen;
 
-/* One generation at the store: the store_gen's cookie. Linked into the
- * completion list by the store thread without allocating. */
+/* One generation at the store: the store_gen's cookie, and the store_gen
+ * itself in the same block (one allocation, recycled: reasm.c,
+ * ingest_pending_new). Linked into the completion list by the store thread
+ * without allocating. */
 typedef struct pending {
-  struct pending *next; /* the retry list (loop thread) */
+  struct pending *next; /* the retry list, or ing->pd_free (loop thread) */
   donelist_node done;   /* ing->done, from the store thread */
   struct conn *c;
-  store_gen *g;
+  store_gen *g; /* &sg */
   size_t cap; /* capacity of g->payload, for the buffer pool */
   uint64_t held; /* bytes counted as queued: cap (the identity is lent) */
   /* uv_hrtime: handed to the store (GEN_END read), and its COMMIT
    * returned (set by the store thread before the hand-back), acklat.h. */
   uint64_t t_read_ns, t_done_ns;
+  store_gen sg;
 } pending;
 
 typedef struct tls_conn tls_conn;
@@ -130,11 +134,15 @@ typedef struct conn {
   uint8_t session[16];
   char session_hex[33];
   uint8_t key_hash[STORE_KEY_HASH_SIZE]; /* SHA-256 of the HELLO's key */
+  int key_bound; /* a generation was submitted with it (store_gen.key_bound) */
   uint32_t version;
   char *service, *host, *agent_version, *tags_json;
   uint64_t pid, process_start_ns;
-  uint32_t ntags;
-  char **tag_keys, **tag_values;
+  /* The identity part of every GEN_START of this session, encoded once at
+   * HELLO (gtp_put_gen_start_ident): each generation's GEN_START copies it
+   * instead of measuring and encoding the strings again. Owned. */
+  uint8_t *gs_ident;
+  size_t gs_ident_len;
 } conn;
 
 typedef struct counters {
@@ -213,6 +221,11 @@ struct ingest {
   char host[256];
   pending *retry_head, **retry_tail;
   uint64_t retry_n;
+  /* Completed pending records kept for the next generations, newest first
+   * (reasm.c: the one reused is the one still in cache), at most
+   * PENDING_FREE_MAX. */
+  pending *pd_free;
+  unsigned pd_nfree;
   int stopping;
   uint64_t drain_deadline_ms;
   int drain_gave_up;
@@ -332,6 +345,15 @@ void ingest_update_pause(ingest *ing);
 void ingest_commit_poll(uv_poll_t *p, int status, int events);
 pending *ingest_retry_pop(ingest *ing);
 pending *ingest_done_pending(donelist_node *n);
+
+/* reasm.c: a generation's pending record with its store_gen: new (zeroed,
+ * g pointing at its sg, sg's cookie at it; NULL when out of memory), and
+ * freed with its payload (which the store must be done with) once nothing
+ * refers to it any more; ingest_pending_fini frees the kept ones at the
+ * ingest's end. */
+pending *ingest_pending_new(ingest *ing);
+void ingest_pending_free(ingest *ing, pending *pd);
+void ingest_pending_fini(ingest *ing);
 
 /* reasm.c: generation reassembly and validation (PROTOCOL.md section 6).
  * reasm_batch/reasm_gen_end return 0, or < 0 once the connection was

@@ -31,6 +31,19 @@
 
 /* -------------------------------------------------------------- reassembly */
 
+/* calloc(1, n) that is served from malloc's per-thread cache: glibc's
+ * calloc skips that cache (each call walks _int_malloc), and GCC folds a
+ * malloc followed by a zeroing memset back into calloc; the empty asm hides
+ * where p came from, so the two stay apart. The loop's three records per
+ * generation come back to the cache at its completion, on this thread. */
+static void *zalloc(size_t n) {
+  void *p = malloc(n);
+  __asm__("" : "+r"(p));
+  if (p != NULL)
+    memset(p, 0, n);
+  return p;
+}
+
 static opengen *gen_find(conn *c, uint64_t gen) {
   for (opengen *g = c->gens; g != NULL; g = g->next)
     if (g->gen == gen)
@@ -73,22 +86,6 @@ static void gen_reject(conn *c, opengen *g, int code, const char *reason) {
 static int gen_nomem(conn *c, const char *what) {
   ingest_conn_nomem(c, what);
   return -1;
-}
-
-static void gen_start_of(const conn *c, uint64_t gen, gtp_gen_start *s) {
-  memset(s, 0, sizeof *s);
-  memcpy(s->session, c->session, 16);
-  s->gen = gen;
-  s->service = (gtp_str){c->service, strlen(c->service)};
-  s->host = (gtp_str){c->host, strlen(c->host)};
-  s->agent_version = (gtp_str){c->agent_version, strlen(c->agent_version)};
-  s->pid = c->pid;
-  s->process_start_ns = c->process_start_ns;
-  s->ntags = c->ntags;
-  for (uint32_t i = 0; i < c->ntags; i++) {
-    s->tags[i].key = (gtp_str){c->tag_keys[i], strlen(c->tag_keys[i])};
-    s->tags[i].value = (gtp_str){c->tag_values[i], strlen(c->tag_values[i])};
-  }
 }
 
 /* Open generations only drain through GEN_END, so pausing reads cannot
@@ -145,7 +142,7 @@ int reasm_batch(conn *c, const gtp_frame *f) {
                         "too many generations open at once");
       return -1;
     }
-    g = calloc(1, sizeof *g);
+    g = zalloc(sizeof *g);
     if (g == NULL) {
       ingest_conn_nomem(c, "open generation");
       return -1;
@@ -169,9 +166,9 @@ int reasm_batch(conn *c, const gtp_frame *f) {
     g->next = c->gens;
     c->gens = g;
     c->ngens++;
-    gtp_gen_start s;
-    gen_start_of(c, gen, &s);
-    rc = gtp_put_gen_start(&g->buf, &s);
+    /* The session's identity as encoded at HELLO (ingest_hello.c). */
+    rc = gtp_put_gen_start_with(&g->buf, c->session, gen, c->gs_ident,
+                                c->gs_ident_len);
     if (rc == -ENOMEM)
       return gen_nomem(c, "generation buffer");
     if (rc < 0) {
@@ -298,16 +295,53 @@ int reasm_stage_read(conn *c, size_t nread) {
   return check_open_bytes(c);
 }
 
-/* The store's record of a validated generation: c's identity lent (store.h
- * ident_borrowed: c's strings live until its last reference goes, and the
- * store_gen holds one from its submit until it is freed, invariant 4), the
- * clock span of parsed, the manifest e; no payload yet. NULL when out of
- * memory. */
-static store_gen *store_gen_of(conn *c, const gtp_gen *parsed,
-                               const gtp_gen_end *e) {
-  store_gen *sg = calloc(1, sizeof *sg);
-  if (sg == NULL)
-    return NULL;
+pending *ingest_pending_new(ingest *ing) {
+  pending *pd = ing->pd_free;
+  if (pd != NULL) {
+    ing->pd_free = pd->next;
+    ing->pd_nfree--;
+  } else {
+    pd = malloc(sizeof *pd);
+    if (pd == NULL)
+      return NULL;
+  }
+  memset(pd, 0, sizeof *pd);
+  pd->g = &pd->sg;
+  pd->sg.cookie = pd;
+  return pd;
+}
+
+void ingest_pending_free(ingest *ing, pending *pd) {
+  /* store_gen_free's part, for a store_gen in pd's block: the identity is
+   * always lent (store_gen_fill), the payload freed unless it went back to
+   * the pool (NULL then). */
+  GTP_ASSERT(pd->g == &pd->sg && pd->sg.ident_borrowed);
+  free(pd->sg.payload);
+  pd->sg.payload = NULL;
+  if (ing->pd_nfree < PENDING_FREE_MAX) {
+    pd->next = ing->pd_free;
+    ing->pd_free = pd;
+    ing->pd_nfree++;
+  } else {
+    free(pd);
+  }
+}
+
+void ingest_pending_fini(ingest *ing) {
+  while (ing->pd_free != NULL) {
+    pending *pd = ing->pd_free;
+    ing->pd_free = pd->next;
+    free(pd);
+  }
+  ing->pd_nfree = 0;
+}
+
+/* The store's record of a validated generation, in sg: c's identity lent
+ * (store.h ident_borrowed: c's strings live until its last reference goes,
+ * and the store_gen holds one from its submit until it is freed, invariant
+ * 4), the clock span, the manifest e; no payload yet. */
+static void store_gen_fill(conn *c, store_gen *sg, const gtp_clock *clock,
+                           const gtp_gen_end *e) {
   sg->service = c->service;
   sg->host = c->host;
   sg->agent_version = c->agent_version;
@@ -319,8 +353,9 @@ static store_gen *store_gen_of(conn *c, const gtp_gen *parsed,
   sg->gen = e->gen;
   memcpy(sg->key_hash, c->key_hash, sizeof sg->key_hash);
   sg->has_key = 1;
-  uint64_t s_ns = parsed->clock.start_real_ns;
-  uint64_t e_ns = parsed->clock.end_real_ns;
+  sg->key_bound = c->key_bound;
+  uint64_t s_ns = clock->start_real_ns;
+  uint64_t e_ns = clock->end_real_ns;
   if (s_ns > INT64_MAX)
     s_ns = INT64_MAX;
   if (e_ns > INT64_MAX)
@@ -330,7 +365,6 @@ static store_gen *store_gen_of(conn *c, const gtp_gen *parsed,
   sg->start_ns = (int64_t)s_ns;
   sg->end_ns = (int64_t)e_ns;
   sg->end = *e;
-  return sg;
 }
 
 /* An all-zero manifest and ledger: no generation has one (each has at least
@@ -393,47 +427,37 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   int lazy = !storage_is_shared(ing->store);
   size_t body_len = g->buf.len - g->body_off;
   rc = gtp_put_gen_end(&g->buf, &e);
-  gtp_gen parsed;
-  int parsed_ok = 0;
+  gtp_clock clock;
   const char *why = "generation failed validation";
   if (rc == 0) {
     budget_gen_sync(c, g);
     /* The GEN_START (from the checked HELLO) and the GEN_END (from the
-     * frame just decoded) are ours: the parse takes them as given and
-     * checks everything the agent sent between them. */
-    gtp_gen_start s;
-    gen_start_of(c, e.gen, &s);
-    rc = gtp_gen_parse_known(g->buf.data, g->buf.len, &s, g->body_off, body_len,
-                             &e, !lazy, &parsed);
-    if (rc == 0) {
-      parsed_ok = 1;
-      rc = session_auth_gen_check(c, &parsed, &e, &why);
-    }
+     * frame just decoded) are ours: the check takes them as given and
+     * checks everything the agent sent between them (gtp_gen_parse_known's
+     * checks, without a gtp_gen to fill: only the CLOCK is kept). */
+    rc = gtp_gen_verify_known(g->buf.data + g->body_off, body_len, e.gen, &e,
+                              !lazy, &clock);
+    if (rc == 0)
+      rc = session_auth_gen_check(c, &clock, &e, &why);
   }
   if (rc == -ENOMEM) {
-    if (parsed_ok)
-      gtp_gen_fini(&parsed);
     ingest_conn_free_gen(c, g);
     return gen_nomem(c, "generation validation");
   }
   if (rc < 0) {
-    if (parsed_ok)
-      gtp_gen_fini(&parsed);
     ingest_refuse_gen(c, e.gen, e.events, rc, why);
     ingest_conn_free_gen(c, g);
     return c->state == CONN_CLOSING ? -1 : 0;
   }
 
-  store_gen *sg = store_gen_of(c, &parsed, &e);
-  if (sg != NULL)
-    sg->check_events = lazy;
-  gtp_gen_fini(&parsed);
-  pending *pd = sg != NULL ? calloc(1, sizeof *pd) : NULL;
+  pending *pd = ingest_pending_new(ing);
   if (pd == NULL) {
-    store_gen_free(sg);
     ingest_conn_free_gen(c, g);
     return gen_nomem(c, "store queue entry");
   }
+  store_gen *sg = pd->g;
+  store_gen_fill(c, sg, &clock, &e);
+  sg->check_events = lazy;
   /* The payload moves to the store; it stays counted in the buffers until
    * the completion (invariant 5). */
   sg->payload = g->buf.data;
@@ -442,9 +466,7 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
   if (c->last_gen_size > ing->cfg.max_gen_size)
     c->last_gen_size = (size_t)ing->cfg.max_gen_size; /* under buf.limit */
   pd->c = c;
-  pd->g = sg;
   pd->cap = g->buf.cap;
-  sg->cookie = pd;
   /* Its buffer (buf.cap) is now queued; the identity it borrows stays
    * counted once, as c's (budget_ident_set). */
   pd->held = budget_gen_queue(c, g);
@@ -462,13 +484,13 @@ int reasm_gen_end(conn *c, const gtp_frame *f) {
     c->inflight--;
     ing->inflight--;
     budget_dequeue(c, pd->held);
-    store_gen_free(sg);
-    free(pd);
+    ingest_pending_free(ing, pd);
     if (rc == -ENOMEM)
       return gen_nomem(c, "store queue");
     ingest_conn_close(c, GTP_E_SHUTDOWN, 0, 0, "daemon is shutting down");
     return -1;
   }
+  c->key_bound = 1; /* store_submit bound it, or found it bound */
   if (c->buffered > ing->cfg.max_conn_buffer && !c->self_paused) {
     CTR_ADD(ing, limit_hits[LIM_CONN_BUFFER], 1);
   }

@@ -152,13 +152,12 @@ static uint64_t wall_now_ns(void) {
   return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
-int session_auth_gen_check(conn *c, const gtp_gen *g, const gtp_gen_end *e,
+int session_auth_gen_check(conn *c, const gtp_clock *k, const gtp_gen_end *e,
                            const char **why) {
   ingest *ing = c->ing;
   /* One reason buffer is enough: the loop thread handles one frame at a
    * time and the caller copies the reason into the ERROR at once. */
   static char reason[160];
-  const gtp_clock *k = &g->clock;
   uint64_t span = ing->cfg.max_gen_span_ns;
   /* The parser checked that ticks and monotonic time do not go back; wall
    * time may step back a little (NTP) and is stored as [min, max]. */

@@ -57,11 +57,11 @@ int session_auth_bad_text(struct conn *c, const gtp_hello *h);
  * returns 0 with *why set for the ERROR reason. */
 int session_auth_gen_ok(struct conn *c, uint64_t gen, const char **why);
 
-/* The door checks of a parsed generation: its CLOCK (order, span, distance
- * from the daemon's clock) and its ledger counts. 0, or a negative code
- * with *why (a static or thread-unsafe buffer, valid until the next call)
- * for the ERROR reason; counted. */
-int session_auth_gen_check(struct conn *c, const gtp_gen *g,
+/* The door checks of a checked generation: its CLOCK k (order, span,
+ * distance from the daemon's clock) and its ledger counts e. 0, or a
+ * negative code with *why (a static or thread-unsafe buffer, valid until
+ * the next call) for the ERROR reason; counted. */
+int session_auth_gen_check(struct conn *c, const gtp_clock *k,
                            const gtp_gen_end *e, const char **why);
 
 /* A completion the store refused (GTP_E_CONFLICT or GTP_E_TOOBIG): counts

@@ -402,6 +402,17 @@ int gtp_event_encode(uint8_t *out, const gtp_event *ev, uint64_t prev_ticks);
  * limit (nothing appended then). */
 int gtp_put_file_header(gtp_wbuf *b);
 int gtp_put_gen_start(gtp_wbuf *b, const gtp_gen_start *s);
+/* A GEN_START in two steps, for a writer that sends many generations of
+ * one session: gtp_put_gen_start_ident appends the identity part of s's
+ * payload (the bytes after gen: service through the tags, the same in
+ * every generation of the session; gen and session are not read), once;
+ * gtp_put_gen_start_with then appends, per generation, the record
+ * gtp_put_gen_start would write for that session and gen, from those bytes
+ * (copied, not re-encoded, so no string is measured again). */
+int gtp_put_gen_start_ident(gtp_wbuf *b, const gtp_gen_start *s);
+int gtp_put_gen_start_with(gtp_wbuf *b, const uint8_t session[16],
+                           uint64_t gen, const uint8_t *ident,
+                           size_t ident_len);
 int gtp_put_clock(gtp_wbuf *b, const gtp_clock *c);
 int gtp_put_gen_end(gtp_wbuf *b, const gtp_gen_end *e);
 /* EVENTS record around already-encoded events (events_len <= GTP_BATCH_MAX). */
@@ -485,6 +496,16 @@ int gtp_gen_parse_known(const uint8_t *p, size_t len,
                         const gtp_gen_start *start, size_t body_off,
                         size_t body_len, const gtp_gen_end *end,
                         int check_events, gtp_gen *g);
+/* The checks of gtp_gen_parse_known, in the same order with the same
+ * errors, for a caller that keeps nothing of the parse but its CLOCK: the
+ * body [body, body + body_len) of generation gen with its GEN_END end
+ * (GEN_START and GEN_END being the caller's, as there). No gtp_gen to
+ * fill and free: a small generation's tables are checked in scratch room
+ * on the stack (no allocation); larger ones are allocated and freed. 0
+ * with *clock set, or the error. */
+int gtp_gen_verify_known(const uint8_t *body, size_t body_len, uint64_t gen,
+                         const gtp_gen_end *end, int check_events,
+                         gtp_clock *clock);
 /* The event check gtp_gen_parse makes and gtp_gen_parse_lazy skips, on a
  * lazily parsed generation: 0 when every event of every batch decodes (an
  * unknown event type ends its batch without error, as in gtp_gen_parse),

@@ -393,7 +393,8 @@ int store_submit(store *s, store_gen *g) {
    * binding that could not be made refuses the generation instead: queued,
    * it would leave its session open to any key (store_index.c invariant
    * 5); the caller still owns g and ends that connection. */
-  if (g->has_key && store_index_bind_key(s->idx, g->session, g->key_hash) < 0)
+  if (g->has_key && !g->key_bound &&
+      store_index_bind_key(s->idx, g->session, g->key_hash) < 0)
     return -ENOMEM;
   pthread_mutex_lock(&s->q_lock);
   if (s->closing) {

@@ -87,6 +87,11 @@ typedef struct store_gen {
    * at store_submit if the session has none yet (store_session_key). */
   uint8_t key_hash[STORE_KEY_HASH_SIZE];
   int has_key;
+  /* 1: an earlier generation of this session with this key was submitted
+   * already, so its binding is in the index (a binding never changes nor
+   * goes, store_index.c invariant 3): store_submit skips that lookup.
+   * gentraced sets it from a connection's second generation on. */
+  int key_bound;
   gtp_gen_end end;                 /* manifest + ledger */
   uint8_t *payload;                /* GEN_START + body + GEN_END, malloc'd */
   size_t len;

@@ -21,7 +21,10 @@
  *     rej_gens > 0, otherwise the snapshot would be cut short or sized
  *     wrong.
  *  3. A key binding MUST never change once made (first wins), otherwise a
- *     later HELLO could re-bind a session it does not own.
+ *     later HELLO could re-bind a session it does not own. Nor does it go:
+ *     an entry with a key is never a no-row entry, the only kind expired,
+ *     so a submitter that bound a key once may skip binding it again
+ *     (store_gen.key_bound).
  *  4. Finding an entry that exists MUST NOT allocate, otherwise a
  *     resubmitted generation (its key bound already) or a commit's
  *     note_gen after its submit's bind could fail for want of memory the

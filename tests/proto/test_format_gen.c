@@ -548,14 +548,15 @@ static void test_manifest__wire_body_matches_stored_generation(void **state) {
  * the GEN_START and GEN_END decoded from the records it wrote, the body's
  * offsets. Decodes with the full parser's own functions, then parses with
  * the known ends. */
-static int parse_with_known_ends(const uint8_t *p, size_t len, int check_events,
-                                 gtp_gen *g, gtp_gen_start *start,
-                                 gtp_gen_end *end) {
+static void split_known_ends(const uint8_t *p, size_t len, gtp_gen_start *start,
+                             gtp_gen_end *end, size_t *body_off,
+                             size_t *body_len) {
   gtp_record rec;
   assert_int_equal(gtp_record_parse(p, len, &rec), 0);
   assert_int_equal(rec.type, GTP_REC_GEN_START);
   assert_int_equal(gtp_gen_start_decode(rec.payload, rec.len, start), 0);
-  size_t body_off = rec.size, off = rec.size;
+  size_t off = rec.size;
+  *body_off = rec.size;
   for (;;) {
     assert_int_equal(gtp_record_parse(p + off, len - off, &rec), 0);
     if (rec.type == GTP_REC_GEN_END)
@@ -564,7 +565,15 @@ static int parse_with_known_ends(const uint8_t *p, size_t len, int check_events,
   }
   assert_int_equal(gtp_gen_end_decode(rec.payload, rec.len, end), 0);
   assert_int_equal(off + rec.size, len);
-  return gtp_gen_parse_known(p, len, start, body_off, off - body_off, end,
+  *body_len = off - *body_off;
+}
+
+static int parse_with_known_ends(const uint8_t *p, size_t len, int check_events,
+                                 gtp_gen *g, gtp_gen_start *start,
+                                 gtp_gen_end *end) {
+  size_t body_off, body_len;
+  split_known_ends(p, len, start, end, &body_off, &body_len);
+  return gtp_gen_parse_known(p, len, start, body_off, body_len, end,
                              check_events, g);
 }
 
@@ -677,6 +686,212 @@ test_gen_parse__known_ends_check_the_body_as_the_full_parse(void **state) {
   gtp_wbuf_fini(&body);
 }
 
+/* The GEN_START of a session in two steps (its identity encoded once, then
+ * per generation) is byte for byte the one-step record, for every length
+ * of the gen's varint; an identity over a limit is refused by both. */
+static void
+test_gen_start__ident_once_then_per_gen_is_the_same_record(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 3, 1);
+  gtp_wbuf src, one, ident, two;
+  gtp_wbuf_init(&src, 0);
+  gtp_wbuf_init(&one, 0);
+  assert_int_equal(gtf_gen_start(&src, &s), 0);
+  gtp_record rec;
+  gtp_gen_start st; /* its strings point into src */
+  assert_int_equal(gtp_record_parse(src.data, src.len, &rec), 0);
+  assert_int_equal(gtp_gen_start_decode(rec.payload, rec.len, &st), 0);
+  assert_int_equal(st.ntags, 2);
+  gtp_wbuf_init(&ident, 0);
+  assert_int_equal(gtp_put_gen_start_ident(&ident, &st), 0);
+  const uint64_t gens[] = {0,     1,          127,        128,       16383,
+                           16384, 1ull << 35, 1ull << 63, UINT64_MAX};
+  for (size_t i = 0; i < sizeof gens / sizeof gens[0]; i++) {
+    st.gen = gens[i];
+    gtp_wbuf_reset(&one);
+    assert_int_equal(gtp_put_gen_start(&one, &st), 0);
+    gtp_wbuf_init(&two, 0);
+    gtp_wbuf_put(&two, "x", 1); /* appends after what is there */
+    assert_int_equal(gtp_put_gen_start_with(&two, st.session, gens[i],
+                                            ident.data, ident.len),
+                     0);
+    assert_int_equal(two.len, one.len + 1);
+    assert_memory_equal(two.data + 1, one.data, one.len);
+    gtp_wbuf_fini(&two);
+  }
+  /* A tag value over GTP_IDENT_STR_MAX: refused, nothing appended. */
+  static char big[GTP_IDENT_STR_MAX + 1];
+  memset(big, 'v', sizeof big);
+  st.tags[1].value = (gtp_str){big, sizeof big};
+  gtp_wbuf_reset(&ident);
+  assert_int_equal(gtp_put_gen_start_ident(&ident, &st), GTP_E_TOOBIG);
+  assert_int_equal(ident.len, 0);
+  gtp_wbuf_reset(&one);
+  assert_int_equal(gtp_put_gen_start(&one, &st), GTP_E_TOOBIG);
+  assert_int_equal(one.len, 0);
+  /* An identity whose record would pass GTP_RECORD_MAX. */
+  gtp_wbuf_init(&two, 0);
+  assert_int_equal(
+      gtp_put_gen_start_with(&two, st.session, 1, NULL, GTP_RECORD_MAX - 16),
+      GTP_E_TOOBIG);
+  assert_int_equal(two.len, 0);
+  gtp_wbuf_fini(&two);
+  gtp_wbuf_fini(&ident);
+  gtp_wbuf_fini(&one);
+  gtp_wbuf_fini(&src);
+}
+
+/* gtp_gen_verify_known's verdict on the generation [p, p+len) with the
+ * known ends st and e and body [body_off, body_off + body_len) must be
+ * gtp_gen_parse_known's: the same code and, when 0, the same CLOCK. */
+static void expect_same_verdict(const uint8_t *p, size_t len,
+                                const gtp_gen_start *st, size_t body_off,
+                                size_t body_len, const gtp_gen_end *e,
+                                int check) {
+  gtp_gen known;
+  int want =
+      gtp_gen_parse_known(p, len, st, body_off, body_len, e, check, &known);
+  gtp_clock clock;
+  memset(&clock, 0xee, sizeof clock);
+  assert_int_equal(
+      gtp_gen_verify_known(p + body_off, body_len, st->gen, e, check, &clock),
+      want);
+  if (want == 0) {
+    assert_memory_equal(&clock, &known.clock, sizeof clock);
+    gtp_gen_fini(&known);
+  }
+}
+
+/* The same for a whole generation as written, its ends decoded from it. */
+static int expect_same_verdict_whole(const uint8_t *p, size_t len, int check) {
+  gtp_gen_start st;
+  gtp_gen_end e;
+  size_t body_off, body_len;
+  split_known_ends(p, len, &st, &e, &body_off, &body_len);
+  expect_same_verdict(p, len, &st, body_off, body_len, &e, check);
+  gtp_clock k;
+  return gtp_gen_verify_known(p + body_off, body_len, st.gen, &e, check, &k);
+}
+
+/* A generation 7 of one CLOCK and one STRINGS (n ids) and one STACKS (n
+ * ids, one frame each) record. */
+static void gen_of_tables(gtp_wbuf *out, const uint64_t *ids, size_t n) {
+  gtf_spec s;
+  gtf_spec_init(&s, 4, 7);
+  gtp_str str[80];
+  uint64_t pc[80];
+  const uint64_t *pcs[80];
+  size_t depth[80];
+  assert_true(n <= 80);
+  for (size_t i = 0; i < n; i++) {
+    str[i] = (gtp_str){"name", 4};
+    pc[i] = 0x400000 + i;
+    pcs[i] = &pc[i];
+    depth[i] = 1;
+  }
+  gtp_wbuf body;
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  assert_int_equal(gtp_put_strings(&body, ids, str, n), 0);
+  assert_int_equal(gtp_put_stacks(&body, ids, pcs, depth, n), 0);
+  wrap_body(out, &s, body.data, body.len, 7);
+  gtp_wbuf_fini(&body);
+}
+
+/* The loop's check without a gtp_gen agrees with gtp_gen_parse_known on
+ * every verdict: good generations (tables in its stack room and beyond
+ * it, sorted by insertion and by qsort), each body byte changed, the
+ * manifest and gen wrong, bad events checked or left, duplicate ids on
+ * each side of the room's size. */
+static void test_gen_verify__same_verdicts_as_parse_known(void **state) {
+  (void)state;
+  gtf_spec s;
+  gtf_spec_init(&s, 1, 41);
+  gtp_wbuf b;
+  gtp_wbuf_init(&b, 0);
+  assert_int_equal(gtf_generation(&b, &s), 0);
+  for (int check = 0; check <= 1; check++)
+    assert_int_equal(expect_same_verdict_whole(b.data, b.len, check), 0);
+  gtp_gen_start st;
+  gtp_gen_end e;
+  size_t body_off, body_len;
+  split_known_ends(b.data, b.len, &st, &e, &body_off, &body_len);
+  for (size_t i = body_off; i < body_off + body_len; i++) {
+    b.data[i] ^= 0x01;
+    expect_same_verdict(b.data, b.len, &st, body_off, body_len, &e, 1);
+    b.data[i] ^= 0x01;
+  }
+  /* The same damage past the CRC (the GEN_END's CRC made to match), and
+   * past the manifest too when the damaged body still frames (its counts
+   * taken as declared): the errors behind the CRC come in the same order,
+   * framing, manifest, then the records' contents. */
+  const uint8_t flips[] = {0x01, 0x02, 0x40, 0x80, 0xff};
+  for (size_t i = body_off; i < body_off + body_len; i++) {
+    for (size_t f = 0; f < sizeof flips; f++) {
+      b.data[i] ^= flips[f];
+      gtp_gen_end d = e;
+      d.crc = gtp_crc32c(0, b.data + body_off, body_len);
+      for (int check = 0; check <= 1; check++)
+        expect_same_verdict(b.data, b.len, &st, body_off, body_len, &d, check);
+      gtp_gen_end m = d;
+      if (gtp_manifest_compute(b.data + body_off, body_len, &m) == 0) {
+        m.gen = e.gen;
+        for (int check = 0; check <= 1; check++)
+          expect_same_verdict(b.data, b.len, &st, body_off, body_len, &m,
+                              check);
+      }
+      b.data[i] ^= flips[f];
+    }
+  }
+  gtp_gen_end bad = e;
+  bad.events++;
+  expect_same_verdict(b.data, b.len, &st, body_off, body_len, &bad, 1);
+  bad = e;
+  bad.gen++;
+  expect_same_verdict(b.data, b.len, &st, body_off, body_len, &bad, 1);
+  gtp_wbuf_fini(&b);
+
+  /* A bad event stream: refused when checked, not when lazy. */
+  gtp_wbuf body, out;
+  gtf_spec_init(&s, 0, 10);
+  gtp_wbuf_init(&body, 0);
+  put_clock_simple(&body);
+  const uint8_t ev[] = {GTP_EV_INSTANT, 1, 1, GTP_EV_COUNTER, 1};
+  assert_int_equal(gtp_put_batch(&body, 10, 1, 0, 2, ev, sizeof(ev)), 0);
+  wrap_body(&out, &s, body.data, body.len, 10);
+  assert_int_equal(expect_same_verdict_whole(out.data, out.len, 1),
+                   GTP_E_TRUNC);
+  assert_int_equal(expect_same_verdict_whole(out.data, out.len, 0), 0);
+  gtp_wbuf_fini(&out);
+  gtp_wbuf_fini(&body);
+
+  /* Tables of 1..80 entries (the room holds 32; insertion up to 16),
+   * in descending order, then with the last id a duplicate of the first. */
+  uint64_t ids[80];
+  for (size_t n = 1; n <= 80; n += (n < 40 ? 1 : 13)) {
+    for (size_t i = 0; i < n; i++)
+      ids[i] = 1000 - i;
+    gen_of_tables(&out, ids, n);
+    assert_int_equal(expect_same_verdict_whole(out.data, out.len, 1), 0);
+    gtp_gen g;
+    assert_int_equal(gtp_gen_parse(out.data, out.len, &g, NULL), 0);
+    assert_int_equal(g.nstrings, n);
+    for (size_t i = 1; i < g.nstrings; i++)
+      assert_true(g.strings[i - 1].id < g.strings[i].id &&
+                  g.stacks[i - 1].id < g.stacks[i].id);
+    gtp_gen_fini(&g);
+    gtp_wbuf_fini(&out);
+    if (n < 2)
+      continue;
+    ids[n - 1] = ids[0];
+    gen_of_tables(&out, ids, n);
+    assert_int_equal(expect_same_verdict_whole(out.data, out.len, 1),
+                     GTP_E_CORRUPT);
+    gtp_wbuf_fini(&out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gen_parse__fixture_generation_is_complete),
@@ -696,6 +911,9 @@ int main(void) {
       cmocka_unit_test(
           test_gen_parse__known_ends_check_the_body_as_the_full_parse),
       cmocka_unit_test(test_gen_parse__batch_check_agrees_with_event_next),
+      cmocka_unit_test(
+          test_gen_start__ident_once_then_per_gen_is_the_same_record),
+      cmocka_unit_test(test_gen_verify__same_verdicts_as_parse_known),
       cmocka_unit_test(test_gen_parse__structure_errors),
       cmocka_unit_test(test_manifest__check_tells_crc_from_counts),
       cmocka_unit_test(
