@@ -303,17 +303,24 @@ static inline int sf_commit_one(store *s, sf_done *d, store_gen *g) {
 
 /* ------------------------------------------------------ raw SQLite peeks */
 
+/* The first column of sql's first row on an open connection (-1: none). */
+static inline int64_t sf_db_int(sqlite3 *h, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return v;
+}
+
 static inline int64_t sf_sql_int(const char *db, const char *sql) {
   sqlite3 *h = NULL;
-  sqlite3_stmt *st = NULL;
   int64_t v = -1;
   if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
     sqlite3_busy_timeout(h, 5000);
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-      v = sqlite3_column_int64(st, 0);
+    v = sf_db_int(h, sql);
   }
-  sqlite3_finalize(st);
   sqlite3_close(h);
   return v;
 }

@@ -33,16 +33,6 @@ static void exec_ok(sqlite3 *db, const char *sql) {
     fail_msg("%s: %s", sql, err ? err : sqlite3_errstr(rc));
 }
 
-static int64_t one_int(sqlite3 *db, const char *sql) {
-  sqlite3_stmt *st = NULL;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  return v;
-}
-
 static int integrity_ok(sqlite3 *db) {
   sqlite3_stmt *st = NULL;
   int ok = 0;
@@ -110,10 +100,11 @@ static void fill(sqlite3 *db, int first, int n, int len, int per_tx) {
 /* Rows whose v is still '0's then its id: the bytes survived eviction
  * and rereads (a page served with another page's bytes would not). */
 static int64_t rows_intact(sqlite3 *db) {
-  return one_int(db, "SELECT count(*) FROM t WHERE"
-                     " substr(v, -length(CAST(id AS TEXT))) = CAST(id AS TEXT)"
-                     " AND substr(v, 1, length(v) - length(CAST(id AS TEXT)))"
-                     " NOT GLOB '*[^0]*'");
+  return sf_db_int(db,
+                   "SELECT count(*) FROM t WHERE"
+                   " substr(v, -length(CAST(id AS TEXT))) = CAST(id AS TEXT)"
+                   " AND substr(v, 1, length(v) - length(CAST(id AS TEXT)))"
+                   " NOT GLOB '*[^0]*'");
 }
 
 /* ------------------------------------------------------------ the store */
@@ -133,8 +124,8 @@ static void *reader_main(void *p) {
     return NULL;
   sqlite3_busy_timeout(db, 5000);
   while (!atomic_load(&a->stop)) {
-    int64_t n = one_int(db, "SELECT count(*) FROM generations g"
-                            " JOIN payloads p USING(seq)");
+    int64_t n = sf_db_int(db, "SELECT count(*) FROM generations g"
+                              " JOIN payloads p USING(seq)");
     if (n >= 0) {
       if (n < a->last)
         a->went_back = 1;
@@ -296,36 +287,36 @@ static void test_store_pcache__rekey_and_truncate_by_vacuum(void **state) {
              k * 100);
     exec_ok(db, sql);
   }
-  int64_t pages = one_int(db, "PRAGMA page_count");
+  int64_t pages = sf_db_int(db, "PRAGMA page_count");
   exec_ok(db, "DELETE FROM t");
   exec_ok(db, "PRAGMA incremental_vacuum");
   store_pcache_stats_get(&s1);
   /* t held half the pages. */
-  assert_true(one_int(db, "PRAGMA page_count") < pages * 3 / 4);
-  assert_int_equal(one_int(db, "PRAGMA freelist_count"), 0);
+  assert_true(sf_db_int(db, "PRAGMA page_count") < pages * 3 / 4);
+  assert_int_equal(sf_db_int(db, "PRAGMA freelist_count"), 0);
   assert_true(s1.rekeyed > s0.rekeyed);
   assert_true(s1.truncated > s0.truncated);
   assert_true(integrity_ok(db));
-  assert_int_equal(one_int(db, "SELECT count(*) FROM u"), 800);
+  assert_int_equal(sf_db_int(db, "SELECT count(*) FROM u"), 800);
 
   /* A rollback of a transaction that grew the file drops its new pages
    * (in WAL mode SQLite discards them one by one, xUnpin with discard). */
-  int64_t before = one_int(db, "PRAGMA page_count");
+  int64_t before = sf_db_int(db, "PRAGMA page_count");
   exec_ok(db, "BEGIN");
   fill(db, 5001, 300, 2000, 0);
-  assert_true(one_int(db, "PRAGMA page_count") > before + 100);
+  assert_true(sf_db_int(db, "PRAGMA page_count") > before + 100);
   exec_ok(db, "ROLLBACK");
   store_pcache_stats_get(&s2);
   assert_true(s2.discarded > s1.discarded + 100);
-  assert_int_equal(one_int(db, "PRAGMA page_count"), before);
-  assert_int_equal(one_int(db, "SELECT count(*) FROM t"), 0);
+  assert_int_equal(sf_db_int(db, "PRAGMA page_count"), before);
+  assert_int_equal(sf_db_int(db, "SELECT count(*) FROM t"), 0);
 
   /* VACUUM rewrites the whole file through this cache. */
   exec_ok(db, "VACUUM");
   assert_true(integrity_ok(db));
-  assert_int_equal(one_int(db, "SELECT count(*) FROM u"), 800);
+  assert_int_equal(sf_db_int(db, "SELECT count(*) FROM u"), 800);
   sqlite3 *other = open_plain(f->dir.db);
-  assert_int_equal(one_int(other, "SELECT count(*) FROM u"), 800);
+  assert_int_equal(sf_db_int(other, "SELECT count(*) FROM u"), 800);
   assert_true(integrity_ok(other));
   sqlite3_close(other);
   sqlite3_close(db);
@@ -339,7 +330,7 @@ static void test_store_pcache__page_size_change_stays_claimed(void **state) {
       f->dir.db, "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL");
   exec_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
   fill(db, 1, 200, 3000, 50);
-  assert_int_equal(one_int(db, "PRAGMA page_size"), 16384);
+  assert_int_equal(sf_db_int(db, "PRAGMA page_size"), 16384);
   sqlite3_close(db);
   /* An existing 16 KiB file: its first read (inside the claim) changes the
    * page size from the default. */
@@ -365,7 +356,7 @@ static void test_store_pcache__unclaimed_caches_use_the_default(void **state) {
   /* A temporary table on the claimed connection, after the claim: its
    * cache is a default one too. */
   exec_ok(w, "CREATE TEMP TABLE tt AS SELECT * FROM t");
-  assert_int_equal(one_int(w, "SELECT count(*) FROM tt"), 100);
+  assert_int_equal(sf_db_int(w, "SELECT count(*) FROM tt"), 100);
   store_pcache_stats_get(&s1);
   assert_int_equal(s1.caches, s0.caches);
   sqlite3_close(r);
@@ -420,7 +411,7 @@ static void test_store_pcache__killed_writer_reopens_intact(void **state) {
 
   sqlite3 *db = open_claimed(f->dir.db, NULL);
   assert_true(integrity_ok(db));
-  assert_int_equal(one_int(db, "SELECT count(*) FROM t"), 1000);
+  assert_int_equal(sf_db_int(db, "SELECT count(*) FROM t"), 1000);
   assert_int_equal(rows_intact(db), 1000);
   fill(db, 1001, 200, 900, 100);
   assert_int_equal(rows_intact(db), 1200);
