@@ -337,19 +337,26 @@ static inline int sf_sql_exec(const char *db, const char *sql) {
   return rc;
 }
 
-/* PRAGMA integrity_check == "ok". */
-static inline int sf_integrity_ok(const char *db) {
-  sqlite3 *h = NULL;
+/* PRAGMA integrity_check == "ok", on an open connection. */
+static inline int sf_db_integrity_ok(sqlite3 *h) {
   sqlite3_stmt *st = NULL;
   int ok = 0;
-  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-      sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) ==
+  if (sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL) ==
           SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW) {
     const char *t = (const char *)sqlite3_column_text(st, 0);
     ok = t && strcmp(t, "ok") == 0;
   }
   sqlite3_finalize(st);
+  return ok;
+}
+
+/* The same on a read-only connection of its own to the file db. */
+static inline int sf_integrity_ok(const char *db) {
+  sqlite3 *h = NULL;
+  int ok = 0;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK)
+    ok = sf_db_integrity_ok(h);
   sqlite3_close(h);
   return ok;
 }

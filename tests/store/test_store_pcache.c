@@ -33,19 +33,6 @@ static void exec_ok(sqlite3 *db, const char *sql) {
     fail_msg("%s: %s", sql, err ? err : sqlite3_errstr(rc));
 }
 
-static int integrity_ok(sqlite3 *db) {
-  sqlite3_stmt *st = NULL;
-  int ok = 0;
-  if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) ==
-          SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    const char *t = (const char *)sqlite3_column_text(st, 0);
-    ok = t && strcmp(t, "ok") == 0;
-  }
-  sqlite3_finalize(st);
-  return ok;
-}
-
 /* Opens path under a claim, with the statements that settle the page size
  * (`pre`, may be NULL) inside it, as store_open does; the claim must have
  * caught exactly the main database's cache. */
@@ -235,7 +222,7 @@ static void test_store_pcache__eviction_past_cache_size(void **state) {
   assert_true(sqlite3_db_release_memory(db) == SQLITE_OK);
   store_pcache_stats_get(&s1);
   assert_true(s1.shrinks > s0.shrinks);
-  assert_true(integrity_ok(db));
+  assert_true(sf_db_integrity_ok(db));
   assert_int_equal(rows_intact(db), 3000);
   sqlite3_close(db);
   store_pcache_stats_get(&s1);
@@ -264,7 +251,7 @@ static void test_store_pcache__heap_past_the_arena(void **state) {
   store_pcache_stats_get(&s1);
   assert_true(s1.fetch_arena > before + 50);
   assert_true(s1.pages_arena > 50 && s1.pages_arena <= 200);
-  assert_true(integrity_ok(db));
+  assert_true(sf_db_integrity_ok(db));
   sqlite3_close(db);
 }
 
@@ -296,7 +283,7 @@ static void test_store_pcache__rekey_and_truncate_by_vacuum(void **state) {
   assert_int_equal(sf_db_int(db, "PRAGMA freelist_count"), 0);
   assert_true(s1.rekeyed > s0.rekeyed);
   assert_true(s1.truncated > s0.truncated);
-  assert_true(integrity_ok(db));
+  assert_true(sf_db_integrity_ok(db));
   assert_int_equal(sf_db_int(db, "SELECT count(*) FROM u"), 800);
 
   /* A rollback of a transaction that grew the file drops its new pages
@@ -313,11 +300,11 @@ static void test_store_pcache__rekey_and_truncate_by_vacuum(void **state) {
 
   /* VACUUM rewrites the whole file through this cache. */
   exec_ok(db, "VACUUM");
-  assert_true(integrity_ok(db));
+  assert_true(sf_db_integrity_ok(db));
   assert_int_equal(sf_db_int(db, "SELECT count(*) FROM u"), 800);
   sqlite3 *other = open_plain(f->dir.db);
   assert_int_equal(sf_db_int(other, "SELECT count(*) FROM u"), 800);
-  assert_true(integrity_ok(other));
+  assert_true(sf_db_integrity_ok(other));
   sqlite3_close(other);
   sqlite3_close(db);
 }
@@ -340,7 +327,7 @@ static void test_store_pcache__page_size_change_stays_claimed(void **state) {
   assert_int_equal(rows_intact(db), 200);
   store_pcache_stats_get(&s1);
   assert_true(s1.fetch_arena > s0.fetch_arena + 20);
-  assert_true(integrity_ok(db));
+  assert_true(sf_db_integrity_ok(db));
   sqlite3_close(db);
 }
 
@@ -410,7 +397,7 @@ static void test_store_pcache__killed_writer_reopens_intact(void **state) {
   assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 
   sqlite3 *db = open_claimed(f->dir.db, NULL);
-  assert_true(integrity_ok(db));
+  assert_true(sf_db_integrity_ok(db));
   assert_int_equal(sf_db_int(db, "SELECT count(*) FROM t"), 1000);
   assert_int_equal(rows_intact(db), 1000);
   fill(db, 1001, 200, 900, 100);
