@@ -51,8 +51,7 @@ static void payloads_match(fx *f, size_t n) {
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
-  assert_int_equal(sqlite3_exec(db, "PRAGMA integrity_check", NULL, NULL, NULL),
-                   SQLITE_OK);
+  assert_true(sf_db_integrity_ok(db));
   sqlite3_close(db);
 }
 
